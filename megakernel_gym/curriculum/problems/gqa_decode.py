@@ -1,0 +1,70 @@
+"""Grouped-query attention for one decode step against a full KV cache."""
+import math
+
+import torch
+import torch.nn as nn
+
+LEVEL = 4
+OP_TYPE = "gqa_decode"
+DTYPES = ["bfloat16"]
+DESCRIPTION = ("GQA decode attention: q [batch_size, num_q_heads, head_dim] over a KV cache "
+               "[batch_size, num_kv_heads, seq_len, head_dim], groups of 4 query heads share a kv head.")
+
+batch_size = 8       # sequences decoding together
+num_q_heads = 32
+num_kv_heads = 8     # Llama-3 8B layout: 4 query heads per kv head
+seq_len = 4096       # tokens already in the cache; each cache tensor is 64 MiB in bf16
+head_dim = 128
+dtype = torch.bfloat16
+
+# 37 cached tokens: no tile size divides it. Two query heads per kv head.
+CPU_SIZES = {"batch_size": 2, "num_q_heads": 4, "num_kv_heads": 2, "seq_len": 37,
+             "head_dim": 16, "dtype": torch.float32}
+
+# Each output is a softmax-weighted mean over thousands of random value rows, so its
+# entries are only about 0.03 in size; the bf16 default atol of 1e-2 would accept an
+# all-zero output for most of them. 1e-3 still leaves room for a one-ulp bf16 rounding
+# difference at these magnitudes.
+ATOL = 1e-3
+
+
+class Model(nn.Module):
+    """softmax(q k^T / sqrt(head_dim)) v per query head, with kv head = q head // group size."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
+        b, hq, d = q.shape
+        hkv = k_cache.shape[1]
+        group = hq // hkv
+        # fp32 throughout so the reference is the accurate answer, not one rounding of it
+        qg = q.float().reshape(b, hkv, group, d)
+        scores = torch.einsum("bhgd,bhsd->bhgs", qg, k_cache.float()) / math.sqrt(d)
+        probs = torch.softmax(scores, dim=-1)
+        out = torch.einsum("bhgs,bhsd->bhgd", probs, v_cache.float())
+        return out.reshape(b, hq, d).to(q.dtype)
+
+
+def get_inputs():
+    q = torch.randn(batch_size, num_q_heads, head_dim, dtype=dtype)
+    k_cache = torch.randn(batch_size, num_kv_heads, seq_len, head_dim, dtype=dtype)
+    v_cache = torch.randn(batch_size, num_kv_heads, seq_len, head_dim, dtype=dtype)
+    return [q, k_cache, v_cache]
+
+
+def get_init_inputs():
+    return []
+
+
+def FLOPS():
+    # q.k and p.v are each 2*head_dim flops per (query head, key); the softmax ~5 per score
+    scores = batch_size * num_q_heads * seq_len
+    return 4 * scores * head_dim + 5 * scores
+
+
+def BYTES():
+    # the KV cache dominates: each key and value row is read once, shared by its query group
+    q_and_out = 2 * batch_size * num_q_heads * head_dim
+    cache = 2 * batch_size * num_kv_heads * seq_len * head_dim
+    return (q_and_out + cache) * dtype.itemsize

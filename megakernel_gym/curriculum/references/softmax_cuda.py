@@ -1,0 +1,113 @@
+"""Reference candidate for problems/softmax.py in CUDA C, compiled by the project's NVRTC loader.
+
+One thread block per row. Sweep 1 keeps a per-thread online (max, sum) pair, merges the pairs
+across each warp with shuffles and across warps through shared memory. Sweep 2 re-reads the row
+(hot in L1/L2) and writes exp(x - max) / sum. Both sweeps move 16 bytes per load/store; a row
+whose start is not 16-byte aligned peels up to three scalars first, and the last n % 4 columns
+are scalar too. Rows whose input and output misalign differently fall back to scalars.
+"""
+import torch
+import torch.nn as nn
+
+from megakernel_gym import load_cuda
+
+SOURCE = r"""
+#define MAX_WARPS 32
+#define NEG_INF __int_as_float(0xff800000)
+
+// Merge running softmax state (m, s) with (m2, s2): s is the sum of exp(x - m).
+__device__ __forceinline__ void merge_state(float& m, float& s, float m2, float s2) {
+    float mn = fmaxf(m, m2);
+    if (mn == NEG_INF) return;                 // both empty: nothing to rescale
+    s = s * __expf(m - mn) + s2 * __expf(m2 - mn);
+    m = mn;
+}
+
+
+extern "C" __global__ void __launch_bounds__(1024)
+softmax_rows_f32(const float* __restrict__ x, float* __restrict__ y, int n_cols)
+{
+    const long long row = blockIdx.x;
+    const float* xr = x + row * (long long)n_cols;
+    float* yr = y + row * (long long)n_cols;
+    const int tid = threadIdx.x, nthreads = blockDim.x;
+
+    // Split the row into [0, head) scalar, [head, vec_end) float4, [vec_end, n) scalar.
+    const unsigned long long ax = (unsigned long long)xr, ay = (unsigned long long)yr;
+    int head = n_cols, vec_end = n_cols;
+    if (((ax ^ ay) & 15ull) == 0 && (ax & 3ull) == 0) {
+        head = (int)(((16ull - (ax & 15ull)) & 15ull) >> 2);
+        if (head > n_cols) head = n_cols;
+        vec_end = head + ((n_cols - head) & ~3);
+    }
+    const float4* xv = reinterpret_cast<const float4*>(xr + head);
+    float4* yv = reinterpret_cast<float4*>(yr + head);
+    const int n_vec = (vec_end - head) >> 2;
+
+    // Sweep 1: online max and sum.
+    float m = NEG_INF, s = 0.0f;
+    for (int i = tid; i < head; i += nthreads) merge_state(m, s, xr[i], 1.0f);
+    for (int i = tid; i < n_vec; i += nthreads) {
+        float4 v = xv[i];
+        float vm = fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w));
+        if (vm == NEG_INF) continue;           // masked-out logits (-inf) add nothing
+        float vs = __expf(v.x - vm) + __expf(v.y - vm) + __expf(v.z - vm) + __expf(v.w - vm);
+        merge_state(m, s, vm, vs);
+    }
+    for (int i = vec_end + tid; i < n_cols; i += nthreads) merge_state(m, s, xr[i], 1.0f);
+
+    // Reduce (m, s) over the warp, then over the block.
+    for (int off = 16; off > 0; off >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        float s2 = __shfl_xor_sync(0xffffffffu, s, off);
+        merge_state(m, s, m2, s2);
+    }
+    __shared__ float sm_m[MAX_WARPS], sm_s[MAX_WARPS];
+    const int warp = tid >> 5, lane = tid & 31, nwarps = (nthreads + 31) >> 5;
+    if (lane == 0) { sm_m[warp] = m; sm_s[warp] = s; }
+    __syncthreads();
+    if (warp == 0) {
+        m = lane < nwarps ? sm_m[lane] : NEG_INF;
+        s = lane < nwarps ? sm_s[lane] : 0.0f;
+        for (int off = 16; off > 0; off >>= 1) {
+            float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+            float s2 = __shfl_xor_sync(0xffffffffu, s, off);
+            merge_state(m, s, m2, s2);
+        }
+        if (lane == 0) { sm_m[0] = m; sm_s[0] = s; }
+    }
+    __syncthreads();
+    const float row_max = sm_m[0];
+    const float inv_sum = 1.0f / sm_s[0];
+
+    // Sweep 2: write the probabilities.
+    for (int i = tid; i < head; i += nthreads) yr[i] = __expf(xr[i] - row_max) * inv_sum;
+    for (int i = tid; i < n_vec; i += nthreads) {
+        float4 v = xv[i];
+        v.x = __expf(v.x - row_max) * inv_sum;
+        v.y = __expf(v.y - row_max) * inv_sum;
+        v.z = __expf(v.z - row_max) * inv_sum;
+        v.w = __expf(v.w - row_max) * inv_sum;
+        yv[i] = v;
+    }
+    for (int i = vec_end + tid; i < n_cols; i += nthreads) yr[i] = __expf(xr[i] - row_max) * inv_sum;
+}
+"""
+
+_mod = load_cuda(SOURCE, name="softmax_rows.cu")
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n_cols = x.shape[-1]
+        xc = x.contiguous()
+        y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
+        n_rows = xc.numel() // n_cols
+        # about 8 float4 per thread for a 32k row, full 1024-thread blocks; small rows get
+        # one warp per 128 columns
+        threads = min(1024, max(32, ((n_cols + 127) // 128) * 32))
+        _mod.softmax_rows_f32((n_rows,), (threads,), (xc, y, n_cols))
+        return y

@@ -1,0 +1,348 @@
+"""Static anti-cheat: rules over the candidate's AST and its CUDA/C++ source strings.
+
+These run in the judge's own process before anything of the candidate executes, so they
+only parse. The dynamic rules (aten ops seen during forward, kernels that ran, output
+aliasing, side streams) live in `sandbox.py`, where the candidate runs.
+
+Every finding is a Flag with a stable rule name; any flag makes the status `rejected`.
+Rule names: forbidden_import, torch_compute, try_except, monkeypatch, timing, concurrency,
+seed_access, introspection, forbidden_library, problem_forbidden.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+
+from megakernel_gym.rewards.result import Flag
+
+# Modules a candidate may import (top-level name). Everything else is `forbidden_import`,
+# with a more specific rule where the module has an obvious purpose.
+ALLOWED_IMPORTS = {
+    "torch", "triton", "math", "megakernel_gym", "typing", "functools", "__future__",
+    "dataclasses", "collections", "itertools", "operator", "enum", "abc", "numbers",
+}
+_IMPORT_RULES = {
+    "time": "timing", "timeit": "timing", "datetime": "timing",
+    "threading": "concurrency", "multiprocessing": "concurrency", "concurrent": "concurrency",
+    "asyncio": "concurrency", "subprocess": "concurrency", "_thread": "concurrency",
+    "random": "seed_access", "secrets": "seed_access",
+    "inspect": "introspection", "gc": "introspection", "sys": "introspection",
+    "builtins": "introspection", "importlib": "introspection", "ctypes": "introspection",
+    "traceback": "introspection", "types": "introspection",
+}
+
+# torch.<name> calls that allocate, describe or configure, but compute nothing.
+TORCH_ALLOWED_CALLS = {
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
+    "full_like", "arange", "tensor", "as_tensor", "Size", "device", "dtype", "is_tensor",
+    "is_floating_point", "no_grad", "inference_mode", "finfo", "iinfo", "get_default_dtype",
+    "promote_types", "result_type",
+    "cuda.current_device", "cuda.current_stream", "cuda.is_available", "cuda.get_device_capability",
+    "cuda.get_device_properties", "cuda.device", "cuda.device_count",
+    "nn.Parameter", "nn.Module", "nn.ModuleList", "nn.ModuleDict", "nn.ParameterList", "nn.Buffer",
+    "utils.cpp_extension.load_inline",
+}
+# nn layers may be built (to keep Model's state_dict keys) but not called in forward; calling
+# one is an aten op that the dynamic check sees. So constructors under torch.nn are allowed.
+_TORCH_ALLOWED_PREFIXES = ("nn.init.",)
+
+# torch sub-namespaces that are never a candidate's business, referenced or called.
+TORCH_FORBIDDEN_NAMESPACES = {
+    "ops": "torch_compute", "compile": "torch_compute", "jit": "torch_compute", "_C": "torch_compute",
+    "_dynamo": "torch_compute", "_inductor": "torch_compute", "library": "torch_compute",
+    "_ops": "torch_compute", "func": "torch_compute", "nn.functional": "torch_compute",
+    "linalg": "torch_compute", "fft": "torch_compute", "special": "torch_compute",
+    "sparse": "torch_compute", "_refs": "torch_compute", "_prims": "torch_compute",
+    "_decomp": "torch_compute", "fx": "torch_compute", "export": "torch_compute",
+    "backends": "monkeypatch", "overrides": "monkeypatch", "utils._python_dispatch": "monkeypatch",
+    "cuda.Stream": "concurrency", "cuda.stream": "concurrency", "cuda.ExternalStream": "concurrency",
+    "cuda.set_stream": "concurrency", "cuda.graph": "concurrency", "cuda.CUDAGraph": "concurrency",
+    "cuda.graphs": "concurrency", "multiprocessing": "concurrency",
+    "cuda.Event": "timing", "cuda.synchronize": "timing", "cuda.nvtx": "timing",
+    "profiler": "timing", "autograd.profiler": "timing", "utils.benchmark": "timing",
+    "initial_seed": "seed_access", "seed": "seed_access", "manual_seed": "seed_access",
+    "get_rng_state": "seed_access", "set_rng_state": "seed_access", "random": "seed_access",
+    "Generator": "seed_access", "default_generator": "seed_access",
+    "cuda.manual_seed": "seed_access", "cuda.manual_seed_all": "seed_access",
+    "cuda.initial_seed": "seed_access", "cuda.get_rng_state": "seed_access",
+    "cuda.set_rng_state": "seed_access", "cuda.seed": "seed_access", "cuda.random": "seed_access",
+    "cuda.default_generators": "seed_access",
+}
+TRITON_FORBIDDEN = {"testing": "timing", "runtime.driver": "monkeypatch"}
+
+# Tensor methods that compute. Called anywhere outside a @triton.jit function: torch_compute.
+COMPUTE_METHODS = {
+    "matmul", "mm", "bmm", "addmm", "addmv", "baddbmm", "mv", "dot", "einsum", "softmax",
+    "log_softmax", "sum", "mean", "var", "std", "max", "min", "amax", "amin", "argmax", "argmin",
+    "exp", "exp_", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "relu_", "gelu", "silu",
+    "norm", "pow", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_", "addcmul",
+    "addcdiv", "where", "masked_fill", "masked_fill_", "sort", "topk", "cumsum", "cumprod", "prod",
+    "abs", "clamp", "clamp_", "clip", "layer_norm", "rms_norm", "linear", "conv1d", "conv2d",
+    "conv3d", "logsumexp", "square", "reciprocal", "neg", "lerp", "outer", "tensordot",
+    "scaled_dot_product_attention", "baddbmm_", "addmm_", "square_", "erf", "softplus",
+    "hardtanh", "leaky_relu", "elu", "selu", "mish", "logaddexp", "cross_entropy", "nll_loss",
+}
+
+_BUILTIN_RULES = {
+    "eval": "introspection", "exec": "introspection", "compile": "introspection",
+    "__import__": "introspection", "globals": "introspection", "locals": "introspection",
+    "vars": "introspection", "open": "introspection", "breakpoint": "introspection",
+    "input": "introspection", "memoryview": "introspection", "delattr": "monkeypatch",
+}
+_ALLOWED_DUNDERS = {"__init__", "__name__", "__future__", "__call__"}
+# Attribute names that reach the operating system through another module (torch.os,
+# triton.runtime.jit.sys, ...): never a kernel's business, whatever the base.
+_SYSTEM_ATTRS = {"os", "sys", "subprocess", "ctypes", "builtins", "importlib", "signal", "socket",
+                 "shutil", "pickle", "marshal", "multiprocessing", "threading", "inspect", "gc", "time",
+                 "_thread", "pathlib", "tempfile", "io", "resource", "fcntl", "mmap", "atexit", "runpy"}
+
+# Inside CUDA C / C++ source text: library calls and host-side escapes.
+_SOURCE_RULES: list[tuple[str, str, str]] = [
+    (r"cublas", "forbidden_library", "cuBLAS"),
+    (r"cudnn", "forbidden_library", "cuDNN"),
+    (r"cutlass|cute::", "forbidden_library", "CUTLASS"),
+    (r"\bcusparse|\bcufft|\bcurand_|\bnccl", "forbidden_library", "a CUDA library"),
+    (r"\b(?:at|torch)::(?!Tensor\b|empty\w*|zeros\w*|ones\w*|kFloat\w*|kHalf|kBFloat16|kInt\w*|kLong|"
+     r"kCUDA|ScalarType|Device|TensorOptions|IntArrayRef|cuda::getCurrentCUDAStream|"
+     r"cuda::CUDAGuard|cuda::OptionalCUDAGuard|BFloat16|Half)\w+", "torch_compute",
+     "an ATen/torch C++ compute call"),
+    (r"\.(?:matmul|mm|bmm|addmm|softmax|sum|mean|exp|relu|layer_norm)\s*\(", "torch_compute",
+     "a tensor compute method in C++"),
+    (r"cudaStreamCreate|cudaStreamBegin|cudaLaunchHostFunc|cudaGraph|\bstd::thread|pthread_create|"
+     r"#\s*include\s*<thread>", "concurrency", "streams, graphs or threads"),
+    (r"cudaEvent|std::chrono|clock_gettime|gettimeofday", "timing", "host timing"),
+    (r"\bsystem\s*\(|\bpopen\s*\(|\bfork\s*\(|\bkill\s*\(|\bexecv\w*\s*\(|\bdlopen\s*\(|"
+     r"\bfopen\s*\(|#\s*include\s*<(?:unistd|signal|dlfcn|fstream)", "introspection",
+     "host system calls"),
+]
+_SOURCE_HINT = re.compile(r"__global__|#\s*include|extern\s+\"C\"|torch::|at::|PYBIND11|<<<")
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self, extra_forbidden: Iterable[str] = ()):
+        self.flags: list[Flag] = []
+        self.aliases: dict[str, str] = {}     # local name -> full dotted module path
+        self.extra_forbidden = [f for f in extra_forbidden if f]
+        self._in_jit = 0
+
+    def flag(self, rule: str, detail: str, node: ast.AST | None = None) -> None:
+        line = getattr(node, "lineno", None)
+        if not any(f.rule == rule and f.line == line and f.detail == detail for f in self.flags):
+            self.flags.append(Flag(rule, detail, line))
+
+    # -- imports -------------------------------------------------------------------------
+    def _check_module(self, mod: str, node: ast.AST) -> None:
+        top = mod.split(".")[0]
+        if top not in ALLOWED_IMPORTS:
+            rule = _IMPORT_RULES.get(top, "forbidden_import")
+            self.flag(rule, f"import of {mod!r} (allowed: {', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))})", node)
+        else:
+            self._check_path(mod, node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            self._check_module(a.name, node)
+            if a.asname:
+                self.aliases[a.asname] = a.name
+            else:
+                top = a.name.split(".")[0]
+                self.aliases[top] = top
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            self.flag("forbidden_import", "relative import", node)
+            return
+        mod = node.module or ""
+        self._check_module(mod, node)
+        for a in node.names:
+            if a.name == "*":
+                self.flag("forbidden_import", f"star import from {mod!r}", node)
+                continue
+            full = f"{mod}.{a.name}"
+            self.aliases[a.asname or a.name] = full
+            if mod.split(".")[0] in ALLOWED_IMPORTS:
+                self._check_path(full, node)
+
+    # -- names ---------------------------------------------------------------------------
+    def resolve(self, node: ast.AST) -> str | None:
+        d = _dotted(node)
+        if d is None:
+            return None
+        head, _, rest = d.partition(".")
+        if head in self.aliases:
+            return self.aliases[head] + ("." + rest if rest else "")
+        return None
+
+    def _check_path(self, full: str, node: ast.AST) -> None:
+        """A reference to a module attribute path, e.g. torch.nn.functional.softmax."""
+        if full.startswith("torch."):
+            sub = full[len("torch."):]
+            for ns, rule in TORCH_FORBIDDEN_NAMESPACES.items():
+                if sub == ns or sub.startswith(ns + "."):
+                    self.flag(rule, f"use of torch.{sub}", node)
+                    return
+        if full.startswith("triton."):
+            sub = full[len("triton."):]
+            for ns, rule in TRITON_FORBIDDEN.items():
+                if sub == ns or sub.startswith(ns + "."):
+                    self.flag(rule, f"use of triton.{sub}", node)
+        for forb in self.extra_forbidden:
+            if full == forb or full.endswith("." + forb) or full.startswith(forb + "."):
+                self.flag("problem_forbidden", f"{full} is forbidden by this problem", node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in _ALLOWED_DUNDERS:
+            self.flag("introspection", f"access to {node.attr}", node)
+        if node.attr in _SYSTEM_ATTRS:
+            self.flag("introspection", f"access to .{node.attr} (the operating system through another module)", node)
+        full = self.resolve(node)
+        if full:
+            self._check_path(full, node)
+        if isinstance(node.value, ast.Name) and node.value.id in ("__builtins__",):
+            self.flag("introspection", "access to __builtins__", node)
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id.startswith("__") and node.id.endswith("__") and node.id not in _ALLOWED_DUNDERS:
+            self.flag("introspection", f"use of {node.id}", node)
+        if node.id in self.aliases and isinstance(node.ctx, ast.Load):
+            self._check_path(self.aliases[node.id], node)
+        for forb in self.extra_forbidden:
+            if node.id == forb:
+                self.flag("problem_forbidden", f"{node.id} is forbidden by this problem", node)
+        self.generic_visit(node)
+
+    # -- calls ---------------------------------------------------------------------------
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        full = self.resolve(func)
+        if full and not self._in_jit:
+            if full.startswith("torch."):
+                sub = full[len("torch."):]
+                if sub in TORCH_ALLOWED_CALLS or sub.startswith(_TORCH_ALLOWED_PREFIXES):
+                    pass
+                elif sub.startswith("nn.") and sub.split(".")[-1][:1].isupper():
+                    pass  # building a layer (keeps Model's state_dict keys); calling it is dynamic-checked
+                elif sub.startswith(("float", "bfloat", "int", "uint", "bool", "half", "double")):
+                    pass
+                else:
+                    self.flag("torch_compute", f"call to torch.{sub} outside a kernel", node)
+        if isinstance(func, ast.Name):
+            rule = _BUILTIN_RULES.get(func.id)
+            if rule and func.id not in self.aliases:
+                self.flag(rule, f"call to {func.id}()", node)
+            if func.id in ("setattr", "getattr", "hasattr") and node.args:
+                target = node.args[0]
+                if not (isinstance(target, ast.Name) and target.id == "self"):
+                    self.flag("monkeypatch" if func.id == "setattr" else "introspection",
+                              f"{func.id}() on {ast.unparse(target)}", node)
+                elif len(node.args) > 1 and not isinstance(node.args[1], ast.Constant):
+                    self.flag("introspection", f"{func.id}(self, <computed name>)", node)
+        if isinstance(func, ast.Attribute) and not self._in_jit and func.attr in COMPUTE_METHODS:
+            if not (full and full.startswith(("triton.", "math.", "megakernel_gym."))):
+                self.flag("torch_compute", f"call to .{func.attr}() outside a kernel", node)
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, ast.MatMult) and not self._in_jit:
+            self.flag("torch_compute", "matrix product with @ outside a kernel", node)
+        self.generic_visit(node)
+
+    # -- statements ----------------------------------------------------------------------
+    def visit_Try(self, node) -> None:
+        self.flag("try_except", "try/except around candidate code (a hidden fallback path)", node)
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try
+
+    def _check_store_target(self, t: ast.AST, node: ast.AST) -> None:
+        if isinstance(t, (ast.Attribute, ast.Subscript)):
+            base = t
+            while isinstance(base, (ast.Attribute, ast.Subscript)):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in self.aliases:
+                self.flag("monkeypatch", f"assignment to {ast.unparse(t)} (a module attribute)", node)
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                self._check_store_target(e, node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for t in node.targets:
+            self._check_store_target(t, node)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_store_target(node.target, node)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_store_target(node.target, node)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for t in node.targets:
+            self._check_store_target(t, node)
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.flag("monkeypatch", f"global statement ({', '.join(node.names)}): state kept across calls", node)
+
+    def _is_jit(self, dec: ast.AST) -> bool:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        full = self.resolve(target) or ""
+        return full.startswith("triton.") and full.split(".")[-1] in ("jit", "autotune", "heuristics")
+
+    def visit_FunctionDef(self, node) -> None:
+        for d in node.decorator_list:
+            self.visit(d)
+        jit = any(self._is_jit(d) for d in node.decorator_list)
+        self._in_jit += jit
+        for stmt in node.body:
+            self.visit(stmt)
+        self.visit(node.args)
+        self._in_jit -= jit
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and _SOURCE_HINT.search(node.value):
+            check_source_text(node.value, self, node)
+
+
+def check_source_text(text: str, checker: _Checker | None = None, node: ast.AST | None = None) -> list[Flag]:
+    """Rules over CUDA C / C++ source (a string constant in the candidate)."""
+    own = checker or _Checker()
+    body = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    body = re.sub(r"//[^\n]*", " ", body)
+    base = getattr(node, "lineno", 1) or 1
+    for pattern, rule, what in _SOURCE_RULES:
+        m = re.search(pattern, body, flags=re.I if rule == "forbidden_library" else 0)
+        if m:
+            line = base + body[:m.start()].count("\n")
+            own.flag(rule, f"{what} in kernel source: {m.group(0)!r}", ast.Constant(value=None, lineno=line))
+    return own.flags
+
+
+def check_candidate(source: str, extra_forbidden: Iterable[str] = ()) -> list[Flag]:
+    """All static flags for a candidate's Python source. Raises SyntaxError if it does not parse."""
+    tree = ast.parse(source)
+    checker = _Checker(extra_forbidden)
+    checker.visit(tree)
+    return checker.flags
+
+
+def defines_modelnew(source: str) -> bool:
+    tree = ast.parse(source)
+    return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)

@@ -1,0 +1,426 @@
+"""The judge: one candidate in, one EvalResult out.
+
+    static checks (AST, here) -> references (reference worker) -> candidate run (candidate
+    worker) -> comparison (here) -> GPU: timed-output re-check, baselines, speedups, sanity
+    -> results store
+
+The judge process itself never runs problem or candidate code.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict
+from typing import Any
+
+from megakernel_gym.rewards import anticheat
+from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError
+from megakernel_gym.rewards.result import EvalResult, Flag
+from megakernel_gym.rewards.store import CACHEABLE, ResultsStore
+from megakernel_gym.rewards.workers import WorkerDied, WorkerProcess, WorkerTimeout
+
+BACKENDS = ("cpu", "gpu")
+FIXED_SEEDS = (11, 23, 37, 41, 53)
+INIT_SEED = 42
+# Input distributions per fixed seed: plain randn, then scaled and shifted so that
+# near-identity shortcuts and numerically naive kernels fail.
+TRANSFORMS = (("plain", 1.0, 0.0), ("scale", 16.0, 0.0), ("shift", 1.0, 6.0), ("scale", 1 / 16, 0.0),
+              ("scale_shift", 4.0, -3.0))
+DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-7, "bfloat16": 1e-2, "float16": 1e-2}
+# Multipliers that make every timed call's inputs fresh (exact in floating point).
+TIMING_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0, 0.75, 1.5)
+DEFAULT_TIMING = {"min_iters": 30, "max_iters": 300, "max_seconds": 3.0, "target_rel_err": 0.005, "warmup": 3}
+SUSPICIOUS_SPEEDUP = 10.0
+
+
+class GPUUnavailableError(RuntimeError):
+    pass
+
+
+def resolve_backend(backend: str | None) -> str:
+    if backend is None or backend == "auto":
+        import torch
+        return "gpu" if torch.cuda.is_available() else "cpu"
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; use one of: {', '.join(BACKENDS)} "
+                         "(or leave it out to pick gpu when a CUDA device is present)")
+    if backend == "gpu":
+        import torch
+        if not torch.cuda.is_available():
+            raise GPUUnavailableError("backend 'gpu' needs a CUDA GPU, and none is visible here; "
+                                      "use --backend cpu for correctness checks without one")
+    return backend
+
+
+def _allowed_transforms(meta: dict) -> list[tuple[str, float, float]]:
+    allowed = set(meta.get("INPUT_TRANSFORMS", ("scale", "shift")))
+    out = []
+    for t in TRANSFORMS:
+        kind = t[0]
+        need = {"plain": set(), "scale": {"scale"}, "shift": {"shift"}, "scale_shift": {"scale", "shift"}}[kind]
+        out.append(t if need <= allowed else ("plain", 1.0, 0.0))
+    return out
+
+
+def compare(out: list, ref: list, atol: float | None, rtol: float | None) -> dict[str, Any]:
+    """Elementwise allclose with dtype tolerances; NaN/Inf where the reference is finite fails."""
+    import torch
+    res: dict[str, Any] = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0}
+    if len(out) != len(ref):
+        return {"ok": False, "why": f"returned {len(out)} output(s), expected {len(ref)}"}
+    for j, (o, r) in enumerate(zip(out, ref)):
+        tag = f"output {j}" if len(ref) > 1 else "output"
+        if tuple(o.shape) != tuple(r.shape):
+            return {"ok": False, "why": f"{tag} has shape {tuple(o.shape)}, expected {tuple(r.shape)}"}
+        if o.dtype != r.dtype:
+            return {"ok": False, "why": f"{tag} has dtype {o.dtype}, expected {r.dtype}"}
+        name = str(r.dtype).replace("torch.", "")
+        a = DEFAULT_TOLERANCE.get(name, 0.0) if atol is None else atol
+        rt = DEFAULT_TOLERANCE.get(name, 0.0) if rtol is None else rtol
+        if r.is_floating_point():
+            of, rf = o.double(), r.double()
+            bad_nonfinite = ~torch.isfinite(of) & torch.isfinite(rf)
+            if bool(bad_nonfinite.any()):
+                n = int(bad_nonfinite.sum())
+                idx = tuple(int(i) for i in bad_nonfinite.nonzero()[0])
+                return {"ok": False, "why": f"{tag} has {n} NaN/Inf element(s) where the reference is finite, "
+                        f"first at index {idx} (unwritten outputs are pre-filled with NaN)"}
+            fin = torch.isfinite(rf)
+            diff = (of - rf).abs().where(fin, torch.zeros((), dtype=torch.float64))
+            rel = diff / rf.abs().clamp_min(1e-12)
+            excess = diff - (a + rt * rf.abs())
+            max_abs = float(diff.max()) if diff.numel() else 0.0
+            res["max_abs_err"] = max(res["max_abs_err"], max_abs)
+            res["max_rel_err"] = max(res["max_rel_err"], float(rel.where(fin, torch.zeros((), dtype=torch.float64)).max())
+                                     if rel.numel() else 0.0)
+            mismatch = (excess > 0) | (fin.logical_not() & (of != rf))
+            if bool(mismatch.any()):
+                n = int(mismatch.sum())
+                flat = int(excess.reshape(-1).argmax())
+                idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), r.shape))
+                return {**res, "ok": False,
+                        "why": f"{tag}: {n} of {r.numel()} elements differ beyond atol={a:g}, rtol={rt:g}; worst at "
+                               f"{idx}: got {float(of.reshape(-1)[flat]):.6g}, expected {float(rf.reshape(-1)[flat]):.6g} "
+                               f"(max abs err {max_abs:.3g})"}
+        elif not torch.equal(o, r):
+            n = int((o != r).sum())
+            return {**res, "ok": False, "why": f"{tag}: {n} of {r.numel()} elements differ (exact match required)"}
+    return res
+
+
+class Judge:
+    """Scores candidates for problems on one backend and one device, with two worker processes.
+
+    Not thread-safe: a pool holds one Judge per device slot.
+    """
+
+    def __init__(self, backend: str | None = None, store: ResultsStore | str | None | bool = None,
+                 timeout_s: float | None = None, device_index: int = 0, use_cache: bool = True,
+                 drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
+                 static_checks: bool = True):
+        self.backend = resolve_backend(backend)
+        if store is False:
+            self.store = None
+        elif isinstance(store, ResultsStore):
+            self.store = store
+        else:
+            self.store = ResultsStore(store)
+        self.timeout_s = timeout_s or (180.0 if self.backend == "cpu" else 90.0)
+        self.device_index = device_index
+        self.use_cache = use_cache
+        self.recycle = recycle
+        self.timing = {**DEFAULT_TIMING, **(timing or {})}
+        self.static_checks = static_checks  # False only in tests of the sandbox itself
+        self.ref = WorkerProcess("reference", self.backend, device_index, drop_privileges=False)
+        self.cand = WorkerProcess("candidate", self.backend, device_index, drop_privileges=drop_privileges)
+        self._ref_cache: OrderedDict[tuple, tuple[list, dict]] = OrderedDict()
+        self._ref_cache_bytes = 0
+        self.device = "cpu" if self.backend == "cpu" else ""
+
+    # -- plumbing ------------------------------------------------------------------------
+    def close(self) -> None:
+        self.ref.close()
+        self.cand.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _device_key(self) -> str:
+        if not self.device:
+            self.ref.ensure()
+            self.device = self.ref.info.get("device", "gpu")
+        return f"{self.backend}:{self.device}"
+
+    def _ref_call(self, msg: dict, timeout: float | None = None) -> tuple[dict, Any]:
+        try:
+            header, payload = self.ref.call(msg, timeout=timeout or self.timeout_s)
+        except WorkerTimeout as e:
+            self.ref.restart()
+            raise ProblemError(f"problem {msg['problem_name']!r}: the reference did not finish ({e})") from e
+        except WorkerDied as e:
+            tail = self.ref.log_tail()
+            self.ref.restart()
+            raise ProblemError(f"problem {msg['problem_name']!r}: the reference crashed: {e}\n{tail}") from e
+        if not header.get("ok"):
+            raise ProblemError(f"problem {msg['problem_name']!r} failed while computing its reference "
+                               f"({header.get('error')}):\n{header.get('message', '')}")
+        return header, payload
+
+    def _references(self, problem: Problem, specs: list[dict]) -> tuple[list, dict]:
+        """Reference outputs per spec; fixed seeds are cached in memory, secret ones never are."""
+        outs: list = [None] * len(specs)
+        meta: dict | None = None
+        todo = []
+        for i, s in enumerate(specs):
+            hit = self._ref_cache.get((problem.sha256, self.backend, json_key(s)))
+            if hit is not None and not s.get("secret"):
+                outs[i], meta = hit
+                self._ref_cache.move_to_end((problem.sha256, self.backend, json_key(s)))
+            else:
+                todo.append(i)
+        if todo or meta is None:
+            todo = todo or [0]
+            header, payload = self._ref_call({"cmd": "reference", "problem_source": problem.source,
+                                              "problem_name": problem.name, "specs": [specs[i] for i in todo]})
+            meta = header["meta"]
+            for i, o in zip(todo, payload):
+                outs[i] = o
+                if not specs[i].get("secret"):
+                    self._cache_ref((problem.sha256, self.backend, json_key(specs[i])), o, meta)
+        return outs, meta
+
+    def _cache_ref(self, key, outs, meta, limit: int = 2 << 30) -> None:
+        size = sum(t.numel() * t.element_size() for t in outs)
+        self._ref_cache[key] = (outs, meta)
+        self._ref_cache_bytes += size
+        while self._ref_cache_bytes > limit and len(self._ref_cache) > 1:
+            _, (old, _) = self._ref_cache.popitem(last=False)
+            self._ref_cache_bytes -= sum(t.numel() * t.element_size() for t in old)
+
+    def _specs(self, problem: Problem) -> list[dict]:
+        transforms = _allowed_transforms(problem.meta)
+        specs = [{"seed": s, "init_seed": INIT_SEED, "transform": list(t), "label": f"seed{i}:{t[0]}"}
+                 for i, (s, t) in enumerate(zip(FIXED_SEEDS, transforms))]
+        rng = secrets.SystemRandom()
+        t = rng.choice(transforms)
+        specs.append({"seed": secrets.randbits(62), "init_seed": secrets.randbits(62), "transform": list(t),
+                      "label": f"secret:{t[0]}", "secret": True})
+        return specs
+
+    # -- the evaluation ------------------------------------------------------------------
+    def evaluate(self, problem: Problem, candidate: Candidate | str) -> EvalResult:
+        if isinstance(candidate, str):
+            candidate = Candidate(candidate)
+        t0 = time.perf_counter()
+        res = self._evaluate(problem, candidate)
+        res.elapsed_s = round(time.perf_counter() - t0, 4)
+        if self.store is not None and not res.cached and res.status in CACHEABLE | {"timeout"}:
+            self.store.put(res, self._device_key())
+        return res
+
+    def _fail(self, problem, cand, status, reason, **kw) -> EvalResult:
+        return EvalResult.failure(status, reason, problem, cand.sha256, self.backend,
+                                  device=self.device, **kw)
+
+    def _evaluate(self, problem: Problem, cand: Candidate) -> EvalResult:
+        # 1. static: parse, interface, anti-cheat rules (nothing of the candidate runs here)
+        try:
+            flags = anticheat.check_candidate(cand.source, problem.meta.get("FORBIDDEN", ()))
+        except SyntaxError as e:
+            return self._fail(problem, cand, "compile_error",
+                              f"Python syntax error at line {e.lineno}: {e.msg}", category="syntax",
+                              compile_log=f"line {e.lineno}: {e.msg}\n{(e.text or '').rstrip()}")
+        except (ValueError, RecursionError, MemoryError) as e:
+            return self._fail(problem, cand, "compile_error", f"the candidate cannot be parsed: {e}",
+                              category="syntax")
+        if not anticheat.defines_modelnew(cand.source):
+            return self._fail(problem, cand, "compile_error",
+                              "the candidate defines no ModelNew class; define class ModelNew(nn.Module) with "
+                              "the same constructor arguments as Model", category="no_modelnew")
+        if flags and self.static_checks:
+            return self._fail(problem, cand, "rejected", "anti-cheat: " + "; ".join(str(f) for f in flags[:5]),
+                              flags=flags, category="static")
+
+        if self.use_cache and self.store is not None:
+            hit = self.store.get(problem.sha256, cand.sha256, self._device_key())
+            if hit is not None:
+                return hit
+
+        # 2. references (reference worker) for 5 fixed seeds and 1 secret seed
+        specs = self._specs(problem)
+        refs, meta = self._references(problem, specs)
+        atol, rtol = meta.get("atol"), meta.get("rtol")
+        scales = list(TIMING_SCALES) if "scale" in meta.get("input_transforms", ()) else [1.0]
+
+        # 3. the candidate (candidate worker)
+        timing = self.backend == "gpu"
+        msg = {"cmd": "candidate", "problem_source": problem.source, "problem_name": problem.name,
+               "candidate_source": cand.source, "candidate_sha256": cand.sha256, "specs": specs,
+               "timing": self.timing if timing else None, "scales": scales, "recheck": 3}
+        try:
+            header, payload = self.cand.call(msg, timeout=self.timeout_s)
+        except WorkerTimeout as e:
+            tail = self.cand.log_tail()
+            self.cand.restart()
+            return self._fail(problem, cand, "timeout", f"the candidate did not finish within "
+                              f"{self.timeout_s:.0f} s ({e}); the worker was killed and replaced",
+                              category="hang", log_tail=tail)
+        except WorkerDied as e:
+            tail = self.cand.log_tail()
+            self.cand.restart()
+            cat = "crash"
+            if "SIGKILL" in str(e) and "MemoryError" not in tail:
+                cat = "killed"
+            return self._fail(problem, cand, "runtime_error", f"the candidate crashed its process: {e}; "
+                              "the worker was replaced", category=cat, log_tail=tail)
+        except Exception as e:  # noqa: BLE001 - a payload the judge refuses to decode
+            self.cand.restart()
+            return self._fail(problem, cand, "runtime_error", f"the candidate's worker sent an unreadable "
+                              f"result ({type(e).__name__}); the worker was replaced", category="protocol")
+        log = self.cand.log_tail()
+        if not header.get("ok"):
+            if header.get("error") == "problem_load":
+                raise ProblemError(f"problem {problem.name!r} failed to load:\n{header.get('message')}")
+            self.cand.restart()
+            return self._fail(problem, cand, "runtime_error", f"judge worker error: {header.get('message', '')[-1500:]}",
+                              category="worker", log_tail=log)
+        flags = [Flag(**f) for f in header.get("flags", []) if isinstance(f, dict)]
+        dirty = bool(flags) or header.get("status") != "ran"
+        if dirty and self.recycle in ("failure", "always") or self.recycle == "always":
+            self.cand.restart()
+        if header.get("status") != "ran":
+            status = header.get("status")
+            if status not in ("compile_error", "runtime_error", "incorrect", "timeout"):
+                status = "runtime_error"
+            if flags:
+                status = "rejected"
+            reason = header.get("reason", "")
+            return self._fail(problem, cand, status, reason, category=header.get("category"), flags=flags,
+                              compile_log=header.get("compile_log"), log_tail=(log or header.get("traceback")))
+        if flags:
+            return self._fail(problem, cand, "rejected", "anti-cheat: " + "; ".join(str(f) for f in flags[:5]),
+                              flags=flags, category="dynamic", log_tail=log)
+
+        outputs = payload["outputs"] if isinstance(payload, dict) else payload
+        # 4. compare each seed here, in the judge
+        seeds_report = []
+        if not isinstance(outputs, list) or len(outputs) != len(specs):
+            return self._fail(problem, cand, "runtime_error", "the candidate's worker returned a malformed result",
+                              category="protocol")
+        strides = header.get("strides", [])
+        for i, (spec, out, ref) in enumerate(zip(specs, outputs, refs)):
+            r = compare(out, ref, atol, rtol)
+            if r["ok"] and i < len(strides):
+                want = [list(t.stride()) for t in ref]
+                if strides[i] != want:
+                    r = {**r, "ok": False, "why": f"output strides {strides[i]} differ from the reference's {want} "
+                                                  "(return a contiguous tensor)"}
+            seeds_report.append({"seed": "secret" if spec.get("secret") else spec["seed"], "label": spec["label"],
+                                 "max_abs_err": r.get("max_abs_err"), "max_rel_err": r.get("max_rel_err"),
+                                 "ok": r["ok"]})
+            if not r["ok"]:
+                return self._fail(problem, cand, "incorrect", f"wrong result on {spec['label']}: {r['why']}",
+                                  seeds=seeds_report, category="mismatch", log_tail=log)
+
+        if self.backend != "gpu":
+            return EvalResult(status="correct", reason=f"correct on {len(specs)} seeds (cpu backend: "
+                              "correctness only, no timing)", problem=problem.name, backend=self.backend,
+                              candidate_sha256=cand.sha256, problem_sha256=problem.sha256, device=self.device,
+                              seeds=seeds_report, log_tail=log)
+        return self._finish_gpu(problem, cand, specs, header, payload, meta, seeds_report, log)
+
+    def _finish_gpu(self, problem, cand, specs, header, payload, meta, seeds_report, log) -> EvalResult:
+        # 5. re-check the outputs of the last timed calls (fresh, scaled inputs)
+        fixed = [s for s in specs if not s.get("secret")]
+        checks = header.get("recheck", [])
+        if checks:
+            rspecs = [{**fixed[c["set"]], "scale": c["scale"]} for c in checks]
+            _, rref = self._ref_call({"cmd": "reference", "problem_source": problem.source,
+                                      "problem_name": problem.name, "specs": rspecs})
+            for c, out, ref in zip(checks, payload["recheck"], rref):
+                r = compare(out, ref, meta.get("atol"), meta.get("rtol"))
+                if not r["ok"]:
+                    return self._fail(problem, cand, "incorrect", f"a timed call (#{c['k']}) returned a wrong "
+                                      f"result: {r['why']}", seeds=seeds_report, category="timed_mismatch",
+                                      log_tail=log)
+        timing = header["timing"]
+        timing["device"] = self.device
+        baselines = self.baselines(problem, specs)
+        speedups = {k: v["median_ms"] / timing["median_ms"] for k, v in baselines.items()
+                    if isinstance(v, dict) and v.get("median_ms") and timing["median_ms"] > 0}
+        best = min((v["median_ms"] for v in baselines.values() if isinstance(v, dict) and v.get("median_ms")),
+                   default=None)
+        speedup = best / timing["median_ms"] if best and timing["median_ms"] > 0 else None
+        flags: list[Flag] = []
+        # 6. sanity: faster than the memory floor is impossible; > 10x is re-measured and flagged
+        floor_ms = self._floor_ms(meta)
+        if floor_ms and timing["median_ms"] < 0.9 * floor_ms:
+            return self._fail(problem, cand, "rejected", f"measured {timing['median_ms']:.4f} ms, below the "
+                              f"roofline floor of {floor_ms:.4f} ms: impossible, so the timing was evaded",
+                              flags=[Flag("impossible_speed", f"{timing['median_ms']:.4f} ms < floor {floor_ms:.4f} ms")],
+                              timing=timing, seeds=seeds_report, category="roofline")
+        if timing.get("wall_median_ms", 0) > 2 * timing["median_ms"] + 0.2:
+            flags.append(Flag("escaped_timing", f"host wall time {timing['wall_median_ms']:.3f} ms vs "
+                              f"events {timing['median_ms']:.3f} ms: work may run outside the timed stream"))
+        if speedup and speedup > SUSPICIOUS_SPEEDUP:
+            flags.append(Flag("suspicious_speedup", f"{speedup:.1f}x over the best baseline; re-measured"))
+        if any(f.rule == "escaped_timing" for f in flags):
+            return self._fail(problem, cand, "rejected", "anti-cheat: " + str(flags[0]), flags=flags,
+                              timing=timing, seeds=seeds_report, category="timing")
+        return EvalResult(status="correct", reason=f"correct on {len(specs)} seeds; "
+                          + (f"{speedup:.3f}x vs the best baseline" if speedup else "no baseline"),
+                          problem=problem.name, backend=self.backend, candidate_sha256=cand.sha256,
+                          problem_sha256=problem.sha256, device=self.device, speedup=speedup, speedups=speedups,
+                          baselines=baselines, timing=timing, seeds=seeds_report, flags=flags, log_tail=log)
+
+    def _floor_ms(self, meta: dict) -> float | None:
+        nbytes = meta.get("bytes")
+        bw = self.ref.info.get("bandwidth_gbs") or _PEAK_BANDWIDTH_GBS.get(self.device)
+        if not nbytes or not bw:
+            return None
+        return nbytes / (bw * 1e9) * 1e3
+
+    def baselines(self, problem: Problem, specs: list[dict] | None = None) -> dict[str, Any]:
+        """Eager, CUDA-graph and torch.compile times for the problem on this device (cached)."""
+        import torch
+        software = f"torch {torch.__version__}"
+        key = self._device_key()
+        if self.store is not None:
+            hit = self.store.get_baselines(problem.sha256, key, software)
+            if hit:
+                return hit
+        specs = [s for s in (specs or self._specs(problem)) if not s.get("secret")]
+        scales = list(TIMING_SCALES) if "scale" in _allowed_kinds(problem.meta) else [1.0]
+        header, _ = self._ref_call({"cmd": "baselines", "problem_source": problem.source,
+                                    "problem_name": problem.name, "specs": specs, "scales": scales,
+                                    "timing": self.timing}, timeout=max(self.timeout_s, 600))
+        out = header["baselines"]
+        if self.store is not None:
+            self.store.put_baselines(problem.sha256, key, software, out)
+        return out
+
+
+# Datasheet peak HBM bandwidth (GB/s): a floor that no kernel beats. Used only for the
+# "faster than physically possible" rejection, so the generous datasheet figure is right.
+_PEAK_BANDWIDTH_GBS = {"NVIDIA H100 80GB HBM3": 3350.0, "NVIDIA H200": 4800.0, "NVIDIA H100 PCIe": 2000.0}
+
+
+def _allowed_kinds(meta: dict) -> tuple:
+    return tuple(meta.get("INPUT_TRANSFORMS", ("scale", "shift")))
+
+
+def json_key(spec: dict) -> str:
+    import json
+    return json.dumps({k: spec[k] for k in ("seed", "init_seed", "transform", "scale") if k in spec}, sort_keys=True)
+
+
+def evaluate(problem: Problem, candidate: Candidate | str, backend: str | None = None, **kw) -> EvalResult:
+    """One-shot convenience: start a judge, score one candidate, stop it."""
+    with Judge(backend=backend, **kw) as j:
+        return j.evaluate(problem, candidate)
+
+
+__all__ = ["Judge", "evaluate", "compare", "resolve_backend", "GPUUnavailableError"]

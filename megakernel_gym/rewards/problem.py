@@ -1,0 +1,119 @@
+"""Problems and candidates as the judge sees them: source text plus what the AST tells.
+
+The judge never executes a problem or candidate in its own process: both are untrusted
+(a user's problem file, an agent's kernel). Here they are only parsed; the workers run them.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Module-level metadata a problem may set as literals (DESIGN.md: Problem contract).
+_LITERAL_META = ("LEVEL", "OP_TYPE", "DTYPES", "FORBIDDEN", "ATOL", "RTOL", "INPUT_TRANSFORMS",
+                 "DESCRIPTION")
+
+
+class ProblemError(ValueError):
+    """The problem file itself is unusable; the message names the file and the fix."""
+
+
+class CandidateError(ValueError):
+    """The candidate text is unusable before anything runs (not a module, no ModelNew...)."""
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _literal_meta(tree: ast.Module) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name in _LITERAL_META:
+                try:
+                    meta[name] = ast.literal_eval(node.value)
+                except ValueError:
+                    pass  # computed metadata: the worker reads it when it runs the module
+    return meta
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    source: str
+    path: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def sha256(self) -> str:
+        return sha256(self.source)
+
+    @property
+    def level(self) -> int | None:
+        return self.meta.get("LEVEL")
+
+    @property
+    def description(self) -> str:
+        return self.meta.get("DESCRIPTION") or ""
+
+    @classmethod
+    def from_source(cls, source: str, name: str, path: str | None = None) -> "Problem":
+        where = path or f"problem {name!r}"
+        try:
+            tree = ast.parse(source, filename=path or name)
+        except SyntaxError as e:
+            raise ProblemError(f"{where}: syntax error at line {e.lineno}: {e.msg}; fix the problem file") from e
+        names = _top_level_names(tree)
+        missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in names]
+        if missing:
+            raise ProblemError(f"{where}: a problem must define {', '.join(missing)} at module level "
+                               "(KernelBench format: class Model(nn.Module), get_inputs(), get_init_inputs())")
+        return cls(name=name, source=source, path=path, meta=_literal_meta(tree))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "Problem":
+        p = Path(path)
+        if not p.is_file():
+            raise ProblemError(f"problem file {str(path)!r} does not exist; pass a path to a .py file "
+                               "or a built-in name (see `mkgym problems list`)")
+        try:
+            text = p.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ProblemError(f"problem file {str(path)!r} cannot be read as text: {e}") from e
+        return cls.from_source(text, name=p.stem, path=str(p))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    source: str
+    path: str | None = None
+
+    @property
+    def sha256(self) -> str:
+        return sha256(self.source)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "Candidate":
+        p = Path(path)
+        if not p.is_file():
+            raise CandidateError(f"candidate file {str(path)!r} does not exist; pass a path to a .py file "
+                                 "defining ModelNew")
+        return cls(p.read_text(errors="replace"), str(p))

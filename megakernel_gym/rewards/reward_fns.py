@@ -1,0 +1,58 @@
+"""Reward functions over an EvalResult, and fast_p for reports.
+
+Failures are ordered: rejected and compile errors lowest, then crashes and timeouts, then
+wrong answers, then any correct kernel. A rejected result never earns a positive reward.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from megakernel_gym.rewards.result import EvalResult
+
+FAILURE_REWARD = -1.0
+_TIER = {"rejected": -1.0, "compile_error": -1.0, "timeout": -0.8, "runtime_error": -0.8, "incorrect": -0.5}
+
+
+def gated_log_speedup(r: EvalResult, clip: tuple[float, float] = (-0.4, 3.0)) -> float:
+    """Default reward: failure tiers, then ln(speedup vs the best baseline), clipped.
+
+    The lower clip (-0.4) stays above the `incorrect` tier, so a correct kernel always
+    beats a wrong one, however slow. With no speedup measured (cpu backend), correct = 0.
+    """
+    if r.status != "correct":
+        return _TIER.get(r.status, FAILURE_REWARD)
+    if not r.speedup or r.speedup <= 0:
+        return 0.0
+    return float(min(max(math.log(r.speedup), clip[0]), clip[1]))
+
+
+def kevin_reward(r: EvalResult) -> float:
+    """Kevin-32B's per-turn reward: 0.3 * correct + speedup (speedup only when correct)."""
+    if r.status != "correct":
+        return 0.0
+    return 0.3 + (r.speedup or 0.0)
+
+
+def milestone_reward(r: EvalResult) -> float:
+    """1 for correct, +1 for beating eager PyTorch, +1 for beating torch.compile (CUDA Agent's ladder)."""
+    if r.status != "correct":
+        return 0.0
+    score = 1.0
+    if r.speedups.get("eager", 0.0) > 1.0:
+        score += 1.0
+    if r.speedups.get("torch_compile", 0.0) > 1.0:
+        score += 1.0
+    return score
+
+
+def fast_p(results: Iterable[EvalResult], p: float = 1.0) -> float:
+    """KernelBench's fast_p: the fraction of results that are correct and faster than p x."""
+    results = list(results)
+    if not results:
+        return 0.0
+    return sum(1 for r in results if r.correct and (r.speedup or 0.0) > p) / len(results)
+
+
+REWARD_FUNCTIONS = {"gated_log_speedup": gated_log_speedup, "kevin": kevin_reward,
+                    "milestone": milestone_reward}

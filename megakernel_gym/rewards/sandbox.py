@@ -1,0 +1,705 @@
+"""What runs inside a judge worker process: the problem's reference, or the candidate.
+
+Two roles, always in different processes, so reference outputs never exist where the
+candidate runs:
+- `reference`: runs the problem's Model on seeded inputs and times the baselines.
+- `candidate`: runs ModelNew under inspection (aten ops seen, fresh allocations poisoned,
+  launches counted, inputs checked unchanged), then times it on the GPU.
+
+Messages travel as JSON headers plus `torch.save` blobs over a private pipe. The judge
+decodes blobs with `torch.load(weights_only=True)`, so a hostile worker cannot make the
+judge unpickle code.
+"""
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+MAX_MESSAGE_BYTES = 1 << 31
+
+# aten ops a candidate's Python may run: allocation, views, copies, metadata. Anything else
+# during ModelNew.forward is torch compute, which the rules forbid (the compute must be the
+# candidate's own kernels).
+ALLOWED_ATEN = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_",
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "permute", "transpose", "t", "expand",
+    "expand_as", "squeeze", "unsqueeze", "flatten", "unflatten", "select", "slice", "as_strided",
+    "split", "split_with_sizes", "narrow", "detach", "alias", "clone", "contiguous", "copy_",
+    "_to_copy", "to", "lift_fresh", "lift_fresh_copy", "unbind", "view_as", "arange", "scalar_tensor",
+    "_local_scalar_dense", "is_same_size", "sym_size", "sym_stride", "sym_numel",
+    "sym_storage_offset", "resolve_conj", "resolve_neg", "_has_compatible_shallow_copy_type",
+    "empty_permuted", "cat", "stack", "diagonal", "movedim", "unfold",
+}
+POISON_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"}
+# Kernel names that belong to vendor libraries, not to the candidate.
+LIBRARY_KERNEL_PATTERNS = ("gemm", "cublas", "cudnn", "cutlass", "xmma", "sgemm", "hgemm", "gemv",
+                           "at::native", "splitkreduce")
+
+
+# ---------------------------------------------------------------------------------------
+# wire format
+
+
+def send(conn, header: dict, tensors: Any = None) -> None:
+    import torch
+    blob = b""
+    if tensors is not None:
+        buf = io.BytesIO()
+        torch.save(tensors, buf)
+        blob = buf.getvalue()
+    conn.send_bytes(json.dumps(header).encode())
+    conn.send_bytes(blob)
+
+
+def recv(conn) -> tuple[dict, Any]:
+    import torch
+    header = json.loads(conn.recv_bytes(MAX_MESSAGE_BYTES).decode())
+    blob = conn.recv_bytes(MAX_MESSAGE_BYTES)
+    tensors = torch.load(io.BytesIO(blob), weights_only=True) if blob else None
+    return header, tensors
+
+
+# ---------------------------------------------------------------------------------------
+# process set-up
+
+
+def _libc():
+    import ctypes
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent() -> None:
+    try:
+        import signal
+        _libc().prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no orphaned workers if the judge dies
+    except (OSError, AttributeError):  # not Linux: workers still end when the pipe closes
+        pass
+
+
+def _enter_pid_namespace() -> str:
+    """Run the rest of this worker as PID 1 of a new PID namespace.
+
+    From inside, the judge's process is not addressable: getppid() is 0 and kill() cannot
+    name any process outside, so a candidate cannot signal the judge. Needs root (or user
+    namespaces); without either the worker runs as before and says so.
+    """
+    CLONE_NEWPID, CLONE_NEWUSER = 0x20000000, 0x10000000
+    try:
+        libc = _libc()
+        if libc.unshare(CLONE_NEWPID) != 0 and libc.unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0:
+            return "none"
+    except (OSError, AttributeError):
+        return "none"
+    pid = os.fork()
+    if pid == 0:
+        _die_with_parent()
+        return "pid-namespace"
+    # The outer process only mirrors the inner one's fate to the judge.
+    import signal
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _readable_by_others(path: str) -> bool:
+    import stat
+    p = os.path.abspath(path)
+    while True:
+        try:
+            mode = os.stat(p).st_mode
+        except OSError:
+            return False
+        if not mode & stat.S_IXOTH:
+            return False
+        parent = os.path.dirname(p)
+        if parent == p:
+            return True
+        p = parent
+
+
+def _drop_privileges(workdir: str) -> bool:
+    """As root, run the candidate as `nobody` so it cannot touch the judge's files.
+
+    Only where the Python installation is readable by other users (a site-packages under
+    /root usually is not); elsewhere the PID namespace and the static rules carry the load.
+    """
+    if os.geteuid() != 0:
+        return False
+    import importlib.util as iu
+    import pwd
+    spec = iu.find_spec("torch")
+    if spec is None or not spec.origin or not _readable_by_others(os.path.dirname(spec.origin)):
+        return False
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        return False
+    for root, dirs, files in os.walk(workdir):
+        for n in dirs + files:
+            os.chown(os.path.join(root, n), nobody.pw_uid, nobody.pw_gid)
+    os.chown(workdir, nobody.pw_uid, nobody.pw_gid)
+    os.setgroups([])
+    os.setgid(nobody.pw_gid)
+    os.setuid(nobody.pw_uid)
+    os.environ["HOME"] = workdir
+    return True
+
+
+def _limit_memory(backend: str) -> None:
+    if backend != "cpu":
+        return  # CUDA reserves huge virtual ranges; GPU allocations fail on their own
+    try:
+        import resource
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        cap = int(min(16 * 2**30, 0.5 * total))
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    except (ValueError, OSError, AttributeError):
+        pass
+
+
+def _load_module(source: str, name: str, workdir: str, filename: str):
+    """Import source from a real file: Triton's @jit reads its function's source back."""
+    path = os.path.join(workdir, filename)
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ---------------------------------------------------------------------------------------
+# inputs, shared by both roles so the same seed gives the same tensors in each
+
+
+class Env:
+    def __init__(self, backend: str):
+        import torch
+        self.torch = torch
+        self.backend = backend
+        self.device = torch.device("cuda", 0) if backend == "gpu" else torch.device("cpu")
+        self.problems: dict[str, Any] = {}
+
+    def problem(self, source: str, name: str, workdir: str):
+        from megakernel_gym.rewards.problem import sha256
+        key = sha256(source)
+        mod = self.problems.get(key)
+        if mod is None:
+            mod = _load_module(source, f"mkgym_problem_{key[:16]}", workdir, f"problem_{key[:16]}.py")
+            sizes = getattr(mod, "CPU_SIZES", None) if self.backend == "cpu" else getattr(mod, "GPU_SIZES", None)
+            for k, v in (sizes or {}).items():
+                setattr(mod, k, v)
+            self.problems[key] = mod
+        return mod
+
+    def inputs(self, mod, spec: dict) -> list:
+        torch = self.torch
+        torch.manual_seed(spec["seed"])
+        with torch.device(self.device):
+            raw = list(mod.get_inputs())
+        out = []
+        kind, a, b = spec["transform"]
+        for x in raw:
+            if isinstance(x, torch.Tensor):
+                x = x.to(self.device)
+                if x.is_floating_point() and kind != "plain":
+                    x = x * a + b
+                x = x.contiguous()
+            out.append(x)
+        return out
+
+    def perturbed(self, base: list, scale: float) -> list:
+        """Fresh content for a timed call: floating inputs scaled by `scale` (exact IEEE op)."""
+        torch = self.torch
+        return [x * scale if isinstance(x, torch.Tensor) and x.is_floating_point() else
+                (x.clone() if isinstance(x, torch.Tensor) else x) for x in base]
+
+    def model(self, cls, mod, init_seed: int):
+        torch = self.torch
+        torch.manual_seed(init_seed)
+        init = list(mod.get_init_inputs())
+        m = cls(*init)
+        return m.to(self.device).eval()
+
+
+def as_outputs(torch, out) -> list:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out):
+        return list(out)
+    raise TypeError(f"forward returned {type(out).__name__}; expected a tensor or a tuple of tensors")
+
+
+def _tb(limit: int = 6000) -> str:
+    return traceback.format_exc()[-limit:]
+
+
+# ---------------------------------------------------------------------------------------
+# reference role
+
+
+def handle_reference(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
+    torch = env.torch
+    try:
+        mod = env.problem(msg["problem_source"], msg["problem_name"], workdir)
+    except BaseException:  # noqa: BLE001 - the problem file is untrusted input
+        return {"ok": False, "error": "problem_load", "message": _tb()}, None
+    try:
+        outs, meta = [], {}
+        models: dict[int, Any] = {}
+        with torch.no_grad():
+            for spec in msg["specs"]:
+                model = models.get(spec["init_seed"])
+                if model is None:
+                    model = models[spec["init_seed"]] = env.model(mod.Model, mod, spec["init_seed"])
+                base = env.inputs(mod, spec)
+                xs = env.perturbed(base, spec["scale"]) if spec.get("scale") is not None else base
+                o = as_outputs(torch, model(*xs))
+                outs.append([t.detach().cpu() for t in o])
+        meta["flops"] = float(mod.FLOPS()) if callable(getattr(mod, "FLOPS", None)) else None
+        meta["bytes"] = float(mod.BYTES()) if callable(getattr(mod, "BYTES", None)) else None
+        meta["atol"] = getattr(mod, "ATOL", None)
+        meta["rtol"] = getattr(mod, "RTOL", None)
+        meta["input_transforms"] = list(getattr(mod, "INPUT_TRANSFORMS", ("scale", "shift")))
+        return {"ok": True, "meta": meta}, outs
+    except BaseException:  # noqa: BLE001
+        return {"ok": False, "error": "problem_run", "message": _tb()}, None
+
+
+def handle_baselines(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
+    """Time eager PyTorch, CUDA-graph replay of eager, and torch.compile on the problem."""
+    from megakernel_gym.rewards.timing import time_gpu
+    torch = env.torch
+    mod = env.problem(msg["problem_source"], msg["problem_name"], workdir)
+    specs = msg["specs"]
+    bases = [env.inputs(mod, s) for s in specs]
+    scales = msg["scales"]
+    model = env.model(mod.Model, mod, specs[0]["init_seed"])
+    prepare = lambda k: env.perturbed(bases[k % len(bases)], scales[k % len(scales)])  # noqa: E731
+    results: dict[str, Any] = {}
+    with torch.no_grad():
+        results["eager"] = time_gpu(torch, lambda xs: model(*xs), prepare, **msg["timing"])
+        # CUDA graph of eager: static input buffers, refilled outside the timed region.
+        try:
+            static = [x.clone() if isinstance(x, torch.Tensor) else x for x in bases[0]]
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    model(*static)
+            torch.cuda.current_stream().wait_stream(s)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                model(*static)
+
+            def refill(k):
+                for dst, src in zip(static, prepare(k)):
+                    if isinstance(dst, torch.Tensor):
+                        dst.copy_(src)
+                return None
+            results["cuda_graph"] = time_gpu(torch, lambda _: graph.replay(), refill, **msg["timing"])
+        except Exception as e:  # noqa: BLE001 - some problems cannot be captured; say so
+            results["cuda_graph"] = {"error": f"{type(e).__name__}: {e}"[:500]}
+        try:
+            compiled = torch.compile(model)
+            results["torch_compile"] = time_gpu(torch, lambda xs: compiled(*xs), prepare, **msg["timing"])
+        except Exception as e:  # noqa: BLE001
+            results["torch_compile"] = {"error": f"{type(e).__name__}: {e}"[:500]}
+    for r in results.values():
+        r.pop("kept", None)
+    props = torch.cuda.get_device_properties(0)
+    return {"ok": True, "baselines": results, "device": props.name}, None
+
+
+# ---------------------------------------------------------------------------------------
+# candidate role
+
+
+class Inspector:
+    """TorchDispatchMode that records aten ops and poisons fresh allocations."""
+
+    def __init__(self, torch, counter: "LaunchCounter"):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        inspector = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                if counter.in_kernel:
+                    return out  # Triton's CPU interpreter moving data for a kernel launch
+                name = func.overloadpacket.__name__
+                inspector.ops.append(name)
+                if name in POISON_OPS and isinstance(out, torch.Tensor):
+                    inspector.poison(out)
+                return out
+
+        self.torch = torch
+        self.ops: list[str] = []
+        self.mode = _Mode()
+
+    def poison(self, t) -> None:
+        torch = self.torch
+        if t.is_floating_point() or t.is_complex():
+            t.fill_(float("nan"))
+        elif t.dtype == torch.bool:
+            t.fill_(True)
+        else:
+            t.fill_(torch.iinfo(t.dtype).max)
+
+    def forbidden(self) -> list[str]:
+        return sorted({op for op in self.ops if op not in ALLOWED_ATEN})
+
+
+class LaunchCounter:
+    """Counts launches of the candidate's own kernels: Triton, NVRTC (load_cuda), load_inline."""
+
+    def __init__(self, torch):
+        from megakernel_gym.rewards import nvrtc
+        self.nvrtc = nvrtc
+        self.triton = 0
+        self.inline = 0
+        self.in_kernel = 0
+        self.kernel_names: set[str] = set()
+        counter = self
+        import triton.runtime.jit as tjit
+        classes = [tjit.JITFunction]
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+            classes.append(InterpretedFunction)
+        except ImportError:
+            pass
+        for cls in classes:
+            orig = cls.run
+
+            def run(self, *a, __orig=orig, **kw):
+                counter.triton += 1
+                counter.kernel_names.add(getattr(getattr(self, "fn", None), "__name__", "") or
+                                         getattr(self, "__name__", ""))
+                counter.in_kernel += 1
+                try:
+                    return __orig(self, *a, **kw)
+                finally:
+                    counter.in_kernel -= 1
+            cls.run = run
+        import torch.utils.cpp_extension as cpp
+        orig_inline = cpp.load_inline
+
+        def load_inline(*a, **kw):
+            mod = orig_inline(*a, **kw)
+            return _CountingModule(mod, counter)
+        cpp.load_inline = load_inline
+        self.installed = {c: c.run for c in classes}
+        self.installed_inline = load_inline
+
+    def total(self) -> int:
+        return self.triton + self.inline + self.nvrtc.launch_count()
+
+    def intact(self) -> bool:
+        import torch.utils.cpp_extension as cpp
+        return all(c.run is f for c, f in self.installed.items()) and cpp.load_inline is self.installed_inline
+
+
+class _CountingModule:
+    def __init__(self, mod, counter):
+        self._mod, self._counter = mod, counter
+
+    def __getattr__(self, name):
+        attr = getattr(self._mod, name)
+        if callable(attr):
+            def call(*a, **kw):
+                self._counter.inline += 1
+                return attr(*a, **kw)
+            return call
+        return attr
+
+
+def _integrity_snapshot(torch) -> dict[str, Any]:
+    """Identities of the functions the judge's own measurements rely on."""
+    import inspect
+    import time as _time
+    T = lambda name: inspect.getattr_static(torch.Tensor, name)  # noqa: E731  (no fresh bound methods)
+    snap = {"perf_counter": _time.perf_counter, "equal": torch.equal, "Tensor.clone": T("clone"),
+            "Tensor.cpu": T("cpu"), "manual_seed": torch.manual_seed, "save": torch.save,
+            "Tensor.copy_": T("copy_"), "Tensor.__torch_dispatch__": T("__torch_dispatch__"),
+            "Tensor.__torch_function__": T("__torch_function__"), "device": torch.device}
+    if torch.cuda.is_available():
+        E = lambda name: inspect.getattr_static(torch.cuda.Event, name)  # noqa: E731
+        snap.update({"Event": torch.cuda.Event, "Event.elapsed_time": E("elapsed_time"),
+                     "Event.record": E("record"), "synchronize": torch.cuda.synchronize})
+    return snap
+
+
+def _tampered(torch, snap: dict[str, Any]) -> list[str]:
+    now = _integrity_snapshot(torch)
+    return [k for k, v in snap.items() if now.get(k) is not v]
+
+
+def _storage_span(t) -> tuple[int, int]:
+    st = t.untyped_storage()
+    return st.data_ptr(), st.data_ptr() + st.nbytes()
+
+
+def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[0] != a[1] and b[0] != b[1]
+
+
+def _categorize_exception(e: BaseException) -> tuple[str, str]:
+    from megakernel_gym.rewards.nvrtc import CudaCompileError, CudaUnavailableError
+    text = f"{type(e).__name__}: {e}"
+    if isinstance(e, CudaCompileError):
+        return "compile_error", "cuda_compile"
+    if isinstance(e, CudaUnavailableError):
+        return "runtime_error", "no_gpu"
+    if isinstance(e, SyntaxError):
+        return "compile_error", "syntax"
+    low = text.lower()
+    if "compilationerror" in type(e).__name__.lower() or "triton" in low and "compil" in low:
+        return "compile_error", "triton_compile"
+    if "out of memory" in low or isinstance(e, MemoryError):
+        return "runtime_error", "oom"
+    if "illegal memory access" in low or "misaligned address" in low:
+        return "runtime_error", "illegal_memory_access"
+    return "runtime_error", "exception"
+
+
+def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap: dict) -> tuple[dict, Any]:
+    torch = env.torch
+    flags: list[dict] = []
+    phase = "load"
+    try:
+        mod = env.problem(msg["problem_source"], msg["problem_name"], workdir)
+    except BaseException:  # noqa: BLE001
+        return {"ok": False, "error": "problem_load", "message": _tb()}, None
+    key = msg["candidate_sha256"][:16]
+    try:
+        cand = _load_module(msg["candidate_source"], f"mkgym_candidate_{key}", workdir, f"candidate_{key}.py")
+        if not hasattr(cand, "ModelNew"):
+            return {"ok": True, "status": "compile_error", "category": "no_modelnew",
+                    "reason": "the candidate defines no ModelNew class; define class ModelNew(nn.Module) "
+                              "with the same constructor arguments as Model"}, None
+        phase = "init"
+        outputs, models = [], {}
+        launches_before = counter.total()
+        ops_seen: list[str] = []
+        for i, spec in enumerate(msg["specs"]):
+            phase = "init"
+            pair = models.get(spec["init_seed"])
+            if pair is None:
+                ref = env.model(mod.Model, mod, spec["init_seed"])
+                new = env.model(cand.ModelNew, mod, spec["init_seed"])
+                rk, nk = set(ref.state_dict()), set(new.state_dict())
+                if rk != nk:
+                    return {"ok": True, "status": "incorrect", "category": "state_dict",
+                            "reason": "ModelNew's state_dict keys differ from Model's: missing "
+                                      f"{sorted(rk - nk)[:8]}, unexpected {sorted(nk - rk)[:8]}; keep the "
+                                      "same parameter names so the judge can load Model's weights"}, None
+                new.load_state_dict(ref.state_dict(), strict=True)
+                del ref
+                pair = models[spec["init_seed"]] = new
+            model = pair
+            phase = "forward"
+            xs = env.inputs(mod, spec)
+            pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+            inspector = Inspector(torch, counter)
+            with torch.no_grad(), inspector.mode:
+                out = model(*xs)
+            if env.backend == "gpu":
+                torch.cuda.synchronize()
+            ops_seen += inspector.ops
+            bad_ops = inspector.forbidden()
+            if bad_ops:
+                flags.append({"rule": "torch_compute", "detail": "ModelNew.forward ran torch compute ops: "
+                              + ", ".join("aten." + o for o in bad_ops[:10])})
+            try:
+                outs = as_outputs(torch, out)
+            except TypeError as e:
+                return {"ok": True, "status": "incorrect", "category": "output_type", "reason": str(e),
+                        "flags": flags}, None
+            for j, o in enumerate(outs):
+                if type(o) is not torch.Tensor:
+                    flags.append({"rule": "output_type", "detail": f"output {j} is a {type(o).__name__}, "
+                                  "not a plain torch.Tensor"})
+                spans = [_storage_span(x) for x in xs if isinstance(x, torch.Tensor)]
+                spans += [_storage_span(p) for p in model.parameters()] + [_storage_span(b) for b in model.buffers()]
+                if any(_overlaps(_storage_span(o), s) for s in spans):
+                    flags.append({"rule": "output_alias", "detail": f"output {j} shares memory with an input "
+                                  "or a parameter"})
+            changed = [k for k, (a, b) in enumerate(zip(xs, pristine))
+                       if isinstance(a, torch.Tensor) and not (a.shape == b.shape and torch.equal(a, b))]
+            if changed:
+                return {"ok": True, "status": "incorrect", "category": "input_mutated",
+                        "reason": f"ModelNew.forward modified input(s) {changed}; inputs must stay unchanged",
+                        "flags": flags}, None
+            outputs.append([o.detach().cpu() for o in outs])
+            if flags:
+                break
+        launched = counter.total() - launches_before
+        if launched == 0 and not flags:
+            flags.append({"rule": "no_candidate_kernel", "detail": "forward launched none of the candidate's "
+                          "own kernels (Triton, load_cuda or load_inline)"})
+        tampered = _tampered(torch, snap)
+        if tampered or not counter.intact():
+            flags.append({"rule": "monkeypatch", "detail": "the candidate replaced judge-visible functions: "
+                          + ", ".join(tampered or ["kernel launch hooks"])})
+        header: dict[str, Any] = {"ok": True, "status": "ran", "flags": flags,
+                                  "strides": [[list(o.stride()) for o in outs] for outs in outputs],
+                                  "launches": launched}
+        if flags or env.backend != "gpu" or not msg.get("timing"):
+            return header, outputs
+
+        # ---- GPU: which kernels ran, on which streams (one profiled call) ----
+        phase = "profile"
+        model = models[msg["specs"][0]["init_seed"]]
+        base_sets = [env.inputs(mod, s) for s in msg["specs"] if s["init_seed"] == msg["specs"][0]["init_seed"]]
+        kernels, streams = _profile_kernels(torch, lambda: model(*base_sets[0]))
+        header["kernels"] = sorted(kernels)[:50]
+        own = set(counter.kernel_names)
+        for m in list(counter.nvrtc._modules.values()):
+            own.update(m.kernel_names)
+        lib = [k for k in kernels if any(p in k.lower() for p in LIBRARY_KERNEL_PATTERNS)
+               and not any(name and name in k for name in own)]
+        if lib:
+            flags.append({"rule": "forbidden_library", "detail": "library kernels ran: " + ", ".join(lib[:5])})
+        if len(streams) > 1:
+            flags.append({"rule": "concurrency", "detail": f"kernels ran on {len(streams)} streams"})
+        if flags:
+            return header, outputs
+
+        # ---- GPU timing on fresh inputs per call; the last calls' outputs come back for re-check ----
+        phase = "timing"
+        from megakernel_gym.rewards.timing import time_gpu
+        scales = msg["scales"]
+        n = len(base_sets)
+        prepare = lambda k: env.perturbed(base_sets[k % n], scales[k % len(scales)])  # noqa: E731
+        with torch.no_grad():
+            stats = time_gpu(torch, lambda xs: model(*xs), prepare, keep_outputs=msg.get("recheck", 3),
+                             **msg["timing"])
+        kept = stats.pop("kept")
+        header["timing"] = stats
+        header["recheck"] = [{"k": k, "set": k % n, "scale": scales[k % len(scales)]} for k, _ in kept]
+        recheck_outs = [[t.detach().cpu() for t in as_outputs(torch, o)] for _, o in kept]
+        tampered = _tampered(torch, snap)
+        if tampered:
+            flags.append({"rule": "monkeypatch", "detail": "judge-visible functions replaced during timing: "
+                          + ", ".join(tampered)})
+        return header, {"outputs": outputs, "recheck": recheck_outs}
+    except BaseException as e:  # noqa: BLE001 - the candidate is untrusted; every failure is a result
+        if isinstance(e, (KeyboardInterrupt, SystemExit)) and not isinstance(e, SystemExit):
+            raise
+        status, category = _categorize_exception(e)
+        if isinstance(e, SystemExit):
+            status, category = "runtime_error", "exit"
+        log = getattr(e, "log", None)
+        return {"ok": True, "status": status, "category": category, "phase": phase, "flags": flags,
+                "reason": f"{type(e).__name__} during {phase}: {str(e)[:2000]}",
+                "compile_log": log, "traceback": _tb()}, None
+
+
+def _profile_kernels(torch, fn) -> tuple[set[str], set[int]]:
+    """Names and streams of the GPU kernels one call launches (CUPTI through torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    kernels, streams = set(), set()
+    for ev in prof.profiler.kineto_results.events():
+        if ev.device_type() != torch.autograd.DeviceType.CUDA:
+            continue
+        name = ev.name()
+        if not name or "memcpy" in name.lower() or "memset" in name.lower():
+            continue
+        kernels.add(name)
+        try:
+            streams.add(int(ev.device_resource_id()))  # the CUDA stream id for GPU activities
+        except (AttributeError, TypeError, ValueError):
+            pass
+    return kernels, streams
+
+
+# ---------------------------------------------------------------------------------------
+# main loop
+
+
+def worker_main(conn, role: str, backend: str, device_index: int, log_path: str, workdir: str,
+                drop_privileges: bool) -> None:
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    os.dup2(log_fd, 1)  # nothing a candidate prints can reach the judge's stdout
+    os.dup2(log_fd, 2)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+    sys.stderr = os.fdopen(2, "w", buffering=1)
+    _die_with_parent()
+    isolation = _enter_pid_namespace()
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton")
+    os.environ["MKGYM_CUDA_CACHE"] = os.path.join(workdir, "cubin")
+    if backend == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(device_index)
+    _limit_memory(backend)
+    import torch
+    if backend == "cpu":
+        torch.set_num_threads(1)
+    env = Env(backend)
+    counter = snap = None
+    info: dict[str, Any] = {"ok": True, "role": role, "pid": os.getpid(), "torch": torch.__version__,
+                            "isolation": isolation}
+    try:
+        if backend == "gpu":
+            if not torch.cuda.is_available():
+                raise RuntimeError("no CUDA GPU visible to the worker")
+            torch.cuda.init()
+            torch.empty(1, device="cuda")
+            info["device"] = torch.cuda.get_device_name(0)
+        else:
+            info["device"] = "cpu"
+        import triton  # noqa: F401  (imported before the candidate, so hooks are in place)
+        import torch._dynamo  # noqa: F401  (it wraps torch.manual_seed on import; settle that first)
+        if role == "candidate":
+            counter = LaunchCounter(torch)
+            snap = _integrity_snapshot(torch)
+            os.makedirs(os.path.join(workdir, "triton"), exist_ok=True)
+            os.makedirs(os.path.join(workdir, "cubin"), exist_ok=True)
+            info["dropped_privileges"] = drop_privileges and _drop_privileges(workdir)
+    except BaseException:  # noqa: BLE001
+        send(conn, {"ok": False, "error": "worker_start", "message": _tb()})
+        return
+    send(conn, info)
+    while True:
+        try:
+            msg, _ = recv(conn)
+        except (EOFError, OSError):
+            return
+        cmd = msg.get("cmd")
+        if cmd == "exit":
+            return
+        try:
+            if cmd == "reference":
+                header, payload = handle_reference(env, msg, workdir)
+            elif cmd == "baselines":
+                header, payload = handle_baselines(env, msg, workdir)
+            elif cmd == "candidate":
+                header, payload = handle_candidate(env, msg, workdir, counter, snap)
+            else:
+                header, payload = {"ok": False, "error": "bad_command", "message": str(cmd)}, None
+        except BaseException:  # noqa: BLE001
+            header, payload = {"ok": False, "error": "worker", "message": _tb()}, None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        send(conn, header, payload)

@@ -1,0 +1,115 @@
+"""The results store: every evaluation in an embedded SQLite database, served back as a cache.
+
+WAL mode, one transaction per write, so a judge that dies mid-evaluation loses nothing
+already written and readers never block the writer.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from megakernel_gym.rewards.result import EvalResult
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS evaluations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    problem TEXT NOT NULL,
+    problem_sha256 TEXT NOT NULL,
+    candidate_sha256 TEXT NOT NULL,
+    device TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    status TEXT NOT NULL,
+    speedup REAL,
+    result TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS evaluations_key ON evaluations (problem_sha256, candidate_sha256, device);
+CREATE TABLE IF NOT EXISTS baselines (
+    problem_sha256 TEXT NOT NULL,
+    device TEXT NOT NULL,
+    software TEXT NOT NULL,
+    result TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (problem_sha256, device, software)
+);
+"""
+
+# Results that say something about the candidate are cached; a timeout may be the
+# machine's fault, so it is evaluated again next time.
+CACHEABLE = {"correct", "incorrect", "compile_error", "runtime_error", "rejected"}
+
+
+def default_path() -> Path:
+    env = os.environ.get("MKGYM_STORE")
+    if env:
+        return Path(env)
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("megakernel-gym")) / "results.sqlite"
+
+
+class ResultsStore:
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False,
+                                     isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def put(self, result: EvalResult, device: str) -> None:
+        row = (result.problem, result.problem_sha256, result.candidate_sha256, device, result.backend,
+               result.status, result.speedup, result.to_json(), time.time())
+        with self._lock:
+            self._conn.execute("INSERT INTO evaluations (problem, problem_sha256, candidate_sha256, device, "
+                               "backend, status, speedup, result, created) VALUES (?,?,?,?,?,?,?,?,?)", row)
+
+    def get(self, problem_sha256: str, candidate_sha256: str, device: str) -> EvalResult | None:
+        with self._lock:
+            cur = self._conn.execute(
+                "SELECT result FROM evaluations WHERE problem_sha256=? AND candidate_sha256=? AND device=? "
+                "AND status IN (%s) ORDER BY id DESC LIMIT 1" % ",".join("?" * len(CACHEABLE)),
+                (problem_sha256, candidate_sha256, device, *sorted(CACHEABLE)))
+            row = cur.fetchone()
+        if row is None:
+            return None
+        res = EvalResult.from_dict(json.loads(row[0]))
+        res.cached = True
+        return res
+
+    def count(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+
+    def history(self, problem: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        q = "SELECT problem, candidate_sha256, device, status, speedup, created FROM evaluations"
+        args: tuple = ()
+        if problem:
+            q += " WHERE problem=?"
+            args = (problem,)
+        q += " ORDER BY id DESC LIMIT ?"
+        with self._lock:
+            rows = self._conn.execute(q, (*args, limit)).fetchall()
+        keys = ("problem", "candidate_sha256", "device", "status", "speedup", "created")
+        return [dict(zip(keys, r)) for r in rows]
+
+    def put_baselines(self, problem_sha256: str, device: str, software: str, baselines: dict) -> None:
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?)",
+                               (problem_sha256, device, software, json.dumps(baselines), time.time()))
+
+    def get_baselines(self, problem_sha256: str, device: str, software: str) -> dict | None:
+        with self._lock:
+            row = self._conn.execute("SELECT result FROM baselines WHERE problem_sha256=? AND device=? AND software=?",
+                                     (problem_sha256, device, software)).fetchone()
+        return json.loads(row[0]) if row else None

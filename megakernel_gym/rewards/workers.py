@@ -1,0 +1,193 @@
+"""The judge's side of a worker process: start, call with a hard timeout, kill, replace."""
+from __future__ import annotations
+
+import atexit
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import tempfile
+import weakref
+from typing import Any
+
+from megakernel_gym.rewards import sandbox
+
+_live: "weakref.WeakSet[WorkerProcess]" = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_all() -> None:
+    for w in list(_live):
+        w.kill()
+
+
+class WorkerTimeout(RuntimeError):
+    pass
+
+
+class WorkerDied(RuntimeError):
+    def __init__(self, message: str, exitcode: int | None):
+        super().__init__(message)
+        self.exitcode = exitcode
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "the worker stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the worker process was killed by {name}"
+    return f"the worker process exited with code {code}"
+
+
+class WorkerProcess:
+    """One spawned process in one role (`reference` or `candidate`) on one device."""
+
+    def __init__(self, role: str, backend: str, device_index: int = 0, drop_privileges: bool = True,
+                 start_timeout: float = 180.0):
+        self.role, self.backend, self.device_index = role, backend, device_index
+        self.drop_privileges = drop_privileges
+        self.start_timeout = start_timeout
+        self.proc = None
+        self.conn = None
+        self.info: dict[str, Any] = {}
+        self._log_offset = 0
+        self.workdir = ""
+        _live.add(self)
+
+    # -- life cycle ----------------------------------------------------------------------
+    def start(self) -> dict[str, Any]:
+        ctx = mp.get_context("spawn")
+        self.workdir = tempfile.mkdtemp(prefix=f"mkgym-{self.role}-")
+        os.chmod(self.workdir, 0o700)
+        self.log_path = os.path.join(self.workdir, "worker.log")
+        self._log_offset = 0
+        parent, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=sandbox.worker_main, name=f"mkgym-{self.role}",
+                                args=(child, self.role, self.backend, self.device_index, self.log_path,
+                                      self.workdir, self.drop_privileges))
+        self.proc.start()
+        child.close()
+        self.conn = parent
+        try:
+            header, _ = self._receive(self.start_timeout)
+        except (WorkerTimeout, WorkerDied) as e:
+            tail = self.log_tail()
+            self.kill()
+            raise RuntimeError(f"{self.role} worker failed to start: {e}\n{tail}") from e
+        if not header.get("ok"):
+            self.kill()
+            raise RuntimeError(f"{self.role} worker failed to start:\n{header.get('message', '')}")
+        self.info = header
+        return header
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.is_alive()
+
+    def ensure(self) -> None:
+        if not self.alive:
+            self.kill()
+            self.start()
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            if self.proc.is_alive():
+                self.proc.kill()
+            self.proc.join(timeout=10)
+            self.proc = None
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = ""
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+    def close(self) -> None:
+        if self.alive and self.conn is not None:
+            try:
+                sandbox.send(self.conn, {"cmd": "exit"})
+                self.proc.join(timeout=5)
+            except (OSError, ValueError):
+                pass
+        self.kill()
+
+    # -- calls ---------------------------------------------------------------------------
+    def _receive(self, timeout: float):
+        if not self.conn.poll(timeout):
+            if self.proc is not None and not self.proc.is_alive():
+                raise WorkerDied(describe_exit(self.proc.exitcode), self.proc.exitcode)
+            raise WorkerTimeout(f"no answer within {timeout:.0f} s")
+        try:
+            header, _ = _recv_header(self.conn)
+            if not self.conn.poll(max(timeout, 60.0)):
+                raise WorkerTimeout("the worker sent a header but no payload")
+            blob = self.conn.recv_bytes(sandbox.MAX_MESSAGE_BYTES)
+        except (EOFError, ConnectionResetError, BrokenPipeError):
+            if self.proc is not None:
+                self.proc.join(timeout=5)
+            code = self.proc.exitcode if self.proc is not None else None
+            raise WorkerDied(describe_exit(code), code) from None
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            raise WorkerDied(f"the worker broke the message protocol ({e})", None) from e
+        return header, blob
+
+    def call(self, header: dict, payload: Any = None, timeout: float = 60.0) -> tuple[dict, Any]:
+        """Send one command and wait at most `timeout` s. On a hang or death the process is
+        killed (the caller restarts it) and WorkerTimeout / WorkerDied is raised."""
+        self.ensure()
+        try:
+            sandbox.send(self.conn, header, payload)
+        except (OSError, ValueError) as e:
+            self.kill()
+            raise WorkerDied(f"the worker could not take the request ({e})", None) from e
+        try:
+            hdr, blob = self._receive(timeout)
+        except (WorkerTimeout, WorkerDied):
+            self.kill_process_only()
+            raise
+        return hdr, _decode(blob)
+
+    def kill_process_only(self) -> None:
+        """Kill the process but keep the log for the caller to read."""
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=10)
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_offset)
+                data = f.read()
+                self._log_offset += len(data)
+        except (OSError, AttributeError):
+            return ""
+        text = data.decode(errors="replace")
+        return text[-limit:]
+
+
+def _recv_header(conn) -> tuple[dict, None]:
+    import json
+    raw = conn.recv_bytes(1 << 24)
+    header = json.loads(raw.decode())
+    if not isinstance(header, dict):
+        raise ValueError("header is not a JSON object")
+    return header, None
+
+
+def _decode(blob: bytes):
+    if not blob:
+        return None
+    import io
+
+    import torch
+    # weights_only: the payload comes from an untrusted process; only tensors and plain
+    # containers can come out of it, never code.
+    return torch.load(io.BytesIO(blob), weights_only=True)
