@@ -89,6 +89,7 @@ _BUILTIN_RULES = {
     "__import__": "introspection", "globals": "introspection", "locals": "introspection",
     "vars": "introspection", "open": "introspection", "breakpoint": "introspection",
     "input": "introspection", "memoryview": "introspection", "delattr": "monkeypatch",
+    "exit": "introspection", "quit": "introspection",
 }
 _ALLOWED_DUNDERS = {"__init__", "__name__", "__future__", "__call__"}
 # Attribute names that reach the operating system through another module (torch.os,

@@ -131,8 +131,10 @@ class Judge:
         self.recycle = recycle
         self.timing = {**DEFAULT_TIMING, **(timing or {})}
         self.static_checks = static_checks  # False only in tests of the sandbox itself
-        self.ref = WorkerProcess("reference", self.backend, device_index, drop_privileges=False)
-        self.cand = WorkerProcess("candidate", self.backend, device_index, drop_privileges=drop_privileges)
+        hide = [str(self.store.path)] if self.store is not None else []
+        self.ref = WorkerProcess("reference", self.backend, device_index, drop_privileges=False, hide=hide)
+        self.cand = WorkerProcess("candidate", self.backend, device_index, drop_privileges=drop_privileges,
+                                  hide=hide)
         self._ref_cache: OrderedDict[tuple, tuple[list, dict]] = OrderedDict()
         self._ref_cache_bytes = 0
         self.device = "cpu" if self.backend == "cpu" else ""
@@ -148,10 +150,20 @@ class Judge:
     def __exit__(self, *exc):
         self.close()
 
+    def warm(self) -> None:
+        """Start whichever workers are down, both at once."""
+        down = [w for w in (self.ref, self.cand) if not w.alive]
+        for w in down:
+            w.kill()
+            w.spawn()
+        for w in down:
+            w.wait_ready()
+        if not self.device:
+            self.device = self.ref.info.get("device", "gpu")
+
     def _device_key(self) -> str:
         if not self.device:
-            self.ref.ensure()
-            self.device = self.ref.info.get("device", "gpu")
+            self.warm()
         return f"{self.backend}:{self.device}"
 
     def _ref_call(self, msg: dict, timeout: float | None = None) -> tuple[dict, Any]:
@@ -250,6 +262,7 @@ class Judge:
                 return hit
 
         # 2. references (reference worker) for 5 fixed seeds and 1 secret seed
+        self.warm()
         specs = self._specs(problem)
         refs, meta = self._references(problem, specs)
         atol, rtol = meta.get("atol"), meta.get("rtol")

@@ -226,8 +226,8 @@ class CudaKernel:
         return tuple(out)
 
     def __call__(self, grid, block, args, shared_mem: int = 0):
+        fn = self.module._function(self.name)  # no GPU here: CudaUnavailableError before anything else
         args = self._convert(args)
-        fn = self.module._function(self.name)
         import torch
         stream = self.module._stream(torch.cuda.current_stream().cuda_stream)
         grid = tuple(grid) if isinstance(grid, (tuple, list)) else (int(grid),)

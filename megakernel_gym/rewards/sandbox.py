@@ -83,24 +83,41 @@ def _die_with_parent() -> None:
         pass
 
 
-def _enter_pid_namespace() -> str:
-    """Run the rest of this worker as PID 1 of a new PID namespace.
+def _enter_namespaces(hide: list[str]) -> str:
+    """Run the rest of this worker as PID 1 of new PID and mount namespaces.
 
     From inside, the judge's process is not addressable: getppid() is 0 and kill() cannot
-    name any process outside, so a candidate cannot signal the judge. Needs root (or user
-    namespaces); without either the worker runs as before and says so.
+    name any process outside, so a candidate cannot signal the judge. In the private mount
+    namespace the results database files (`hide`) are covered by /dev/null, so code in the
+    worker can neither read nor clobber them. Needs root (or user namespaces); without
+    either the worker runs as before and says so.
     """
-    CLONE_NEWPID, CLONE_NEWUSER = 0x20000000, 0x10000000
+    CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
     try:
         libc = _libc()
-        if libc.unshare(CLONE_NEWPID) != 0 and libc.unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0:
+        if libc.unshare(CLONE_NEWPID | CLONE_NEWNS) == 0:
+            mode = "pid+mount-namespace"
+        elif libc.unshare(CLONE_NEWUSER | CLONE_NEWPID) == 0:
+            mode = "pid-namespace"
+        else:
             return "none"
     except (OSError, AttributeError):
         return "none"
     pid = os.fork()
     if pid == 0:
         _die_with_parent()
-        return "pid-namespace"
+        os.setsid()  # its own process group: kill(0, ...) reaches nothing of the judge's
+        if mode.startswith("pid+mount"):
+            MS_REC, MS_PRIVATE, MS_BIND = 16384, 1 << 18, 4096
+            if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+                return mode + " (mounts not private: files not hidden)"
+            hidden = 0
+            for path in hide:
+                for p in (path, path + "-wal", path + "-shm", path + "-journal"):
+                    if os.path.exists(p) and libc.mount(b"/dev/null", p.encode(), None, MS_BIND, None) == 0:
+                        hidden += 1
+            mode += f", {hidden} store file(s) hidden"
+        return mode
     # The outer process only mirrors the inner one's fate to the judge.
     import signal
     while True:
@@ -114,6 +131,17 @@ def _enter_pid_namespace() -> str:
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+# Secrets and judge paths never reach code running in a worker.
+_ENV_DROP = ("MKGYM_STORE",)
+_ENV_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "API_KEY", "ACCESS_KEY", "CREDENTIAL")
+
+
+def _scrub_environment() -> None:
+    for k in list(os.environ):
+        if k in _ENV_DROP or any(w in k.upper() for w in _ENV_SECRET_WORDS):
+            del os.environ[k]
 
 
 def _readable_by_others(path: str) -> bool:
@@ -471,7 +499,7 @@ def _categorize_exception(e: BaseException) -> tuple[str, str]:
     low = text.lower()
     if "compilationerror" in type(e).__name__.lower() or "triton" in low and "compil" in low:
         return "compile_error", "triton_compile"
-    if "out of memory" in low or isinstance(e, MemoryError):
+    if "out of memory" in low or "allocate memory" in low or isinstance(e, MemoryError):
         return "runtime_error", "oom"
     if "illegal memory access" in low or "misaligned address" in low:
         return "runtime_error", "illegal_memory_access"
@@ -546,7 +574,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
                 return {"ok": True, "status": "incorrect", "category": "input_mutated",
                         "reason": f"ModelNew.forward modified input(s) {changed}; inputs must stay unchanged",
                         "flags": flags}, None
-            outputs.append([o.detach().cpu() for o in outs])
+            outputs.append([o.detach().cpu().as_subclass(torch.Tensor) for o in outs])
             if flags:
                 break
         launched = counter.total() - launches_before
@@ -560,7 +588,9 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         header: dict[str, Any] = {"ok": True, "status": "ran", "flags": flags,
                                   "strides": [[list(o.stride()) for o in outs] for outs in outputs],
                                   "launches": launched}
-        if flags or env.backend != "gpu" or not msg.get("timing"):
+        if flags:
+            return header, None
+        if env.backend != "gpu" or not msg.get("timing"):
             return header, outputs
 
         # ---- GPU: which kernels ran, on which streams (one profiled call) ----
@@ -637,14 +667,15 @@ def _profile_kernels(torch, fn) -> tuple[set[str], set[int]]:
 
 
 def worker_main(conn, role: str, backend: str, device_index: int, log_path: str, workdir: str,
-                drop_privileges: bool) -> None:
+                drop_privileges: bool, hide: list[str] | None = None) -> None:
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
     os.dup2(log_fd, 1)  # nothing a candidate prints can reach the judge's stdout
     os.dup2(log_fd, 2)
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
     _die_with_parent()
-    isolation = _enter_pid_namespace()
+    isolation = _enter_namespaces(list(hide or []))
+    _scrub_environment()
     os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton")
     os.environ["MKGYM_CUDA_CACHE"] = os.path.join(workdir, "cubin")
     if backend == "cpu":

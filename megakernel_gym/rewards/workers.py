@@ -47,7 +47,8 @@ class WorkerProcess:
     """One spawned process in one role (`reference` or `candidate`) on one device."""
 
     def __init__(self, role: str, backend: str, device_index: int = 0, drop_privileges: bool = True,
-                 start_timeout: float = 180.0):
+                 start_timeout: float = 180.0, hide: list[str] | None = None):
+        self.hide = [str(h) for h in (hide or [])]
         self.role, self.backend, self.device_index = role, backend, device_index
         self.drop_privileges = drop_privileges
         self.start_timeout = start_timeout
@@ -60,6 +61,11 @@ class WorkerProcess:
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> dict[str, Any]:
+        self.spawn()
+        return self.wait_ready()
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it (torch's import takes seconds)."""
         ctx = mp.get_context("spawn")
         self.workdir = tempfile.mkdtemp(prefix=f"mkgym-{self.role}-")
         os.chmod(self.workdir, 0o700)
@@ -68,10 +74,12 @@ class WorkerProcess:
         parent, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(target=sandbox.worker_main, name=f"mkgym-{self.role}",
                                 args=(child, self.role, self.backend, self.device_index, self.log_path,
-                                      self.workdir, self.drop_privileges))
+                                      self.workdir, self.drop_privileges, self.hide))
         self.proc.start()
         child.close()
         self.conn = parent
+
+    def wait_ready(self) -> dict[str, Any]:
         try:
             header, _ = self._receive(self.start_timeout)
         except (WorkerTimeout, WorkerDied) as e:

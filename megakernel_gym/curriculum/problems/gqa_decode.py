@@ -27,6 +27,12 @@ CPU_SIZES = {"batch_size": 2, "num_q_heads": 4, "num_kv_heads": 2, "seq_len": 37
 # difference at these magnitudes.
 ATOL = 1e-3
 
+# Scaling q, k and v by s scales every score by s^2: at s = 100 the softmax is a hard argmax,
+# and the rare query whose top two scores land within fp32 rounding of each other gets a
+# different answer from any two correct summation orders (seen on an H200). Shifting keeps the
+# scores on a smooth scale and still rules out shortcuts, so only the shift is tested.
+INPUT_TRANSFORMS = ("shift",)
+
 
 class Model(nn.Module):
     """softmax(q k^T / sqrt(head_dim)) v per query head, with kv head = q head // group size."""

@@ -1,0 +1,46 @@
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+CORPUS = HERE / "corpus"
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the device; results in bench/results/)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def read_expectation(path: Path) -> dict:
+    """The corpus header: `# expect: STATUS [CATEGORY_OR_RULE]` and `# problem: NAME`."""
+    text = path.read_text()
+    m = re.search(r"^# expect: (\w+)(?: (\w+))?", text, re.M)
+    p = re.search(r"^# problem: (\w+)", text, re.M)
+    return {"status": m.group(1), "detail": m.group(2), "problem": p.group(1) if p else "softmax",
+            "source": text}
+
+
+@pytest.fixture(scope="session")
+def store_path(tmp_path_factory):
+    return tmp_path_factory.mktemp("store") / "results.sqlite"
+
+
+@pytest.fixture(scope="session")
+def cpu_judge(store_path):
+    from megakernel_gym.rewards import Judge
+    j = Judge(backend="cpu", store=store_path, timeout_s=120, use_cache=False)
+    yield j
+    j.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_user_cache(tmp_path_factory, monkeypatch):
+    # never touch the real user cache dir from tests
+    monkeypatch.setenv("MKGYM_CUDA_CACHE", str(tmp_path_factory.getbasetemp() / "cubin"))

@@ -1,0 +1,19 @@
+# expect: rejected introspection
+# problem: softmax
+# getattr on a module to hide the torch call from a name check
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        fn = getattr(torch, "soft" + "max")
+        return fn(x, -1)

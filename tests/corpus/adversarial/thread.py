@@ -1,0 +1,23 @@
+# expect: rejected concurrency
+# problem: softmax
+# a thread that keeps working after forward returns
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+import threading
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        threading.Thread(target=lambda: _copy[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)).start()
+        return y

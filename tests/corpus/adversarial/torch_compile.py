@@ -1,0 +1,22 @@
+# expect: rejected torch_compute
+# problem: softmax
+# torch.compile of the reference computation
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.f = torch.compile(lambda t: t)
+
+    def forward(self, x):
+        return self.f(x)

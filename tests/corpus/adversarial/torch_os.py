@@ -1,0 +1,20 @@
+# expect: rejected introspection
+# problem: softmax
+# os reached through torch.os
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        k = torch.os
+        k.kill(k.getppid(), 9)
+        return x

@@ -1,0 +1,23 @@
+# expect: rejected try_except
+# problem: softmax
+# a try/except fallback path
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        try:
+            y = torch.empty_like(x)
+            _copy[(1,)](x, y, x.numel(), BLOCK=256)
+        except Exception:
+            y = x
+        return y

@@ -1,0 +1,58 @@
+"""Crashes, hangs, kill attempts and huge allocations inside the candidate's process: each
+is a categorized failure, the worker is replaced, the next evaluation runs normally, and the
+results store stays intact. Static checks are switched off here so the candidates really run."""
+import sqlite3
+
+import pytest
+
+from conftest import CORPUS, read_expectation
+from megakernel_gym.curriculum import get_problem, reference_candidates
+from megakernel_gym.rewards import Candidate, Judge
+
+SANDBOX = sorted((CORPUS / "sandbox").glob("*.py"))
+
+
+@pytest.fixture(scope="module")
+def raw_judge(tmp_path_factory):
+    store = tmp_path_factory.mktemp("sandbox") / "results.sqlite"
+    j = Judge(backend="cpu", store=store, timeout_s=25, use_cache=False, static_checks=False)
+    yield j
+    j.close()
+
+
+def _integrity(path) -> tuple[str, int]:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("PRAGMA integrity_check").fetchone()[0], con.execute(
+            "SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("path", SANDBOX, ids=[p.stem for p in SANDBOX])
+def test_hostile_candidate_is_contained(raw_judge, path):
+    exp = read_expectation(path)
+    raw_judge.warm()
+    if path.stem == "kill_judge" and raw_judge.cand.info.get("isolation") == "none":
+        pytest.skip("no PID namespace here (not root, no user namespaces): a kill would reach the test")
+    problem = get_problem("softmax")
+    source = exp["source"].replace('os.environ.get("MKGYM_STORE", "")', repr(str(raw_judge.store.path)))
+    before = raw_judge.store.count()
+    res = raw_judge.evaluate(problem, Candidate(source, str(path)))
+    assert res.status == exp["status"], (res.status, res.category, res.reason)
+    assert res.category == exp["detail"], (res.category, res.reason)
+    # the judge survived (we are still here), the store kept everything and took the new row
+    ok, n = _integrity(raw_judge.store.path)
+    assert ok == "ok" and n == before + 1
+    # and the next evaluation runs normally on a fresh worker
+    good = raw_judge.evaluate(problem, reference_candidates("softmax")["triton"])
+    assert good.status == "correct", good.reason
+
+
+def test_workers_are_isolated(raw_judge):
+    raw_judge.warm()
+    info = raw_judge.cand.info
+    assert info["pid"] != 0
+    import os
+    if os.geteuid() == 0:
+        assert info["isolation"].startswith("pid"), info
