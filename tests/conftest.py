@@ -22,9 +22,17 @@ def read_expectation(path: Path) -> dict:
     """The corpus header: `# expect: STATUS [CATEGORY_OR_RULE]` and `# problem: NAME`."""
     text = path.read_text()
     m = re.search(r"^# expect: (\w+)(?: (\w+))?", text, re.M)
-    p = re.search(r"^# problem: (\w+)", text, re.M)
+    p = re.search(r"^# problem: (\S+)", text, re.M)
     return {"status": m.group(1), "detail": m.group(2), "problem": p.group(1) if p else "softmax",
             "source": text}
+
+
+def problem_for(exp: dict):
+    """A built-in name, or a path (ending in .py) relative to tests/."""
+    from megakernel_gym.curriculum import get_problem
+    from megakernel_gym.rewards import Problem
+    name = exp["problem"]
+    return Problem.from_file(HERE / name) if name.endswith(".py") else get_problem(name)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CORPUS, read_expectation
+from conftest import CORPUS, problem_for, read_expectation
 from megakernel_gym.curriculum import builtin_names, get_problem, reference_candidates
 from megakernel_gym.rewards import Candidate
 
@@ -15,7 +15,7 @@ LEGIT = sorted((CORPUS / "legit").glob("*.py"))
 @pytest.mark.parametrize("path", ADVERSARIAL, ids=[p.stem for p in ADVERSARIAL])
 def test_adversarial(cpu_judge, path: Path):
     exp = read_expectation(path)
-    res = cpu_judge.evaluate(get_problem(exp["problem"]), Candidate(exp["source"], str(path)))
+    res = cpu_judge.evaluate(problem_for(exp), Candidate(exp["source"], str(path)))
     assert res.status == exp["status"], (res.status, res.reason)
     if exp["status"] == "rejected":
         rules = {f.rule for f in res.flags}
@@ -37,7 +37,7 @@ def test_reference_triton_candidates_correct(cpu_judge, name):
 @pytest.mark.parametrize("path", LEGIT, ids=[p.stem for p in LEGIT])
 def test_legit(cpu_judge, path: Path):
     exp = read_expectation(path)
-    res = cpu_judge.evaluate(get_problem(exp["problem"]), Candidate(exp["source"], str(path)))
+    res = cpu_judge.evaluate(problem_for(exp), Candidate(exp["source"], str(path)))
     assert res.status == exp["status"] == "correct", res.reason
 
 

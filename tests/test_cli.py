@@ -1,0 +1,96 @@
+"""`mkgym judge` and `mkgym problems list`: one JSON value on stdout with --json, and exit codes
+that are non-zero only when the command itself could not run."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CORPUS
+
+
+def mkgym(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "megakernel_gym.cli", *args], capture_output=True, text=True,
+                          input=stdin, timeout=600)
+
+
+@pytest.fixture
+def store_args(tmp_path):
+    return ["--store", str(tmp_path / "r.sqlite")]
+
+
+def test_judge_reference_json(store_args):
+    r = mkgym("judge", "layernorm", "reference", "--backend", "cpu", "--json", *store_args)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)  # exactly one JSON value: json.loads fails on anything extra
+    assert d["status"] == "correct" and d["correct"] is True and d["backend"] == "cpu"
+    assert d["problem"] == "layernorm" and len(d["candidate_sha256"]) == 64
+    assert len(d["seeds"]) == 6 and d["speedup"] is None and "reward" in d
+
+
+def test_failed_candidate_is_a_result_not_an_error(store_args):
+    bad = CORPUS / "adversarial" / "torch_softmax.py"
+    r = mkgym("judge", "softmax", str(bad), "--backend", "cpu", "--json", *store_args)
+    assert r.returncode == 0
+    d = json.loads(r.stdout)
+    assert d["status"] == "rejected" and d["flags"][0]["rule"] == "torch_compute"
+
+
+def test_candidate_from_stdin_and_human_output(store_args):
+    src = (CORPUS / "adversarial" / "syntax_error.py").read_text()
+    r = mkgym("judge", "softmax", "-", "--backend", "cpu", *store_args, stdin=src)
+    assert r.returncode == 0
+    assert "compile_error" in r.stdout and "syntax" in r.stdout
+
+
+def test_kernelbench_file_as_problem(store_args, tmp_path):
+    prob = CORPUS.parent / "fixtures" / "kernelbench" / "level1" / "19_ReLU.py"
+    r = mkgym("judge", str(prob), str(CORPUS / "legit" / "relu_kernelbench.py"), "--backend", "cpu", "--json",
+              *store_args)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "correct"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["judge", "no_such_problem", "reference", "--backend", "cpu"], "no built-in problem"),
+    (["judge", "softmax", "/nonexistent/cand.py", "--backend", "cpu"], "does not exist"),
+    (["judge", "/nonexistent/prob.py", "reference", "--backend", "cpu"], "does not exist"),
+    (["judge", "softmax", "reference", "--backend", "tpu"], "unknown backend"),
+])
+def test_bad_input_exits_nonzero_with_a_clear_message(args, needle):
+    r = mkgym(*args, "--no-store")
+    assert r.returncode == 2
+    assert needle in r.stderr and r.stdout == ""
+
+
+def test_gpu_requested_without_gpu():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    r = mkgym("judge", "softmax", "reference", "--backend", "gpu", "--no-store")
+    assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr and "--backend cpu" in r.stderr
+
+
+def test_problem_file_that_raises(tmp_path):
+    p = tmp_path / "broken.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                 "        return x\ndef get_inputs():\n    raise ValueError('bad sizes')\n"
+                 "def get_init_inputs():\n    return []\n")
+    r = mkgym("judge", str(p), str(CORPUS / "legit" / "relu_kernelbench.py"), "--backend", "cpu", "--no-store")
+    assert r.returncode == 2 and "broken" in r.stderr and "bad sizes" in r.stderr
+
+
+def test_problem_file_missing_interface(tmp_path):
+    p = tmp_path / "half.py"
+    p.write_text("import torch\nclass Model: pass\n")
+    r = mkgym("judge", str(p), "reference", "--backend", "cpu", "--no-store")
+    assert r.returncode == 2 and "get_inputs" in r.stderr
+
+
+def test_problems_list_json():
+    r = mkgym("problems", "list", "--json")
+    assert r.returncode == 0
+    rows = json.loads(r.stdout)
+    names = {row["name"] for row in rows}
+    assert {"softmax", "layernorm", "matmul_bias_relu", "rmsnorm", "gqa_decode"} <= names
+    assert all("triton" in row["references"] for row in rows)
