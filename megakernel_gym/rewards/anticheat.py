@@ -252,7 +252,11 @@ class _Checker(ast.NodeVisitor):
                 elif len(node.args) > 1 and not isinstance(node.args[1], ast.Constant):
                     self.flag("introspection", f"{func.id}(self, <computed name>)", node)
         if isinstance(func, ast.Attribute) and not self._in_jit and func.attr in COMPUTE_METHODS:
-            if not (full and full.startswith(("triton.", "math.", "megakernel_gym."))):
+            # self.ext.softmax(x) is the candidate's own extension (load_inline / load_cuda);
+            # if it were a tensor method instead, the dynamic aten check still sees it.
+            own_ext = isinstance(func.value, ast.Attribute) and isinstance(func.value.value, ast.Name) \
+                and func.value.value.id == "self"
+            if not own_ext and not (full and full.startswith(("triton.", "math.", "megakernel_gym."))):
                 self.flag("torch_compute", f"call to .{func.attr}() outside a kernel", node)
         self.generic_visit(node)
 

@@ -6,7 +6,7 @@ tens of milliseconds, which is what lets the judge sit inside an RL loop.
 
 - Compilation always goes through NVRTC (the `cuda-bindings` package), on a machine with or
   without a GPU, so a candidate gets the same compiler messages everywhere.
-- Loading and launching use CuPy (`cupy.RawModule`), on torch's current stream, with torch
+- Loading and launching use CuPy (`cupy.cuda.function.Module`), on torch's current stream, with torch
   tensors passed by pointer (no copies).
 - Compiled cubins are cached in memory and on disk by the SHA-256 of source + options.
 
@@ -230,10 +230,9 @@ class CudaKernel:
         args = self._convert(args)
         import torch
         stream = self.module._stream(torch.cuda.current_stream().cuda_stream)
-        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (int(grid),)
-        block = tuple(block) if isinstance(block, (tuple, list)) else (int(block),)
-        with stream:
-            fn(grid, block, args, shared_mem=shared_mem)
+        grid = (tuple(int(g) for g in grid) if isinstance(grid, (tuple, list)) else (int(grid),)) + (1, 1)
+        block = (tuple(int(b) for b in block) if isinstance(block, (tuple, list)) else (int(block),)) + (1, 1)
+        fn(grid[:3], block[:3], args, shared_mem=shared_mem, stream=stream)
         _count_launch()
 
 
@@ -273,12 +272,9 @@ class CudaModule:
             except ImportError as e:
                 raise CudaUnavailableError(f"{self.name} compiled, but CuPy is missing to launch it "
                                            f"({e}); pip install cupy-cuda13x") from e
-            with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-                f.write(self.cubin)
-            try:
-                self._raw = cupy.RawModule(path=f.name)
-            finally:
-                os.unlink(f.name)
+            # cuModuleLoadData on the cubin bytes (CuPy's low-level Module): no file, no recompile.
+            self._raw = cupy.cuda.function.Module()
+            self._raw.load(self.cubin)
         return self._raw
 
     def _function(self, name: str):

@@ -1,9 +1,10 @@
 """Reference candidate for problems/rmsnorm.py in CUDA C, compiled by the project's NVRTC loader.
 
 One thread block per row, fp32 math for either storage type (bf16 on the GPU problem, fp32 for
-the small shapes). Sweep 1 sums squares with 16-byte loads (8 bf16 or 4 fp32 per load) and
-reduces with warp shuffles plus one shared-memory step. Sweep 2 re-reads the row (hot in L1)
-and the weight and writes x * inv_rms * w with 16-byte stores. Rows whose start is not 16-byte
+the small shapes). Sweep 1 loads the row and the weight into registers with 16-byte loads (8
+bf16 or 4 fp32 each), sums squares and reduces with warp shuffles plus one shared-memory step.
+Sweep 2 writes x * inv_rms * w from the registers with 16-byte stores; only rows longer than
+the register cache re-read the rest. Rows whose start is not 16-byte
 aligned peel scalars first; the tail past the last full vector is scalar; if x, y and the weight
 are misaligned relative to each other the whole row takes the scalar path.
 
@@ -48,19 +49,19 @@ struct BF16 {
     static const int VEC = 8;
     static __device__ __forceinline__ float load(const T* p, int i) { return bf16_bits_to_float(p[i]); }
     static __device__ __forceinline__ void store(T* p, int i, float v) { p[i] = (T)float_to_bf16_bits(v); }
+    // little-endian: the low half of each 32-bit word is the earlier element
+    static __device__ __forceinline__ void unpack2(unsigned int r, float* v) {
+        v[0] = __uint_as_float(r << 16);
+        v[1] = __uint_as_float(r & 0xffff0000u);
+    }
+    static __device__ __forceinline__ unsigned int pack2(const float* v) {
+        return float_to_bf16_bits(v[0]) | (float_to_bf16_bits(v[1]) << 16);
+    }
     static __device__ __forceinline__ void unpack(const uint4& r, float* v) {
-        const unsigned int w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {          // little-endian: the low half is the earlier element
-            v[2 * j] = __uint_as_float(w[j] << 16);
-            v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
-        }
+        unpack2(r.x, v); unpack2(r.y, v + 2); unpack2(r.z, v + 4); unpack2(r.w, v + 6);
     }
     static __device__ __forceinline__ uint4 pack(const float* v) {
-        unsigned int w[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) w[j] = float_to_bf16_bits(v[2 * j]) | (float_to_bf16_bits(v[2 * j + 1]) << 16);
-        return make_uint4(w[0], w[1], w[2], w[3]);
+        return make_uint4(pack2(v), pack2(v + 2), pack2(v + 4), pack2(v + 6));
     }
 };
 
@@ -78,6 +79,10 @@ __device__ __forceinline__ float block_sum(float v) {
     __syncthreads();
     return partial[0];
 }
+
+// Up to CACHE 16-byte vectors of x and of the weight per thread stay in registers between the
+// two sweeps (4 x 8 bf16 x 1024 threads covers a 32k row); the rest of a longer row is re-read.
+#define CACHE 4
 
 template <typename S>
 __device__ __forceinline__ void rmsnorm_row(const typename S::T* __restrict__ x,
@@ -105,25 +110,54 @@ __device__ __forceinline__ void rmsnorm_row(const typename S::T* __restrict__ x,
     const uint4* wv = reinterpret_cast<const uint4*>(w + head);
     uint4* yv = reinterpret_cast<uint4*>(yr + head);
 
+    // Issue every cached load (x and weight) before any arithmetic.
+    uint4 xc[CACHE], wc[CACHE];
+#pragma unroll
+    for (int j = 0; j < CACHE; ++j) {
+        const int i = tid + j * nthreads;
+        if (i < n_vec) { xc[j] = xv[i]; wc[j] = wv[i]; }
+    }
+
     float ss = 0.0f;
     for (int i = tid; i < head; i += nthreads) { float v = S::load(xr, i); ss += v * v; }
-    for (int i = tid; i < n_vec; i += nthreads) {
+#pragma unroll
+    for (int j = 0; j < CACHE; ++j) {
+        if (tid + j * nthreads < n_vec) {
+            float v[S::VEC];
+            S::unpack(xc[j], v);
+#pragma unroll
+            for (int e = 0; e < S::VEC; ++e) ss += v[e] * v[e];
+        }
+    }
+    for (int i = tid + CACHE * nthreads; i < n_vec; i += nthreads) {
         float v[S::VEC];
         S::unpack(xv[i], v);
 #pragma unroll
-        for (int j = 0; j < S::VEC; ++j) ss += v[j] * v[j];
+        for (int e = 0; e < S::VEC; ++e) ss += v[e] * v[e];
     }
     for (int i = vec_end + tid; i < n; i += nthreads) { float v = S::load(xr, i); ss += v * v; }
 
     const float inv_rms = rsqrtf(block_sum(ss) / (float)n + eps);
 
     for (int i = tid; i < head; i += nthreads) S::store(yr, i, S::load(xr, i) * inv_rms * S::load(w, i));
-    for (int i = tid; i < n_vec; i += nthreads) {
+#pragma unroll
+    for (int j = 0; j < CACHE; ++j) {
+        const int i = tid + j * nthreads;
+        if (i < n_vec) {
+            float v[S::VEC], g[S::VEC];
+            S::unpack(xc[j], v);
+            S::unpack(wc[j], g);
+#pragma unroll
+            for (int e = 0; e < S::VEC; ++e) v[e] = v[e] * inv_rms * g[e];
+            yv[i] = S::pack(v);
+        }
+    }
+    for (int i = tid + CACHE * nthreads; i < n_vec; i += nthreads) {
         float v[S::VEC], g[S::VEC];
         S::unpack(xv[i], v);
         S::unpack(wv[i], g);
 #pragma unroll
-        for (int j = 0; j < S::VEC; ++j) v[j] = v[j] * inv_rms * g[j];
+        for (int e = 0; e < S::VEC; ++e) v[e] = v[e] * inv_rms * g[e];
         yv[i] = S::pack(v);
     }
     for (int i = vec_end + tid; i < n; i += nthreads) S::store(yr, i, S::load(xr, i) * inv_rms * S::load(w, i));

@@ -1,8 +1,9 @@
 """Reference candidate for problems/softmax.py in CUDA C, compiled by the project's NVRTC loader.
 
-One thread block per row. Sweep 1 keeps a per-thread online (max, sum) pair, merges the pairs
-across each warp with shuffles and across warps through shared memory. Sweep 2 re-reads the row
-(hot in L1/L2) and writes exp(x - max) / sum. Both sweeps move 16 bytes per load/store; a row
+One thread block per row. Sweep 1 loads the row into registers (up to 8 float4 per thread) and
+keeps a per-thread online (max, sum) pair, merged across each warp with shuffles and across
+warps through shared memory. Sweep 2 writes exp(x - max) / sum from the registers; the part of
+a row too long for them is re-read (hot in L2). Loads and stores move 16 bytes each; a row
 whose start is not 16-byte aligned peels up to three scalars first, and the last n % 4 columns
 are scalar too. Rows whose input and output misalign differently fall back to scalars.
 """
@@ -24,6 +25,24 @@ __device__ __forceinline__ void merge_state(float& m, float& s, float m2, float 
 }
 
 
+// Up to CACHE float4 per thread stay in registers between the two sweeps (8 x 1024 threads
+// covers a 32k row); longer rows re-read the rest from global memory (L2) in sweep 2.
+#define CACHE 8
+
+__device__ __forceinline__ float4 exp_scaled(float4 v, float row_max, float inv_sum) {
+    v.x = __expf(v.x - row_max) * inv_sum;
+    v.y = __expf(v.y - row_max) * inv_sum;
+    v.z = __expf(v.z - row_max) * inv_sum;
+    v.w = __expf(v.w - row_max) * inv_sum;
+    return v;
+}
+
+__device__ __forceinline__ void merge_vec(float& m, float& s, float4 v) {
+    float vm = fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w));
+    if (vm == NEG_INF) return;                 // masked-out logits (-inf) add nothing
+    merge_state(m, s, vm, __expf(v.x - vm) + __expf(v.y - vm) + __expf(v.z - vm) + __expf(v.w - vm));
+}
+
 extern "C" __global__ void __launch_bounds__(1024)
 softmax_rows_f32(const float* __restrict__ x, float* __restrict__ y, int n_cols)
 {
@@ -44,16 +63,20 @@ softmax_rows_f32(const float* __restrict__ x, float* __restrict__ y, int n_cols)
     float4* yv = reinterpret_cast<float4*>(yr + head);
     const int n_vec = (vec_end - head) >> 2;
 
-    // Sweep 1: online max and sum.
+    // Sweep 1: issue all cached loads first (memory-level parallelism), then fold them into an
+    // online (max, sum) pair.
+    float4 cache[CACHE];
+#pragma unroll
+    for (int j = 0; j < CACHE; ++j) {
+        const int i = tid + j * nthreads;
+        if (i < n_vec) cache[j] = xv[i];
+    }
     float m = NEG_INF, s = 0.0f;
     for (int i = tid; i < head; i += nthreads) merge_state(m, s, xr[i], 1.0f);
-    for (int i = tid; i < n_vec; i += nthreads) {
-        float4 v = xv[i];
-        float vm = fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w));
-        if (vm == NEG_INF) continue;           // masked-out logits (-inf) add nothing
-        float vs = __expf(v.x - vm) + __expf(v.y - vm) + __expf(v.z - vm) + __expf(v.w - vm);
-        merge_state(m, s, vm, vs);
-    }
+#pragma unroll
+    for (int j = 0; j < CACHE; ++j)
+        if (tid + j * nthreads < n_vec) merge_vec(m, s, cache[j]);
+    for (int i = tid + CACHE * nthreads; i < n_vec; i += nthreads) merge_vec(m, s, xv[i]);
     for (int i = vec_end + tid; i < n_cols; i += nthreads) merge_state(m, s, xr[i], 1.0f);
 
     // Reduce (m, s) over the warp, then over the block.
@@ -82,14 +105,12 @@ softmax_rows_f32(const float* __restrict__ x, float* __restrict__ y, int n_cols)
 
     // Sweep 2: write the probabilities.
     for (int i = tid; i < head; i += nthreads) yr[i] = __expf(xr[i] - row_max) * inv_sum;
-    for (int i = tid; i < n_vec; i += nthreads) {
-        float4 v = xv[i];
-        v.x = __expf(v.x - row_max) * inv_sum;
-        v.y = __expf(v.y - row_max) * inv_sum;
-        v.z = __expf(v.z - row_max) * inv_sum;
-        v.w = __expf(v.w - row_max) * inv_sum;
-        yv[i] = v;
+#pragma unroll
+    for (int j = 0; j < CACHE; ++j) {
+        const int i = tid + j * nthreads;
+        if (i < n_vec) yv[i] = exp_scaled(cache[j], row_max, inv_sum);
     }
+    for (int i = tid + CACHE * nthreads; i < n_vec; i += nthreads) yv[i] = exp_scaled(xv[i], row_max, inv_sum);
     for (int i = vec_end + tid; i < n_cols; i += nthreads) yr[i] = __expf(xr[i] - row_max) * inv_sum;
 }
 """
