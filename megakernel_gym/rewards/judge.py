@@ -78,7 +78,10 @@ def compare(out: list, ref: list, atol: float | None, rtol: float | None) -> dic
         a = DEFAULT_TOLERANCE.get(name, 0.0) if atol is None else atol
         rt = DEFAULT_TOLERANCE.get(name, 0.0) if rtol is None else rtol
         if r.is_floating_point():
-            of, rf = o.double(), r.double()
+            # float32 arithmetic is exact enough for tolerances >= 1e-7 and halves the memory
+            # traffic of float64 on large outputs
+            wide = torch.float64 if r.dtype == torch.float64 else torch.float32
+            of, rf = o.to(wide), r.to(wide)
             bad_nonfinite = ~torch.isfinite(of) & torch.isfinite(rf)
             if bool(bad_nonfinite.any()):
                 n = int(bad_nonfinite.sum())
@@ -86,12 +89,12 @@ def compare(out: list, ref: list, atol: float | None, rtol: float | None) -> dic
                 return {"ok": False, "why": f"{tag} has {n} NaN/Inf element(s) where the reference is finite, "
                         f"first at index {idx} (unwritten outputs are pre-filled with NaN)"}
             fin = torch.isfinite(rf)
-            diff = (of - rf).abs().where(fin, torch.zeros((), dtype=torch.float64))
+            diff = (of - rf).abs_().where(fin, torch.zeros((), dtype=wide))
             rel = diff / rf.abs().clamp_min(1e-12)
             excess = diff - (a + rt * rf.abs())
             max_abs = float(diff.max()) if diff.numel() else 0.0
             res["max_abs_err"] = max(res["max_abs_err"], max_abs)
-            res["max_rel_err"] = max(res["max_rel_err"], float(rel.where(fin, torch.zeros((), dtype=torch.float64)).max())
+            res["max_rel_err"] = max(res["max_rel_err"], float(rel.where(fin, torch.zeros((), dtype=wide)).max())
                                      if rel.numel() else 0.0)
             mismatch = (excess > 0) | (fin.logical_not() & (of != rf))
             if bool(mismatch.any()):
@@ -226,12 +229,20 @@ class Judge:
     def evaluate(self, problem: Problem, candidate: Candidate | str) -> EvalResult:
         if isinstance(candidate, str):
             candidate = Candidate(candidate)
-        t0 = time.perf_counter()
+        t0 = self._t = time.perf_counter()
+        self._phases: dict[str, float] = {}
         res = self._evaluate(problem, candidate)
         res.elapsed_s = round(time.perf_counter() - t0, 4)
+        if not res.cached:
+            res.phases = self._phases
         if self.store is not None and not res.cached and res.status in CACHEABLE | {"timeout"}:
             self.store.put(res, self._device_key())
         return res
+
+    def _phase(self, name: str) -> None:
+        now = time.perf_counter()
+        self._phases[name] = round(now - self._t, 4)
+        self._t = now
 
     def _fail(self, problem, cand, status, reason, **kw) -> EvalResult:
         return EvalResult.failure(status, reason, problem, cand.sha256, self.backend,
@@ -256,6 +267,7 @@ class Judge:
             return self._fail(problem, cand, "rejected", "anti-cheat: " + "; ".join(str(f) for f in flags[:5]),
                               flags=flags, category="static")
 
+        self._phase("static")
         if self.use_cache and self.store is not None:
             hit = self.store.get(problem.sha256, cand.sha256, self._device_key())
             if hit is not None:
@@ -264,7 +276,9 @@ class Judge:
         # 2. references (reference worker) for 5 fixed seeds and 1 secret seed
         self.warm()
         specs = self._specs(problem)
+        self._phase("start_workers")
         refs, meta = self._references(problem, specs)
+        self._phase("references")
         atol, rtol = meta.get("atol"), meta.get("rtol")
         scales = list(TIMING_SCALES) if "scale" in meta.get("input_transforms", ()) else [1.0]
 
@@ -293,6 +307,10 @@ class Judge:
             self.cand.restart()
             return self._fail(problem, cand, "runtime_error", f"the candidate's worker sent an unreadable "
                               f"result ({type(e).__name__}); the worker was replaced", category="protocol")
+        self._phase("candidate")
+        for k, v in (header.get("phases") or {}).items():
+            if isinstance(v, (int, float)):
+                self._phases[f"candidate.{k}"] = v
         log = self.cand.log_tail()
         if not header.get("ok"):
             if header.get("error") == "problem_load":
@@ -338,6 +356,7 @@ class Judge:
                 return self._fail(problem, cand, "incorrect", f"wrong result on {spec['label']}: {r['why']}",
                                   seeds=seeds_report, category="mismatch", log_tail=log)
 
+        self._phase("compare")
         if self.backend != "gpu":
             return EvalResult(status="correct", reason=f"correct on {len(specs)} seeds (cpu backend: "
                               "correctness only, no timing)", problem=problem.name, backend=self.backend,
@@ -359,9 +378,11 @@ class Judge:
                     return self._fail(problem, cand, "incorrect", f"a timed call (#{c['k']}) returned a wrong "
                                       f"result: {r['why']}", seeds=seeds_report, category="timed_mismatch",
                                       log_tail=log)
+        self._phase("recheck")
         timing = header["timing"]
         timing["device"] = self.device
         baselines = self.baselines(problem, specs)
+        self._phase("baselines")
         speedups = {k: v["median_ms"] / timing["median_ms"] for k, v in baselines.items()
                     if isinstance(v, dict) and v.get("median_ms") and timing["median_ms"] > 0}
         best = min((v["median_ms"] for v in baselines.values() if isinstance(v, dict) and v.get("median_ms")),

@@ -39,6 +39,7 @@ class EvalResult:
     compile_log: str | None = None
     log_tail: str | None = None
     elapsed_s: float | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per judge phase
     cached: bool = False
     judge_version: str = "1"
 

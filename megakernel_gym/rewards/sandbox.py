@@ -527,12 +527,21 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
     except BaseException:  # noqa: BLE001
         return {"ok": False, "error": "problem_load", "message": _tb()}, None
     key = msg["candidate_sha256"][:16]
+    import time as _time
+    clock = [_time.perf_counter()]
+    phases: dict[str, float] = {}
+
+    def lap(name: str) -> None:
+        now = _time.perf_counter()
+        phases[name] = round(phases.get(name, 0.0) + now - clock[0], 4)
+        clock[0] = now
     try:
         cand = _load_module(msg["candidate_source"], f"mkgym_candidate_{key}", workdir, f"candidate_{key}.py")
         if not hasattr(cand, "ModelNew"):
             return {"ok": True, "status": "compile_error", "category": "no_modelnew",
                     "reason": "the candidate defines no ModelNew class; define class ModelNew(nn.Module) "
                               "with the same constructor arguments as Model"}, None
+        lap("import")
         phase = "init"
         outputs, models = [], {}
         launches_before = counter.total()
@@ -553,6 +562,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
                 del ref
                 pair = models[spec["init_seed"]] = new
             model = pair
+            lap("init")
             phase = "forward"
             xs = env.inputs(mod, spec)
             pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
@@ -586,7 +596,9 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
                 return {"ok": True, "status": "incorrect", "category": "input_mutated",
                         "reason": f"ModelNew.forward modified input(s) {changed}; inputs must stay unchanged",
                         "flags": flags}, None
+            lap("forward")
             outputs.append([o.detach().cpu().as_subclass(torch.Tensor) for o in outs])
+            lap("to_host")
             if flags:
                 break
         launched = counter.total() - launches_before
@@ -597,7 +609,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         if tampered or not counter.intact():
             flags.append({"rule": "monkeypatch", "detail": "the candidate replaced judge-visible functions: "
                           + ", ".join(tampered or ["kernel launch hooks"])})
-        header: dict[str, Any] = {"ok": True, "status": "ran", "flags": flags,
+        header: dict[str, Any] = {"ok": True, "status": "ran", "flags": flags, "phases": phases,
                                   "strides": [[list(o.stride()) for o in outs] for outs in outputs],
                                   "launches": launched}
         if flags:
@@ -609,7 +621,9 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         phase = "profile"
         model = models[msg["specs"][0]["init_seed"]]
         base_sets = [env.inputs(mod, s) for s in msg["specs"] if s["init_seed"] == msg["specs"][0]["init_seed"]]
+        lap("inputs")
         kernels, streams = _profile_kernels(torch, lambda: model(*base_sets[0]))
+        lap("profile")
         header["kernels"] = sorted(kernels)[:50]
         own = set(counter.kernel_names)
         for m in list(counter.nvrtc._modules.values()):
@@ -632,10 +646,12 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         with torch.no_grad():
             stats = time_gpu(torch, lambda xs: model(*xs), prepare, keep_outputs=msg.get("recheck", 3),
                              **msg["timing"])
+        lap("timing")
         kept = stats.pop("kept")
         header["timing"] = stats
         header["recheck"] = [{"k": k, "set": k % n, "scale": scales[k % len(scales)]} for k, _ in kept]
         recheck_outs = [[t.detach().cpu() for t in as_outputs(torch, o)] for _, o in kept]
+        lap("to_host")
         tampered = _tampered(torch, snap)
         if tampered:
             flags.append({"rule": "monkeypatch", "detail": "judge-visible functions replaced during timing: "
