@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections import OrderedDict
 from typing import Any
 
 from megakernel_gym.rewards import anticheat
+from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError
 from megakernel_gym.rewards.result import EvalResult, Flag
 from megakernel_gym.rewards.store import CACHEABLE, ResultsStore
@@ -26,7 +26,6 @@ INIT_SEED = 42
 # near-identity shortcuts and numerically naive kernels fail.
 TRANSFORMS = (("plain", 1.0, 0.0), ("scale", 16.0, 0.0), ("shift", 1.0, 6.0), ("scale", 1 / 16, 0.0),
               ("scale_shift", 4.0, -3.0))
-DEFAULT_TOLERANCE = {"float32": 1e-4, "float64": 1e-7, "bfloat16": 1e-2, "float16": 1e-2}
 # Multipliers that make every timed call's inputs fresh (exact in floating point).
 TIMING_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0, 0.75, 1.5)
 DEFAULT_TIMING = {"min_iters": 30, "max_iters": 300, "max_seconds": 3.0, "target_rel_err": 0.005, "warmup": 3}
@@ -62,55 +61,6 @@ def _allowed_transforms(meta: dict) -> list[tuple[str, float, float]]:
     return out
 
 
-def compare(out: list, ref: list, atol: float | None, rtol: float | None) -> dict[str, Any]:
-    """Elementwise allclose with dtype tolerances; NaN/Inf where the reference is finite fails."""
-    import torch
-    res: dict[str, Any] = {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0}
-    if len(out) != len(ref):
-        return {"ok": False, "why": f"returned {len(out)} output(s), expected {len(ref)}"}
-    for j, (o, r) in enumerate(zip(out, ref)):
-        tag = f"output {j}" if len(ref) > 1 else "output"
-        if tuple(o.shape) != tuple(r.shape):
-            return {"ok": False, "why": f"{tag} has shape {tuple(o.shape)}, expected {tuple(r.shape)}"}
-        if o.dtype != r.dtype:
-            return {"ok": False, "why": f"{tag} has dtype {o.dtype}, expected {r.dtype}"}
-        name = str(r.dtype).replace("torch.", "")
-        a = DEFAULT_TOLERANCE.get(name, 0.0) if atol is None else atol
-        rt = DEFAULT_TOLERANCE.get(name, 0.0) if rtol is None else rtol
-        if r.is_floating_point():
-            # float32 arithmetic is exact enough for tolerances >= 1e-7 and halves the memory
-            # traffic of float64 on large outputs
-            wide = torch.float64 if r.dtype == torch.float64 else torch.float32
-            of, rf = o.to(wide), r.to(wide)
-            bad_nonfinite = ~torch.isfinite(of) & torch.isfinite(rf)
-            if bool(bad_nonfinite.any()):
-                n = int(bad_nonfinite.sum())
-                idx = tuple(int(i) for i in bad_nonfinite.nonzero()[0])
-                return {"ok": False, "why": f"{tag} has {n} NaN/Inf element(s) where the reference is finite, "
-                        f"first at index {idx} (unwritten outputs are pre-filled with NaN)"}
-            fin = torch.isfinite(rf)
-            diff = (of - rf).abs_().where(fin, torch.zeros((), dtype=wide))
-            rel = diff / rf.abs().clamp_min(1e-12)
-            excess = diff - (a + rt * rf.abs())
-            max_abs = float(diff.max()) if diff.numel() else 0.0
-            res["max_abs_err"] = max(res["max_abs_err"], max_abs)
-            res["max_rel_err"] = max(res["max_rel_err"], float(rel.where(fin, torch.zeros((), dtype=wide)).max())
-                                     if rel.numel() else 0.0)
-            mismatch = (excess > 0) | (fin.logical_not() & (of != rf))
-            if bool(mismatch.any()):
-                n = int(mismatch.sum())
-                flat = int(excess.reshape(-1).argmax())
-                idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), r.shape))
-                return {**res, "ok": False,
-                        "why": f"{tag}: {n} of {r.numel()} elements differ beyond atol={a:g}, rtol={rt:g}; worst at "
-                               f"{idx}: got {float(of.reshape(-1)[flat]):.6g}, expected {float(rf.reshape(-1)[flat]):.6g} "
-                               f"(max abs err {max_abs:.3g})"}
-        elif not torch.equal(o, r):
-            n = int((o != r).sum())
-            return {**res, "ok": False, "why": f"{tag}: {n} of {r.numel()} elements differ (exact match required)"}
-    return res
-
-
 class Judge:
     """Scores candidates for problems on one backend and one device, with two worker processes.
 
@@ -138,8 +88,7 @@ class Judge:
         self.ref = WorkerProcess("reference", self.backend, device_index, drop_privileges=False, hide=hide)
         self.cand = WorkerProcess("candidate", self.backend, device_index, drop_privileges=drop_privileges,
                                   hide=hide)
-        self._ref_cache: OrderedDict[tuple, tuple[list, dict]] = OrderedDict()
-        self._ref_cache_bytes = 0
+        self._meta: dict[str, dict] = {}
         self.device = "cpu" if self.backend == "cpu" else ""
 
     # -- plumbing ------------------------------------------------------------------------
@@ -184,36 +133,20 @@ class Judge:
                                f"({header.get('error')}):\n{header.get('message', '')}")
         return header, payload
 
-    def _references(self, problem: Problem, specs: list[dict]) -> tuple[list, dict]:
-        """Reference outputs per spec; fixed seeds are cached in memory, secret ones never are."""
-        outs: list = [None] * len(specs)
-        meta: dict | None = None
-        todo = []
-        for i, s in enumerate(specs):
-            hit = self._ref_cache.get((problem.sha256, self.backend, json_key(s)))
-            if hit is not None and not s.get("secret"):
-                outs[i], meta = hit
-                self._ref_cache.move_to_end((problem.sha256, self.backend, json_key(s)))
-            else:
-                todo.append(i)
-        if todo or meta is None:
-            todo = todo or [0]
-            header, payload = self._ref_call({"cmd": "reference", "problem_source": problem.source,
-                                              "problem_name": problem.name, "specs": [specs[i] for i in todo]})
-            meta = header["meta"]
-            for i, o in zip(todo, payload):
-                outs[i] = o
-                if not specs[i].get("secret"):
-                    self._cache_ref((problem.sha256, self.backend, json_key(specs[i])), o, meta)
-        return outs, meta
+    def _problem_meta(self, problem: Problem, spec: dict) -> dict:
+        meta = self._meta.get(problem.sha256)
+        if meta is None:
+            header, _ = self._ref_call({"cmd": "meta", "problem_source": problem.source,
+                                        "problem_name": problem.name, "spec": spec})
+            meta = self._meta[problem.sha256] = header["meta"]
+        return meta
 
-    def _cache_ref(self, key, outs, meta, limit: int = 2 << 30) -> None:
-        size = sum(t.numel() * t.element_size() for t in outs)
-        self._ref_cache[key] = (outs, meta)
-        self._ref_cache_bytes += size
-        while self._ref_cache_bytes > limit and len(self._ref_cache) > 1:
-            _, (old, _) = self._ref_cache.popitem(last=False)
-            self._ref_cache_bytes -= sum(t.numel() * t.element_size() for t in old)
+    def _compare(self, problem: Problem, specs: list[dict], outputs: list, meta: dict) -> list[dict]:
+        """Per-spec comparison, done in the reference worker next to the reference outputs."""
+        header, _ = self._ref_call({"cmd": "compare", "problem_source": problem.source, "problem_name": problem.name,
+                                    "specs": specs, "outputs": outputs, "channel": self.cand.channel,
+                                    "atol": meta.get("atol"), "rtol": meta.get("rtol")})
+        return header["results"]
 
     def _specs(self, problem: Problem) -> list[dict]:
         transforms = _allowed_transforms(problem.meta)
@@ -221,8 +154,9 @@ class Judge:
                  for i, (s, t) in enumerate(zip(FIXED_SEEDS, transforms))]
         rng = secrets.SystemRandom()
         t = rng.choice(transforms)
+        # fresh inputs and fresh weights, never cached by the reference worker
         specs.append({"seed": secrets.randbits(62), "init_seed": secrets.randbits(62), "transform": list(t),
-                      "label": f"secret:{t[0]}", "secret": True})
+                      "label": f"secret:{t[0]}", "secret": True, "cache": False})
         return specs
 
     # -- the evaluation ------------------------------------------------------------------
@@ -273,22 +207,22 @@ class Judge:
             if hit is not None:
                 return hit
 
-        # 2. references (reference worker) for 5 fixed seeds and 1 secret seed
+        # 2. what the problem allows (reference worker; cached per problem)
         self.warm()
         specs = self._specs(problem)
         self._phase("start_workers")
-        refs, meta = self._references(problem, specs)
-        self._phase("references")
-        atol, rtol = meta.get("atol"), meta.get("rtol")
+        meta = self._problem_meta(problem, specs[0])
         scales = list(TIMING_SCALES) if "scale" in meta.get("input_transforms", ()) else [1.0]
 
-        # 3. the candidate (candidate worker)
+        # 3. the candidate (candidate worker): outputs go to the file channel, not through here
         timing = self.backend == "gpu"
+        self.cand.clear_channel()
         msg = {"cmd": "candidate", "problem_source": problem.source, "problem_name": problem.name,
                "candidate_source": cand.source, "candidate_sha256": cand.sha256, "specs": specs,
-               "timing": self.timing if timing else None, "scales": scales, "recheck": 3}
+               "timing": self.timing if timing else None, "scales": scales, "recheck": 3,
+               "channel": self.cand.channel}
         try:
-            header, payload = self.cand.call(msg, timeout=self.timeout_s)
+            header, _ = self.cand.call(msg, timeout=self.timeout_s)
         except WorkerTimeout as e:
             tail = self.cand.log_tail()
             self.cand.restart()
@@ -303,7 +237,7 @@ class Judge:
                 cat = "killed"
             return self._fail(problem, cand, "runtime_error", f"the candidate crashed its process: {e}; "
                               "the worker was replaced", category=cat, log_tail=tail)
-        except Exception as e:  # noqa: BLE001 - a payload the judge refuses to decode
+        except Exception as e:  # noqa: BLE001 - a message the judge refuses to decode
             self.cand.restart()
             return self._fail(problem, cand, "runtime_error", f"the candidate's worker sent an unreadable "
                               f"result ({type(e).__name__}); the worker was replaced", category="protocol")
@@ -313,8 +247,9 @@ class Judge:
                 self._phases[f"candidate.{k}"] = v
         log = self.cand.log_tail()
         if not header.get("ok"):
-            if header.get("error") == "problem_load":
-                raise ProblemError(f"problem {problem.name!r} failed to load:\n{header.get('message')}")
+            if header.get("error") in ("problem_load", "problem_run"):
+                raise ProblemError(f"problem {problem.name!r} failed in the candidate's worker:\n"
+                                   f"{header.get('message')}")
             self.cand.restart()
             return self._fail(problem, cand, "runtime_error", f"judge worker error: {header.get('message', '')[-1500:]}",
                               category="worker", log_tail=log)
@@ -335,45 +270,34 @@ class Judge:
             return self._fail(problem, cand, "rejected", "anti-cheat: " + "; ".join(str(f) for f in flags[:5]),
                               flags=flags, category="dynamic", log_tail=log)
 
-        outputs = payload["outputs"] if isinstance(payload, dict) else payload
-        # 4. compare each seed here, in the judge
-        seeds_report = []
+        # 4. compare each seed, in the reference worker
+        outputs = header.get("outputs")
         if not isinstance(outputs, list) or len(outputs) != len(specs):
             return self._fail(problem, cand, "runtime_error", "the candidate's worker returned a malformed result",
                               category="protocol")
-        strides = header.get("strides", [])
-        for i, (spec, out, ref) in enumerate(zip(specs, outputs, refs)):
-            r = compare(out, ref, atol, rtol)
-            if r["ok"] and i < len(strides):
-                want = [list(t.stride()) for t in ref]
-                if strides[i] != want:
-                    r = {**r, "ok": False, "why": f"output strides {strides[i]} differ from the reference's {want} "
-                                                  "(return a contiguous tensor)"}
+        seeds_report = []
+        for spec, r in zip(specs, self._compare(problem, specs, outputs, meta)):
             seeds_report.append({"seed": "secret" if spec.get("secret") else spec["seed"], "label": spec["label"],
                                  "max_abs_err": r.get("max_abs_err"), "max_rel_err": r.get("max_rel_err"),
                                  "ok": r["ok"]})
             if not r["ok"]:
                 return self._fail(problem, cand, "incorrect", f"wrong result on {spec['label']}: {r['why']}",
                                   seeds=seeds_report, category="mismatch", log_tail=log)
-
         self._phase("compare")
         if self.backend != "gpu":
             return EvalResult(status="correct", reason=f"correct on {len(specs)} seeds (cpu backend: "
                               "correctness only, no timing)", problem=problem.name, backend=self.backend,
                               candidate_sha256=cand.sha256, problem_sha256=problem.sha256, device=self.device,
                               seeds=seeds_report, log_tail=log)
-        return self._finish_gpu(problem, cand, specs, header, payload, meta, seeds_report, log)
+        return self._finish_gpu(problem, cand, specs, header, meta, seeds_report, log)
 
-    def _finish_gpu(self, problem, cand, specs, header, payload, meta, seeds_report, log) -> EvalResult:
+    def _finish_gpu(self, problem, cand, specs, header, meta, seeds_report, log) -> EvalResult:
         # 5. re-check the outputs of the last timed calls (fresh, scaled inputs)
         fixed = [s for s in specs if not s.get("secret")]
         checks = header.get("recheck", [])
         if checks:
-            rspecs = [{**fixed[c["set"]], "scale": c["scale"]} for c in checks]
-            _, rref = self._ref_call({"cmd": "reference", "problem_source": problem.source,
-                                      "problem_name": problem.name, "specs": rspecs})
-            for c, out, ref in zip(checks, payload["recheck"], rref):
-                r = compare(out, ref, meta.get("atol"), meta.get("rtol"))
+            rspecs = [{**fixed[c["set"]], "scale": c["scale"], "cache": False} for c in checks]
+            for c, r in zip(checks, self._compare(problem, rspecs, header.get("recheck_outputs", []), meta)):
                 if not r["ok"]:
                     return self._fail(problem, cand, "incorrect", f"a timed call (#{c['k']}) returned a wrong "
                                       f"result: {r['why']}", seeds=seeds_report, category="timed_mismatch",
@@ -396,7 +320,7 @@ class Judge:
                               f"roofline floor of {floor_ms:.4f} ms: impossible, so the timing was evaded",
                               flags=[Flag("impossible_speed", f"{timing['median_ms']:.4f} ms < floor {floor_ms:.4f} ms")],
                               timing=timing, seeds=seeds_report, category="roofline")
-        if timing.get("wall_median_ms", 0) > 2 * timing["median_ms"] + 0.2:
+        if timing.get("wall_median_ms", 0) > 2 * timing["median_ms"] + 0.2 + timing.get("launch_hidden_us", 0) / 1e3:
             flags.append(Flag("escaped_timing", f"host wall time {timing['wall_median_ms']:.3f} ms vs "
                               f"events {timing['median_ms']:.3f} ms: work may run outside the timed stream"))
         if speedup and speedup > SUSPICIOUS_SPEEDUP:

@@ -235,6 +235,16 @@ class Env:
         self.backend = backend
         self.device = torch.device("cuda", 0) if backend == "gpu" else torch.device("cpu")
         self.problems: dict[str, Any] = {}
+        from collections import OrderedDict
+        self.refs: OrderedDict[str, list] = OrderedDict()  # reference role: outputs by spec
+        self.models: dict = {}
+        self.ref_bytes = 0
+        self.ref_limit = (8 << 30) if backend == "gpu" else (1 << 30)
+
+    @staticmethod
+    def problem_sha(source: str) -> str:
+        from megakernel_gym.rewards.problem import sha256
+        return sha256(source)
 
     def problem(self, source: str, name: str, workdir: str):
         from megakernel_gym.rewards.problem import sha256
@@ -294,32 +304,96 @@ def _tb(limit: int = 6000) -> str:
 # reference role
 
 
-def handle_reference(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
+def handle_meta(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
+    """What the judge needs to know of a problem before running anything: tolerances,
+    allowed input transforms, the roofline counts."""
+    try:
+        mod = env.problem(msg["problem_source"], msg["problem_name"], workdir)
+        meta = {"flops": float(mod.FLOPS()) if callable(getattr(mod, "FLOPS", None)) else None,
+                "bytes": float(mod.BYTES()) if callable(getattr(mod, "BYTES", None)) else None,
+                "atol": getattr(mod, "ATOL", None), "rtol": getattr(mod, "RTOL", None),
+                "input_transforms": list(getattr(mod, "INPUT_TRANSFORMS", ("scale", "shift")))}
+        for k in ("atol", "rtol", "flops", "bytes"):
+            if meta[k] is not None and not isinstance(meta[k], (int, float)):
+                raise TypeError(f"{k.upper()} must be a number, got {type(meta[k]).__name__}")
+        if msg.get("spec"):
+            # run the reference once: a problem that cannot produce outputs fails here, as a
+            # problem error, before any candidate is blamed for it
+            _reference_outputs(env, mod, env.problem_sha(msg["problem_source"]), msg["spec"])
+        return {"ok": True, "meta": meta}, None
+    except BaseException:  # noqa: BLE001 - the problem file is untrusted input
+        return {"ok": False, "error": "problem_load", "message": _tb()}, None
+
+
+def _spec_key(sha: str, spec: dict) -> str:
+    return json.dumps([sha, spec["seed"], spec["init_seed"], spec["transform"], spec.get("scale")])
+
+
+def _reference_outputs(env: Env, mod, sha: str, spec: dict) -> list:
+    """The problem's outputs for one spec, on the device; fixed-seed ones stay cached."""
+    torch = env.torch
+    key = _spec_key(sha, spec)
+    hit = env.refs.get(key)
+    if hit is not None:
+        env.refs.move_to_end(key)
+        return hit
+    mkey = (sha, spec["init_seed"])
+    model = env.models.get(mkey)
+    if model is None:
+        model = env.model(mod.Model, mod, spec["init_seed"])
+        if spec.get("cache", True):
+            env.models[mkey] = model
+    base = env.inputs(mod, spec)
+    xs = env.perturbed(base, spec["scale"]) if spec.get("scale") is not None else base
+    with torch.no_grad():
+        outs = [t.detach() for t in as_outputs(torch, model(*xs))]
+    if spec.get("cache", True):
+        env.refs[key] = outs
+        env.ref_bytes += sum(t.numel() * t.element_size() for t in outs)
+        while env.ref_bytes > env.ref_limit and len(env.refs) > 1:
+            _, old = env.refs.popitem(last=False)
+            env.ref_bytes -= sum(t.numel() * t.element_size() for t in old)
+    return outs
+
+
+def handle_compare(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
+    """Compare the candidate's outputs (files in msg["channel"]) with the references, here."""
+    from megakernel_gym.rewards.correctness import compare, read_output
     torch = env.torch
     try:
         mod = env.problem(msg["problem_source"], msg["problem_name"], workdir)
-    except BaseException:  # noqa: BLE001 - the problem file is untrusted input
-        return {"ok": False, "error": "problem_load", "message": _tb()}, None
-    try:
-        outs, meta = [], {}
-        models: dict[int, Any] = {}
-        with torch.no_grad():
-            for spec in msg["specs"]:
-                model = models.get(spec["init_seed"])
-                if model is None:
-                    model = models[spec["init_seed"]] = env.model(mod.Model, mod, spec["init_seed"])
-                base = env.inputs(mod, spec)
-                xs = env.perturbed(base, spec["scale"]) if spec.get("scale") is not None else base
-                o = as_outputs(torch, model(*xs))
-                outs.append([t.detach().cpu() for t in o])
-        meta["flops"] = float(mod.FLOPS()) if callable(getattr(mod, "FLOPS", None)) else None
-        meta["bytes"] = float(mod.BYTES()) if callable(getattr(mod, "BYTES", None)) else None
-        meta["atol"] = getattr(mod, "ATOL", None)
-        meta["rtol"] = getattr(mod, "RTOL", None)
-        meta["input_transforms"] = list(getattr(mod, "INPUT_TRANSFORMS", ("scale", "shift")))
-        return {"ok": True, "meta": meta}, outs
     except BaseException:  # noqa: BLE001
-        return {"ok": False, "error": "problem_run", "message": _tb()}, None
+        return {"ok": False, "error": "problem_load", "message": _tb()}, None
+    sha = env.problem_sha(msg["problem_source"])
+    results = []
+    for spec, descs in zip(msg["specs"], msg["outputs"]):
+        try:
+            refs = _reference_outputs(env, mod, sha, spec)
+        except BaseException:  # noqa: BLE001
+            return {"ok": False, "error": "problem_run", "message": _tb()}, None
+        try:
+            if not isinstance(descs, list) or len(descs) != len(refs):
+                n = len(descs) if isinstance(descs, list) else "no"
+                results.append({"ok": False, "why": f"returned {n} output(s), expected {len(refs)}"})
+                continue
+            outs, why = [], None
+            for j, (d, r) in enumerate(zip(descs, refs)):
+                tag = f"output {j}" if len(refs) > 1 else "output"
+                if d.get("dtype") != str(r.dtype).replace("torch.", ""):
+                    why = f"{tag} has dtype {d.get('dtype')}, expected {str(r.dtype).replace('torch.', '')}"
+                elif d.get("shape") != list(r.shape):
+                    why = f"{tag} has shape {tuple(d.get('shape') or ())}, expected {tuple(r.shape)}"
+                elif d.get("stride") != list(r.stride()):
+                    why = (f"{tag} strides {d.get('stride')} differ from the reference's {list(r.stride())} "
+                           "(return a contiguous tensor)")
+                if why:
+                    break
+                outs.append(read_output(torch, d, msg["channel"], r.device))
+            res = {"ok": False, "why": why} if why else compare(outs, refs, msg.get("atol"), msg.get("rtol"))
+        except (ValueError, OSError, RuntimeError) as e:
+            res = {"ok": False, "why": f"unreadable output: {e}"}
+        results.append(res)
+    return {"ok": True, "results": results}, None
 
 
 def handle_baselines(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
@@ -597,8 +671,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
                         "reason": f"ModelNew.forward modified input(s) {changed}; inputs must stay unchanged",
                         "flags": flags}, None
             lap("forward")
-            outputs.append([o.detach().cpu().as_subclass(torch.Tensor) for o in outs])
-            lap("to_host")
+            outputs.append(outs)
             if flags:
                 break
         launched = counter.total() - launches_before
@@ -610,12 +683,16 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             flags.append({"rule": "monkeypatch", "detail": "the candidate replaced judge-visible functions: "
                           + ", ".join(tampered or ["kernel launch hooks"])})
         header: dict[str, Any] = {"ok": True, "status": "ran", "flags": flags, "phases": phases,
-                                  "strides": [[list(o.stride()) for o in outs] for outs in outputs],
                                   "launches": launched}
         if flags:
             return header, None
+        from megakernel_gym.rewards.correctness import write_outputs
+        channel = msg["channel"]
+        header["outputs"] = [write_outputs(torch, outs, channel, f"s{i}") for i, outs in enumerate(outputs)]
+        del outputs
+        lap("to_channel")
         if env.backend != "gpu" or not msg.get("timing"):
-            return header, outputs
+            return header, None
 
         # ---- GPU: which kernels ran, on which streams (one profiled call) ----
         phase = "profile"
@@ -650,13 +727,15 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         kept = stats.pop("kept")
         header["timing"] = stats
         header["recheck"] = [{"k": k, "set": k % n, "scale": scales[k % len(scales)]} for k, _ in kept]
-        recheck_outs = [[t.detach().cpu() for t in as_outputs(torch, o)] for _, o in kept]
-        lap("to_host")
+        header["recheck_outputs"] = [write_outputs(torch, as_outputs(torch, o), channel, f"r{i}")
+                                     for i, (_, o) in enumerate(kept)]
+        del kept
+        lap("to_channel")
         tampered = _tampered(torch, snap)
         if tampered:
             flags.append({"rule": "monkeypatch", "detail": "judge-visible functions replaced during timing: "
                           + ", ".join(tampered)})
-        return header, {"outputs": outputs, "recheck": recheck_outs}
+        return header, None
     except BaseException as e:  # noqa: BLE001 - the candidate is untrusted; every failure is a result
         if isinstance(e, (KeyboardInterrupt, SystemExit)) and not isinstance(e, SystemExit):
             raise
@@ -739,6 +818,7 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
             os.makedirs(os.path.join(workdir, "triton"), exist_ok=True)
             os.makedirs(os.path.join(workdir, "cubin"), exist_ok=True)
             os.makedirs(os.path.join(workdir, "torch_extensions"), exist_ok=True)
+            os.makedirs(os.path.join(workdir, "out"), exist_ok=True)  # the output channel
             info["dropped_privileges"] = drop_privileges and _drop_privileges(workdir)
     except BaseException:  # noqa: BLE001
         send(conn, {"ok": False, "error": "worker_start", "message": _tb()})
@@ -753,8 +833,10 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
         if cmd == "exit":
             return
         try:
-            if cmd == "reference":
-                header, payload = handle_reference(env, msg, workdir)
+            if cmd == "meta":
+                header, payload = handle_meta(env, msg, workdir)
+            elif cmd == "compare":
+                header, payload = handle_compare(env, msg, workdir)
             elif cmd == "baselines":
                 header, payload = handle_baselines(env, msg, workdir)
             elif cmd == "candidate":

@@ -93,6 +93,19 @@ class WorkerProcess:
         return header
 
     @property
+    def channel(self) -> str:
+        """Where this (candidate) worker writes its outputs for the reference worker to read."""
+        return os.path.join(self.workdir, "out")
+
+    def clear_channel(self) -> None:
+        self.ensure()
+        for name in os.listdir(self.channel):
+            try:
+                os.unlink(os.path.join(self.channel, name))
+            except OSError:
+                pass
+
+    @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()
 
