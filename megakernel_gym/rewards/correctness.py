@@ -65,6 +65,19 @@ def compare(out: list, ref: list, atol: float | None, rtol: float | None) -> dic
     return res
 
 
+_pinned: dict = {}
+
+
+def _staging(torch, nbytes: int, device):
+    """A reused host buffer for device <-> file copies: pinned on the GPU (full-speed DMA)."""
+    if device is None or getattr(device, "type", "cpu") != "cuda":
+        return torch.empty(nbytes, dtype=torch.uint8)
+    buf = _pinned.get("buf")
+    if buf is None or buf.numel() < nbytes:
+        buf = _pinned["buf"] = torch.empty(max(nbytes, 1 << 20), dtype=torch.uint8, pin_memory=True)
+    return buf[:nbytes]
+
+
 def write_outputs(torch, outs: list, channel: str, prefix: str) -> list[dict[str, Any]]:
     """Write each output's values (C order) to channel/prefix_j.bin; return their descriptions."""
     descs = []
@@ -74,20 +87,17 @@ def write_outputs(torch, outs: list, channel: str, prefix: str) -> list[dict[str
                 "stride": list(t.stride())}
         src = t.detach().contiguous().reshape(-1)
         nbytes = src.numel() * src.element_size()
-        path = os.path.join(channel, name)
-        with open(path, "wb") as f:
-            f.truncate(nbytes)
-        if nbytes:
-            st = torch.UntypedStorage.from_file(path, shared=True, nbytes=nbytes)
-            dst = torch.empty(0, dtype=src.dtype).set_(st, 0, (src.numel(),), (1,))
-            dst.copy_(src)  # device -> mapped pages directly
-            del dst, st
+        with open(os.path.join(channel, name), "wb", buffering=0) as f:
+            if nbytes:
+                host = _staging(torch, nbytes, src.device)
+                host.view(src.dtype).copy_(src)
+                f.write(memoryview(host.numpy()))
         descs.append(desc)
     return descs
 
 
 def read_output(torch, desc: dict, channel: str, device) -> Any:
-    """Map one output written by `write_outputs`. The description comes from an untrusted
+    """Read one output written by `write_outputs`. The description comes from an untrusted
     process: names, dtypes and sizes are checked before anything is read."""
     name = desc.get("file")
     if not isinstance(name, str) or "/" in name or name.startswith(".") or not name.endswith(".bin"):
@@ -108,6 +118,9 @@ def read_output(torch, desc: dict, channel: str, device) -> Any:
         raise ValueError(f"output file {name} holds {os.path.getsize(path)} bytes, expected {nbytes}")
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype, device=device)
-    st = torch.UntypedStorage.from_file(path, shared=False, nbytes=nbytes)
-    host = torch.empty(0, dtype=dtype).set_(st, 0, (numel,), (1,))
-    return host.to(device).view(shape)
+    host = _staging(torch, nbytes, torch.device(device) if isinstance(device, str) else device)
+    with open(path, "rb", buffering=0) as f:
+        got = f.readinto(memoryview(host.numpy()))
+    if got != nbytes:
+        raise ValueError(f"output file {name}: short read")
+    return host.view(dtype).to(device, copy=True).view(shape)

@@ -67,7 +67,9 @@ class WorkerProcess:
     def spawn(self) -> None:
         """Start the process without waiting for it (torch's import takes seconds)."""
         ctx = mp.get_context("spawn")
-        self.workdir = tempfile.mkdtemp(prefix=f"mkgym-{self.role}-")
+        # in RAM where there is a tmpfs: candidate outputs pass through here on every evaluation
+        shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        self.workdir = tempfile.mkdtemp(prefix=f"mkgym-{self.role}-", dir=shm)
         os.chmod(self.workdir, 0o700)
         self.log_path = os.path.join(self.workdir, "worker.log")
         self._log_offset = 0
