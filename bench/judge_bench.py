@@ -167,48 +167,60 @@ def bench_time_to_reward(judge: Judge, out: Path, reps: int = 3):
                                     "met": ratio >= 100}], out)
 
 
-def bench_throughput(judge: Judge, out: Path, n: int = 12):
-    names = ["softmax", "rmsnorm", "layernorm"]
-    problems = {p: get_problem(p) for p in names}
-    for p in problems.values():
-        judge.baselines(p)
+def _throughput_items(kind: str, mode: str, n: int, problems: dict) -> list:
+    names = list(problems)
+    items = []
+    for i in range(n):
+        if kind == "triton":
+            p = names[i % len(names)]
+            src = reference_candidates(p)["triton"].source
+        else:
+            p = "softmax" if i % 2 == 0 else "rmsnorm"
+            src = reference_candidates(p)["cuda"].source
+        tag = f"{time.time_ns()}_{i}"
+        if mode == "distinct_kernel":
+            # a new comment inside the kernel source: Triton / NVRTC must compile again
+            src = tag_triton_body(src, tag) if kind == "triton" else src.replace('extern "C"', f'// {tag}\nextern "C"', 1)
+        else:
+            src = src + f"\n# resubmission {tag}\n"
+        items.append((problems[p], Candidate(src)))
+    return items
+
+
+def bench_throughput(out: Path, n: int = 24):
+    problems = {p: get_problem(p) for p in ("softmax", "rmsnorm", "layernorm")}
+    store = Path(tempfile.mkdtemp()) / "tp.sqlite"
     rows = []
-    kinds = [("triton", lambda p: reference_candidates(p)["triton"].source),
-             ("cuda", lambda p: reference_candidates(p).get("cuda", reference_candidates("softmax")["cuda"]).source)]
-    for kind, base in kinds:
-        for mode in ("repeated_kernel", "distinct_kernel"):
-            items = []
-            for i in range(n):
-                p = names[i % len(names)] if kind == "triton" else ("softmax" if i % 2 == 0 else "rmsnorm")
-                src = base(p)
-                if mode == "distinct_kernel":
-                    # a new constant inside the kernel source: Triton / NVRTC must compile again
-                    tag = f"{time.time_ns()}_{i}"
-                    src = tag_triton_body(src, tag) if kind == "triton" else \
-                        src.replace('extern "C"', f'// {tag}\nextern "C"', 1)
-                else:
-                    src = src + f"\n# resubmission {time.time_ns()} {i}\n"
-                items.append((problems[p], Candidate(src)))
-            t0 = time.perf_counter()
-            statuses, phases = [], {}
-            for prob, cand in items:
-                r = judge.evaluate(prob, cand)
-                statuses.append(r.status)
-                for k, v in r.phases.items():
-                    phases.setdefault(k, []).append(v)
-            dt = time.perf_counter() - t0
-            row = {"candidates": kind, "mode": mode, "evaluations": n, "seconds": dt, "evals_per_s": n / dt,
-                   "statuses": {s: statuses.count(s) for s in set(statuses)},
-                   "median_phase_s": {k: round(statistics.median(v), 4) for k, v in phases.items()}}
-            rows.append(row)
-            print(row, flush=True)
-    best = max(r["evals_per_s"] for r in rows if r["mode"] == "repeated_kernel")
-    worst = min(r["evals_per_s"] for r in rows)
+    for slots in (1, 2):
+        with LocalPool("gpu", slots_per_gpu=slots, store=store, use_cache=False) as pool:
+            pool.warm()
+            for p in problems.values():
+                pool.judges[0].baselines(p)  # cached in the shared store: not part of the rate
+            for kind in ("triton", "cuda"):
+                for mode in ("repeated_kernel", "distinct_kernel"):
+                    pool.evaluate_many(_throughput_items(kind, mode, 2 * slots, problems))  # warm compile caches
+                    items = _throughput_items(kind, mode, n, problems)
+                    t0 = time.perf_counter()
+                    results = pool.evaluate_many(items)
+                    dt = time.perf_counter() - t0
+                    phases = {}
+                    for r in results:
+                        for k, v in r.phases.items():
+                            phases.setdefault(k, []).append(v)
+                    statuses = [r.status for r in results]
+                    row = {"slots_per_gpu": slots, "candidates": kind, "mode": mode, "evaluations": n, "seconds": dt,
+                           "evals_per_s": n / dt, "statuses": {s: statuses.count(s) for s in set(statuses)},
+                           "median_phase_s": {k: round(statistics.median(v), 4) for k, v in phases.items()}}
+                    rows.append(row)
+                    print({k: v for k, v in row.items() if k != "median_phase_s"}, flush=True)
+    two = [r for r in rows if r["slots_per_gpu"] == 2]
+    best = min(r["evals_per_s"] for r in two if r["mode"] == "repeated_kernel")
+    worst = min(r["evals_per_s"] for r in two)
     write("throughput", rows, [
-        {"target": ">= 5 evaluations/s per GPU, warm pool, L1 (repeated kernels)", "measured": round(best, 2),
-         "met": best >= 5},
-        {"target": ">= 5 evaluations/s per GPU, warm pool, L1 (every kernel new)", "measured": round(worst, 2),
-         "met": worst >= 5}], out)
+        {"target": ">= 5 evaluations/s per GPU, warm pool (2 slots), L1, repeated kernels (slowest of Triton/CUDA)",
+         "measured": round(best, 2), "met": best >= 5},
+        {"target": ">= 5 evaluations/s per GPU, warm pool (2 slots), L1, every kernel new (slowest)",
+         "measured": round(worst, 2), "met": worst >= 5}], out)
 
 
 def bench_repeatability(judge: Judge, out: Path, n: int = 10):
@@ -236,13 +248,13 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = ap.parse_args()
     out = Path(args.out)
+    if args.which in ("throughput", "all"):
+        bench_throughput(out)
     store = Path(tempfile.mkdtemp()) / "bench.sqlite"
     with Judge("gpu", store=store, use_cache=False) as judge:
         judge.warm()
         if args.which in ("repeatability", "all"):
             bench_repeatability(judge, out)
-        if args.which in ("throughput", "all"):
-            bench_throughput(judge, out)
         if args.which in ("time_to_reward", "all"):
             bench_time_to_reward(judge, out)
 

@@ -79,3 +79,22 @@ def test_killed_judge_loses_nothing_already_written(tmp_path):
     with Judge("cpu", store=db) as j:
         r = j.evaluate(get_problem("softmax"), Candidate(reference_candidates("softmax")["triton"].source + "\n# variant 0"))
         assert r.cached and r.status == "correct"
+
+
+def test_local_pool_matches_single_judge(tmp_path):
+    """Two CPU slots evaluating concurrently give the same verdicts as one judge, in input order,
+    and every result lands in the shared store."""
+    from megakernel_gym.rewards import LocalPool
+    from conftest import CORPUS, read_expectation
+    names = ["softmax", "rmsnorm", "layernorm", "softmax"]
+    items = [(get_problem(n), reference_candidates(n)["triton"]) for n in names]
+    bad = read_expectation(CORPUS / "adversarial" / "partial_write.py")
+    items.append((get_problem("softmax"), Candidate(bad["source"])))
+    with LocalPool("cpu", num_workers=2, store=tmp_path / "pool.sqlite", use_cache=False) as pool:
+        assert pool.size == 2
+        seen = []
+        results = pool.evaluate_many(items, on_result=lambda i, r: seen.append(i))
+    assert [r.status for r in results] == ["correct"] * 4 + ["incorrect"]
+    assert [r.problem for r in results] == names + ["softmax"]
+    assert sorted(seen) == list(range(5))
+    assert ResultsStore(tmp_path / "pool.sqlite").count() == 5

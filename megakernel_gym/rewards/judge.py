@@ -9,6 +9,7 @@ The judge process itself never runs problem or candidate code.
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from typing import Any
 
@@ -70,7 +71,7 @@ class Judge:
     def __init__(self, backend: str | None = None, store: ResultsStore | str | None | bool = None,
                  timeout_s: float | None = None, device_index: int = 0, use_cache: bool = True,
                  drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
-                 static_checks: bool = True):
+                 static_checks: bool = True, gpu_lock: threading.Lock | None = None, slot: int = 0):
         self.backend = resolve_backend(backend)
         if store is False:
             self.store = None
@@ -84,10 +85,14 @@ class Judge:
         self.recycle = recycle
         self.timing = {**DEFAULT_TIMING, **(timing or {})}
         self.static_checks = static_checks  # False only in tests of the sandbox itself
+        # Held while anything is timed on this judge's GPU. Judges sharing a GPU share the lock,
+        # so compiling and checking one candidate overlaps with timing another, never timing.
+        self.gpu_lock = gpu_lock or threading.Lock()
         hide = [str(self.store.path)] if self.store is not None else []
-        self.ref = WorkerProcess("reference", self.backend, device_index, drop_privileges=False, hide=hide)
+        self.ref = WorkerProcess("reference", self.backend, device_index, drop_privileges=False, hide=hide,
+                                 slot=slot)
         self.cand = WorkerProcess("candidate", self.backend, device_index, drop_privileges=drop_privileges,
-                                  hide=hide)
+                                  hide=hide, slot=slot)
         self._meta: dict[str, dict] = {}
         self.device = "cpu" if self.backend == "cpu" else ""
 
@@ -212,63 +217,16 @@ class Judge:
         specs = self._specs(problem)
         self._phase("start_workers")
         meta = self._problem_meta(problem, specs[0])
-        scales = list(TIMING_SCALES) if "scale" in meta.get("input_transforms", ()) else [1.0]
 
         # 3. the candidate (candidate worker): outputs go to the file channel, not through here
-        timing = self.backend == "gpu"
         self.cand.clear_channel()
         msg = {"cmd": "candidate", "problem_source": problem.source, "problem_name": problem.name,
                "candidate_source": cand.source, "candidate_sha256": cand.sha256, "specs": specs,
-               "timing": self.timing if timing else None, "scales": scales, "recheck": 3,
                "channel": self.cand.channel}
-        try:
-            header, _ = self.cand.call(msg, timeout=self.timeout_s)
-        except WorkerTimeout as e:
-            tail = self.cand.log_tail()
-            self.cand.restart()
-            return self._fail(problem, cand, "timeout", f"the candidate did not finish within "
-                              f"{self.timeout_s:.0f} s ({e}); the worker was killed and replaced",
-                              category="hang", log_tail=tail)
-        except WorkerDied as e:
-            tail = self.cand.log_tail()
-            self.cand.restart()
-            cat = "crash"
-            if "SIGKILL" in str(e) and "MemoryError" not in tail:
-                cat = "killed"
-            return self._fail(problem, cand, "runtime_error", f"the candidate crashed its process: {e}; "
-                              "the worker was replaced", category=cat, log_tail=tail)
-        except Exception as e:  # noqa: BLE001 - a message the judge refuses to decode
-            self.cand.restart()
-            return self._fail(problem, cand, "runtime_error", f"the candidate's worker sent an unreadable "
-                              f"result ({type(e).__name__}); the worker was replaced", category="protocol")
-        self._phase("candidate")
-        for k, v in (header.get("phases") or {}).items():
-            if isinstance(v, (int, float)):
-                self._phases[f"candidate.{k}"] = v
-        log = self.cand.log_tail()
-        if not header.get("ok"):
-            if header.get("error") in ("problem_load", "problem_run"):
-                raise ProblemError(f"problem {problem.name!r} failed in the candidate's worker:\n"
-                                   f"{header.get('message')}")
-            self.cand.restart()
-            return self._fail(problem, cand, "runtime_error", f"judge worker error: {header.get('message', '')[-1500:]}",
-                              category="worker", log_tail=log)
-        flags = [Flag(**f) for f in header.get("flags", []) if isinstance(f, dict)]
-        dirty = bool(flags) or header.get("status") != "ran"
-        if dirty and self.recycle in ("failure", "always") or self.recycle == "always":
-            self.cand.restart()
-        if header.get("status") != "ran":
-            status = header.get("status")
-            if status not in ("compile_error", "runtime_error", "incorrect", "timeout"):
-                status = "runtime_error"
-            if flags:
-                status = "rejected"
-            reason = header.get("reason", "")
-            return self._fail(problem, cand, status, reason, category=header.get("category"), flags=flags,
-                              compile_log=header.get("compile_log"), log_tail=(log or header.get("traceback")))
-        if flags:
-            return self._fail(problem, cand, "rejected", "anti-cheat: " + "; ".join(str(f) for f in flags[:5]),
-                              flags=flags, category="dynamic", log_tail=log)
+        header = self._call_candidate(problem, cand, msg)
+        if isinstance(header, EvalResult):
+            return header
+        log = header["log"]
 
         # 4. compare each seed, in the reference worker
         outputs = header.get("outputs")
@@ -291,8 +249,72 @@ class Judge:
                               seeds=seeds_report, log_tail=log)
         return self._finish_gpu(problem, cand, specs, header, meta, seeds_report, log)
 
+    def _call_candidate(self, problem: Problem, cand: Candidate, msg: dict) -> dict | EvalResult:
+        """One command to the candidate worker. A hang, a crash, an unreadable answer, a
+        failure or an anti-cheat flag comes back as the EvalResult to return."""
+        try:
+            header, _ = self.cand.call(msg, timeout=self.timeout_s)
+        except WorkerTimeout as e:
+            tail = self.cand.log_tail()
+            self.cand.restart()
+            return self._fail(problem, cand, "timeout", f"the candidate did not finish within "
+                              f"{self.timeout_s:.0f} s ({e}); the worker was killed and replaced",
+                              category="hang", log_tail=tail)
+        except WorkerDied as e:
+            tail = self.cand.log_tail()
+            self.cand.restart()
+            cat = "crash"
+            if "SIGKILL" in str(e) and "MemoryError" not in tail:
+                cat = "killed"
+            return self._fail(problem, cand, "runtime_error", f"the candidate crashed its process: {e}; "
+                              "the worker was replaced", category=cat, log_tail=tail)
+        except Exception as e:  # noqa: BLE001 - a message the judge refuses to decode
+            self.cand.restart()
+            return self._fail(problem, cand, "runtime_error", f"the candidate's worker sent an unreadable "
+                              f"result ({type(e).__name__}); the worker was replaced", category="protocol")
+        self._phase(msg["cmd"])
+        for k, v in (header.get("phases") or {}).items():
+            if isinstance(v, (int, float)):
+                self._phases[f"{msg['cmd']}.{k}"] = v
+        log = header["log"] = self.cand.log_tail()
+        if not header.get("ok"):
+            if header.get("error") in ("problem_load", "problem_run"):
+                raise ProblemError(f"problem {problem.name!r} failed in the candidate's worker:\n"
+                                   f"{header.get('message')}")
+            self.cand.restart()
+            return self._fail(problem, cand, "runtime_error", f"judge worker error: {header.get('message', '')[-1500:]}",
+                              category="worker", log_tail=log)
+        flags = [Flag(**f) for f in header.get("flags", []) if isinstance(f, dict)]
+        dirty = bool(flags) or header.get("status") != "ran"
+        if dirty and self.recycle in ("failure", "always") or self.recycle == "always":
+            self.cand.restart()
+        if header.get("status") != "ran":
+            status = header.get("status")
+            if status not in ("compile_error", "runtime_error", "incorrect", "timeout"):
+                status = "runtime_error"
+            if flags:
+                status = "rejected"
+            return self._fail(problem, cand, status, header.get("reason", ""), category=header.get("category"),
+                              flags=flags, compile_log=header.get("compile_log"),
+                              log_tail=(log or header.get("traceback")))
+        if flags:
+            return self._fail(problem, cand, "rejected", "anti-cheat: " + "; ".join(str(f) for f in flags[:5]),
+                              flags=flags, category="dynamic", log_tail=log)
+        return header
+
     def _finish_gpu(self, problem, cand, specs, header, meta, seeds_report, log) -> EvalResult:
-        # 5. re-check the outputs of the last timed calls (fresh, scaled inputs)
+        # 5. the GPU phase, holding the device: profile, time, re-check the last timed outputs
+        with self.gpu_lock:
+            self._phase("wait_gpu")
+            header = self._call_candidate(problem, cand, {
+                "cmd": "time", "candidate_sha256": cand.sha256, "timing": self.timing, "recheck": 3,
+                "scales": list(TIMING_SCALES) if "scale" in meta.get("input_transforms", ()) else [1.0]})
+            if isinstance(header, EvalResult):
+                header.seeds = seeds_report
+                return header
+            baselines = self.baselines(problem, specs)
+            self._phase("baselines")
+        log = header["log"] or log
         fixed = [s for s in specs if not s.get("secret")]
         checks = header.get("recheck", [])
         if checks:
@@ -305,8 +327,6 @@ class Judge:
         self._phase("recheck")
         timing = header["timing"]
         timing["device"] = self.device
-        baselines = self.baselines(problem, specs)
-        self._phase("baselines")
         speedups = {k: v["median_ms"] / timing["median_ms"] for k, v in baselines.items()
                     if isinstance(v, dict) and v.get("median_ms") and timing["median_ms"] > 0}
         best = min((v["median_ms"] for v in baselines.values() if isinstance(v, dict) and v.get("median_ms")),
@@ -351,7 +371,8 @@ class Judge:
             if hit:
                 return hit
         specs = [s for s in (specs or self._specs(problem)) if not s.get("secret")]
-        scales = list(TIMING_SCALES) if "scale" in _allowed_kinds(problem.meta) else [1.0]
+        kinds = (self._meta.get(problem.sha256) or {}).get("input_transforms", _allowed_kinds(problem.meta))
+        scales = list(TIMING_SCALES) if "scale" in kinds else [1.0]
         header, _ = self._ref_call({"cmd": "baselines", "problem_source": problem.source,
                                     "problem_name": problem.name, "specs": specs, "scales": scales,
                                     "timing": self.timing}, timeout=max(self.timeout_s, 600))

@@ -29,25 +29,37 @@ class Pool(Protocol):
 
 
 class LocalPool:
+    """`slots_per_gpu` judges share each GPU (default 2): one compiles and checks a candidate
+    while the other times, and a per-GPU lock keeps timing exclusive."""
+
     def __init__(self, backend: str | None = None, num_workers: int | None = None,
-                 store: ResultsStore | str | None | bool = None, **judge_kw):
+                 store: ResultsStore | str | None | bool = None, slots_per_gpu: int = 2, **judge_kw):
         self.backend = resolve_backend(backend)
-        if num_workers is None:
-            if self.backend == "gpu":
-                import torch
-                num_workers = torch.cuda.device_count()
-            else:
-                num_workers = max(1, min(os.cpu_count() or 1, 8))
         if not isinstance(store, ResultsStore) and store is not False:
             store = ResultsStore(store)
         self.store = store if store is not False else None
-        self.judges = [Judge(self.backend, store=self.store if self.store else False,
-                             device_index=i if self.backend == "gpu" else 0, **judge_kw)
-                       for i in range(num_workers)]
+        st = self.store if self.store else False
+        if self.backend == "gpu":
+            import torch
+            gpus = num_workers or torch.cuda.device_count()
+            locks = [threading.Lock() for _ in range(gpus)]
+            self.judges = [Judge("gpu", store=st, device_index=g, gpu_lock=locks[g], slot=g * slots_per_gpu + k,
+                                 **judge_kw)
+                           for g in range(gpus) for k in range(slots_per_gpu)]
+        else:
+            n = num_workers or max(1, min(os.cpu_count() or 1, 8))
+            self.judges = [Judge("cpu", store=st, slot=i, **judge_kw) for i in range(n)]
 
     @property
     def size(self) -> int:
         return len(self.judges)
+
+    def warm(self) -> None:
+        threads = [threading.Thread(target=j.warm) for j in self.judges]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     def evaluate(self, problem: Problem, candidate: Candidate | str) -> EvalResult:
         return self.evaluate_many([(problem, candidate)])[0]

@@ -47,8 +47,9 @@ class WorkerProcess:
     """One spawned process in one role (`reference` or `candidate`) on one device."""
 
     def __init__(self, role: str, backend: str, device_index: int = 0, drop_privileges: bool = True,
-                 start_timeout: float = 180.0, hide: list[str] | None = None):
+                 start_timeout: float = 180.0, hide: list[str] | None = None, slot: int = 0):
         self.hide = [str(h) for h in (hide or [])]
+        self.slot = slot
         self.role, self.backend, self.device_index = role, backend, device_index
         self.drop_privileges = drop_privileges
         self.start_timeout = start_timeout
@@ -76,7 +77,7 @@ class WorkerProcess:
         parent, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(target=sandbox.worker_main, name=f"mkgym-{self.role}",
                                 args=(child, self.role, self.backend, self.device_index, self.log_path,
-                                      self.workdir, self.drop_privileges, self.hide))
+                                      self.workdir, self.drop_privileges, self.hide, self.slot))
         self.proc.start()
         child.close()
         self.conn = parent

@@ -1,0 +1,119 @@
+"""The judge on a real GPU (marked gpu: skipped on CPU, run on the device; outcomes recorded in
+bench/results/gpu_tests.json)."""
+import pytest
+
+from conftest import CORPUS, read_expectation
+from megakernel_gym.curriculum import builtin_names, get_problem, reference_candidates
+from megakernel_gym.rewards import Candidate, Judge
+
+pytestmark = pytest.mark.gpu
+
+COPY = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+'''
+
+
+@pytest.fixture(scope="module")
+def gpu_judge(tmp_path_factory):
+    j = Judge("gpu", store=tmp_path_factory.mktemp("g") / "r.sqlite", use_cache=False)
+    yield j
+    j.close()
+
+
+@pytest.fixture(scope="module")
+def raw_gpu_judge(tmp_path_factory):
+    j = Judge("gpu", store=tmp_path_factory.mktemp("g") / "r.sqlite", use_cache=False, static_checks=False,
+              timeout_s=60)
+    yield j
+    j.close()
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_references_correct_with_timing_and_baselines(gpu_judge, name):
+    for kind, cand in reference_candidates(name).items():
+        r = gpu_judge.evaluate(get_problem(name), cand)
+        assert r.status == "correct", (kind, r.reason)
+        assert r.timing["samples"] >= 30 and r.timing["median_ms"] > 0
+        assert set(r.baselines) == {"eager", "cuda_graph", "torch_compile"}
+        assert r.speedup and r.speedup > 0 and "eager" in r.speedups
+
+
+def test_side_stream_seen_by_the_profiler(raw_gpu_judge):
+    """A correct softmax that also launches work on a second stream: only the profiler can tell."""
+    ref = reference_candidates("softmax")["triton"].source
+    extra = COPY.split("import triton.language as tl", 1)[1]
+    src = ref.replace("class ModelNew", extra + "\n\nclass ModelNew", 1).replace(
+        "        return y",
+        "        z = torch.empty_like(y)\n        s = torch.cuda.Stream()\n        with torch.cuda.stream(s):\n"
+        "            _copy[(triton.cdiv(y.numel(), 1024),)](y, z, y.numel(), BLOCK=1024)\n        return y")
+    assert "torch.cuda.stream(s)" in src
+    r = raw_gpu_judge.evaluate(get_problem("softmax"), Candidate(src))
+    assert r.status == "rejected", r.reason
+    assert "concurrency" in {f.rule for f in r.flags}, r.flags
+
+
+def test_cupy_gemm_is_a_library_kernel(raw_gpu_judge):
+    ref = reference_candidates("softmax")["triton"].source
+    src = ref.replace("        return y", "        import cupy\n        a = cupy.ones((512, 512), dtype=cupy.float32)\n"
+                      "        (a @ a).sum()\n        return y")
+    assert src != ref
+    r = raw_gpu_judge.evaluate(get_problem("softmax"), Candidate(src))
+    assert r.status == "rejected", r.reason
+    assert {f.rule for f in r.flags} & {"forbidden_library", "concurrency"}, r.flags
+
+
+def test_torch_compute_seen_on_gpu(raw_gpu_judge):
+    exp = read_expectation(CORPUS / "adversarial" / "hidden_layer.py")
+    r = raw_gpu_judge.evaluate(get_problem("softmax"), Candidate(exp["source"]))
+    assert r.status == "rejected" and "torch_compute" in {f.rule for f in r.flags}
+
+
+def test_pointer_keyed_output_cache_fails(gpu_judge):
+    src = COPY + '''
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seen = {}
+
+    def forward(self, x):
+        key = x.data_ptr()
+        if key in self.seen:
+            return self.seen[key]
+        y = torch.empty_like(x)
+        _copy[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        self.seen[key] = y
+        return y
+'''
+    r = gpu_judge.evaluate(get_problem("softmax"), Candidate(src))
+    assert r.status == "incorrect", r.reason
+
+
+def test_crash_on_gpu_is_contained(raw_gpu_judge):
+    exp = read_expectation(CORPUS / "sandbox" / "os_exit.py")
+    r = raw_gpu_judge.evaluate(get_problem("softmax"), Candidate(exp["source"]))
+    assert r.status == "runtime_error" and r.category == "crash"
+    good = raw_gpu_judge.evaluate(get_problem("rmsnorm"), reference_candidates("rmsnorm")["triton"])
+    assert good.status == "correct", good.reason
+
+
+def test_illegal_memory_access_is_contained(raw_gpu_judge):
+    src = COPY + '''
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        _copy[(4096,)](x, y, 1 << 40, BLOCK=1024)
+        return y
+'''
+    r = raw_gpu_judge.evaluate(get_problem("softmax"), Candidate(src))
+    assert r.status in ("runtime_error", "incorrect"), r.reason
+    good = raw_gpu_judge.evaluate(get_problem("softmax"), reference_candidates("softmax")["triton"])
+    assert good.status == "correct", good.reason
