@@ -56,3 +56,43 @@ def test_workers_are_isolated(raw_judge):
     import os
     if os.geteuid() == 0:
         assert info["isolation"].startswith("pid"), info
+
+
+def test_workers_outlive_the_thread_that_started_them(tmp_path):
+    """A pool starts workers from threads that end; the workers must stay up (PR_SET_PDEATHSIG
+    would kill them with the thread)."""
+    import threading
+    import time
+    j = Judge(backend="cpu", store=tmp_path / "r.sqlite", use_cache=False)
+    try:
+        t = threading.Thread(target=j.warm)
+        t.start()
+        t.join()
+        time.sleep(1.5)
+        assert j.ref.alive and j.cand.alive
+        res = j.evaluate(get_problem("rmsnorm"), reference_candidates("rmsnorm")["triton"])
+        assert res.status == "correct" and res.phases.get("start_workers", 1.0) < 0.5, res.phases
+    finally:
+        j.close()
+
+
+def test_workers_end_when_the_judge_dies(tmp_path):
+    """SIGKILL the judge: its worker processes must not live on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    script = ("from megakernel_gym.rewards import Judge\n"
+              f"j = Judge('cpu', store={str(tmp_path / 'r.sqlite')!r})\n"
+              "j.warm()\nimport os\nprint(j.ref.proc.pid, j.cand.proc.pid, flush=True)\nimport time\ntime.sleep(600)\n")
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pids = [int(x) for x in p.stdout.readline().split()]
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(os.path.exists(f"/proc/{pid}") and
+                                         "Z" not in open(f"/proc/{pid}/stat").read().split()[2] for pid in pids):
+        time.sleep(0.2)
+    alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and "Z" not in open(f"/proc/{pid}/stat").read().split()[2]]
+    assert not alive, alive

@@ -83,7 +83,19 @@ def _die_with_parent() -> None:
         pass
 
 
-def _enter_namespaces(hide: list[str]) -> str:
+def _watch_parent(judge_pid: int) -> None:
+    """Without the namespace wrapper: end this worker when the judge is gone."""
+    import threading
+    import time as _time
+
+    def watch():
+        while os.getppid() == judge_pid:
+            _time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="mkgym-watch-judge").start()
+
+
+def _enter_namespaces(hide: list[str], judge_pid: int) -> str:
     """Run the rest of this worker as PID 1 of new PID and mount namespaces.
 
     From inside, the judge's process is not addressable: getppid() is 0 and kill() cannot
@@ -120,14 +132,20 @@ def _enter_namespaces(hide: list[str]) -> str:
                 if os.path.exists(p) and libc.mount(b"/dev/null", p.encode(), None, MS_BIND, None) == 0:
                     hidden += 1
         return mode + f", {hidden} store file(s) hidden"
-    # The outer process only mirrors the inner one's fate to the judge.
+    # The outer process mirrors the inner one's fate to the judge, and kills it if the judge
+    # goes away (PR_SET_PDEATHSIG cannot do that here: it follows the judge's *thread* that
+    # started us, and a pool starts workers from threads that end).
     import signal
+    import time as _time
     while True:
-        try:
-            _, status = os.waitpid(pid, 0)
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
             break
-        except InterruptedError:
-            continue
+        if os.getppid() != judge_pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os._exit(1)
+        _time.sleep(0.2)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         signal.signal(sig, signal.SIG_DFL)
@@ -806,8 +824,10 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
     os.dup2(log_fd, 2)
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
-    _die_with_parent()
-    isolation = _enter_namespaces(list(hide or []))
+    judge_pid = os.getppid()
+    isolation = _enter_namespaces(list(hide or []), judge_pid)
+    if isolation == "none":
+        _watch_parent(judge_pid)
     _scrub_environment()
     os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton")
     os.environ["MKGYM_CUDA_CACHE"] = os.path.join(workdir, "cubin")
