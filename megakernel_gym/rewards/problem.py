@@ -90,15 +90,9 @@ class Problem:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "Problem":
-        p = Path(path)
-        if not p.is_file():
-            raise ProblemError(f"problem file {str(path)!r} does not exist; pass a path to a .py file "
-                               "or a built-in name (see `mkgym problems list`)")
-        try:
-            text = p.read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            raise ProblemError(f"problem file {str(path)!r} cannot be read as text: {e}") from e
-        return cls.from_source(text, name=p.stem, path=str(p))
+        text = _read_source(path, "problem", "a .py file or a built-in name (see `mkgym problems list`)",
+                            ProblemError)
+        return cls.from_source(text, name=Path(path).stem, path=str(path))
 
 
 @dataclass(frozen=True)
@@ -112,8 +106,14 @@ class Candidate:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "Candidate":
-        p = Path(path)
-        if not p.is_file():
-            raise CandidateError(f"candidate file {str(path)!r} does not exist; pass a path to a .py file "
-                                 "defining ModelNew")
-        return cls(p.read_text(errors="replace"), str(p))
+        return cls(_read_source(path, "candidate", "a .py file defining ModelNew", CandidateError), str(path))
+
+
+def _read_source(path: str | Path, kind: str, expected: str, error: type[ValueError]) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise error(f"{kind} file {str(path)!r} does not exist; pass a path to {expected}")
+    try:
+        return p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{kind} file {str(path)!r} cannot be read as UTF-8 text: {e}") from e

@@ -618,6 +618,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         mod = env.problem(msg["problem_source"], msg["problem_name"], workdir)
     except BaseException:  # noqa: BLE001
         return {"ok": False, "error": "problem_load", "message": _tb()}, None
+    _PENDING.clear()  # a model kept for timing belongs to the previous candidate only
     key = msg["candidate_sha256"][:16]
     import time as _time
     clock = [_time.perf_counter()]
@@ -788,8 +789,6 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         status, category = _categorize_exception(e)
         return {"ok": True, "status": status, "category": category, "phase": "timing", "flags": flags,
                 "reason": f"{type(e).__name__} during timing: {str(e)[:2000]}", "traceback": _tb()}, None
-    finally:
-        _PENDING.clear()
 
 
 def _profile_kernels(torch, fn) -> tuple[set[str], set[int]]:

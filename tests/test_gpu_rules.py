@@ -1,0 +1,90 @@
+"""The judge's GPU-phase rules, driven with synthetic worker answers so they run on the CPU:
+re-measurement of too-good results, the roofline floor, the wall-vs-event gap, re-checked
+timed outputs and speedups against each baseline."""
+import pytest
+
+from megakernel_gym.curriculum import get_problem
+from megakernel_gym.rewards import Candidate, Judge
+from megakernel_gym.rewards.result import EvalResult
+
+BASE = {"eager": {"median_ms": 1.0}, "cuda_graph": {"median_ms": 0.8}, "torch_compile": {"error": "no"}}
+
+
+class FakeJudge(Judge):
+    """A Judge whose workers answer from a script (no processes are started)."""
+
+    def __init__(self, timings, recheck_ok=True, device="NVIDIA H200"):
+        super().__init__(backend="cpu", store=False)
+        self.backend, self.device = "gpu", device
+        self.timings, self.calls, self.recheck_ok = list(timings), [], recheck_ok
+
+    def _call_candidate(self, problem, cand, msg):
+        self.calls.append(msg["cmd"])
+        t = self.timings.pop(0)
+        return {"ok": True, "status": "ran", "log": "", "timing": {"median_ms": t, "wall_median_ms": t + 0.02,
+                                                                   "launch_hidden_us": 50.0, "samples": 30},
+                "recheck": [{"k": 29, "set": 0, "scale": 0.5}], "recheck_outputs": [[{"file": "r0_0.bin"}]]}
+
+    def baselines(self, problem, specs=None):
+        return BASE
+
+    def _compare(self, problem, specs, outputs, meta):
+        return [{"ok": self.recheck_ok, "why": "differs"} for _ in specs]
+
+
+def finish(j, meta=None):
+    j._t, j._phases = 0.0, {}
+    specs = j._specs(("scale", "shift"))
+    return j._finish_gpu(get_problem("softmax"), Candidate("x"), specs, {}, meta or {"bytes": None}, [], "")
+
+
+def test_speedups_against_each_baseline_and_the_best():
+    r = finish(FakeJudge([0.4]))
+    assert r.status == "correct"
+    assert r.speedups == pytest.approx({"eager": 2.5, "cuda_graph": 2.0})
+    assert r.speedup == pytest.approx(2.0)  # against the best baseline that ran
+    assert r.timing["remeasured"] is False and r.flags == []
+
+
+def test_too_good_is_timed_again_and_the_slower_run_kept():
+    j = FakeJudge([0.05, 0.07])  # 16x over the best baseline
+    r = finish(j)
+    assert j.calls == ["time", "time"]
+    assert r.timing["median_ms"] == 0.07 and r.timing["remeasured"] is True
+    assert "suspicious_speedup" in {f.rule for f in r.flags}
+    assert r.status == "correct"
+
+
+def test_below_the_roofline_floor_is_rejected():
+    # softmax's bytes on an H200: 64 MB / 4.8 TB/s = 13.7 us; 5 us is impossible
+    r = finish(FakeJudge([0.005, 0.005]), meta={"bytes": 65.5e6})
+    assert r.status == "rejected" and r.flags[0].rule == "impossible_speed"
+
+
+def test_unknown_gpu_still_has_a_floor():
+    r = finish(FakeJudge([0.001, 0.001], device="Some Future GPU"), meta={"bytes": 65.5e6})
+    assert r.status == "rejected"
+
+
+def test_wrong_timed_output_is_incorrect():
+    r = finish(FakeJudge([0.4], recheck_ok=False))
+    assert r.status == "incorrect" and r.category == "timed_mismatch"
+
+
+def test_wall_clock_gap_is_rejected():
+    class Escaping(FakeJudge):
+        def _call_candidate(self, problem, cand, msg):
+            h = super()._call_candidate(problem, cand, msg)
+            h["timing"]["wall_median_ms"] = 5.0  # the host waited far longer than the events measured
+            return h
+    r = finish(Escaping([0.4]))
+    assert r.status == "rejected" and r.flags[0].rule == "escaped_timing"
+
+
+def test_failure_in_the_timing_phase_is_returned():
+    class Crashing(FakeJudge):
+        def _call_candidate(self, problem, cand, msg):
+            return EvalResult(status="runtime_error", reason="boom", problem="softmax", backend="gpu",
+                              candidate_sha256="x", category="crash")
+    r = finish(Crashing([]))
+    assert r.status == "runtime_error" and r.category == "crash"
