@@ -96,3 +96,26 @@ def test_workers_end_when_the_judge_dies(tmp_path):
         time.sleep(0.2)
     alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and "Z" not in open(f"/proc/{pid}/stat").read().split()[2]]
     assert not alive, alive
+
+
+def test_wire_protocol_refuses_pickles():
+    """Whatever a compromised worker writes to its pipe is parsed as JSON, never unpickled."""
+    import multiprocessing
+    import os
+    import pickle
+
+    from megakernel_gym.rewards import sandbox
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, ("echo pwned > /dev/null",))
+
+    a, b = multiprocessing.Pipe()
+    a.send_bytes(pickle.dumps(Boom()))
+    with pytest.raises(ValueError):
+        sandbox.recv(b)
+    a.send_bytes(b"[1, 2]")  # JSON, but not an object
+    with pytest.raises(ValueError):
+        sandbox.recv(b)
+    sandbox.send(a, {"ok": True, "n": 1})
+    assert sandbox.recv(b) == {"ok": True, "n": 1}

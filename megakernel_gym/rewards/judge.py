@@ -123,9 +123,9 @@ class Judge:
             self.warm()
         return f"{self.backend}:{self.device}"
 
-    def _ref_call(self, msg: dict, timeout: float | None = None) -> tuple[dict, Any]:
+    def _ref_call(self, msg: dict, timeout: float | None = None) -> dict:
         try:
-            header, payload = self.ref.call(msg, timeout=timeout or self.timeout_s)
+            header = self.ref.call(msg, timeout=timeout or self.timeout_s)
         except WorkerTimeout as e:
             self.ref.restart()
             raise ProblemError(f"problem {msg['problem_name']!r}: the reference did not finish ({e})") from e
@@ -136,19 +136,19 @@ class Judge:
         if not header.get("ok"):
             raise ProblemError(f"problem {msg['problem_name']!r} failed while computing its reference "
                                f"({header.get('error')}):\n{header.get('message', '')}")
-        return header, payload
+        return header
 
     def _problem_meta(self, problem: Problem, spec: dict) -> dict:
         meta = self._meta.get(problem.sha256)
         if meta is None:
-            header, _ = self._ref_call({"cmd": "meta", "problem_source": problem.source,
+            header = self._ref_call({"cmd": "meta", "problem_source": problem.source,
                                         "problem_name": problem.name, "spec": spec})
             meta = self._meta[problem.sha256] = header["meta"]
         return meta
 
     def _compare(self, problem: Problem, specs: list[dict], outputs: list, meta: dict) -> list[dict]:
         """Per-spec comparison, done in the reference worker next to the reference outputs."""
-        header, _ = self._ref_call({"cmd": "compare", "problem_source": problem.source, "problem_name": problem.name,
+        header = self._ref_call({"cmd": "compare", "problem_source": problem.source, "problem_name": problem.name,
                                     "specs": specs, "outputs": outputs, "channel": self.cand.channel,
                                     "atol": meta.get("atol"), "rtol": meta.get("rtol")})
         return header["results"]
@@ -253,7 +253,7 @@ class Judge:
         """One command to the candidate worker. A hang, a crash, an unreadable answer, a
         failure or an anti-cheat flag comes back as the EvalResult to return."""
         try:
-            header, _ = self.cand.call(msg, timeout=self.timeout_s)
+            header = self.cand.call(msg, timeout=self.timeout_s)
         except WorkerTimeout as e:
             tail = self.cand.log_tail()
             self.cand.restart()
@@ -268,7 +268,7 @@ class Judge:
                 cat = "killed"
             return self._fail(problem, cand, "runtime_error", f"the candidate crashed its process: {e}; "
                               "the worker was replaced", category=cat, log_tail=tail)
-        except Exception as e:  # noqa: BLE001 - a message the judge refuses to decode
+        except Exception as e:  # noqa: BLE001 - defensive: no path should get here
             self.cand.restart()
             return self._fail(problem, cand, "runtime_error", f"the candidate's worker sent an unreadable "
                               f"result ({type(e).__name__}); the worker was replaced", category="protocol")
@@ -385,7 +385,7 @@ class Judge:
         kinds = (self._meta.get(problem.sha256) or {}).get("input_transforms", _allowed_kinds(problem.meta))
         specs = [s for s in (specs or self._specs(kinds)) if not s.get("secret")]
         scales = list(TIMING_SCALES) if "scale" in kinds else [1.0]
-        header, _ = self._ref_call({"cmd": "baselines", "problem_source": problem.source,
+        header = self._ref_call({"cmd": "baselines", "problem_source": problem.source,
                                     "problem_name": problem.name, "specs": specs, "scales": scales,
                                     "timing": self.timing}, timeout=max(self.timeout_s, 600))
         out = header["baselines"]

@@ -6,22 +6,20 @@ candidate runs:
 - `candidate`: runs ModelNew under inspection (aten ops seen, fresh allocations poisoned,
   launches counted, inputs checked unchanged), then times it on the GPU.
 
-Messages travel as JSON headers plus `torch.save` blobs over a private pipe. The judge
-decodes blobs with `torch.load(weights_only=True)`, so a hostile worker cannot make the
-judge unpickle code.
+Messages are JSON over a private pipe, never pickles: a hostile worker cannot make the judge
+run code by what it sends. Bulk data (outputs) goes through a file channel as raw bytes with
+a JSON description (see correctness.py).
 """
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import os
 import sys
-import tempfile
 import traceback
 from typing import Any
 
-MAX_MESSAGE_BYTES = 1 << 31
+MAX_MESSAGE_BYTES = 1 << 26  # JSON only: sources, descriptions, results
 
 # aten ops a candidate's Python may run: allocation, views, copies, metadata. Anything else
 # during ModelNew.forward is torch compute, which the rules forbid (the compute must be the
@@ -39,31 +37,23 @@ ALLOWED_ATEN = {
 }
 POISON_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"}
 # Kernel names that belong to vendor libraries, not to the candidate.
-LIBRARY_KERNEL_PATTERNS = ("gemm", "cublas", "cudnn", "cutlass", "xmma", "sgemm", "hgemm", "gemv",
-                           "at::native", "splitkreduce")
+# (Not at::native: allowed ops such as torch.zeros or .contiguous() launch those.)
+LIBRARY_KERNEL_PATTERNS = ("gemm", "cublas", "cudnn", "cutlass", "xmma", "sgemm", "hgemm", "gemv", "splitkreduce")
 
 
 # ---------------------------------------------------------------------------------------
 # wire format
 
 
-def send(conn, header: dict, tensors: Any = None) -> None:
-    import torch
-    blob = b""
-    if tensors is not None:
-        buf = io.BytesIO()
-        torch.save(tensors, buf)
-        blob = buf.getvalue()
-    conn.send_bytes(json.dumps(header).encode())
-    conn.send_bytes(blob)
+def send(conn, message: dict) -> None:
+    conn.send_bytes(json.dumps(message).encode())
 
 
-def recv(conn) -> tuple[dict, Any]:
-    import torch
-    header = json.loads(conn.recv_bytes(MAX_MESSAGE_BYTES).decode())
-    blob = conn.recv_bytes(MAX_MESSAGE_BYTES)
-    tensors = torch.load(io.BytesIO(blob), weights_only=True) if blob else None
-    return header, tensors
+def recv(conn, limit: int = MAX_MESSAGE_BYTES) -> dict:
+    message = json.loads(conn.recv_bytes(limit).decode())
+    if not isinstance(message, dict):
+        raise ValueError("a message must be a JSON object")
+    return message
 
 
 # ---------------------------------------------------------------------------------------
@@ -322,7 +312,7 @@ def _tb(limit: int = 6000) -> str:
 # reference role
 
 
-def handle_meta(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
+def handle_meta(env: Env, msg: dict, workdir: str) -> dict:
     """What the judge needs to know of a problem before running anything: tolerances,
     allowed input transforms, the roofline counts."""
     try:
@@ -338,9 +328,9 @@ def handle_meta(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
             # run the reference once: a problem that cannot produce outputs fails here, as a
             # problem error, before any candidate is blamed for it
             _reference_outputs(env, mod, env.problem_sha(msg["problem_source"]), msg["spec"])
-        return {"ok": True, "meta": meta}, None
+        return {"ok": True, "meta": meta}
     except BaseException:  # noqa: BLE001 - the problem file is untrusted input
-        return {"ok": False, "error": "problem_load", "message": _tb()}, None
+        return {"ok": False, "error": "problem_load", "message": _tb()}
 
 
 def _spec_key(sha: str, spec: dict) -> str:
@@ -374,21 +364,21 @@ def _reference_outputs(env: Env, mod, sha: str, spec: dict) -> list:
     return outs
 
 
-def handle_compare(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
+def handle_compare(env: Env, msg: dict, workdir: str) -> dict:
     """Compare the candidate's outputs (files in msg["channel"]) with the references, here."""
     from megakernel_gym.rewards.correctness import compare, read_output
     torch = env.torch
     try:
         mod = env.problem(msg["problem_source"], msg["problem_name"], workdir)
     except BaseException:  # noqa: BLE001
-        return {"ok": False, "error": "problem_load", "message": _tb()}, None
+        return {"ok": False, "error": "problem_load", "message": _tb()}
     sha = env.problem_sha(msg["problem_source"])
     results = []
     for spec, descs in zip(msg["specs"], msg["outputs"]):
         try:
             refs = _reference_outputs(env, mod, sha, spec)
         except BaseException:  # noqa: BLE001
-            return {"ok": False, "error": "problem_run", "message": _tb()}, None
+            return {"ok": False, "error": "problem_run", "message": _tb()}
         try:
             if not isinstance(descs, list) or len(descs) != len(refs):
                 n = len(descs) if isinstance(descs, list) else "no"
@@ -411,10 +401,10 @@ def handle_compare(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
         except (ValueError, OSError, RuntimeError) as e:
             res = {"ok": False, "why": f"unreadable output: {e}"}
         results.append(res)
-    return {"ok": True, "results": results}, None
+    return {"ok": True, "results": results}
 
 
-def handle_baselines(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
+def handle_baselines(env: Env, msg: dict, workdir: str) -> dict:
     """Time eager PyTorch, CUDA-graph replay of eager, and torch.compile on the problem."""
     from megakernel_gym.rewards.timing import time_gpu
     torch = env.torch
@@ -456,7 +446,7 @@ def handle_baselines(env: Env, msg: dict, workdir: str) -> tuple[dict, Any]:
     for r in results.values():
         r.pop("kept", None)
     props = torch.cuda.get_device_properties(0)
-    return {"ok": True, "baselines": results, "device": props.name}, None
+    return {"ok": True, "baselines": results, "device": props.name}
 
 
 # ---------------------------------------------------------------------------------------
@@ -610,14 +600,14 @@ def _categorize_exception(e: BaseException) -> tuple[str, str]:
     return "runtime_error", "exception"
 
 
-def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap: dict) -> tuple[dict, Any]:
+def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap: dict) -> dict:
     torch = env.torch
     flags: list[dict] = []
     phase = "load"
     try:
         mod = env.problem(msg["problem_source"], msg["problem_name"], workdir)
     except BaseException:  # noqa: BLE001
-        return {"ok": False, "error": "problem_load", "message": _tb()}, None
+        return {"ok": False, "error": "problem_load", "message": _tb()}
     _PENDING.clear()  # a model kept for timing belongs to the previous candidate only
     key = msg["candidate_sha256"][:16]
     import time as _time
@@ -633,7 +623,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         if not hasattr(cand, "ModelNew"):
             return {"ok": True, "status": "compile_error", "category": "no_modelnew",
                     "reason": "the candidate defines no ModelNew class; define class ModelNew(nn.Module) "
-                              "with the same constructor arguments as Model"}, None
+                              "with the same constructor arguments as Model"}
         lap("import")
         phase = "init"
         outputs, models = [], {}
@@ -650,7 +640,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
                     return {"ok": True, "status": "incorrect", "category": "state_dict",
                             "reason": "ModelNew's state_dict keys differ from Model's: missing "
                                       f"{sorted(rk - nk)[:8]}, unexpected {sorted(nk - rk)[:8]}; keep the "
-                                      "same parameter names so the judge can load Model's weights"}, None
+                                      "same parameter names so the judge can load Model's weights"}
                 new.load_state_dict(ref.state_dict(), strict=True)
                 del ref
                 pair = models[spec["init_seed"]] = new
@@ -673,7 +663,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
                 outs = as_outputs(torch, out)
             except TypeError as e:
                 return {"ok": True, "status": "incorrect", "category": "output_type", "reason": str(e),
-                        "flags": flags}, None
+                        "flags": flags}
             for j, o in enumerate(outs):
                 if type(o) is not torch.Tensor:
                     flags.append({"rule": "output_type", "detail": f"output {j} is a {type(o).__name__}, "
@@ -688,7 +678,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             if changed:
                 return {"ok": True, "status": "incorrect", "category": "input_mutated",
                         "reason": f"ModelNew.forward modified input(s) {changed}; inputs must stay unchanged",
-                        "flags": flags}, None
+                        "flags": flags}
             lap("forward")
             outputs.append(outs)
             if flags:
@@ -704,7 +694,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         header: dict[str, Any] = {"ok": True, "status": "ran", "flags": flags, "phases": phases,
                                   "launches": launched}
         if flags:
-            return header, None
+            return header
         from megakernel_gym.rewards.correctness import write_outputs
         channel = msg["channel"]
         header["outputs"] = [write_outputs(torch, outs, channel, f"s{i}") for i, outs in enumerate(outputs)]
@@ -716,7 +706,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             _PENDING.clear()
             _PENDING.update(sha=msg["candidate_sha256"], model=models[first], mod=mod, channel=channel,
                             specs=[sp for sp in msg["specs"] if sp["init_seed"] == first])
-        return header, None
+        return header
     except BaseException as e:  # noqa: BLE001 - the candidate is untrusted; every failure is a result
         if isinstance(e, (KeyboardInterrupt, SystemExit)) and not isinstance(e, SystemExit):
             raise
@@ -726,13 +716,13 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         log = getattr(e, "log", None)
         return {"ok": True, "status": status, "category": category, "phase": phase, "flags": flags,
                 "reason": f"{type(e).__name__} during {phase}: {str(e)[:2000]}",
-                "compile_log": log, "traceback": _tb()}, None
+                "compile_log": log, "traceback": _tb()}
 
 
 _PENDING: dict[str, Any] = {}
 
 
-def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap: dict) -> tuple[dict, Any]:
+def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap: dict) -> dict:
     """GPU phase of a candidate that passed correctness: which kernels ran on which streams
     (one profiled call), then timing on fresh inputs; the last timed outputs go to the
     channel for re-checking. The judge holds the device for this command alone."""
@@ -740,7 +730,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
     from megakernel_gym.rewards.timing import time_gpu
     torch = env.torch
     if _PENDING.get("sha") != msg.get("candidate_sha256"):
-        return {"ok": False, "error": "worker", "message": "time: no candidate passed correctness here"}, None
+        return {"ok": False, "error": "worker", "message": "time: no candidate passed correctness here"}
     model, mod, channel = _PENDING["model"], _PENDING["mod"], _PENDING["channel"]
     flags: list[dict] = []
     phases: dict[str, float] = {}
@@ -762,7 +752,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         if len(streams) > 1:
             flags.append({"rule": "concurrency", "detail": f"kernels ran on {len(streams)} streams"})
         if flags:
-            return header, None
+            return header
         scales = msg["scales"]
         n = len(base_sets)
         prepare = lambda k: env.perturbed(base_sets[k % n], scales[k % len(scales)])  # noqa: E731
@@ -782,13 +772,13 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         if tampered:
             flags.append({"rule": "monkeypatch", "detail": "judge-visible functions replaced during timing: "
                           + ", ".join(tampered)})
-        return header, None
+        return header
     except BaseException as e:  # noqa: BLE001 - still the candidate's code running
         if isinstance(e, KeyboardInterrupt):
             raise
         status, category = _categorize_exception(e)
         return {"ok": True, "status": status, "category": category, "phase": "timing", "flags": flags,
-                "reason": f"{type(e).__name__} during timing: {str(e)[:2000]}", "traceback": _tb()}, None
+                "reason": f"{type(e).__name__} during timing: {str(e)[:2000]}", "traceback": _tb()}
 
 
 def _profile_kernels(torch, fn) -> tuple[set[str], set[int]]:
@@ -871,27 +861,23 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
     send(conn, info)
     while True:
         try:
-            msg, _ = recv(conn)
-        except (EOFError, OSError):
+            msg = recv(conn)
+        except (EOFError, OSError, ValueError):
             return
         cmd = msg.get("cmd")
         if cmd == "exit":
             return
+        handlers = {"meta": handle_meta, "compare": handle_compare, "baselines": handle_baselines}
         try:
-            if cmd == "meta":
-                header, payload = handle_meta(env, msg, workdir)
-            elif cmd == "compare":
-                header, payload = handle_compare(env, msg, workdir)
-            elif cmd == "baselines":
-                header, payload = handle_baselines(env, msg, workdir)
-            elif cmd == "candidate":
-                header, payload = handle_candidate(env, msg, workdir, counter, snap)
-            elif cmd == "time":
-                header, payload = handle_time(env, msg, workdir, counter, snap)
+            if cmd in ("candidate", "time") and role == "candidate":
+                fn = handle_candidate if cmd == "candidate" else handle_time
+                reply = fn(env, msg, workdir, counter, snap)
+            elif cmd in handlers and role == "reference":
+                reply = handlers[cmd](env, msg, workdir)
             else:
-                header, payload = {"ok": False, "error": "bad_command", "message": str(cmd)}, None
+                reply = {"ok": False, "error": "bad_command", "message": f"{cmd!r} is not a {role} command"}
         except BaseException:  # noqa: BLE001
-            header, payload = {"ok": False, "error": "worker", "message": _tb()}, None
+            reply = {"ok": False, "error": "worker", "message": _tb()}
         sys.stdout.flush()
         sys.stderr.flush()
-        send(conn, header, payload)
+        send(conn, reply)

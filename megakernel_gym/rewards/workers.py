@@ -84,7 +84,7 @@ class WorkerProcess:
 
     def wait_ready(self) -> dict[str, Any]:
         try:
-            header, _ = self._receive(self.start_timeout)
+            header = self._receive(self.start_timeout)
         except (WorkerTimeout, WorkerDied) as e:
             tail = self.log_tail()
             self.kill()
@@ -144,16 +144,13 @@ class WorkerProcess:
         self.kill()
 
     # -- calls ---------------------------------------------------------------------------
-    def _receive(self, timeout: float):
+    def _receive(self, timeout: float) -> dict:
         if not self.conn.poll(timeout):
             if self.proc is not None and not self.proc.is_alive():
                 raise WorkerDied(describe_exit(self.proc.exitcode), self.proc.exitcode)
             raise WorkerTimeout(f"no answer within {timeout:.0f} s")
         try:
-            header, _ = _recv_header(self.conn)
-            if not self.conn.poll(max(timeout, 60.0)):
-                raise WorkerTimeout("the worker sent a header but no payload")
-            blob = self.conn.recv_bytes(sandbox.MAX_MESSAGE_BYTES)
+            return sandbox.recv(self.conn)
         except (EOFError, ConnectionResetError, BrokenPipeError):
             if self.proc is not None:
                 self.proc.join(timeout=5)
@@ -161,23 +158,21 @@ class WorkerProcess:
             raise WorkerDied(describe_exit(code), code) from None
         except (OSError, ValueError, UnicodeDecodeError) as e:
             raise WorkerDied(f"the worker broke the message protocol ({e})", None) from e
-        return header, blob
 
-    def call(self, header: dict, payload: Any = None, timeout: float = 60.0) -> tuple[dict, Any]:
-        """Send one command and wait at most `timeout` s. On a hang or death the process is
-        killed (the caller restarts it) and WorkerTimeout / WorkerDied is raised."""
+    def call(self, message: dict, timeout: float = 60.0) -> dict:
+        """Send one command and wait at most `timeout` s for the answer. On a hang or death the
+        process is killed (the caller restarts it) and WorkerTimeout / WorkerDied is raised."""
         self.ensure()
         try:
-            sandbox.send(self.conn, header, payload)
+            sandbox.send(self.conn, message)
         except (OSError, ValueError) as e:
             self.kill()
             raise WorkerDied(f"the worker could not take the request ({e})", None) from e
         try:
-            hdr, blob = self._receive(timeout)
+            return self._receive(timeout)
         except (WorkerTimeout, WorkerDied):
             self.kill_process_only()
             raise
-        return hdr, _decode(blob)
 
     def kill_process_only(self) -> None:
         """Kill the process but keep the log for the caller to read."""
@@ -195,23 +190,3 @@ class WorkerProcess:
             return ""
         text = data.decode(errors="replace")
         return text[-limit:]
-
-
-def _recv_header(conn) -> tuple[dict, None]:
-    import json
-    raw = conn.recv_bytes(1 << 24)
-    header = json.loads(raw.decode())
-    if not isinstance(header, dict):
-        raise ValueError("header is not a JSON object")
-    return header, None
-
-
-def _decode(blob: bytes):
-    if not blob:
-        return None
-    import io
-
-    import torch
-    # weights_only: the payload comes from an untrusted process; only tensors and plain
-    # containers can come out of it, never code.
-    return torch.load(io.BytesIO(blob), weights_only=True)
