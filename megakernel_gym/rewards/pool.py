@@ -80,12 +80,15 @@ class LocalPool:
                 except queue.Empty:
                     return
                 problem, cand = items[i]
+                c = cand if isinstance(cand, Candidate) else Candidate(cand)
                 try:
-                    res = judge.evaluate(problem, cand)
+                    res = judge.evaluate(problem, c)
                 except ProblemError as e:
-                    c = cand if isinstance(cand, Candidate) else Candidate(cand)
                     res = EvalResult.failure("runtime_error", f"problem error: {e}", problem, c.sha256,
                                              self.backend, category="problem")
+                except Exception as e:  # noqa: BLE001 - one broken slot must not lose the batch
+                    res = EvalResult.failure("runtime_error", f"judge error: {type(e).__name__}: {e}", problem,
+                                             c.sha256, self.backend, category="judge")
                 results[i] = res
                 if on_result:
                     on_result(i, res)
