@@ -1,0 +1,180 @@
+"""Custom operators (namespace `mkgym`) for the composite primitives that aten would shatter.
+
+Written in plain aten, an RMSNorm is five nodes, a rotary embedding a dozen and a cached
+attention step a few dozen; capture would have to pattern-match them back together. Models in
+the zoo call these ops instead, so torch.export keeps each one as a single node and the Graph
+IR gets the primitive directly. Each op has one reference implementation in plain PyTorch (its
+kernel on every device, and the semantics the interpreter and every later stage must match)
+and a fake implementation so torch.export can trace it without data.
+
+Precision: norms, rotary angles and attention softmax run in float32 and cast back to the
+input dtype, as a fused GPU kernel would.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["rmsnorm", "rope", "decode_attention", "cache_write",
+           "rmsnorm_ref", "rope_ref", "decode_attention_ref", "cache_write_ref"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape checks, shared by the reference and fake implementations so export fails early with
+# the same message eager execution would give.
+
+def _check_rmsnorm(x: Tensor, w: Tensor) -> None:
+    if w.dim() != 1 or x.shape[-1] != w.shape[0]:
+        raise ValueError(f"mkgym.rmsnorm: weight shape {tuple(w.shape)} does not match the last "
+                         f"dim of x {tuple(x.shape)}; pass a 1-D weight of size x.shape[-1]")
+
+
+def _check_rope(x: Tensor, pos: Tensor) -> None:
+    if x.dim() != 3 or pos.dim() != 1 or pos.shape[0] != x.shape[0]:
+        raise ValueError(f"mkgym.rope: expected x [B, H, D] and pos [B], got x {tuple(x.shape)} "
+                         f"and pos {tuple(pos.shape)}")
+    if x.shape[-1] % 2:
+        raise ValueError(f"mkgym.rope: head dim {x.shape[-1]} must be even (half-rotation layout)")
+    if pos.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"mkgym.rope: pos must be an integer tensor, got {pos.dtype}")
+
+
+def _check_attention(q: Tensor, k: Tensor, v: Tensor, pos: Tensor) -> None:
+    if q.dim() != 3 or k.dim() != 4 or k.shape != v.shape:
+        raise ValueError(f"mkgym.decode_attention: expected q [B, Hq, D] and k/v caches "
+                         f"[B, Hkv, S, D] of equal shape, got q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}, v {tuple(v.shape)}")
+    b, hq, d = q.shape
+    if k.shape[0] != b or k.shape[3] != d or pos.shape != (b,):
+        raise ValueError(f"mkgym.decode_attention: batch/head-dim mismatch: q {tuple(q.shape)}, "
+                         f"caches {tuple(k.shape)}, pos {tuple(pos.shape)}")
+    if hq % k.shape[1]:
+        raise ValueError(f"mkgym.decode_attention: {hq} query heads is not a multiple of "
+                         f"{k.shape[1]} kv heads")
+
+
+def _check_cache_write(cache: Tensor, new: Tensor, pos: Tensor) -> None:
+    b, h, _, d = cache.shape
+    if new.shape != (b, h, d) or pos.shape != (b,):
+        raise ValueError(f"mkgym.cache_write: expected new [B, H, D] = {(b, h, d)} and pos [{b}] "
+                         f"for a cache {tuple(cache.shape)}, got new {tuple(new.shape)} and "
+                         f"pos {tuple(pos.shape)}")
+
+
+def _check_positions(pos: Tensor, seq: int, op: str) -> None:
+    # Only on the CPU: on a GPU the check would cost a device sync per call and make the eager
+    # model a misleadingly slow baseline; there an out-of-range write fails in the index kernel.
+    if pos.device.type == "cpu" and pos.numel() and (int(pos.min()) < 0 or int(pos.max()) >= seq):
+        raise ValueError(f"{op}: positions {pos.tolist()} fall outside the cache of {seq} slots; "
+                         f"keep 0 <= pos < max_seq")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference implementations (plain PyTorch). The interpreter calls these directly.
+
+def rmsnorm_ref(x: Tensor, w: Tensor | None, eps: float) -> Tensor:
+    """y = x * rsqrt(mean(x^2, -1) + eps) * w, in float32, cast back to x.dtype."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    if w is not None:
+        y = y * w.float()
+    return y.to(x.dtype)
+
+
+def rope_ref(x: Tensor, pos: Tensor, theta: float) -> Tensor:
+    """Rotary embedding in Llama's half-rotation layout: dim i pairs with dim i + D/2.
+
+    x [B, H, D], pos [B]: every head of sequence b is rotated by angle pos[b] * theta^(-2i/D).
+    """
+    d = x.shape[-1]
+    half = d // 2
+    inv_freq = 1.0 / (theta ** (torch.arange(0, half, device=x.device, dtype=torch.float32)
+                                * 2.0 / d))
+    angles = pos.to(torch.float32)[:, None] * inv_freq[None, :]          # [B, D/2]
+    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]         # [B, 1, D/2]
+    xf = x.float()
+    x1, x2 = xf[..., :half], xf[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
+def decode_attention_ref(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: Tensor,
+                         scale: float) -> Tensor:
+    """One query token per sequence attends over cache slots 0..pos[b] inclusive.
+
+    q [B, Hq, D]; caches [B, Hkv, S, D]; query head h reads kv head h // (Hq / Hkv).
+    Scores, softmax and the weighted sum run in float32; the result is cast to q.dtype.
+    """
+    b, hq, d = q.shape
+    hkv, s = k_cache.shape[1], k_cache.shape[2]
+    group = hq // hkv
+    qf = q.float().reshape(b, hkv, group, d)
+    scores = torch.einsum("bkgd,bksd->bkgs", qf, k_cache.float()) * scale
+    future = torch.arange(s, device=q.device)[None, :] > pos.to(q.device)[:, None]  # [B, S]
+    scores = scores.masked_fill(future[:, None, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    out = torch.einsum("bkgs,bksd->bkgd", probs, v_cache.float())
+    return out.reshape(b, hq, d).to(q.dtype)
+
+
+def cache_write_ref(cache: Tensor, new: Tensor, pos: Tensor) -> None:
+    """cache[b, :, pos[b], :] = new[b] for every sequence b, in place."""
+    rows = torch.arange(cache.shape[0], device=cache.device)
+    cache[rows, :, pos.to(cache.device), :] = new.to(cache.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Registration. torch.library.custom_op makes each function an opaque operator that
+# torch.export records as one node (torch.ops.mkgym.<name>.default).
+
+@torch.library.custom_op("mkgym::rmsnorm", mutates_args=())
+def rmsnorm(x: Tensor, w: Tensor, eps: float) -> Tensor:
+    _check_rmsnorm(x, w)
+    return rmsnorm_ref(x, w, eps)
+
+
+@rmsnorm.register_fake
+def _(x, w, eps):
+    _check_rmsnorm(x, w)
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("mkgym::rope", mutates_args=())
+def rope(x: Tensor, pos: Tensor, theta: float) -> Tensor:
+    _check_rope(x, pos)
+    return rope_ref(x, pos, theta)
+
+
+@rope.register_fake
+def _(x, pos, theta):
+    _check_rope(x, pos)
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("mkgym::decode_attention", mutates_args=())
+def decode_attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: Tensor,
+                     scale: float) -> Tensor:
+    _check_attention(q, k_cache, v_cache, pos)
+    _check_positions(pos, k_cache.shape[2], "mkgym.decode_attention")
+    return decode_attention_ref(q, k_cache, v_cache, pos, scale)
+
+
+@decode_attention.register_fake
+def _(q, k_cache, v_cache, pos, scale):
+    _check_attention(q, k_cache, v_cache, pos)
+    return torch.empty_like(q)
+
+
+# In place, declared through mutates_args: torch.export (non-strict, training IR) then keeps the
+# call as one node followed by reads of the same buffer, which is exactly the Graph IR's
+# cache_write (the cache is a named buffer written where it lives). A functional version would
+# copy the whole cache every step in eager mode.
+@torch.library.custom_op("mkgym::cache_write", mutates_args=("cache",))
+def cache_write(cache: Tensor, new: Tensor, pos: Tensor) -> None:
+    _check_cache_write(cache, new, pos)
+    _check_positions(pos, cache.shape[2], "mkgym.cache_write")
+    cache_write_ref(cache, new, pos)
+
+
+@cache_write.register_fake
+def _(cache, new, pos):
+    _check_cache_write(cache, new, pos)
