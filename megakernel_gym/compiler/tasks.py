@@ -1,0 +1,314 @@
+"""Lowering: Graph IR -> tile task graph.
+
+Each non-view op becomes a grid of tasks along one tile axis of its output. A task's reads
+and writes are regions of tensors; regions are kept as flat element intervals of the base
+tensor (views resolve to the tensor they alias), so a dependency is simply an overlap
+between what a task reads and what an earlier task wrote. Views cost no task.
+
+Dependencies are derived, never declared: read-after-write, write-after-read and
+write-after-write between tasks of ops in program order whose regions overlap.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import product
+
+from megakernel_gym.compiler.graph import Graph, Op
+
+Intervals = tuple[tuple[int, int], ...]   # sorted, disjoint [lo, hi) flat element ranges
+
+
+class TilingError(ValueError):
+    """A tile size that the op cannot take; the message names the op and the sizes allowed."""
+
+
+@dataclass(frozen=True)
+class Region:
+    tensor: str            # base tensor (views resolved)
+    spans: Intervals
+
+    def overlaps(self, other: "Region") -> bool:
+        if self.tensor != other.tensor:
+            return False
+        a, b = self.spans, other.spans
+        i = j = 0
+        while i < len(a) and j < len(b):
+            if a[i][0] < b[j][1] and b[j][0] < a[i][1]:
+                return True
+            if a[i][1] <= b[j][1]:
+                i += 1
+            else:
+                j += 1
+        return False
+
+
+@dataclass
+class Task:
+    id: int
+    op: str
+    tile: int               # index along the op's tile axis
+    reads: list[Region]
+    writes: list[Region]
+
+    def __str__(self) -> str:
+        return f"{self.op}[{self.tile}]"
+
+
+@dataclass
+class TaskGraph:
+    graph: Graph
+    tasks: list[Task]
+    by_op: dict[str, list[int]]                 # op -> its task ids, tile order
+    tiling: dict[str, tuple[int, int, int]]     # op -> (tile axis, extent, tile size)
+    deps: dict[int, set[int]] = field(default_factory=dict)   # task -> tasks it must follow
+
+    def op_order(self) -> list[str]:
+        return list(self.by_op)
+
+
+# ---------------------------------------------------------------------------------------
+# regions
+
+
+def _strides(shape) -> list[int]:
+    st, acc = [], 1
+    for d in reversed(shape):
+        st.append(acc)
+        acc *= d
+    return list(reversed(st))
+
+
+def box_to_spans(shape, box) -> Intervals:
+    """Flat [lo, hi) runs covering box (per-dim [lo, hi)) in a contiguous tensor of `shape`."""
+    if not shape:
+        return ((0, 1),)
+    if any(lo >= hi for lo, hi in box):
+        return ()
+    st = _strides(shape)
+    k = len(shape) - 1          # innermost dim the run is cut at
+    while k > 0 and box[k] == (0, shape[k]):
+        k -= 1
+    run_lo = box[k][0] * st[k]
+    run_len = (box[k][1] - box[k][0]) * st[k]
+    spans = []
+    for idx in product(*[range(lo, hi) for lo, hi in box[:k]]):
+        base = sum(i * s for i, s in zip(idx, st))
+        spans.append((base + run_lo, base + run_lo + run_len))
+    merged: list[list[int]] = []
+    for lo, hi in spans:
+        if merged and merged[-1][1] == lo:
+            merged[-1][1] = hi
+        else:
+            merged.append([lo, hi])
+    return tuple((a, b) for a, b in merged)
+
+
+def full(shape) -> tuple[tuple[int, int], ...]:
+    return tuple((0, d) for d in shape)
+
+
+# ---------------------------------------------------------------------------------------
+# tiling rules per primitive: the tile axis, and the boxes a tile reads per input
+
+
+def tile_axis(op: Op, out_shape) -> int:
+    if op.kind in ("rmsnorm", "layernorm", "softmax", "reduce"):
+        return 0
+    if op.kind in ("rope", "decode_attention", "cache_write"):
+        return 1
+    return len(out_shape) - 1   # matmul N, elementwise and embedding columns
+
+
+def allowed_tiles(op: Op, extent: int, group: int = 1) -> list[int]:
+    return [t for t in range(1, extent + 1) if extent % t == 0 and t % group == 0]
+
+
+def _group(op: Op, g: Graph) -> int:
+    """Tiles of decode attention cover whole groups of query heads that share a kv head."""
+    if op.kind == "decode_attention":
+        hq = g.tensors[op.inputs[0]].shape[1]
+        hkv = g.tensors[op.inputs[1]].shape[1]
+        return hq // hkv
+    return 1
+
+
+def default_tile(op: Op, extent: int, num_sms: int, group: int = 1) -> int:
+    """The smallest divisor of the extent that gives at most `num_sms` tiles and at least 8
+    columns of a matmul/elementwise tile (a warp's worth of 16-byte loads per row)."""
+    floor = 8 if op.kind in ("matmul", "elementwise", "embedding") else 1
+    options = allowed_tiles(op, extent, group)
+    for t in options:
+        if t >= floor and extent // t <= num_sms:
+            return t
+    return options[-1]
+
+
+def _input_boxes(op: Op, g: Graph, out_box) -> list[tuple[str, tuple]]:
+    """(input tensor, box) read by the tile writing out_box of op's output."""
+    shp = lambda t: g.tensors[t].shape  # noqa: E731
+    k = op.kind
+    if k == "matmul":
+        x, w = op.inputs[0], op.inputs[1]
+        n0, n1 = out_box[-1]
+        kdim = shp(x)[-1]
+        wbox = ((n0, n1), (0, kdim)) if op.attrs.get("w_layout", "NK") == "NK" else ((0, kdim), (n0, n1))
+        out = [(x, full(shp(x))), (w, wbox)]
+        if len(op.inputs) > 2:
+            out.append((op.inputs[2], ((n0, n1),)))
+        return out
+    if k == "elementwise":
+        oshape = shp(op.outputs[0])
+        res = []
+        for t in op.inputs:
+            ishape = shp(t)
+            off = len(oshape) - len(ishape)
+            box = tuple((0, 1) if ishape[i] == 1 and oshape[i + off] != 1 else out_box[i + off]
+                        for i in range(len(ishape)))
+            res.append((t, box))
+        return res
+    if k in ("rmsnorm", "layernorm", "softmax"):
+        x = op.inputs[0]
+        r0, r1 = out_box[0]
+        res = [(x, ((r0, r1),) + full(shp(x))[1:])]
+        res += [(t, full(shp(t))) for t in op.inputs[1:]]
+        return res
+    if k == "rope":
+        x, pos = op.inputs
+        return [(x, out_box), (pos, full(shp(pos)))]
+    if k == "decode_attention":
+        q, kc, vc, pos = op.inputs
+        h0, h1 = out_box[1]
+        grp = _group(op, g)
+        kvbox = lambda t: ((0, shp(t)[0]), (h0 // grp, h1 // grp)) + full(shp(t))[2:]  # noqa: E731
+        return [(q, out_box), (kc, kvbox(kc)), (vc, kvbox(vc)), (pos, full(shp(pos)))]
+    if k == "cache_write":
+        cache, new, pos = op.inputs
+        h0, h1 = out_box[1]
+        return [(new, ((0, shp(new)[0]), (h0, h1)) + full(shp(new))[2:]), (pos, full(shp(pos)))]
+    if k == "embedding":
+        ids, table = op.inputs
+        c0, c1 = out_box[-1]
+        return [(ids, full(shp(ids))), (table, ((0, shp(table)[0]), (c0, c1)))]
+    # reduce and anything else: whole inputs (sound, if coarse)
+    return [(t, full(shp(t))) for t in op.inputs]
+
+
+# ---------------------------------------------------------------------------------------
+# views: a region of a view is a region of the tensor it aliases
+
+
+class _Aliases:
+    def __init__(self, g: Graph):
+        self.g = g
+        self.base: dict[str, tuple[str, bool]] = {}   # view tensor -> (base, flat-preserving)
+        for op in g.ops:
+            if op.kind != "view":
+                continue
+            src = op.inputs[0]
+            b, exact = self.base.get(src, (src, True))
+            self.base[op.outputs[0]] = (b, exact and op.attrs.get("op") == "reshape")
+
+    def base_of(self, tensor: str) -> str:
+        return self.base.get(tensor, (tensor, True))[0]
+
+    def region(self, tensor: str, box) -> Region:
+        shape = self.g.tensors[tensor].shape
+        base, exact = self.base.get(tensor, (tensor, True))
+        if base == tensor or exact:
+            # contiguous reshape chains keep flat element order: the same runs, on the base
+            return Region(base, box_to_spans(shape, box))
+        bshape = self.g.tensors[base].shape
+        return Region(base, box_to_spans(bshape, full(bshape)))  # permutes etc.: the whole base
+
+
+# ---------------------------------------------------------------------------------------
+# lowering
+
+
+def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132) -> TaskGraph:
+    """One task per tile of every non-view op, with dependencies derived from regions.
+
+    `tiles` maps op name -> tile size along its tile axis (default: `default_tile`). A size
+    that does not divide the extent (or, for decode attention, is not a multiple of the
+    query-head group) raises TilingError naming the allowed sizes.
+    """
+    tiles = tiles or {}
+    unknown = sorted(set(tiles) - {o.name for o in g.ops})
+    if unknown:
+        raise TilingError(f"tile sizes given for ops that do not exist: {', '.join(unknown)}")
+    alias = _Aliases(g)
+    # Tensors no op writes (weights, inputs) cannot take part in a dependency: one whole-tensor
+    # span stands for any read of them (a per-row span list of a 128k-row embedding table
+    # would cost seconds and tell nothing).
+    written = {alias.region(o, full(g.tensors[o].shape)).tensor for op in g.ops if op.kind != "view"
+               for o in op.outputs}
+    tasks: list[Task] = []
+    by_op: dict[str, list[int]] = {}
+    tiling: dict[str, tuple[int, int, int]] = {}
+    for op in g.ops:
+        if op.kind == "view":
+            continue
+        out = op.outputs[0]
+        oshape = g.tensors[out].shape
+        axis = tile_axis(op, oshape)
+        extent = oshape[axis] if oshape else 1
+        grp = _group(op, g)
+        size = tiles.get(op.name) or default_tile(op, extent, num_sms, grp)
+        if size <= 0 or extent % size or size % grp:
+            raise TilingError(f"op {op.name}: tile size {size} does not fit its extent {extent} along axis "
+                              f"{axis}; allowed sizes: {', '.join(map(str, allowed_tiles(op, extent, grp)))}")
+        tiling[op.name] = (axis, extent, size)
+        ids = []
+        for t in range(extent // size):
+            obox = tuple((t * size, (t + 1) * size) if i == axis else (0, d) for i, d in enumerate(oshape))
+            reads = [alias.region(name, box) if alias.base_of(name) in written else
+                     Region(alias.base_of(name), ((0, max(1, g.tensors[alias.base_of(name)].numel)),))
+                     for name, box in _input_boxes(op, g, obox)]
+            writes = [alias.region(o, obox if g.tensors[o].shape == oshape else full(g.tensors[o].shape))
+                      for o in op.outputs]
+            task = Task(len(tasks), op.name, t, [r for r in reads if r.spans], writes)
+            tasks.append(task)
+            ids.append(task.id)
+        by_op[op.name] = ids
+    tg = TaskGraph(g, tasks, by_op, tiling)
+    tg.deps = derive_dependencies(tg)
+    return tg
+
+
+class _SpanIndex:
+    """Per tensor: the tasks that touched it so far, searchable by element position."""
+
+    def __init__(self):
+        self.items: list[tuple[Region, int]] = []
+
+    def overlapping(self, r: Region) -> list[int]:
+        return [tid for reg, tid in self.items if reg.overlaps(r)]
+
+
+def derive_dependencies(tg: TaskGraph) -> dict[int, set[int]]:
+    """RAW, WAR and WAW edges between tasks of different ops, in program (op) order."""
+    writers: dict[str, _SpanIndex] = {}
+    readers: dict[str, _SpanIndex] = {}
+    deps: dict[int, set[int]] = {t.id: set() for t in tg.tasks}
+    for op in tg.op_order():
+        ids = tg.by_op[op]
+        for tid in ids:
+            t = tg.tasks[tid]
+            for r in t.reads:
+                deps[tid].update(writers.get(r.tensor, _SpanIndex()).overlapping(r))
+            for w in t.writes:
+                deps[tid].update(writers.get(w.tensor, _SpanIndex()).overlapping(w))
+                deps[tid].update(readers.get(w.tensor, _SpanIndex()).overlapping(w))
+        for tid in ids:   # tasks of one op are independent of each other: record after the op
+            t = tg.tasks[tid]
+            for r in t.reads:
+                readers.setdefault(r.tensor, _SpanIndex()).items.append((r, tid))
+            for w in t.writes:
+                writers.setdefault(w.tensor, _SpanIndex()).items.append((w, tid))
+        for tid in ids:
+            deps[tid].discard(tid)
+    return deps
+
+
+__all__ = ["Region", "Task", "TaskGraph", "TilingError", "lower", "box_to_spans", "allowed_tiles",
+           "default_tile", "derive_dependencies"]

@@ -1,0 +1,201 @@
+"""The validator: proves a plan free of deadlock and races before anything runs.
+
+The execution model is the persistent megakernel's: one resident block per SM runs its queue
+in order; a task starts when each counter it waits on has reached its threshold; when it
+finishes it adds 1 to each counter that lists it as a producer. Counters only grow.
+
+- Deadlock-free iff the graph of "must finish before" edges (queue order on each SM, and
+  producer -> waiter for every wait) is acyclic: then every SM's queue is a linear extension
+  of the task DAG. A threshold above a counter's producer count can never be reached.
+- Race-free iff every dependency the task graph derived (read-after-write, write-after-read,
+  write-after-write) is ordered by those edges, transitively. Only a wait for a counter's full
+  producer count orders anything: a partial wait on a multi-producer counter does not say
+  which producers finished, so it is rejected.
+
+Rejections name the op, the task, the counter, and the cycle or the missing producer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from megakernel_gym.compiler.schedule import Plan
+
+
+class ScheduleError(ValueError):
+    def __init__(self, findings: list["Finding"]):
+        self.findings = findings
+        more = f" (and {len(findings) - 3} more)" if len(findings) > 3 else ""
+        super().__init__("unsafe schedule: " + "; ".join(f.message for f in findings[:3]) + more)
+
+
+@dataclass
+class Finding:
+    kind: str          # coverage | counter | partial_wait | deadlock | race
+    message: str
+    op: str | None = None
+    task: int | None = None
+    counter: str | None = None
+
+
+def check(plan: Plan) -> list[Finding]:
+    """Every reason the plan is unsafe; empty when it is proven safe."""
+    tg = plan.tg
+    tasks = tg.tasks
+    n = len(tasks)
+    out: list[Finding] = []
+    name = lambda t: str(tasks[t]) if 0 <= t < n else f"task #{t}"  # noqa: E731
+
+    # -- coverage: every task exactly once, on an SM that exists
+    if len(plan.queues) != plan.num_sms:
+        out.append(Finding("coverage", f"{len(plan.queues)} queues for {plan.num_sms} SMs"))
+    seen: dict[int, int] = {}
+    for s, q in enumerate(plan.queues):
+        for t in q:
+            if not 0 <= t < n:
+                out.append(Finding("coverage", f"SM {s} queues unknown task #{t}", task=t))
+            elif t in seen:
+                out.append(Finding("coverage", f"{name(t)} is queued twice (SM {seen[t]} and SM {s})",
+                                   op=tasks[t].op, task=t))
+            else:
+                seen[t] = s
+    for t in range(n):
+        if t not in seen:
+            out.append(Finding("coverage", f"{name(t)} is on no SM's queue, so it never runs and its "
+                               "consumers wait forever", op=tasks[t].op, task=t))
+    if out:
+        return out
+
+    # -- counters and waits
+    full_wait_edges: dict[int, set[int]] = {t: set() for t in range(n)}   # waiter -> producers ordered
+    for c in plan.counters:
+        bad = [p for p in c.producers if not 0 <= p < n]
+        if bad:
+            out.append(Finding("counter", f"counter {c.name} lists unknown producer tasks {bad}", counter=c.name))
+    by_id = {c.id: c for c in plan.counters}
+    for t, ws in plan.waits.items():
+        for cid, thr in ws:
+            c = by_id.get(cid)
+            if c is None:
+                out.append(Finding("counter", f"{name(t)} waits on counter #{cid}, which does not exist",
+                                   op=tasks[t].op, task=t))
+                continue
+            if thr > len(c.producers):
+                out.append(Finding("deadlock", f"{name(t)} waits for counter {c.name} to reach {thr}, but only "
+                                   f"{len(c.producers)} task(s) ever increment it", op=tasks[t].op, task=t,
+                                   counter=c.name))
+            elif thr < len(c.producers):
+                out.append(Finding("partial_wait", f"{name(t)} waits for {thr} of the {len(c.producers)} producers "
+                                   f"of counter {c.name}: a partial wait does not say which finished; wait for all",
+                                   op=tasks[t].op, task=t, counter=c.name))
+            else:
+                full_wait_edges[t].update(p for p in c.producers if 0 <= p < n)
+    if out:
+        return out
+
+    # -- deadlock: queue order + full waits must be acyclic
+    preds: dict[int, set[int]] = {t: set(full_wait_edges[t]) for t in range(n)}
+    for q in plan.queues:
+        for a, b in zip(q, q[1:]):
+            preds[b].add(a)
+    topo = _toposort(n, preds)
+    if topo is None:
+        cycle = _find_cycle(n, preds)
+        sm = plan.sm_of()
+        steps = []
+        for a, b in zip(cycle, cycle[1:] + cycle[:1]):
+            if a in full_wait_edges[b]:
+                cname = next(by_id[cid].name for cid, _ in plan.waits.get(b, []) if a in by_id[cid].producers)
+                steps.append(f"{name(b)} waits on counter {cname} for {name(a)}")
+            else:
+                steps.append(f"{name(b)} runs after {name(a)} on SM {sm[b]}")
+        first = cycle[0]
+        out.append(Finding("deadlock", "deadlock cycle: " + "; ".join(steps), op=tasks[first].op, task=first))
+        return out
+
+    # -- races: every derived dependency must be ordered (transitively)
+    anc = [0] * n
+    for t in topo:
+        acc = 0
+        for p in preds[t]:
+            acc |= anc[p] | (1 << p)
+        anc[t] = acc
+    counter_names = plan.counter_of_task()
+    for t in range(n):
+        for p in sorted(tg.deps[t]):
+            if not (anc[t] >> p) & 1:
+                shared = _shared_tensor(tasks[t], tasks[p])
+                cname = by_id[counter_names[p][0]].name if counter_names.get(p) else None
+                hint = f"wait on counter {cname}" if cname else f"give {name(p)} a counter and wait on it"
+                out.append(Finding("race", f"{name(t)} touches {shared} that {name(p)} writes or reads, but nothing "
+                                   f"makes it wait for {name(p)} (missing producer): {hint}",
+                                   op=tasks[t].op, task=t, counter=cname))
+    return out
+
+
+def validate(plan: Plan) -> Plan:
+    """Return the plan if it is proven safe; otherwise raise ScheduleError naming the problems."""
+    findings = check(plan)
+    if findings:
+        raise ScheduleError(findings)
+    return plan
+
+
+def _shared_tensor(a, b) -> str:
+    for ra in a.reads + a.writes:
+        for rb in b.reads + b.writes:
+            if ra.overlaps(rb):
+                return f"tensor {ra.tensor}"
+    return "memory"
+
+
+def _toposort(n: int, preds: dict[int, set[int]]) -> list[int] | None:
+    indeg = [len(preds[t]) for t in range(n)]
+    succ: dict[int, list[int]] = {t: [] for t in range(n)}
+    for t in range(n):
+        for p in preds[t]:
+            succ[p].append(t)
+    ready = [t for t in range(n) if indeg[t] == 0]
+    order = []
+    while ready:
+        t = ready.pop()
+        order.append(t)
+        for s in succ[t]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    return order if len(order) == n else None
+
+
+def _find_cycle(n: int, preds: dict[int, set[int]]) -> list[int]:
+    """One cycle of the must-finish-before graph, in execution direction."""
+    color = [0] * n
+    stack_pos: dict[int, int] = {}
+    path: list[int] = []
+    for start in range(n):
+        if color[start]:
+            continue
+        stack = [(start, iter(sorted(preds[start])))]
+        color[start] = 1
+        stack_pos[start] = 0
+        path = [start]
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                color[node] = 2
+                stack.pop()
+                path.pop()
+                stack_pos.pop(node, None)
+                continue
+            if color[nxt] == 1:
+                cyc = path[stack_pos[nxt]:]
+                return list(reversed(cyc))   # preds edges point backwards in time
+            if color[nxt] == 0:
+                color[nxt] = 1
+                stack_pos[nxt] = len(path)
+                path.append(nxt)
+                stack.append((nxt, iter(sorted(preds[nxt]))))
+    return []
+
+
+__all__ = ["check", "validate", "ScheduleError", "Finding"]
