@@ -125,7 +125,14 @@ def tag_triton_body(src: str, tag: str) -> str:
 
 def device_name() -> str:
     import torch
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    model = ""
+    try:
+        model = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"cpu: {model or 'unknown'} ({os.cpu_count()} cores)"
 
 
 def spread(xs: list[float]) -> dict:
@@ -133,11 +140,12 @@ def spread(xs: list[float]) -> dict:
             "max_over_min_minus_1": max(xs) / min(xs) - 1 if min(xs) > 0 else None}
 
 
-def write(name: str, rows, targets, out_dir: Path, notes: str = "") -> dict:
-    doc = {"name": f"judge_{name}", "device": device_name(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
+def write(name: str, rows, targets, out_dir: Path, notes: str = "", prefix: str = "judge_") -> dict:
+    """bench/results/<prefix><name>.json with the device, date, exact command, rows and targets."""
+    doc = {"name": f"{prefix}{name}", "device": device_name(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
            "command": "python " + " ".join(sys.argv), "rows": rows, "targets": targets, "notes": notes}
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"judge_{name}.json").write_text(json.dumps(doc, indent=2))
+    (out_dir / f"{prefix}{name}.json").write_text(json.dumps(doc, indent=2))
     print(json.dumps({"name": doc["name"], "targets": targets}, indent=1), flush=True)
     return doc
 

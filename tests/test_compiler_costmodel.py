@@ -1,0 +1,63 @@
+"""The cost model's predictions behave like a GPU would: more SMs help, prefetch helps, coarser
+counters never help, one SM is the sum of its tasks, every weight byte is counted once."""
+import copy
+
+import pytest
+
+from megakernel_gym.compiler import ZOO, capture
+from megakernel_gym.compiler.costmodel import DEVICES, predict, task_costs
+from megakernel_gym.compiler.schedule import Knobs, build_plan, default_knobs
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    m, inputs = ZOO["llama-tiny"]()
+    return capture(m, inputs, "llama-tiny")
+
+
+@pytest.fixture(scope="module")
+def big():
+    m, inputs = ZOO["llama-1b"](device="meta")
+    return capture(m, inputs, "llama-1b")
+
+
+def test_one_sm_is_the_sum_of_its_tasks(tiny):
+    plan = build_plan(tiny, default_knobs(tiny, 1))
+    p = predict(plan, "H200")
+    dev = DEVICES["H200"]
+    # waits on a single SM only ever point backwards in its own queue, so no gaps but latency
+    assert p.latency_us >= sum(p.busy_us) + dev.launch_us - 1e-9
+    assert p.busy_us[0] == pytest.approx(sum(f - s for s, f in zip(p.start_us, p.finish_us)))
+
+
+def test_weight_bytes_counted_once(big):
+    plan = build_plan(big, default_knobs(big, 132))
+    nbytes, _ = task_costs(plan)
+    weights = sum(t.numel * 2 for t in big.tensors.values() if t.kind == "weight")
+    assert sum(nbytes) > weights                      # weights + activations + cache reads
+    assert 2.3e9 < weights < 2.6e9                    # a Llama-3.2-1B-shaped bf16 model
+    # a matmul task's weight tile: its N-slice of W, and nothing of any other tile
+    q = plan.tg.by_op["layers.0.attn.q_proj"]
+    assert len(q) > 1 and all(nbytes[t] == nbytes[q[0]] for t in q)
+
+
+def test_more_sms_prefetch_and_counter_granularity(big):
+    base = predict(build_plan(big, default_knobs(big, 132)), "H200")
+    few = predict(build_plan(big, Knobs(num_sms=16)), "H200")
+    assert few.latency_us > 2 * base.latency_us
+    k = default_knobs(big, 132)
+    k.prefetch = {op: 2 for op in k.order}
+    assert predict(build_plan(big, k), "H200").latency_us < base.latency_us
+    k = default_knobs(big, 132)
+    k.counters = {op: "op" for op in k.order}
+    assert predict(build_plan(big, k), "H200").latency_us >= base.latency_us - 1e-6
+    assert base.floor_us < base.latency_us and 0.2 < base.efficiency < 1.0
+    assert predict(build_plan(big, default_knobs(big, 132)), "H100").latency_us > base.latency_us
+
+
+def test_deadlocked_plan_is_refused(tiny):
+    plan = build_plan(tiny, default_knobs(tiny, 2))
+    p = copy.copy(plan)
+    p.queues = [list(reversed(q)) for q in plan.queues]
+    with pytest.raises(ValueError, match="deadlock"):
+        predict(p)
