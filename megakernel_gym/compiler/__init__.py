@@ -17,12 +17,14 @@ from megakernel_gym.compiler.interpret import reference_op, run_graph
 from megakernel_gym.compiler.schedule import Counter, Knobs, Plan, build_plan, default_knobs
 from megakernel_gym.compiler.tasks import Region, Task, TaskGraph, TilingError, lower
 from megakernel_gym.compiler.validate import Finding, ScheduleError, check, validate
-from megakernel_gym.compiler.vm import SimResult, simulate
+from megakernel_gym.compiler.vm import (DeadlockError, RaceError, SimResult, VMError, VMResult, execute_plan,
+                                        run_plan, simulate)
 from megakernel_gym.compiler.zoo import ZOO, AttentionBlock, LlamaConfig, LlamaDecoder, MLPBlock
 
 __all__ = ["capture", "run_graph", "reference_op", "module_tensors", "ZOO", "LlamaConfig",
            "LlamaDecoder", "MLPBlock", "AttentionBlock", "Graph", "Op", "TensorSpec",
            "PRIMITIVES", "TENSOR_KINDS", "UnsupportedOpError", "lower", "Task", "TaskGraph", "Region",
            "TilingError", "Knobs", "Plan", "Counter", "build_plan", "default_knobs", "check", "validate",
-           "ScheduleError", "Finding", "simulate", "SimResult", "predict", "task_costs", "DEVICES",
+           "ScheduleError", "Finding", "simulate", "SimResult", "run_plan", "execute_plan", "VMResult",
+           "VMError", "DeadlockError", "RaceError", "predict", "task_costs", "DEVICES",
            "DeviceSpec", "Prediction"]

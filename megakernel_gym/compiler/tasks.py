@@ -119,6 +119,15 @@ def tile_axis(op: Op, out_shape) -> int:
     return len(out_shape) - 1   # matmul N, elementwise and embedding columns
 
 
+def _normalizes_along(op: Op, rank: int) -> int | None:
+    """The axis a norm or softmax reduces over (as a non-negative index), else None."""
+    if op.kind in ("rmsnorm", "layernorm"):
+        return rank - 1
+    if op.kind == "softmax":
+        return op.attrs.get("axis", -1) % max(rank, 1)
+    return None
+
+
 def allowed_tiles(op: Op, extent: int, group: int = 1) -> list[int]:
     return [t for t in range(1, extent + 1) if extent % t == 0 and t % group == 0]
 
@@ -193,6 +202,24 @@ def _input_boxes(op: Op, g: Graph, out_box) -> list[tuple[str, tuple]]:
     return [(t, full(shp(t))) for t in op.inputs]
 
 
+def tile_box(shape, axis: int, size: int, tile: int) -> tuple[tuple[int, int], ...]:
+    """The output box (per-dim [lo, hi)) of tile number `tile` of an op tiled `size` wide
+    along `axis` of its output `shape`."""
+    return tuple((tile * size, (tile + 1) * size) if i == axis else (0, d) for i, d in enumerate(shape))
+
+
+def task_boxes(tg: "TaskGraph", task: Task, op: Op | None = None) -> tuple[tuple, list[tuple[str, tuple]]]:
+    """(output box, [(input tensor, box read)]) of one task, in its op's output coordinates
+    and each input's own coordinates (views unresolved): what the task computes from what.
+    The regions `lower` derives dependencies from are these boxes, flattened onto bases.
+    `op` (the task's Op) saves a search of the graph when the caller has it at hand."""
+    g = tg.graph
+    op = op if op is not None else g.op(task.op)
+    axis, _, size = tg.tiling[task.op]
+    obox = tile_box(g.tensors[op.outputs[0]].shape, axis, size, task.tile)
+    return obox, _input_boxes(op, g, obox)
+
+
 # ---------------------------------------------------------------------------------------
 # views: a region of a view is a region of the tensor it aliases
 
@@ -253,6 +280,8 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132) -> 
         axis = tile_axis(op, oshape)
         extent = oshape[axis] if oshape else 1
         grp = _group(op, g)
+        if _normalizes_along(op, len(oshape)) == axis:
+            grp = extent  # tiles along the normalized axis would each see only part of it
         size = tiles.get(op.name) or default_tile(op, extent, num_sms, grp)
         if size <= 0 or extent % size or size % grp:
             raise TilingError(f"op {op.name}: tile size {size} does not fit its extent {extent} along axis "
@@ -260,7 +289,7 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132) -> 
         tiling[op.name] = (axis, extent, size)
         ids = []
         for t in range(extent // size):
-            obox = tuple((t * size, (t + 1) * size) if i == axis else (0, d) for i, d in enumerate(oshape))
+            obox = tile_box(oshape, axis, size, t)
             reads = [alias.region(name, box) if alias.base_of(name) in written else
                      Region(alias.base_of(name), ((0, max(1, g.tensors[alias.base_of(name)].numel)),))
                      for name, box in _input_boxes(op, g, obox)]
@@ -311,4 +340,4 @@ def derive_dependencies(tg: TaskGraph) -> dict[int, set[int]]:
 
 
 __all__ = ["Region", "Task", "TaskGraph", "TilingError", "lower", "box_to_spans", "allowed_tiles",
-           "default_tile", "derive_dependencies"]
+           "default_tile", "derive_dependencies", "tile_box", "task_boxes"]
