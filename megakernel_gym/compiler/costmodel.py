@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from megakernel_gym.compiler.schedule import Plan
-from megakernel_gym.compiler.tasks import _input_boxes
+from megakernel_gym.compiler.tasks import input_boxes
 
 _DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2, "int64": 8, "int32": 4, "int8": 1,
                 "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -74,7 +74,7 @@ def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
         oshape = g.tensors[out].shape
         axis, _, size = tg.tiling[t.op]
         obox = tuple((t.tile * size, (t.tile + 1) * size) if i == axis else (0, d) for i, d in enumerate(oshape))
-        reads = _input_boxes(op, g, obox)
+        reads = input_boxes(op, g, obox)
         b = sum(_nbytes(g, name, box) for name, box in reads) + _nbytes(g, out, obox)
         out_elems = _nbytes(g, out, obox) // _DTYPE_BYTES.get(g.tensors[out].dtype, 4)
         if op.kind == "matmul":

@@ -119,6 +119,17 @@ def tile_axis(op: Op, out_shape) -> int:
     return len(out_shape) - 1   # matmul N, elementwise and embedding columns
 
 
+def tile_group(op: Op, g: Graph) -> int:
+    """Tile sizes of `op` must be multiples of this: whole query-head groups for decode
+    attention, the whole extent where the tile axis is the axis a norm or softmax reduces
+    over (tiles there would each normalize only their part)."""
+    shape = g.tensors[op.outputs[0]].shape
+    axis = tile_axis(op, shape)
+    if _normalizes_along(op, len(shape)) == axis:
+        return shape[axis] if shape else 1
+    return _group(op, g)
+
+
 def _normalizes_along(op: Op, rank: int) -> int | None:
     """The axis a norm or softmax reduces over (as a non-negative index), else None."""
     if op.kind in ("rmsnorm", "layernorm"):
@@ -152,7 +163,7 @@ def default_tile(op: Op, extent: int, num_sms: int, group: int = 1) -> int:
     return options[-1]
 
 
-def _input_boxes(op: Op, g: Graph, out_box) -> list[tuple[str, tuple]]:
+def input_boxes(op: Op, g: Graph, out_box) -> list[tuple[str, tuple]]:
     """(input tensor, box) read by the tile writing out_box of op's output."""
     shp = lambda t: g.tensors[t].shape  # noqa: E731
     k = op.kind
@@ -217,7 +228,7 @@ def task_boxes(tg: "TaskGraph", task: Task, op: Op | None = None) -> tuple[tuple
     op = op if op is not None else g.op(task.op)
     axis, _, size = tg.tiling[task.op]
     obox = tile_box(g.tensors[op.outputs[0]].shape, axis, size, task.tile)
-    return obox, _input_boxes(op, g, obox)
+    return obox, input_boxes(op, g, obox)
 
 
 # ---------------------------------------------------------------------------------------
@@ -279,9 +290,7 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132) -> 
         oshape = g.tensors[out].shape
         axis = tile_axis(op, oshape)
         extent = oshape[axis] if oshape else 1
-        grp = _group(op, g)
-        if _normalizes_along(op, len(oshape)) == axis:
-            grp = extent  # tiles along the normalized axis would each see only part of it
+        grp = tile_group(op, g)
         size = tiles.get(op.name) or default_tile(op, extent, num_sms, grp)
         if size <= 0 or extent % size or size % grp:
             raise TilingError(f"op {op.name}: tile size {size} does not fit its extent {extent} along axis "
@@ -292,7 +301,7 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132) -> 
             obox = tile_box(oshape, axis, size, t)
             reads = [alias.region(name, box) if alias.base_of(name) in written else
                      Region(alias.base_of(name), ((0, max(1, g.tensors[alias.base_of(name)].numel)),))
-                     for name, box in _input_boxes(op, g, obox)]
+                     for name, box in input_boxes(op, g, obox)]
             writes = [alias.region(o, obox if g.tensors[o].shape == oshape else full(g.tensors[o].shape))
                       for o in op.outputs]
             task = Task(len(tasks), op.name, t, [r for r in reads if r.spans], writes)
@@ -340,4 +349,4 @@ def derive_dependencies(tg: TaskGraph) -> dict[int, set[int]]:
 
 
 __all__ = ["Region", "Task", "TaskGraph", "TilingError", "lower", "box_to_spans", "allowed_tiles",
-           "default_tile", "derive_dependencies", "tile_box", "task_boxes"]
+           "default_tile", "derive_dependencies", "tile_box", "task_boxes", "tile_group", "input_boxes"]

@@ -217,7 +217,7 @@ def _poison(shape, dtype: torch.dtype) -> Tensor:
 def _cut(t: Tensor, box, what: str) -> Tensor:
     if len(box) != t.dim():
         raise VMError(f"{what}: a box of rank {len(box)} cannot index a tensor of shape "
-                      f"{list(t.shape)}; the op's tiling rule (tasks._input_boxes) does not fit it")
+                      f"{list(t.shape)}; the op's tiling rule (tasks.input_boxes) does not fit it")
     return t[tuple(slice(lo, hi) for lo, hi in box)]
 
 

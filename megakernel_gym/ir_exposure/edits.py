@@ -1,0 +1,509 @@
+"""What the agent says: the edit language over the IR.
+
+One edit per line (blank lines and `#` comments are skipped):
+
+    tile OP n=SIZE                tile size along OP's tile axis (a divisor of its extent)
+    assign OP sms=FIRST-LAST      the SM range OP's tasks are dealt over (sms=N for one SM, sms=all)
+    order OP before|after OTHER   move OP in the queue-filling order (it must stay after what it
+                                  depends on and before what depends on it)
+    counter OP tile|op            one counter per tile, or one counter for the whole op
+    prefetch OP depth=N           weight tiles loaded ahead (0-8; ops that read a weight)
+    fuse OP into CONSUMER         fold OP into its sole consumer
+    unfuse OP                     undo a fusion (OP is the fused producer, or the consumer)
+    impl OP <<<code>>>            replace OP's task body (code may span lines)
+    unimpl OP                     go back to the generated task body
+
+OP may be a pattern for every verb but `order` and `fuse`: `*` matches any text, `{i}` any layer
+number, `{3..7}` a number in a range (`tile layers.*.attn.q_proj n=32`, `assign layers.{0..7}.mlp.*
+sms=0-65`). The same edits as JSON, for structured policies: a list of objects such as
+{"verb": "tile", "op": OP, "n": 64} (see `Edit.to_json`).
+
+`apply_edits(ir, text)` checks every edit against the IR as the earlier edits left it, then
+plans the result and runs the validator. A batch is all or nothing: the first bad edit raises
+EditError, whose message says what was wrong and what is allowed, and the IR given is untouched
+(IRs are values; a new one is returned on success).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from megakernel_gym.compiler.schedule import COUNTER_MODES
+from megakernel_gym.compiler.validate import ScheduleError
+from megakernel_gym.ir_exposure.ir import (IR, MAX_TASKS, IRError, fusion_problem, impl_problem, prefetch_problem,
+                                           sms_problem, task_count, tile_problem)
+
+MAX_EDITS = 1000
+MAX_EDIT_CHARS = 200_000
+
+USAGE = {
+    "tile": "tile OP n=SIZE",
+    "assign": "assign OP sms=FIRST-LAST (or sms=N, sms=all)",
+    "order": "order OP before OTHER (or after OTHER)",
+    "counter": "counter OP tile (or op)",
+    "prefetch": "prefetch OP depth=N",
+    "fuse": "fuse OP into CONSUMER",
+    "unfuse": "unfuse OP",
+    "impl": "impl OP <<<code>>>",
+    "unimpl": "unimpl OP",
+}
+VERBS = tuple(USAGE)
+_SINGLE = ("order", "fuse")          # verbs whose ops must be named exactly, one each
+
+
+class EditError(ValueError):
+    """A malformed or unsafe edit. `index` is the 1-based edit (or edit-text line) at fault."""
+
+    def __init__(self, message: str, index: int | None = None, edit: "Edit | None" = None):
+        self.index, self.edit = index, edit
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Edit:
+    verb: str
+    op: str
+    n: int | None = None                    # tile: tile size
+    sms: tuple[int, int] | None = None      # assign: (first, last); None = the whole chip
+    where: str | None = None                # order: "before" | "after"
+    other: str | None = None                # order: the op to move next to; fuse: the consumer
+    mode: str | None = None                 # counter: "tile" | "op"
+    depth: int | None = None                # prefetch
+    code: str | None = None                 # impl
+
+    def to_text(self) -> str:
+        v, op = self.verb, self.op
+        if v == "tile":
+            return f"tile {op} n={self.n}"
+        if v == "assign":
+            return f"assign {op} sms=" + ("all" if self.sms is None else f"{self.sms[0]}-{self.sms[1]}")
+        if v == "order":
+            return f"order {op} {self.where} {self.other}"
+        if v == "counter":
+            return f"counter {op} {self.mode}"
+        if v == "prefetch":
+            return f"prefetch {op} depth={self.depth}"
+        if v == "fuse":
+            return f"fuse {op} into {self.other}"
+        if v == "impl":
+            return f"impl {op} <<<{self.code}>>>"
+        return f"{v} {op}"
+
+    def to_json(self) -> dict:
+        d: dict = {"verb": self.verb, "op": self.op}
+        v = self.verb
+        if v == "tile":
+            d["n"] = self.n
+        elif v == "assign":
+            d["sms"] = "all" if self.sms is None else [self.sms[0], self.sms[1]]
+        elif v == "order":
+            d[self.where] = self.other
+        elif v == "counter":
+            d["mode"] = self.mode
+        elif v == "prefetch":
+            d["depth"] = self.depth
+        elif v == "fuse":
+            d["into"] = self.other
+        elif v == "impl":
+            d["code"] = self.code
+        return d
+
+    def brief(self) -> str:
+        t = self.to_text()
+        return t if len(t) <= 120 else t[:117] + "..."
+
+
+# ---------------------------------------------------------------------------------------
+# text -> edits
+
+
+_NUM = r"(\d{1,9})"
+
+
+def _usage_all() -> str:
+    return "; ".join(USAGE.values())
+
+
+def parse_edits(text: str) -> list[Edit]:
+    """The edits in `text`, one per line; EditError (line-numbered) for anything malformed."""
+    if not isinstance(text, str):
+        raise EditError(f"edits must be text, got {type(text).__name__}")
+    if len(text) > MAX_EDIT_CHARS:
+        raise EditError(f"the edit text is {len(text)} characters, over the limit of {MAX_EDIT_CHARS}")
+    edits: list[Edit] = []
+    pos, ln = 0, 0
+    while pos < len(text):
+        nl = text.find("\n", pos)
+        line = text[pos:nl if nl >= 0 else len(text)]
+        ln += 1
+        start_ln = ln
+        nxt = nl + 1 if nl >= 0 else len(text)
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            if stripped.split()[0] == "impl":
+                lt = pos + line.find("impl")
+                open_at = text.find("<<<", lt, nl if nl >= 0 else len(text))
+                head = text[lt:open_at].split() if open_at >= 0 else stripped.split()
+                if open_at < 0 or len(head) != 2:
+                    raise EditError(f"edit line {ln}: expected `{USAGE['impl']}` (the code between <<< and >>>), "
+                                    f"got `{_cut(stripped)}`", index=ln)
+                close = text.find(">>>", open_at + 3)
+                if close < 0:
+                    raise EditError(f"edit line {ln}: the code of `impl {head[1]}` is never closed with >>>",
+                                    index=ln)
+                code = text[open_at + 3:close]
+                ln += code.count("\n")
+                end_nl = text.find("\n", close)
+                rest = text[close + 3:end_nl if end_nl >= 0 else len(text)]
+                if rest.strip():
+                    raise EditError(f"edit line {ln}: unexpected text after >>>: `{_cut(rest.strip())}`", index=ln)
+                edits.append(Edit("impl", head[1], code=code))
+                nxt = end_nl + 1 if end_nl >= 0 else len(text)
+            else:
+                edits.append(_parse_line(stripped, start_ln))
+            if len(edits) > MAX_EDITS:
+                raise EditError(f"more than {MAX_EDITS} edits in one batch; send fewer", index=start_ln)
+        pos = nxt
+    return edits
+
+
+def _parse_line(line: str, ln: int) -> Edit:
+    toks = line.split()
+    verb = toks[0]
+
+    def bad(msg: str = "") -> EditError:
+        return EditError(f"edit line {ln}: " + (msg or f"expected `{USAGE[verb]}`, got `{_cut(line)}`"), index=ln)
+    if verb not in USAGE:
+        raise EditError(f"edit line {ln}: unknown verb `{_cut(verb, 40)}`; the edits are: {_usage_all()}", index=ln)
+    if len(toks) < 2:
+        raise bad()
+    op, args = toks[1], toks[2:]
+    if verb == "tile":
+        m = re.fullmatch(r"(?:n=)?" + _NUM, args[0]) if len(args) == 1 else None
+        if not m:
+            raise bad()
+        return Edit("tile", op, n=int(m.group(1)))
+    if verb == "assign":
+        m = re.fullmatch(r"(?:sms=)?(?:" + _NUM + r"(?:-" + _NUM + r")?|(all))", args[0]) if len(args) == 1 else None
+        if not m:
+            raise bad()
+        if m.group(3):
+            return Edit("assign", op, sms=None)
+        lo = int(m.group(1))
+        return Edit("assign", op, sms=(lo, int(m.group(2)) if m.group(2) else lo))
+    if verb == "order":
+        if len(args) != 2 or args[0] not in ("before", "after"):
+            raise bad()
+        return Edit("order", op, where=args[0], other=args[1])
+    if verb == "counter":
+        m = re.fullmatch(r"(?:mode=)?(\w+)", args[0]) if len(args) == 1 else None
+        if not m:
+            raise bad()
+        if m.group(1) not in COUNTER_MODES:
+            raise bad(f"counter mode must be one of: {', '.join(COUNTER_MODES)} (`{USAGE['counter']}`), "
+                      f"got `{_cut(m.group(1), 40)}`")
+        return Edit("counter", op, mode=m.group(1))
+    if verb == "prefetch":
+        m = re.fullmatch(r"(?:depth=)?" + _NUM, args[0]) if len(args) == 1 else None
+        if not m:
+            raise bad()
+        return Edit("prefetch", op, depth=int(m.group(1)))
+    if verb == "fuse":
+        if len(args) != 2 or args[0] != "into":
+            raise bad()
+        return Edit("fuse", op, other=args[1])
+    if args:          # unfuse, unimpl
+        raise bad()
+    return Edit(verb, op)
+
+
+def _cut(s: str, limit: int = 120) -> str:
+    return s if len(s) <= limit else s[:limit - 3] + "..."
+
+
+def format_edits(edits: list[Edit]) -> str:
+    return "".join(e.to_text() + "\n" for e in edits)
+
+
+# ---------------------------------------------------------------------------------------
+# JSON <-> edits
+
+
+_JSON_KEYS = {"tile": {"n"}, "assign": {"sms"}, "order": {"before", "after"}, "counter": {"mode"},
+              "prefetch": {"depth"}, "fuse": {"into"}, "unfuse": set(), "impl": {"code"}, "unimpl": set()}
+
+
+def edits_to_json(edits: list[Edit]) -> list[dict]:
+    return [e.to_json() for e in edits]
+
+
+def edits_from_json(obj) -> list[Edit]:
+    """Edits from their JSON form: a list of objects (or one object, or a JSON string of either)."""
+    if isinstance(obj, (str, bytes)):
+        try:
+            obj = json.loads(obj)
+        except ValueError as e:
+            raise EditError(f"the JSON edits do not parse: {e}") from None
+    if isinstance(obj, dict):
+        obj = [obj]
+    if not isinstance(obj, list):
+        raise EditError(f"JSON edits must be a list of objects like {{\"verb\": \"tile\", \"op\": OP, \"n\": 64}}, "
+                        f"got {type(obj).__name__}")
+    if len(obj) > MAX_EDITS:
+        raise EditError(f"more than {MAX_EDITS} edits in one batch; send fewer")
+    return [_from_json(d, i) for i, d in enumerate(obj, 1)]
+
+
+def _from_json(d, i: int) -> Edit:
+    def bad(msg: str) -> EditError:
+        return EditError(f"JSON edit {i}: {msg}", index=i)
+    if not isinstance(d, dict):
+        raise bad(f"expected an object, got {type(d).__name__}")
+    verb = d.get("verb")
+    if verb not in USAGE:
+        raise bad(f"\"verb\" must be one of {', '.join(VERBS)}, got {_cut(repr(verb), 40)}")
+    op = d.get("op")
+    if not isinstance(op, str) or not op or any(c.isspace() for c in op):
+        raise bad(f"\"op\" must be an op name (a string without spaces), got {_cut(repr(op), 60)}")
+    extra = set(d) - {"verb", "op"} - _JSON_KEYS[verb]
+    if extra:
+        raise bad(f"unexpected key(s) {', '.join(sorted(map(str, extra)))} for {verb}; it takes "
+                  + (", ".join(sorted(_JSON_KEYS[verb])) or "only verb and op"))
+
+    def integer(key: str) -> int:
+        v = d.get(key)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise bad(f"{verb} needs an integer \"{key}\" (`{USAGE[verb]}`), got {_cut(repr(v), 40)}")
+        return v
+
+    def name(key: str) -> str:
+        v = d.get(key)
+        if not isinstance(v, str) or not v or any(c.isspace() for c in v):
+            raise bad(f"\"{key}\" must be an op name, got {_cut(repr(v), 60)}")
+        return v
+    if verb == "tile":
+        return Edit("tile", op, n=integer("n"))
+    if verb == "assign":
+        v = d.get("sms")
+        if v in ("all", None) and "sms" in d:
+            return Edit("assign", op, sms=None)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return Edit("assign", op, sms=(v, v))
+        if isinstance(v, str) and re.fullmatch(_NUM + "-" + _NUM, v):
+            lo, hi = v.split("-")
+            return Edit("assign", op, sms=(int(lo), int(hi)))
+        if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            return Edit("assign", op, sms=(v[0], v[1]))
+        raise bad(f"assign needs \"sms\": [FIRST, LAST] (or \"all\"), got {_cut(repr(v), 40)}")
+    if verb == "order":
+        keys = [k for k in ("before", "after") if k in d]
+        if len(keys) != 1:
+            raise bad("order needs exactly one of \"before\": OTHER or \"after\": OTHER")
+        return Edit("order", op, where=keys[0], other=name(keys[0]))
+    if verb == "counter":
+        if d.get("mode") not in COUNTER_MODES:
+            raise bad(f"counter needs \"mode\": one of {', '.join(COUNTER_MODES)}, got {_cut(repr(d.get('mode')), 40)}")
+        return Edit("counter", op, mode=d["mode"])
+    if verb == "prefetch":
+        return Edit("prefetch", op, depth=integer("depth"))
+    if verb == "fuse":
+        return Edit("fuse", op, other=name("into"))
+    if verb == "impl":
+        if not isinstance(d.get("code"), str):
+            raise bad(f"impl needs \"code\": the task body as a string, got {_cut(repr(d.get('code')), 40)}")
+        return Edit("impl", op, code=d["code"])
+    return Edit(verb, op)
+
+
+# ---------------------------------------------------------------------------------------
+# applying
+
+
+class _Reject(Exception):
+    pass
+
+
+def _pattern(op: str) -> tuple[re.Pattern, list[tuple[int, int]]] | None:
+    """A regex for an op pattern, and the (lo, hi) bound of each {lo..hi} group in it."""
+    if "*" not in op and "{" not in op:
+        return None
+    out, ranges, i = "", [], 0
+    for m in re.finditer(r"\*|\{(?:(\d{1,6})\.\.(\d{1,6})|[A-Za-z_]\w*(?:-1)?)\}", op):
+        out += re.escape(op[i:m.start()])
+        if m.group(0) == "*":
+            out += ".*"
+        elif m.group(1) is not None:
+            ranges.append((int(m.group(1)), int(m.group(2))))
+            out += f"(?P<r{len(ranges) - 1}>\\d+)"
+        else:
+            out += r"\d+"
+        i = m.end()
+    out += re.escape(op[i:])
+    return re.compile(out), ranges
+
+
+def _resolve(ir: IR, op: str, verb: str) -> list[str]:
+    pat = _pattern(op)
+    if pat is None:
+        if op not in ir.facts.info:
+            raise _Reject(ir.facts.unknown_op(op))
+        return [op]
+    rx, ranges = pat
+    hits = []
+    for name in ir.facts.ops:
+        m = rx.fullmatch(name)
+        if m and all(lo <= int(m.group(f"r{k}")) <= hi for k, (lo, hi) in enumerate(ranges)):
+            hits.append(name)
+    if not hits:
+        raise _Reject(f"the pattern {op} matches no op (`*` matches any text, {{i}} any number, {{3..7}} a number "
+                      f"in a range)")
+    if verb in _SINGLE and len(hits) > 1:
+        raise _Reject(f"{verb} takes one op, but the pattern {op} matches {len(hits)}: "
+                      f"{', '.join(hits[:4])}{' ...' if len(hits) > 4 else ''}; name one")
+    return hits
+
+
+class _State:
+    def __init__(self, ir: IR):
+        self.ir = ir
+        self.facts = ir.facts
+        self.knobs = ir.knobs.copy()
+        self.fused = dict(ir.fused)
+        self.impls = dict(ir.impls)
+
+
+def _apply(st: _State, e: Edit) -> None:
+    facts, k = st.facts, st.knobs
+    if e.verb not in USAGE:
+        raise _Reject(f"unknown verb {e.verb!r}; the edits are: {_usage_all()}")
+    ops = _resolve(st.ir, e.op, e.verb)
+    if e.verb == "tile":
+        if not isinstance(e.n, int):
+            raise _Reject(f"tile needs an integer size (`{USAGE['tile']}`)")
+        for name in ops:
+            msg = tile_problem(facts.info[name], e.n)
+            if msg:
+                raise _Reject(msg)
+            k.tiles[name] = e.n
+        total = task_count(facts, k)
+        if total > MAX_TASKS:
+            raise _Reject(f"tile size {e.n} for {e.op} would give the plan {total} tasks, over the limit of "
+                          f"{MAX_TASKS}; use a larger tile size")
+    elif e.verb == "assign":
+        for name in ops:
+            if e.sms is None:
+                k.sms.pop(name, None)
+                continue
+            msg = sms_problem(name, e.sms[0], e.sms[1], k.num_sms)
+            if msg:
+                raise _Reject(msg)
+            k.sms[name] = (e.sms[0], e.sms[1])
+    elif e.verb == "order":
+        _order(st, ops[0], e.where, e.other)
+    elif e.verb == "counter":
+        if e.mode not in COUNTER_MODES:
+            raise _Reject(f"counter mode must be one of: {', '.join(COUNTER_MODES)}")
+        for name in ops:
+            k.counters[name] = e.mode
+    elif e.verb == "prefetch":
+        for name in ops:
+            msg = prefetch_problem(facts.info[name], e.depth) if isinstance(e.depth, int) else \
+                f"prefetch needs an integer depth (`{USAGE['prefetch']}`)"
+            if msg:
+                raise _Reject(msg)
+            k.prefetch[name] = e.depth
+    elif e.verb == "fuse":
+        b = _resolve(st.ir, e.other or "", "fuse")[0]
+        msg = fusion_problem(facts, st.fused, ops[0], b)
+        if msg:
+            raise _Reject(msg)
+        st.fused[ops[0]] = b
+    elif e.verb == "unfuse":
+        for name in ops:
+            into = [a for a, b in st.fused.items() if b == name]
+            if name in st.fused:
+                del st.fused[name]
+            elif into:
+                for a in into:
+                    del st.fused[a]
+            else:
+                now = ", ".join(f"{a} into {b}" for a, b in st.fused.items()) or "none"
+                raise _Reject(f"{name} is not fused, so there is nothing to unfuse (fusions now: {now})")
+    elif e.verb == "impl":
+        for name in ops:
+            msg = impl_problem(name, e.code)
+            if msg:
+                raise _Reject(msg)
+            st.impls[name] = e.code
+    elif e.verb == "unimpl":
+        for name in ops:
+            if name not in st.impls:
+                raise _Reject(f"{name} has no impl override; it already runs its generated task body")
+            del st.impls[name]
+
+
+def _order(st: _State, a: str, where: str, other: str) -> None:
+    facts = st.facts
+    if where not in ("before", "after"):
+        raise _Reject(f"order takes `before` or `after` (`{USAGE['order']}`)")
+    b = _resolve(st.ir, other, "order")[0]
+    if a == b:
+        raise _Reject(f"cannot order {a} {where} itself")
+    rest = [x for x in st.knobs.order if x != a]
+    rest.insert(rest.index(b) + (where == "after"), a)
+    pos = {x: i for i, x in enumerate(rest)}
+    f = facts.info[a]
+    deps = sorted(f.deps, key=pos.__getitem__)
+    cons = sorted(facts.consumers[a], key=pos.__getitem__)
+    window = (f"after {deps[-1]}" if deps else "anywhere") + (f" and before {cons[0]}" if cons else "")
+    for d in reversed(deps):
+        if pos[d] > pos[a]:
+            raise _Reject(f"order {a} {where} {b} would put {a} before {d}, which it depends on ({a} {f.why(d)}); "
+                          f"an op must come after the ops it depends on, so {a} can go {window}")
+    for c in cons:
+        if pos[c] < pos[a]:
+            raise _Reject(f"order {a} {where} {b} would put {a} after {c}, which depends on it ({c} "
+                          f"{facts.info[c].why(a)}); {a} can go {window}")
+    st.knobs.order = rest
+
+
+def apply_edits(ir: IR, edits: str | list[Edit]) -> IR:
+    """A new IR with the edits applied (text or Edit list); EditError and nothing applied if
+    any edit is malformed or unsafe."""
+    if isinstance(edits, str):
+        edits = parse_edits(edits)
+    if not isinstance(ir, IR):
+        raise EditError(f"apply_edits needs an IR, got {type(ir).__name__}")
+    if not edits:
+        return ir
+    st = _State(ir)
+    for i, e in enumerate(edits, 1):
+        try:
+            if not isinstance(e, Edit):
+                raise _Reject(f"expected an Edit, got {type(e).__name__}")
+            _apply(st, e)
+        except _Reject as r:
+            what = f"edit {i} (`{e.brief()}`)" if isinstance(e, Edit) else f"edit {i}"
+            msg = str(r)
+            raise EditError(f"{what}: {msg}{'' if msg.endswith(('.', '?')) else '.'} No edit was applied; the IR is "
+                            "unchanged.", index=i,
+                            edit=e if isinstance(e, Edit) else None) from None
+    try:
+        new = IR(ir.graph, st.knobs, st.fused, st.impls)
+        new.plan()
+    except ScheduleError as err:
+        raise EditError(f"the edits give a schedule the validator rejects: {err}. No edit was applied; the IR is "
+                        "unchanged.") from None
+    except IRError as err:
+        raise EditError(f"the edits give an invalid IR: {err}. No edit was applied; the IR is unchanged.") from None
+    return new
+
+
+def apply_json(ir: IR, obj) -> IR:
+    """`apply_edits` for the JSON form (a list of edit objects, one object, or a JSON string)."""
+    return apply_edits(ir, edits_from_json(obj))
+
+
+__all__ = ["Edit", "EditError", "parse_edits", "format_edits", "apply_edits", "apply_json", "edits_to_json",
+           "edits_from_json", "VERBS", "USAGE", "MAX_EDITS"]
