@@ -94,3 +94,30 @@ def test_problems_list_json():
     names = {row["name"] for row in rows}
     assert {"softmax", "layernorm", "matmul_bias_relu", "rmsnorm", "gqa_decode"} <= names
     assert all("triton" in row["references"] for row in rows)
+
+
+def test_compile_emit_ir_and_cpu_vm():
+    r = mkgym("compile", "llama-tiny", "--emit", "ir", "--backend", "cpu", "--sms", "8", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["ir"].startswith("mkir v1 model=llama-tiny sms=8")
+    assert d["tasks"] > 37 and d["max_abs_err_vs_eager"] < 1e-5 and d["max_abs_err_vs_graph"] < 1e-5
+
+
+def test_compile_sim_prediction_changes_with_an_edit():
+    base = json.loads(mkgym("compile", "llama-tiny", "--backend", "sim", "--json").stdout)
+    one_sm = json.loads(mkgym("compile", "llama-tiny", "--backend", "sim", "--json", "--edit",
+                              "assign * sms=0").stdout)
+    assert 0 < base["predicted_us"] < one_sm["predicted_us"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["compile", "gpt-17"], "unknown model"),
+    (["compile", "llama-tiny", "--edit", "tile lm_head n=7"], "allowed sizes: 1, 2, 4, 8"),
+    (["compile", "llama-tiny", "--edit", "order lm_head before embed"], "unchanged"),
+    (["compile", "llama-1b", "--backend", "cpu"], "too large"),
+    (["compile", "llama-tiny", "--emit", "tasks", "--op", "nope"], "no op 'nope'"),
+])
+def test_compile_bad_input(args, needle):
+    r = mkgym(*args)
+    assert r.returncode == 2 and needle in r.stderr, r.stderr
