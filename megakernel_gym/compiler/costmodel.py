@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from megakernel_gym.compiler.schedule import Plan
-from megakernel_gym.compiler.tasks import input_boxes
+from megakernel_gym.compiler.tasks import input_boxes, task_boxes
 
 _DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2, "int64": 8, "int32": 4, "int8": 1,
                 "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -62,34 +62,38 @@ def _nbytes(g, tensor: str, box) -> int:
     return n * _DTYPE_BYTES.get(spec.dtype, 4)
 
 
+def _op_flops(op, g, obox, reads) -> tuple[float, int | None]:
+    """Flops to compute `obox` of op's output; for cache_write also its true bytes (one position)."""
+    out = op.outputs[0]
+    out_elems = _nbytes(g, out, obox) // _DTYPE_BYTES.get(g.tensors[out].dtype, 4)
+    if op.kind == "matmul":
+        return 2.0 * out_elems * g.tensors[op.inputs[0]].shape[-1], None
+    if op.kind == "decode_attention":
+        return 4.0 * out_elems * g.tensors[op.inputs[1]].shape[2], None   # q.k and p.v over the cache
+    if op.kind == "cache_write":
+        # writes one position per sequence, not the whole cache slice it may touch
+        return 0.0, 2 * _nbytes(g, reads[0][0], reads[0][1])
+    return 5.0 * out_elems, None
+
+
 def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
-    """Bytes moved and flops for every task of the plan."""
+    """Bytes moved and flops for every task of the plan. A task's bytes are what it reads
+    (fused producers' inputs in place of their outputs) and its output tile; its flops include
+    the fused producers' work it repeats."""
     tg = plan.tg
     g = tg.graph
     ops = {o.name: o for o in g.ops}
     nbytes, flops = [], []
     for t in tg.tasks:
         op = ops[t.op]
-        out = op.outputs[0]
-        oshape = g.tensors[out].shape
-        axis, _, size = tg.tiling[t.op]
-        obox = tuple((t.tile * size, (t.tile + 1) * size) if i == axis else (0, d) for i, d in enumerate(oshape))
-        reads = input_boxes(op, g, obox)
-        b = sum(_nbytes(g, name, box) for name, box in reads) + _nbytes(g, out, obox)
-        out_elems = _nbytes(g, out, obox) // _DTYPE_BYTES.get(g.tensors[out].dtype, 4)
-        if op.kind == "matmul":
-            k = g.tensors[op.inputs[0]].shape[-1]
-            f = 2.0 * out_elems * k
-        elif op.kind == "decode_attention":
-            kc = g.tensors[op.inputs[1]].shape
-            f = 4.0 * out_elems * kc[2]          # q.k and p.v over the cache length
-        elif op.kind == "cache_write":
-            # writes one position per sequence, not the whole cache slice it may touch
-            new_box = reads[0][1]
-            b = 2 * _nbytes(g, reads[0][0], new_box)
-            f = 0.0
-        else:
-            f = 5.0 * out_elems
+        obox, _ = task_boxes(tg, t, op)
+        reads = t.read_boxes or input_boxes(op, g, obox)
+        f, exact = _op_flops(op, g, obox, reads)
+        b = exact if exact is not None else (sum(_nbytes(g, name, box) for name, box in reads)
+                                             + _nbytes(g, op.outputs[0], obox))
+        for pname, pbox in t.prologue:
+            pop = ops[pname]
+            f += _op_flops(pop, g, pbox, input_boxes(pop, g, pbox))[0]
         nbytes.append(b)
         flops.append(f)
     return nbytes, flops

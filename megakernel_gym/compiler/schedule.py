@@ -25,10 +25,11 @@ class Knobs:
     order: list[str] = field(default_factory=list)                   # op order for queue filling
     counters: dict[str, str] = field(default_factory=dict)           # op -> "tile" | "op"
     prefetch: dict[str, int] = field(default_factory=dict)           # op -> weight tiles loaded ahead
+    fused: dict[str, str] = field(default_factory=dict)              # producer op -> consumer it runs in
 
     def copy(self) -> "Knobs":
         return Knobs(self.num_sms, dict(self.tiles), dict(self.sms), list(self.order), dict(self.counters),
-                     dict(self.prefetch))
+                     dict(self.prefetch), dict(self.fused))
 
 
 @dataclass
@@ -71,7 +72,7 @@ def build_plan(g: Graph, knobs: Knobs) -> Plan:
     threshold equal to the counter's producer count (a multi-producer counter is waited on
     in full, never in part).
     """
-    tg = lower(g, knobs.tiles, knobs.num_sms)
+    tg = lower(g, knobs.tiles, knobs.num_sms, knobs.fused)
     order = knobs.order or tg.op_order()
     missing = [o for o in tg.op_order() if o not in order]
     if missing:

@@ -49,6 +49,11 @@ class Task:
     tile: int               # index along the op's tile axis
     reads: list[Region]
     writes: list[Region]
+    # Fused producers this task computes first, innermost first: (op, box of that op's output
+    # it needs). Their outputs never go through memory in the megakernel; the task reads
+    # their inputs instead (read_boxes), which is what its dependencies are derived from.
+    prologue: list[tuple[str, tuple]] = field(default_factory=list)
+    read_boxes: list[tuple[str, tuple]] = field(default_factory=list)
 
     def __str__(self) -> str:
         return f"{self.op}[{self.tile}]"
@@ -263,14 +268,22 @@ class _Aliases:
 # lowering
 
 
-def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132) -> TaskGraph:
+def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
+          fused: dict[str, str] | None = None) -> TaskGraph:
     """One task per tile of every non-view op, with dependencies derived from regions.
 
     `tiles` maps op name -> tile size along its tile axis (default: `default_tile`). A size
     that does not divide the extent (or, for decode attention, is not a multiple of the
     query-head group) raises TilingError naming the allowed sizes.
+
+    `fused` maps a producer op to the consumer it is fused into: the producer gets no tasks;
+    each consumer task computes the part of the producer's output it reads, in a prologue.
     """
     tiles = tiles or {}
+    fused = fused or {}
+    bad = sorted(a for a in fused if a not in {o.name for o in g.ops})
+    if bad:
+        raise TilingError(f"fusion names ops that do not exist: {', '.join(bad)}")
     unknown = sorted(set(tiles) - {o.name for o in g.ops})
     if unknown:
         raise TilingError(f"tile sizes given for ops that do not exist: {', '.join(unknown)}")
@@ -280,6 +293,23 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132) -> 
     # would cost seconds and tell nothing).
     written = {alias.region(o, full(g.tensors[o].shape)).tensor for op in g.ops if op.kind != "view"
                for o in op.outputs}
+    writer = {o.outputs[0]: o for o in g.ops if o.kind != "view"}
+
+    def expand(reads, consumer: str, prologue: list) -> list:
+        """Replace reads of a fused producer's output with what the producer reads for them."""
+        out = []
+        for name, box in reads:
+            base = alias.base_of(name)
+            prod = writer.get(base)
+            if prod is None or fused.get(prod.name) is None:
+                out.append((name, box))
+                continue
+            # through a view the box is in other coordinates: compute the producer's whole output
+            pbox = box if name == base else full(g.tensors[base].shape)
+            out += expand(input_boxes(prod, g, pbox), prod.name, prologue)
+            prologue.append((prod.name, pbox))
+        return out
+
     tasks: list[Task] = []
     by_op: dict[str, list[int]] = {}
     tiling: dict[str, tuple[int, int, int]] = {}
@@ -297,14 +327,19 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132) -> 
                               f"{axis}; allowed sizes: {', '.join(map(str, allowed_tiles(op, extent, grp)))}")
         tiling[op.name] = (axis, extent, size)
         ids = []
+        if op.name in fused:
+            by_op[op.name] = ids   # computed inside its consumer's tasks
+            continue
         for t in range(extent // size):
             obox = tile_box(oshape, axis, size, t)
+            prologue: list = []
+            boxes = expand(input_boxes(op, g, obox), op.name, prologue)
             reads = [alias.region(name, box) if alias.base_of(name) in written else
                      Region(alias.base_of(name), ((0, max(1, g.tensors[alias.base_of(name)].numel)),))
-                     for name, box in input_boxes(op, g, obox)]
+                     for name, box in boxes]
             writes = [alias.region(o, obox if g.tensors[o].shape == oshape else full(g.tensors[o].shape))
                       for o in op.outputs]
-            task = Task(len(tasks), op.name, t, [r for r in reads if r.spans], writes)
+            task = Task(len(tasks), op.name, t, [r for r in reads if r.spans], writes, prologue, boxes)
             tasks.append(task)
             ids.append(task.id)
         by_op[op.name] = ids

@@ -32,7 +32,7 @@ from torch import Tensor
 from megakernel_gym.compiler.graph import Graph, Op
 from megakernel_gym.compiler.interpret import reference_op, torch_dtype
 from megakernel_gym.compiler.schedule import Plan
-from megakernel_gym.compiler.tasks import task_boxes
+from megakernel_gym.compiler.tasks import input_boxes, task_boxes
 
 
 class VMError(RuntimeError):
@@ -270,11 +270,19 @@ class _Memory:
 
 
 def _run_task(mem: _Memory, plan: Plan, tid: int, op: Op) -> None:
-    """Compute task `tid`'s output tile from its input boxes, both in memory."""
+    """Compute task `tid`'s output tile from its input boxes, both in memory. Fused producers
+    first: the parts of their outputs this task reads (in the megakernel those stay on chip)."""
     task = plan.tg.tasks[tid]
+    for pname, pbox in task.prologue:
+        pop = mem.graph.op(pname)
+        _compute(mem, pop, pbox, input_boxes(pop, mem.graph, pbox), f"{task} (fused {pname})")
+    obox, reads = task_boxes(plan.tg, task, op)
+    _compute(mem, op, obox, reads, str(task))
+
+
+def _compute(mem: _Memory, op: Op, obox, reads, task: str) -> None:
     out_name = op.outputs[0]
     out_spec = mem.graph.tensors[out_name]
-    obox, reads = task_boxes(plan.tg, task, op)
     args = [_cut(mem.tensor(name), box, f"{task} reading {name}") for name, box in reads]
     dst = _cut(mem.writable(out_name), obox, f"{task} writing {out_name}")
     if op.kind == "cache_write":

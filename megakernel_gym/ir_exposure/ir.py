@@ -386,7 +386,9 @@ class IR:
         """The per-SM plan these knobs build, proven safe by the validator (cached)."""
         if self._plan is None:
             try:
-                plan = build_plan(self.graph, self.knobs)
+                knobs = self.knobs.copy()
+                knobs.fused = dict(self.fused)
+                plan = build_plan(self.graph, knobs)
             except (TilingError, ValueError) as e:
                 raise IRError(f"the knobs do not build a plan: {e}") from None
             findings = check(plan)
