@@ -1,8 +1,9 @@
 """What the agent reads: the schedule IR as text, its parser, and task-level detail per op.
 
-An `IR` is a captured `Graph` plus the schedule `Knobs` an agent edits, plus two things the
-compiler's knobs do not hold yet: fusion groups (`fused`: producer op -> the consumer it is
-fused into) and task-body overrides (`impls`: op -> code text). Everything else the text shows
+An `IR` is a captured `Graph` plus the schedule `Knobs` an agent edits, plus fusion groups
+(`fused`: producer op -> the consumer it is fused into; handed to the compiler as
+`Knobs.fused` when the plan is built) and task-body overrides (`impls`: op -> code text, which
+the GPU codegen will compile in place of the built-in body). Everything else the text shows
 (inputs, output shape, tile grid, the op-level dependency map) is derived from the graph.
 
 `render(ir)` gives the op-level text: one header line, then one line per op (views are folded
