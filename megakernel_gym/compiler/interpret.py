@@ -105,6 +105,29 @@ def reference_op(op: Op, args: list[Tensor], out: TensorSpec) -> Tensor | None:
     raise ValueError(f"op {op.name}: unknown primitive {k!r}")
 
 
+def bind_tensors(graph: Graph, params: dict[str, Tensor], inputs: dict[str, Tensor], who: str,
+                 skip=()) -> dict[str, Tensor]:
+    """The graph's inputs, weights and buffers taken from the caller, checked against its
+    TensorSpecs. Buffers the graph writes (KV caches) are copied: the caller's stay untouched."""
+    env: dict[str, Tensor] = {}
+    written = set(graph.written_buffers())
+    for name, spec in graph.tensors.items():
+        if spec.kind in ("activation", "output") or name in skip:
+            continue
+        source, what = (inputs, "inputs") if spec.kind == "input" else (params, "params")
+        if name not in source:
+            raise KeyError(f"{who}: {what} has no tensor {name!r} ({spec.kind} "
+                           f"{list(spec.shape)} {spec.dtype}); pass "
+                           + ("it in inputs" if spec.kind == "input" else
+                              "capture.module_tensors(module)"))
+        t = source[name]
+        if tuple(t.shape) != spec.shape or t.dtype != torch_dtype(spec.dtype):
+            raise ValueError(f"{who}: {name!r} is {list(t.shape)} {t.dtype}, the graph "
+                             f"expects {list(spec.shape)} {spec.dtype}")
+        env[name] = t.detach().clone() if name in written else t.detach()
+    return env
+
+
 def run_graph(graph: Graph, params: dict[str, Tensor], inputs: dict[str, Tensor]
               ) -> dict[str, Tensor]:
     """Execute `graph` and return its outputs by name, plus the buffers it writes.
@@ -114,22 +137,7 @@ def run_graph(graph: Graph, params: dict[str, Tensor], inputs: dict[str, Tensor]
     writes (a KV cache) is copied first, and its new value is returned under its own name, so
     feeding the result back as params runs the next decode step.
     """
-    env: dict[str, Tensor] = {}
-    written = set(graph.written_buffers())
-    for name, spec in graph.tensors.items():
-        if spec.kind in ("activation", "output"):
-            continue
-        source, what = (inputs, "inputs") if spec.kind == "input" else (params, "params")
-        if name not in source:
-            raise KeyError(f"run_graph: {what} has no tensor {name!r} ({spec.kind} "
-                           f"{list(spec.shape)} {spec.dtype}); pass "
-                           + ("it in inputs" if spec.kind == "input" else
-                              "capture.module_tensors(module)"))
-        t = source[name]
-        if tuple(t.shape) != spec.shape or t.dtype != torch_dtype(spec.dtype):
-            raise ValueError(f"run_graph: {name!r} is {list(t.shape)} {t.dtype}, the graph "
-                             f"expects {list(spec.shape)} {spec.dtype}")
-        env[name] = t.clone() if name in written else t
+    env: dict[str, Tensor] = bind_tensors(graph, params, inputs, "run_graph")
     for op in graph.ops:
         try:
             args = [env[t] for t in op.inputs]

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from megakernel_gym.compiler.graph import Graph, Op
-from megakernel_gym.compiler.interpret import reference_op, torch_dtype
+from megakernel_gym.compiler.interpret import bind_tensors, reference_op, torch_dtype
 from megakernel_gym.compiler.schedule import Plan
 from megakernel_gym.compiler.tasks import input_boxes, task_boxes
 
@@ -227,26 +227,11 @@ class _Memory:
     def __init__(self, graph: Graph, params: dict[str, Tensor], inputs: dict[str, Tensor]):
         self.graph = graph
         self.views: dict[str, Op] = {o.outputs[0]: o for o in graph.ops if o.kind == "view"}
-        self.base: dict[str, Tensor] = {}
-        written = set(graph.written_buffers())
+        # the caller's caches are never written: the plan updates a copy
+        self.base: dict[str, Tensor] = bind_tensors(graph, params, inputs, "run_plan", skip=self.views)
         for name, spec in graph.tensors.items():
-            if name in self.views:
-                continue
-            if spec.kind in ("activation", "output"):
+            if name not in self.views and spec.kind in ("activation", "output"):
                 self.base[name] = _poison(spec.shape, torch_dtype(spec.dtype))
-                continue
-            source, what = (inputs, "inputs") if spec.kind == "input" else (params, "params")
-            if name not in source:
-                raise KeyError(f"run_plan: {what} has no tensor {name!r} ({spec.kind} "
-                               f"{list(spec.shape)} {spec.dtype}); pass "
-                               + ("it in inputs" if spec.kind == "input" else
-                                  "capture.module_tensors(module)"))
-            t = source[name]
-            if tuple(t.shape) != spec.shape or t.dtype != torch_dtype(spec.dtype):
-                raise ValueError(f"run_plan: {name!r} is {list(t.shape)} {t.dtype}, the graph "
-                                 f"expects {list(spec.shape)} {spec.dtype}")
-            # the caller's caches are never written: the plan updates a copy
-            self.base[name] = t.detach().clone() if name in written else t.detach()
 
     def base_of(self, name: str) -> str:
         while name in self.views:
