@@ -153,5 +153,5 @@ def run_graph(graph: Graph, params: dict[str, Tensor], inputs: dict[str, Tensor]
                                f"{list(result.shape)}, its TensorSpec says {list(out_spec.shape)}")
         env[op.outputs[0]] = result
     out = {name: env[name] for name in graph.outputs}
-    out.update({name: env[name] for name in written})
+    out.update({name: env[name] for name in graph.written_buffers()})
     return out
