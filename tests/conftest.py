@@ -52,3 +52,17 @@ def cpu_judge(store_path):
 def _no_user_cache(tmp_path_factory, monkeypatch):
     # never touch the real user cache dir from tests
     monkeypatch.setenv("MKGYM_CUDA_CACHE", str(tmp_path_factory.getbasetemp() / "cubin"))
+
+
+TINY_MODELS = ["llama-tiny", "mlp-tiny", "attention-tiny"]
+
+
+@pytest.fixture(scope="session")
+def graphs():
+    """The tiny zoo models captured once per test session: {name: Graph}."""
+    from megakernel_gym.compiler import ZOO, capture
+    out = {}
+    for name in TINY_MODELS:
+        m, inputs = ZOO[name]()
+        out[name] = capture(m, inputs, name)
+    return out

@@ -15,15 +15,6 @@ from megakernel_gym.compiler.vm import simulate
 TINY = ["llama-tiny", "mlp-tiny", "attention-tiny"]
 
 
-@pytest.fixture(scope="module")
-def graphs():
-    out = {}
-    for name in TINY:
-        m, inputs = ZOO[name]()
-        out[name] = capture(m, inputs, name)
-    return out
-
-
 def test_box_to_spans():
     assert box_to_spans((2, 64), ((0, 2), (8, 16))) == ((8, 16), (72, 80))
     assert box_to_spans((2, 4, 16), ((0, 2), (1, 3), (0, 16))) == ((16, 48), (80, 112))

@@ -18,15 +18,6 @@ BIG = ["llama-1b", "mlp-1b", "attention-1b"]
 
 
 @pytest.fixture(scope="module")
-def graphs():
-    out = {}
-    for name in TINY:
-        m, inputs = ZOO[name]()
-        out[name] = capture(m, inputs, name)
-    return out
-
-
-@pytest.fixture(scope="module")
 def big_graphs():
     out = {}
     for name in BIG:
