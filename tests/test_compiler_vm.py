@@ -263,7 +263,7 @@ def test_softmax_over_the_tiled_axis_stays_whole():
     import torch
     from torch import nn
 
-    from megakernel_gym.compiler import capture, run_graph
+    from megakernel_gym.compiler import capture
     from megakernel_gym.compiler.schedule import build_plan, default_knobs
     from megakernel_gym.compiler.tasks import TilingError, lower
     from megakernel_gym.compiler.vm import run_plan

@@ -370,7 +370,7 @@ def test_parse_errors_are_line_numbered(graphs, tiny):
         (text.replace("\nop layers.1", "\nrepeat i=1..2\nop layers.1", 1), 21, r"inside a repeat block"),
         (text + "repeat i=1..2\n  op lm_head\n", n + 1, r"never closed with `end`"),
         (_mutate_line(text, 20, lambda s: f"repeat i=1..1\n  {s}\nend"), 20, r"FIRST < LAST"),
-        (_mutate_line(text, 20, lambda s: f"repeat i=1..2\nend"), 21, r"empty repeat block"),
+        (_mutate_line(text, 20, lambda s: "repeat i=1..2\nend"), 21, r"empty repeat block"),
         (text.rstrip("\n"), n, r"ends early"),
         (text + "\n", n + 1, r"expected an op line|extra text"),
         # swapping two lines puts q_proj before the norm it reads: an order that breaks a dependency

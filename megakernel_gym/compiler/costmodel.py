@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.schedule import Plan
 from megakernel_gym.compiler.tasks import input_boxes, task_boxes
-
-_DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2, "int64": 8, "int32": 4, "int8": 1,
-                "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 
 @dataclass(frozen=True)
@@ -59,13 +57,14 @@ def _nbytes(g, tensor: str, box) -> int:
     n = 1
     for lo, hi in box:
         n *= hi - lo
-    return n * _DTYPE_BYTES.get(spec.dtype, 4)
+    return n * torch_dtype(spec.dtype).itemsize
 
 
 def _op_flops(op, g, obox, reads) -> tuple[float, int | None]:
     """Flops to compute `obox` of op's output; for cache_write also its true bytes (one position)."""
-    out = op.outputs[0]
-    out_elems = _nbytes(g, out, obox) // _DTYPE_BYTES.get(g.tensors[out].dtype, 4)
+    out_elems = 1
+    for lo, hi in obox:
+        out_elems *= hi - lo
     if op.kind == "matmul":
         return 2.0 * out_elems * g.tensors[op.inputs[0]].shape[-1], None
     if op.kind == "decode_attention":
