@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 EXIT_USAGE = 2
 
@@ -89,20 +90,144 @@ def cmd_judge(args) -> int:
     return 0
 
 
+def _suite(args):
+    from megakernel_gym.curriculum import load_suite
+    suite = load_suite(args.suite)
+    for e in suite.errors:
+        print(f"mkgym: warning: skipped {e}", file=sys.stderr)
+    return suite
+
+
 def cmd_problems_list(args) -> int:
-    from megakernel_gym.curriculum import builtin_names, get_problem, reference_candidates
-    rows = []
-    for name in builtin_names():
-        p = get_problem(name)
-        rows.append({"name": name, "level": p.level, "op_type": p.meta.get("OP_TYPE"),
-                     "dtypes": p.meta.get("DTYPES"), "description": p.description,
-                     "references": sorted(reference_candidates(name))})
+    from megakernel_gym.curriculum import SuiteError, reference_candidates
+    try:
+        suite = _suite(args)
+        rows = suite.filter(level=args.level, split=args.split, tags=args.tag or ()).rows()
+    except SuiteError as e:
+        return _err(str(e))
+    builtin = args.suite in (None, "builtin")
+    for r in rows:
+        r["references"] = sorted(reference_candidates(r["name"])) if builtin else []
     if args.json:
         print(json.dumps(rows))
+        return 0
+    print(f"{'name':<28} {'level':<5} {'split':<8} {'dtypes':<18} description")
+    for r in rows:
+        dt = ",".join(r["dtypes"] or [])
+        desc = r["description"] or ""
+        print(f"{r['name']:<28} {str(r['level']):<5} {r['split']:<8} {dt:<18} "
+              f"{desc[:90] + ('...' if len(desc) > 90 else '')}")
+    levels = sorted({r["level"] for r in rows if r["level"] is not None})
+    counts = ", ".join(f"L{lv}: {sum(r['level'] == lv for r in rows)}" for lv in levels)
+    print(f"{len(rows)} problems ({counts})", file=sys.stderr)
+    return 0
+
+
+def cmd_problems_show(args) -> int:
+    from megakernel_gym.curriculum import SuiteError, reference_candidates, split_of
+    from megakernel_gym.rewards import ProblemError
+    try:
+        problem = _suite(args).get(args.name) if args.suite not in (None, "builtin") else None
+        if problem is None:
+            from megakernel_gym.curriculum import load_problem
+            problem = load_problem(args.name)
+    except (SuiteError, ProblemError) as e:
+        return _err(str(e))
+    info = {"name": problem.name, "level": problem.level, "split": split_of(problem),
+            "path": problem.path, "sha256": problem.sha256,
+            "meta": {k: v for k, v in problem.meta.items()},
+            "references": sorted(reference_candidates(problem.name)) if problem.path and "/curriculum/" in
+            problem.path else [], "source": problem.source}
+    if args.json:
+        print(json.dumps(info, default=str))
+        return 0
+    print(f"{problem.name}  (level {problem.level}, {info['split']})  {problem.path or ''}")
+    for k, v in info["meta"].items():
+        if k != "DESCRIPTION":
+            print(f"  {k:<17} {v}")
+    if problem.description:
+        print(f"\n{problem.description}")
+    if info["references"]:
+        print(f"\nreference candidates: {', '.join(info['references'])} "
+              f"(mkgym judge {problem.name} reference{':cuda' if info['references'] == ['cuda'] else ''})")
+    print("\n" + problem.source.rstrip())
+    return 0
+
+
+def cmd_problems_check(args) -> int:
+    from megakernel_gym.curriculum import SuiteError, Suite, builtin_suite, load_problem, load_suite
+    from megakernel_gym.curriculum.check import check_problems
+    from megakernel_gym.rewards import GPUUnavailableError, ProblemError
+    from megakernel_gym.rewards.judge import resolve_backend
+    try:
+        backend = resolve_backend(args.backend)
+        if not args.targets:
+            suite, strict = builtin_suite(), True
+        else:
+            problems, errors = [], []
+            builtin = builtin_suite()
+            for t in args.targets:
+                if t in builtin:
+                    problems.append(builtin.get(t))
+                elif Path(t).is_dir():
+                    s = load_suite(t)
+                    problems += list(s)
+                    errors += s.errors
+                else:
+                    problems.append(load_problem(t))
+            suite, strict = Suite(problems, errors, "selection"), all(t in builtin for t in args.targets)
+        if args.level is not None:
+            suite = suite.filter(level=args.level)
+    except (SuiteError, ProblemError, ValueError, GPUUnavailableError) as e:
+        return _err(str(e))
+    print(f"checking {len(suite)} problem(s) on the {backend} backend...", file=sys.stderr)
+    reports = check_problems(suite, backend=backend, strict=args.strict or strict, progress=not args.json)
+    failed = [r for r in reports if not r.ok]
+    out = {"backend": backend, "problems": len(reports), "passed": len(reports) - len(failed),
+           "refused": [r.problem for r in failed], "load_errors": [str(e) for e in suite.errors],
+           "reports": [r.to_dict() for r in reports]}
+    if args.out:
+        import datetime
+        import platform
+        out.update(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                   command="mkgym " + " ".join(sys.argv[1:]), host=platform.node())
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=1))
+    if args.json:
+        print(json.dumps(out))
     else:
-        print(f"{'name':<20} {'level':<6} {'references':<14} description")
-        for r in rows:
-            print(f"{r['name']:<20} {str(r['level']):<6} {','.join(r['references']):<14} {r['description']}")
+        for r in reports:
+            print(r.summary())
+        for e in suite.errors:
+            print(f"REFUSED {e}")
+        print(f"{out['passed']}/{len(reports)} passed" + (f"; {len(suite.errors)} file(s) did not load"
+                                                            if suite.errors else ""))
+    return 1 if failed or suite.errors else 0
+
+
+def cmd_curriculum_show(args) -> int:
+    from megakernel_gym.curriculum.curriculum import Curriculum, CurriculumError
+    from megakernel_gym.curriculum import SuiteError
+    try:
+        cur = Curriculum.load(args.state, args.config) if args.state else Curriculum(args.config)
+    except (CurriculumError, SuiteError) as e:
+        return _err(str(e))
+    info = cur.summary()
+    if args.json:
+        info["metrics"] = cur.metrics()
+        print(json.dumps(info))
+        return 0
+    print(f"curriculum {info['config']} over {info['suite']}: level {info['level']}, "
+          f"{info['episodes']} training episodes, {len(info['promotions'])} promotion(s)")
+    print(f"  {'level':<6} {'turns':<6} {'train':<6} {'held':<6} {'held-out seen':<14} promotion rule")
+    for r in info["levels"]:
+        seen = f"{r['heldout_seen']}" + (f" ({r['heldout_pass_rate']:.0%})" if r["heldout_pass_rate"] is not None
+                                         else "")
+        mark = "*" if r["current"] else " "
+        note = "  (no held-out problems: judged on train)" if r["heldout_is_train"] else ""
+        print(f"{mark} {r['level']:<6} {r['turns']:<6} {r['train']:<6} {r['heldout']:<6} {seen:<14} {r['rule']}{note}")
+    for p in info["promotions"]:
+        print(f"  promoted {p['from']} -> {p['to']} after {p['episode']} episodes")
     return 0
 
 
@@ -215,11 +340,39 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.set_defaults(func=cmd_compile)
 
-    p = sub.add_parser("problems", help="built-in problems")
+    p = sub.add_parser("problems", help="problem suites: list, show, check")
     psub = p.add_subparsers(dest="problems_command", required=True)
-    pl = psub.add_parser("list", help="list the built-in problems")
+    suite_help = "builtin (default), a KernelBench-layout folder, or a folder saved by datasets' save_to_disk"
+    pl = psub.add_parser("list", help="list the problems of a suite")
+    pl.add_argument("--suite", default=None, help=suite_help)
+    pl.add_argument("--level", type=int, default=None)
+    pl.add_argument("--split", choices=["train", "heldout"], default=None)
+    pl.add_argument("--tag", action="append", help="only problems with this tag (repeatable)")
     pl.add_argument("--json", action="store_true")
     pl.set_defaults(func=cmd_problems_list)
+    ps = psub.add_parser("show", help="one problem: metadata, description and source")
+    ps.add_argument("name", help="a built-in name, a path, or a name in --suite")
+    ps.add_argument("--suite", default=None, help=suite_help)
+    ps.add_argument("--json", action="store_true")
+    ps.set_defaults(func=cmd_problems_show)
+    pc = psub.add_parser("check", help="refuse problems that reward trivial kernels (robust-kbench filters, "
+                                       "self-test); exits 1 if any is refused")
+    pc.add_argument("targets", nargs="*", help="built-in names, .py files or suite folders (default: every "
+                                              "built-in problem, with the built-ins' metadata rules)")
+    pc.add_argument("--backend", default="cpu", help="cpu (small sizes, default) or gpu (the real sizes)")
+    pc.add_argument("--level", type=int, default=None)
+    pc.add_argument("--strict", action="store_true", help="apply the built-ins' metadata rules to any file")
+    pc.add_argument("--out", default=None, help="also write the full report as JSON to this file")
+    pc.add_argument("--json", action="store_true")
+    pc.set_defaults(func=cmd_problems_check)
+
+    cu = sub.add_parser("curriculum", help="the curriculum: levels, promotion, saved state")
+    cusub = cu.add_subparsers(dest="curriculum_command", required=True)
+    cs = cusub.add_parser("show", help="levels, pools, promotion rules, and progress from a saved state")
+    cs.add_argument("state", nargs="?", default=None, help="a state file written by Curriculum.save")
+    cs.add_argument("--config", default=None, help="a curriculum TOML file (default: the shipped default.toml)")
+    cs.add_argument("--json", action="store_true")
+    cs.set_defaults(func=cmd_curriculum_show)
     return ap
 
 

@@ -234,6 +234,76 @@ def fill_caches(module: nn.Module, seed: int) -> None:
                 buf.copy_(torch.randn(buf.shape, generator=gen).to(buf.dtype))
 
 
+class FreshCaches(nn.Module):
+    """A zoo module whose every call starts from the same KV caches.
+
+    A decode step writes the new token's k/v into its caches, so calling a zoo module twice
+    at different positions makes the second answer depend on the first call. As a judge's
+    reference (curriculum level 5) a step must be a pure function of its inputs: this wrapper
+    copies the prefilled caches back before each call (the copy is a few percent of a step's
+    weight traffic). The caches stay non-persistent: state_dict() is the inner model's weights.
+    """
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+        self._names = [n for n, _ in inner.named_buffers() if n.endswith(("k_cache", "v_cache"))]
+        for n in self._names:
+            self.register_buffer("prefill__" + n.replace(".", "__"), inner.get_buffer(n).clone(),
+                                 persistent=False)
+
+    def forward(self, *args: Tensor) -> Tensor:
+        with torch.no_grad():
+            for n in self._names:
+                self.inner.get_buffer(n).copy_(self.get_buffer("prefill__" + n.replace(".", "__")))
+        return self.inner(*args)
+
+
+class DecodeStep(nn.Module):
+    """A zoo block or model as a judge's reference (curriculum level 5): built from the global
+    torch RNG (so the judge's init seed decides the weights and prefilled caches), called like
+    the block itself, and a pure function of its inputs (FreshCaches)."""
+
+    BLOCKS = ("llama", "attention", "mlp")
+
+    def __init__(self, block: str, config: dict):
+        super().__init__()
+        if block not in self.BLOCKS:
+            raise ValueError(f"DecodeStep: block {block!r} is not one of {self.BLOCKS}")
+        cfg = LlamaConfig(**config)
+        seed = int(torch.randint(0, 2**31 - 1, ()))
+        device = torch.get_default_device()
+        cls = {"llama": LlamaDecoder, "attention": AttentionBlock, "mlp": MLPBlock}[block]
+        inner = cls(cfg, device=device, seed=seed).eval()
+        fill_caches(inner, seed + 1)
+        self.step = FreshCaches(inner)
+
+    def forward(self, *args: Tensor) -> Tensor:
+        return self.step(*args)
+
+
+def block_weights(block: str, cfg: LlamaConfig) -> int:
+    """Weight elements one decode step reads (a tied embedding table counts once)."""
+    attn = cfg.hidden + cfg.hidden * cfg.head_dim * (2 * cfg.q_heads + 2 * cfg.kv_heads)
+    mlp = cfg.hidden + 3 * cfg.hidden * cfg.ffn
+    if block == "attention":
+        return attn
+    if block == "mlp":
+        return mlp
+    return cfg.layers * (attn + mlp) + cfg.vocab * cfg.hidden * (1 if cfg.tie_embeddings else 2) + cfg.hidden
+
+
+def block_roofline(block: str, cfg: LlamaConfig, mean_context: int) -> tuple[int, int]:
+    """(flops, bytes) of one decode step: 2 flops per weight per sequence plus attention over
+    `mean_context` cached tokens; bytes are the weights read once plus the KV cache slots read."""
+    w = block_weights(block, cfg)
+    layers = 0 if block == "mlp" else (1 if block == "attention" else cfg.layers)
+    attn_flops = 4 * layers * cfg.q_heads * cfg.head_dim * mean_context
+    kv_bytes = 2 * layers * cfg.batch * cfg.kv_heads * cfg.head_dim * mean_context
+    item = cfg.torch_dtype.itemsize
+    return cfg.batch * (2 * w + attn_flops), (w + kv_bytes) * item
+
+
 # ---------------------------------------------------------------------------------------------
 # Registry: name -> factory(seed=0, device=None) -> (module, example_inputs).
 # Example inputs are drawn on the CPU from `seed` (then moved), so they match across devices.

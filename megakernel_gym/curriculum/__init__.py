@@ -1,13 +1,17 @@
-"""Problems: the built-in suite (problems/, each with a reference candidate in references/).
+"""Problems and the curriculum over them.
 
-The full suite, loaders and levels come with the curriculum issue; this is the registry the
-judge's CLI and tests use.
+  problems/, references/   the built-in suite (KernelBench-format files) and shipped candidates
+  suite.py                 suites from the built-ins, KernelBench-layout folders, `datasets`
+  check.py                 `mkgym problems check`: robust-kbench filters and self-tests
+  curriculum.py            levels, sampling, promotion, saved state
 """
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
 
+from megakernel_gym.curriculum.suite import (LoadError, Suite, SuiteError, builtin_suite, load_dataset_suite,
+                                             load_kernelbench_dir, load_suite, split_of)
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError
 
 _PKG = resources.files("megakernel_gym.curriculum")
@@ -21,7 +25,10 @@ def builtin_names() -> list[str]:
 def get_problem(name: str) -> Problem:
     path = _PKG / "problems" / f"{name}.py"
     if not path.is_file():
-        raise ProblemError(f"no built-in problem {name!r}; built-ins: {', '.join(builtin_names())}")
+        near = [n for n in builtin_names() if name.lower() in n][:6]
+        raise ProblemError(f"no built-in problem {name!r}; "
+                           + (f"did you mean {', '.join(near)}? " if near else "")
+                           + "`mkgym problems list` shows them all")
     return Problem.from_source(path.read_text(), name=name, path=str(path))
 
 
@@ -42,4 +49,5 @@ def load_problem(spec: str) -> Problem:
     return get_problem(spec)
 
 
-__all__ = ["builtin_names", "get_problem", "load_problem", "reference_candidates"]
+__all__ = ["builtin_names", "get_problem", "load_problem", "reference_candidates", "Suite", "SuiteError",
+           "LoadError", "builtin_suite", "load_suite", "load_kernelbench_dir", "load_dataset_suite", "split_of"]

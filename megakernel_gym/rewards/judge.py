@@ -367,6 +367,17 @@ class Judge:
                           problem_sha256=problem.sha256, device=self.device, speedup=speedup, speedups=speedups,
                           baselines=baselines, timing=timing, seeds=seeds_report, flags=flags, log_tail=log)
 
+    def check_problem(self, problem: Problem) -> dict[str, Any]:
+        """Run the problem filters (rewards/filters.py) in the reference worker on the seeds and
+        input transforms this judge uses. Returns {"meta": ..., "checks": [...], "outputs": ...};
+        raises ProblemError when the problem cannot run at all."""
+        self.warm()
+        meta = self._problem_meta(problem, self._specs(())[0])
+        specs = [s for s in self._specs(meta.get("input_transforms", ())) if not s.get("secret")]
+        header = self._ref_call({"cmd": "check", "problem_source": problem.source, "problem_name": problem.name,
+                                 "specs": specs, "atol": meta.get("atol"), "rtol": meta.get("rtol")})
+        return {"meta": meta, **header["report"]}
+
     def _floor_ms(self, meta: dict) -> float | None:
         nbytes = meta.get("bytes")
         if not nbytes:

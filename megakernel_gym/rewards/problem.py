@@ -13,7 +13,7 @@ from typing import Any
 
 # Module-level metadata a problem may set as literals (DESIGN.md: Problem contract).
 _LITERAL_META = ("LEVEL", "OP_TYPE", "DTYPES", "FORBIDDEN", "ATOL", "RTOL", "INPUT_TRANSFORMS",
-                 "DESCRIPTION")
+                 "DESCRIPTION", "TAGS", "SPLIT", "KIND")
 
 
 class ProblemError(ValueError):

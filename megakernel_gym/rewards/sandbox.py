@@ -404,6 +404,28 @@ def handle_compare(env: Env, msg: dict, workdir: str) -> dict:
     return {"ok": True, "results": results}
 
 
+def handle_check(env: Env, msg: dict, workdir: str) -> dict:
+    """The problem filters (rewards/filters.py): would a trivial kernel pass this problem?"""
+    from megakernel_gym.rewards.filters import run_filters
+    torch = env.torch
+    try:
+        mod = env.problem(msg["problem_source"], msg["problem_name"], workdir)
+    except BaseException:  # noqa: BLE001
+        return {"ok": False, "error": "problem_load", "message": _tb()}
+
+    def run(model, xs):
+        with torch.no_grad():
+            return [t.detach() for t in as_outputs(torch, model(*xs))]
+    try:
+        report = run_filters(env, mod, msg["specs"], msg.get("atol"), msg.get("rtol"), run)
+    except BaseException:  # noqa: BLE001 - the problem file is untrusted input
+        return {"ok": False, "error": "problem_run", "message": _tb()}
+    finally:
+        if env.backend == "gpu":
+            torch.cuda.empty_cache()
+    return {"ok": True, "report": report}
+
+
 def handle_baselines(env: Env, msg: dict, workdir: str) -> dict:
     """Time eager PyTorch, CUDA-graph replay of eager, and torch.compile on the problem."""
     from megakernel_gym.rewards.timing import time_gpu
@@ -867,7 +889,8 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
         cmd = msg.get("cmd")
         if cmd == "exit":
             return
-        handlers = {"meta": handle_meta, "compare": handle_compare, "baselines": handle_baselines}
+        handlers = {"meta": handle_meta, "compare": handle_compare, "baselines": handle_baselines,
+                    "check": handle_check}
         try:
             if cmd in ("candidate", "time") and role == "candidate":
                 fn = handle_candidate if cmd == "candidate" else handle_time

@@ -1,0 +1,43 @@
+"""The MLP half of a Llama decoder layer for one decode step, compiled as one megakernel."""
+import torch
+
+from megakernel_gym.compiler.zoo import DecodeStep, LlamaConfig, block_roofline
+
+LEVEL = 5
+KIND = "megakernel"   # the agent edits the compiler's IR (schedule, fusion, tiles), not a ModelNew
+OP_TYPE = "mlp_block_decode"
+DTYPES = ["bfloat16"]
+TAGS = ["megakernel", "decode", "memory-bound", "mlp", "bf16"]
+DESCRIPTION = ("x + down(silu(gate(h)) * up(h)) with h = rmsnorm(x), for one bf16 decode token with "
+               "Llama-3.2-1B shapes (hidden 2048, ffn 8192: 100 MB of weights).")
+
+block = "mlp"
+config = LlamaConfig.llama_1b().__dict__
+CPU_SIZES = {"config": LlamaConfig.tiny().__dict__}   # hidden 64, ffn 128, fp32, 2 tokens
+
+# three chained bf16 matmuls; calibrated like the whole-model problems
+ATOL = 3e-2
+RTOL = 3e-2
+
+
+class Model(DecodeStep):
+    """The zoo's MLPBlock, weights from the judge's seed."""
+
+    def __init__(self, block: str, config: dict):
+        super().__init__(block, config)
+
+
+def get_inputs():
+    return [torch.randn(config["batch"], config["hidden"], dtype=getattr(torch, config["dtype"]))]
+
+
+def get_init_inputs():
+    return [block, config]
+
+
+def FLOPS():
+    return block_roofline(block, LlamaConfig(**config), 0)[0]
+
+
+def BYTES():
+    return block_roofline(block, LlamaConfig(**config), 0)[1]

@@ -1,0 +1,219 @@
+"""Problem filters: would a trivial kernel earn reward on this problem?
+
+robust-kbench's finding, made checkable: a problem whose outputs are near zero, nearly
+constant, or insensitive to an input or to a weight rewards a kernel that ignores that
+part. Each filter here is phrased as a trivial candidate the judge's own comparison must
+reject: all zeros, the output's median everywhere, the output for other inputs or other
+weights, the first input passed through. Two more checks keep honest kernels from failing:
+the reference must match a float64 run of itself within the problem's tolerance (the
+tolerance is calibrated), and recomputing it must give the same answer (deterministic).
+
+Runs inside the reference worker (problem code is untrusted); returns plain JSON.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Callable
+
+from megakernel_gym.rewards.correctness import DEFAULT_TOLERANCE
+
+# Thresholds, as fractions of an output's elements (see the module docstring).
+MIN_NONZERO = 0.25          # an all-zero kernel must be wrong on at least this share
+MAX_AT_MEDIAN = 0.75        # a constant kernel may be right on at most this share
+MIN_CHANGED_ALL = 0.5       # new inputs (all of them) must change at least this share
+MIN_CHANGED_ONE = 0.01      # any single input or weight must change at least this share
+OTHER_SEED = 9_176          # the "other" inputs / weights for the sensitivity filters
+OTHER_INIT_SEED = 7_919
+
+
+def _tol(t, atol, rtol) -> tuple[float, float]:
+    name = str(t.dtype).replace("torch.", "")
+    d = DEFAULT_TOLERANCE.get(name, 0.0)
+    return (d if atol is None else atol), (d if rtol is None else rtol)
+
+
+def close_fraction(torch, got, ref, atol, rtol) -> float:
+    """Share of elements of `got` within the judge's tolerance of `ref`."""
+    if got.shape != ref.shape:
+        return 0.0
+    if ref.numel() == 0:
+        return 1.0
+    a, r = _tol(ref, atol, rtol)
+    g, f = got.double(), ref.double()
+    ok = ((g - f).abs() <= a + r * f.abs()) | (g == f)
+    return float(ok.double().mean())
+
+
+def _changed(torch, outs_a, outs_b, atol, rtol) -> float:
+    """Share of all output elements that differ beyond tolerance between two runs."""
+    total = sum(o.numel() for o in outs_a)
+    if total == 0:
+        return 0.0
+    same = sum(close_fraction(torch, b, a, atol, rtol) * a.numel() for a, b in zip(outs_a, outs_b))
+    return 1.0 - same / total
+
+
+def _check(name: str, ok: bool | None, detail: str, **values) -> dict[str, Any]:
+    """ok=None means the filter does not apply (said why in detail)."""
+    return {"name": name, "ok": ok, "detail": detail, **values}
+
+
+def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable) -> dict[str, Any]:
+    """All filters for one problem. `run(model, inputs)` returns the outputs as a list of
+    tensors (the worker's forward under no_grad)."""
+    torch = env.torch
+    checks: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+
+    # -- it runs, and returns what the contract says ----------------------------------
+    init_seed = specs[0]["init_seed"]
+    model = env.model(mod.Model, mod, init_seed)
+    raw = _raw_inputs(env, mod, specs[0]["seed"])
+    bad = [f"position {i}: {type(x).__name__}" for i, x in enumerate(raw)
+           if not isinstance(x, (torch.Tensor, int, float, bool))]
+    if bad:
+        raise TypeError("get_inputs() must return a list of tensors (numbers allowed); got "
+                        + ", ".join(bad))
+    if not any(isinstance(x, torch.Tensor) for x in raw):
+        raise TypeError("get_inputs() returned no tensors; a kernel needs tensor inputs")
+    base = run(model, env.inputs(mod, specs[0]))
+    forward_s = time.perf_counter() - t0
+    outputs = [{"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", ""),
+                "mean_abs": float(o.double().abs().mean()) if o.numel() else 0.0,
+                "std": float(o.double().std()) if o.numel() > 1 else 0.0} for o in base]
+    if sum(o.numel() for o in base) == 0:
+        raise ValueError("forward returned only empty tensors")
+
+    # -- finite on every seed and input transform the judge will use -------------------
+    per_spec = {}
+    for s in specs:
+        outs = run(model, env.inputs(mod, s))
+        per_spec[s["label"]] = outs
+        bad_out = [j for j, o in enumerate(outs) if o.is_floating_point() and not bool(torch.isfinite(o).all())]
+        if bad_out:
+            checks.append(_check("finite", False, f"the reference has NaN/Inf on {s['label']} (output "
+                                 f"{bad_out[0]}); restrict INPUT_TRANSFORMS or make the op well-defined there"))
+            break
+    else:
+        checks.append(_check("finite", True, f"finite on {len(specs)} seeds/transforms"))
+
+    # -- trivial outputs: zeros, a constant ---------------------------------------------
+    for j, o in enumerate(base):
+        tag = f"output {j}" if len(base) > 1 else "output"
+        zero_ok = close_fraction(torch, torch.zeros_like(o), o, atol, rtol)
+        checks.append(_check("not_near_zero", 1 - zero_ok >= MIN_NONZERO,
+                             f"{tag}: an all-zero kernel is right on {zero_ok:.1%} of elements "
+                             f"(at most {1 - MIN_NONZERO:.0%} allowed)", value=round(1 - zero_ok, 4)))
+        med = o.double().median().to(o.dtype) if o.numel() else torch.zeros((), dtype=o.dtype)
+        const_ok = close_fraction(torch, torch.full_like(o, float(med)) if o.is_floating_point()
+                                  else torch.full_like(o, int(med)), o, atol, rtol)
+        checks.append(_check("not_constant", const_ok <= MAX_AT_MEDIAN,
+                             f"{tag}: a kernel writing the median {float(med):.4g} everywhere is right on "
+                             f"{const_ok:.1%} of elements (at most {MAX_AT_MEDIAN:.0%} allowed)",
+                             value=round(const_ok, 4)))
+
+    # -- sensitive to the inputs: all of them, then each one ------------------------------
+    spec0 = specs[0]
+    other_spec = {**spec0, "seed": OTHER_SEED}
+    other = env.inputs(mod, other_spec)
+    mine = env.inputs(mod, spec0)
+    other_out = run(model, other)
+    worst = min(1 - close_fraction(torch, b, a, atol, rtol) for a, b in zip(base, other_out))
+    checks.append(_check("input_sensitive", worst >= MIN_CHANGED_ALL,
+                         f"new inputs change {worst:.1%} of the output (at least {MIN_CHANGED_ALL:.0%} "
+                         "needed, or a kernel that caches one answer passes)", value=round(worst, 4)))
+    for i, (x, y) in enumerate(zip(mine, other)):
+        if not isinstance(x, torch.Tensor):
+            continue
+        if x.shape == y.shape and torch.equal(x, y):
+            checks.append(_check("uses_input", None, f"input {i} is the same for every seed (not random); "
+                                 "not checked", input=i))
+            continue
+        swapped = list(mine)
+        swapped[i] = y
+        frac = _changed(torch, base, run(model, swapped), atol, rtol)
+        checks.append(_check("uses_input", frac >= MIN_CHANGED_ONE,
+                             f"input {i} alone changes {frac:.2%} of the output elements (at least "
+                             f"{MIN_CHANGED_ONE:.0%} needed: an input that barely matters can be ignored)",
+                             input=i, value=round(frac, 5)))
+
+    # -- sensitive to the weights: each parameter/buffer alone ---------------------------
+    state = model.state_dict()
+    if not state:
+        checks.append(_check("uses_weight", None, "the model has no parameters or buffers"))
+    else:
+        other_model = env.model(mod.Model, mod, OTHER_INIT_SEED)
+        other_state = other_model.state_dict()
+        if set(other_state) != set(state):
+            raise ValueError("Model's state_dict keys depend on the seed; construct the same modules every time")
+        for key, val in state.items():
+            alt = other_state[key]
+            if not isinstance(val, torch.Tensor) or (val.shape == alt.shape and torch.equal(val, alt)):
+                checks.append(_check("uses_weight", None, f"{key} does not depend on the init seed; not checked",
+                                     weight=key))
+                continue
+            m = copy.deepcopy(model)
+            m.load_state_dict({**state, key: alt})
+            frac = _changed(torch, base, run(m, env.inputs(mod, spec0)), atol, rtol)
+            checks.append(_check("uses_weight", frac >= MIN_CHANGED_ONE,
+                                 f"weight {key} alone changes {frac:.2%} of the output elements (at least "
+                                 f"{MIN_CHANGED_ONE:.0%} needed; re-draw it so that skipping it is wrong)",
+                                 weight=key, value=round(frac, 5)))
+            del m
+
+    # -- a kernel that returns its first input -------------------------------------------
+    first = next((x for x in mine if isinstance(x, torch.Tensor)), None)
+    if first is not None and first.shape == base[0].shape and first.dtype == base[0].dtype:
+        ok = close_fraction(torch, first, base[0], atol, rtol)
+        checks.append(_check("not_passthrough", ok < 1.0 - MIN_NONZERO,
+                             f"returning the first input is right on {ok:.1%} of elements", value=round(ok, 4)))
+
+    # -- fair to honest kernels: deterministic, tolerance wide enough --------------------
+    again = run(env.model(mod.Model, mod, init_seed), env.inputs(mod, spec0))
+    agree = min(close_fraction(torch, b, a, atol, rtol) for a, b in zip(base, again))
+    checks.append(_check("deterministic", agree == 1.0,
+                         f"a fresh model on the same seeds reproduces {agree:.2%} of the output"))
+    checks.append(_calibration(env, mod, model, spec0, base, atol, rtol, run))
+    return {"checks": checks, "outputs": outputs, "forward_s": round(forward_s, 4),
+            "elapsed_s": round(time.perf_counter() - t0, 4)}
+
+
+def _raw_inputs(env, mod, seed: int) -> list:
+    torch = env.torch
+    torch.manual_seed(seed)
+    with torch.device(env.device):
+        got = mod.get_inputs()
+    if not isinstance(got, (list, tuple)):
+        raise TypeError(f"get_inputs() returned {type(got).__name__}; return a list of tensors")
+    return list(got)
+
+
+def _calibration(env, mod, model, spec, base, atol, rtol, run) -> dict[str, Any]:
+    """The reference in its own dtype against a float64 run of the same weights and inputs:
+    an honest kernel's rounding is about the reference's own, so the tolerance must cover it."""
+    torch = env.torch
+    try:
+        m64 = copy.deepcopy(model).double()
+        xs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+              for x in env.inputs(mod, spec)]
+        wide = run(m64, xs)
+    except Exception as e:  # noqa: BLE001 - many ops (fp8, some custom ones) have no float64 path
+        return _check("tolerance_calibrated", None, f"no float64 run possible ({type(e).__name__}: "
+                      f"{str(e)[:120]}); tolerance not calibrated")
+    if len(wide) != len(base):
+        return _check("tolerance_calibrated", None, "the float64 run returned a different number of outputs")
+    worst, worst_err = 1.0, 0.0
+    for o, w in zip(base, wide):
+        if not o.is_floating_point() or not w.is_floating_point():
+            continue
+        a, r = _tol(o, atol, rtol)
+        w = w.to(o.device)
+        frac = close_fraction(torch, o.double(), w.double(), a, r)
+        excess = ((o.double() - w.double()).abs() / (a + r * w.double().abs())).max()
+        worst = min(worst, frac)
+        worst_err = max(worst_err, float(excess))
+    return _check("tolerance_calibrated", worst == 1.0,
+                  f"the reference's own rounding uses {worst_err:.0%} of the tolerance against float64"
+                  + ("" if worst == 1.0 else f" and exceeds it on {1 - worst:.2%} of elements: widen ATOL/RTOL"),
+                  value=round(worst_err, 4))
