@@ -74,8 +74,8 @@ def _nbytes(t: torch.Tensor) -> int:
 def test_suite_is_complete():
     expected = {"softmax", "layernorm", "rmsnorm", "matmul_bias_relu", "gqa_decode"}
     assert expected <= set(PROBLEMS)
-    # every problem has a Triton reference; every reference answers an existing problem
-    assert set(PROBLEMS) <= set(REFERENCES)
+    # the first five ship Triton references; every reference answers an existing problem
+    assert expected <= set(REFERENCES)
     assert {_problem_of(r) for r in REFERENCES} <= set(PROBLEMS)
     assert {"softmax_cuda", "rmsnorm_cuda"} <= set(CUDA_REFERENCES)
 
@@ -83,11 +83,14 @@ def test_suite_is_complete():
 @pytest.mark.parametrize("name", PROBLEMS)
 def test_problem_metadata(name):
     p = _problem(name, cpu_sizes=False)
-    assert p.LEVEL in (1, 2, 3, 4)
+    assert p.LEVEL in (1, 2, 3, 4, 5)
     assert isinstance(p.OP_TYPE, str) and p.OP_TYPE
     assert p.DTYPES and all(isinstance(getattr(torch, d, None), torch.dtype) for d in p.DTYPES)
-    assert p.dtype == getattr(torch, p.DTYPES[0])
+    if hasattr(p, "dtype"):
+        assert p.dtype in [getattr(torch, d) for d in p.DTYPES]
     assert isinstance(p.DESCRIPTION, str) and p.DESCRIPTION and "\n" not in p.DESCRIPTION
+    assert isinstance(p.TAGS, list) and p.TAGS and all(isinstance(t, str) and t for t in p.TAGS)
+    assert (getattr(p, "KIND", None) == "megakernel") == (p.LEVEL == 5)
     assert isinstance(p.CPU_SIZES, dict) and p.CPU_SIZES
     for key in p.CPU_SIZES:
         assert hasattr(p, key), f"CPU_SIZES names {key!r}, which is not a global of {name}.py"
@@ -102,38 +105,45 @@ def test_problem_metadata(name):
 
 @pytest.mark.parametrize("name", PROBLEMS)
 def test_problem_gpu_sizes(name):
-    """At GPU sizes (on the meta device, nothing allocated): transfer limits, dtype, and BYTES()
-    equal to reading every input and parameter once and writing the output once."""
+    """At GPU sizes (on the meta device, nothing allocated): the shapes agree, memory is sane,
+    and BYTES() -- a floor for the roofline -- is no more than touching every input, weight and
+    output once (the shipped-reference problems: exactly that)."""
     p = _problem(name, cpu_sizes=False)
     with torch.device("meta"):
         model = p.Model(*p.get_init_inputs())
         inputs = p.get_inputs()
         out = model(*inputs)
-    assert all(x.device.type == "meta" for x in inputs), "get_inputs must not pick a device"
-    for x in inputs:
-        assert _nbytes(x) <= 64 * MiB
-    assert _nbytes(out) <= 32 * MiB
-    assert out.dtype == p.dtype
-    params = sum(_nbytes(t) for t in model.state_dict().values())
-    assert params <= 64 * MiB + 64 * 1024
-    assert p.BYTES() == sum(_nbytes(x) for x in inputs) + params + _nbytes(out)
-    # arithmetic intensity sanity: the fused GEMM is compute bound, the rest memory bound
-    intensity = p.FLOPS() / p.BYTES()
-    assert (intensity > 100) if p.OP_TYPE == "matmul_bias_relu" else (intensity < 10)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    assert all(x.device.type == "meta" for x in inputs if isinstance(x, torch.Tensor)), \
+        "get_inputs must not pick a device"
+    state = sum(_nbytes(t) for t in model.state_dict().values())
+    buffers = sum(_nbytes(b) for b in model.buffers())
+    touched = sum(_nbytes(x) for x in inputs if isinstance(x, torch.Tensor)) + state + sum(map(_nbytes, outs))
+    assert touched + buffers <= 6 * 1024 * MiB, "keep a problem under ~6 GiB at GPU size"
+    if getattr(p, "KIND", None) != "megakernel":   # decode steps also read their KV cache buffers
+        assert p.BYTES() <= touched * 1.001 + 4096
+    if name in REFERENCES:
+        assert p.BYTES() == touched
+        assert out.dtype == p.dtype
+        intensity = p.FLOPS() / p.BYTES()
+        assert (intensity > 100) if p.OP_TYPE == "matmul_bias_relu" else (intensity < 10)
 
 
 @pytest.mark.parametrize("name", PROBLEMS)
-def test_problem_cpu_sizes_are_small_fp32(name):
+def test_problem_cpu_sizes_are_small(name):
     p = _problem(name, cpu_sizes=True)
     torch.manual_seed(0)
     model = p.Model(*p.get_init_inputs())
     inputs = p.get_inputs()
     with torch.no_grad():
         out = model(*inputs)
-    for t in [*inputs, *model.state_dict().values(), out]:
-        assert t.numel() <= 4096
-        assert t.dtype in (torch.float32, torch.int32, torch.int64)
-    assert torch.isfinite(out).all()
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    low = (torch.float16, torch.bfloat16)
+    for t in [*inputs, *model.state_dict().values(), *outs]:
+        if isinstance(t, torch.Tensor):
+            assert t.numel() <= 1 << 15
+            assert t.dtype not in low, "CPU sizes run in fp32 (Triton's CPU interpreter)"
+    assert all(torch.isfinite(o).all() for o in outs if o.is_floating_point())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -271,8 +271,12 @@ class DecodeStep(nn.Module):
         if block not in self.BLOCKS:
             raise ValueError(f"DecodeStep: block {block!r} is not one of {self.BLOCKS}")
         cfg = LlamaConfig(**config)
-        seed = int(torch.randint(0, 2**31 - 1, ()))
+        seed = int(torch.randint(0, 2**31 - 1, (), device="cpu"))   # the CPU RNG, whatever the default device
         device = torch.get_default_device()
+        if device.type == "cpu" and torch.cuda.is_available():
+            # drawing 1B-scale random weights is seconds on a CPU and milliseconds on the GPU the
+            # judge moves the model to anyway (the cpu backend hides CUDA, so it stays on the CPU)
+            device = torch.device("cuda", torch.cuda.current_device())
         cls = {"llama": LlamaDecoder, "attention": AttentionBlock, "mlp": MLPBlock}[block]
         inner = cls(cfg, device=device, seed=seed).eval()
         fill_caches(inner, seed + 1)

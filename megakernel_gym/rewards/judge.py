@@ -375,7 +375,8 @@ class Judge:
         meta = self._problem_meta(problem, self._specs(())[0])
         specs = [s for s in self._specs(meta.get("input_transforms", ())) if not s.get("secret")]
         header = self._ref_call({"cmd": "check", "problem_source": problem.source, "problem_name": problem.name,
-                                 "specs": specs, "atol": meta.get("atol"), "rtol": meta.get("rtol")})
+                                 "specs": specs, "atol": meta.get("atol"), "rtol": meta.get("rtol")},
+                               timeout=max(self.timeout_s, 600))   # dozens of forwards plus a float64 one
         return {"meta": meta, **header["report"]}
 
     def _floor_ms(self, meta: dict) -> float | None:
