@@ -23,6 +23,10 @@ MIN_NONZERO = 0.25          # an all-zero kernel must be wrong on at least this 
 MAX_AT_MEDIAN = 0.75        # a constant kernel may be right on at most this share
 MIN_CHANGED_ALL = 0.5       # new inputs (all of them) must change at least this share
 MIN_CHANGED_ONE = 0.01      # any single input or weight must change at least this share
+# The reference's own error against float64, as a share of the tolerance. An honest kernel
+# accurate to its output's rounding (a bf16 half-ulp is about 20% of the bf16 tolerance) still
+# passes against a reference that uses up to this much.
+MAX_CALIBRATION_SHARE = 0.75
 OTHER_SEED = 9_176          # the "other" inputs / weights for the sensitivity filters
 OTHER_INIT_SEED = 7_919
 
@@ -42,7 +46,7 @@ def close_fraction(torch, got, ref, atol, rtol) -> float:
     a, r = _tol(ref, atol, rtol)
     g, f = got.double(), ref.double()
     ok = ((g - f).abs() <= a + r * f.abs()) | (g == f)
-    return float(ok.double().mean())
+    return int(ok.count_nonzero()) / ok.numel()   # exact: a CUDA mean of all-true can be 1 - 1e-16
 
 
 def _changed(torch, outs_a, outs_b, atol, rtol) -> float:
@@ -86,17 +90,12 @@ def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable) -> dict[
         raise ValueError("forward returned only empty tensors")
 
     # -- finite on every seed and input transform the judge will use -------------------
-    per_spec = {}
-    for s in specs:
-        outs = run(model, env.inputs(mod, s))
-        per_spec[s["label"]] = outs
-        bad_out = [j for j, o in enumerate(outs) if o.is_floating_point() and not bool(torch.isfinite(o).all())]
-        if bad_out:
-            checks.append(_check("finite", False, f"the reference has NaN/Inf on {s['label']} (output "
-                                 f"{bad_out[0]}); restrict INPUT_TRANSFORMS or make the op well-defined there"))
-            break
-    else:
-        checks.append(_check("finite", True, f"finite on {len(specs)} seeds/transforms"))
+    per_spec = {s["label"]: run(model, env.inputs(mod, s)) for s in specs}
+    bad = [(label, j) for label, outs in per_spec.items() for j, o in enumerate(outs)
+           if o.is_floating_point() and not bool(torch.isfinite(o).all())]
+    checks.append(_check("finite", not bad, f"finite on {len(specs)} seeds/transforms" if not bad else
+                         f"the reference has NaN/Inf on {bad[0][0]} (output {bad[0][1]}); restrict "
+                         "INPUT_TRANSFORMS or make the op well-defined there"))
 
     # -- trivial outputs: zeros, a constant ---------------------------------------------
     for j, o in enumerate(base):
@@ -177,7 +176,7 @@ def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable) -> dict[
     checks.append(_check("deterministic", agree == 1.0,
                          f"a fresh model on the same weights and inputs reproduces {agree:.2%} of the output"
                          + ("" if agree == 1.0 else " (random numbers or uninitialized memory in forward?)")))
-    checks.append(_calibration(env, mod, model, spec0, base, atol, rtol, run))
+    checks.append(_calibration(env, mod, model, specs, per_spec, atol, rtol, run))
     return {"checks": checks, "outputs": outputs, "forward_s": round(forward_s, 4),
             "elapsed_s": round(time.perf_counter() - t0, 4)}
 
@@ -192,31 +191,43 @@ def _raw_inputs(env, mod, seed: int) -> list:
     return list(got)
 
 
-def _calibration(env, mod, model, spec, base, atol, rtol, run) -> dict[str, Any]:
-    """The reference in its own dtype against a float64 run of the same weights and inputs:
-    an honest kernel's rounding is about the reference's own, so the tolerance must cover it."""
+def _calibration(env, mod, model, specs, per_spec, atol, rtol, run) -> dict[str, Any]:
+    """The reference in its own dtype against a float64 run of the same weights and inputs, on
+    every seed and input transform the judge uses. An honest kernel rounds differently from the
+    reference, by up to about as much again, so the reference's own error must stay within
+    MAX_CALIBRATION_SHARE of the tolerance."""
     torch = env.torch
+    worst_err, where = 0.0, ""
     try:
         m64 = copy.deepcopy(model).double()
-        xs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-              for x in env.inputs(mod, spec)]
-        wide = run(m64, xs)
-    except Exception as e:  # noqa: BLE001 - many ops (fp8, some custom ones) have no float64 path
-        return _check("tolerance_calibrated", None, f"no float64 run possible ({type(e).__name__}: "
-                      f"{str(e)[:120]}); tolerance not calibrated")
-    if len(wide) != len(base):
-        return _check("tolerance_calibrated", None, "the float64 run returned a different number of outputs")
-    worst, worst_err = 1.0, 0.0
-    for o, w in zip(base, wide):
-        if not o.is_floating_point() or not w.is_floating_point():
-            continue
-        a, r = _tol(o, atol, rtol)
-        w = w.to(o.device)
-        frac = close_fraction(torch, o.double(), w.double(), a, r)
-        excess = ((o.double() - w.double()).abs() / (a + r * w.double().abs())).max()
-        worst = min(worst, frac)
-        worst_err = max(worst_err, float(excess))
-    return _check("tolerance_calibrated", worst == 1.0,
+    except Exception as e:  # noqa: BLE001
+        return _check("tolerance_calibrated", None, f"no float64 copy of the model ({type(e).__name__}); "
+                      "tolerance not calibrated")
+    for spec in specs:
+        base = per_spec[spec["label"]]
+        try:
+            xs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                  for x in env.inputs(mod, spec)]
+            wide = run(m64, xs)
+        except Exception as e:  # noqa: BLE001 - many ops (fp8, some custom ones) have no float64 path
+            return _check("tolerance_calibrated", None, f"no float64 run possible ({type(e).__name__}: "
+                          f"{str(e)[:120]}); tolerance not calibrated")
+        if len(wide) != len(base):
+            return _check("tolerance_calibrated", None, "the float64 run returned a different number of outputs")
+        for o, w in zip(base, wide):
+            if not o.is_floating_point() or not w.is_floating_point():
+                continue
+            a, r = _tol(o, atol, rtol)
+            w = w.to(o.device).double()
+            fin = torch.isfinite(w)
+            share = ((o.double() - w).abs() / (a + r * w.abs())).where(fin, torch.zeros((), dtype=w.dtype))
+            err = float(share.max()) if share.numel() else 0.0
+            if err > worst_err:
+                worst_err, where = err, spec["label"]
+    ok = worst_err <= MAX_CALIBRATION_SHARE
+    return _check("tolerance_calibrated", ok,
                   f"the reference's own rounding uses {worst_err:.0%} of the tolerance against float64"
-                  + ("" if worst == 1.0 else f" and exceeds it on {1 - worst:.2%} of elements: widen ATOL/RTOL"),
+                  + (f" (worst on {where})" if where else "")
+                  + ("" if ok else f"; above {MAX_CALIBRATION_SHARE:.0%} an honest kernel that rounds differently "
+                     "fails: widen ATOL/RTOL or drop the input transform that causes it"),
                   value=round(worst_err, 4))

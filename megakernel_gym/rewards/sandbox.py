@@ -285,8 +285,16 @@ class Env:
     def perturbed(self, base: list, scale: float) -> list:
         """Fresh content for a timed call: floating inputs scaled by `scale` (exact IEEE op)."""
         torch = self.torch
-        return [x * scale if isinstance(x, torch.Tensor) and x.is_floating_point() else
-                (x.clone() if isinstance(x, torch.Tensor) else x) for x in base]
+
+        def fresh(x):
+            if not isinstance(x, torch.Tensor):
+                return x
+            if scale == 1.0 or not x.is_floating_point():
+                return x.clone()
+            if x.element_size() == 1:   # float8 has no multiply kernel; its problems allow no scaling anyway
+                return (x.float() * scale).to(x.dtype)
+            return x * scale
+        return [fresh(x) for x in base]
 
     def model(self, cls, mod, init_seed: int):
         torch = self.torch

@@ -8,6 +8,7 @@ LEVEL = 4
 OP_TYPE = "gqa_decode"
 DTYPES = ["bfloat16"]
 TAGS = ["attention", "decode", "memory-bound", "bf16", "llm"]
+SPLIT = "train"
 DESCRIPTION = ("GQA decode attention: q [batch_size, num_q_heads, head_dim] over a KV cache "
                "[batch_size, num_kv_heads, seq_len, head_dim], groups of 4 query heads share a kv head.")
 

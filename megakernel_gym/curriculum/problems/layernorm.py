@@ -6,6 +6,7 @@ LEVEL = 1
 OP_TYPE = "layernorm"
 DTYPES = ["float32"]
 TAGS = ["norm", "reduction", "memory-bound", "fp32"]
+SPLIT = "train"
 DESCRIPTION = "LayerNorm (eps=1e-5, elementwise affine) over the last dim of fp32 activations [batch_size, dim]."
 
 batch_size = 2048  # tokens in a prefill chunk

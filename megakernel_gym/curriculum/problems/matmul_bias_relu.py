@@ -6,6 +6,7 @@ LEVEL = 2
 OP_TYPE = "matmul_bias_relu"
 DTYPES = ["bfloat16"]
 TAGS = ["matmul", "compute-bound", "fused", "bf16"]
+SPLIT = "train"
 DESCRIPTION = "y = relu(x @ W^T + b) for bf16 x [batch_size, in_features], W [out_features, in_features] (an MLP up-projection)."
 
 batch_size = 2048    # tokens

@@ -8,6 +8,7 @@ KIND = "megakernel"   # the agent edits the compiler's IR (schedule, fusion, til
 OP_TYPE = "attention_block_decode"
 DTYPES = ["bfloat16"]
 TAGS = ["megakernel", "decode", "attention", "bf16"]
+SPLIT = "heldout"
 DESCRIPTION = ("x + o_proj(attention(rope(q), cache <- rope(k), cache <- v)) with q, k, v projected from "
                "rmsnorm(x): one bf16 decode step of Llama-3.2-1B's attention (32 query / 8 kv heads of 64) "
                "for 4 sequences over prefilled 1024-slot KV caches.")

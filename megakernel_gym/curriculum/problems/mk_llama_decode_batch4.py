@@ -8,6 +8,7 @@ KIND = "megakernel"   # the agent edits the compiler's IR (schedule, fusion, til
 OP_TYPE = "llama_decode_batched"
 DTYPES = ["bfloat16"]
 TAGS = ["megakernel", "decode", "memory-bound", "llama", "bf16", "batched"]
+SPLIT = "train"
 DESCRIPTION = ("One bf16 decode step of a 16-layer Llama-3.2-1B-shaped decoder (hidden 2048, GQA 32/8 heads, "
                "SwiGLU 8192, tied 128k vocabulary) for 4 sequences at independent positions: token ids and positions in, logits out, "
                "KV caches (1024 slots) prefilled.")

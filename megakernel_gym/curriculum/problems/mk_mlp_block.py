@@ -8,6 +8,7 @@ KIND = "megakernel"   # the agent edits the compiler's IR (schedule, fusion, til
 OP_TYPE = "mlp_block_decode"
 DTYPES = ["bfloat16"]
 TAGS = ["megakernel", "decode", "memory-bound", "mlp", "bf16"]
+SPLIT = "train"
 DESCRIPTION = ("x + down(silu(gate(h)) * up(h)) with h = rmsnorm(x), for one bf16 decode token with "
                "Llama-3.2-1B shapes (hidden 2048, ffn 8192: 100 MB of weights).")
 

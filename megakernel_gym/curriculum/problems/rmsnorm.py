@@ -6,6 +6,7 @@ LEVEL = 1
 OP_TYPE = "rmsnorm"
 DTYPES = ["bfloat16"]
 TAGS = ["norm", "reduction", "memory-bound", "llm", "bf16"]
+SPLIT = "heldout"
 DESCRIPTION = "Llama RMSNorm (eps=1e-6, fp32 math) over the last dim of bf16 activations [batch_size, dim]."
 
 batch_size = 4096  # tokens in a prefill chunk

@@ -6,6 +6,7 @@ LEVEL = 1
 OP_TYPE = "softmax"
 DTYPES = ["float32"]
 TAGS = ["softmax", "reduction", "memory-bound", "fp32", "llm"]
+SPLIT = "train"
 DESCRIPTION = "Numerically stable softmax over the last dim of fp32 logits [batch_size, dim] (dim = a 32k vocabulary)."
 
 batch_size = 256   # sequences sampled in one decode step

@@ -1,0 +1,58 @@
+"""Residual add + RMSNorm, the fused step between every two sublayers of a Llama-style decoder."""
+import torch
+import torch.nn as nn
+
+LEVEL = 2
+OP_TYPE = "add_rmsnorm"
+DTYPES = ["bfloat16"]
+DESCRIPTION = ("s = x + residual; returns (rmsnorm(s) * weight, s) for bf16 x and residual [batch_size, dim], "
+               "weight [dim], eps=1e-6, statistics in fp32: the normalized input of the next sublayer and "
+               "the updated residual stream.")
+TAGS = ["norm", "memory-bound", "bf16", "fused", "reduction"]
+SPLIT = "train"
+
+batch_size = 8192  # tokens in a prefill chunk
+dim = 4096         # hidden size (Llama-3 8B); each activation tensor is 64 MiB in bf16
+eps = 1e-6
+dtype = torch.bfloat16
+
+CPU_SIZES = {"batch_size": 13, "dim": 300, "dtype": torch.float32}
+
+
+class Model(nn.Module):
+    """The sum s = x + residual in fp32, then s * rsqrt(mean(s^2) + eps) * weight."""
+
+    def __init__(self, dim: int, eps: float, dtype: torch.dtype):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.empty(dim, dtype=dtype))
+        # trained RMSNorm gains are far from 1; random ones keep the multiply from being skippable
+        with torch.no_grad():
+            self.weight.normal_(1.0, 0.25)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor):
+        wide = torch.promote_types(x.dtype, torch.float32)
+        s = x.to(wide) + residual.to(wide)
+        inv_rms = torch.rsqrt(s.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        normed = s * inv_rms * self.weight.to(wide)
+        return normed.to(x.dtype), s.to(x.dtype)
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim, dtype=dtype)
+    residual = torch.randn(batch_size, dim, dtype=dtype)
+    return [x, residual]
+
+
+def get_init_inputs():
+    return [dim, eps, dtype]
+
+
+def FLOPS():
+    # per element: the add, square, add into the sum, scale by the inverse rms, multiply by weight
+    return 5 * batch_size * dim
+
+
+def BYTES():
+    # x and residual read once, both outputs written once, weight read once
+    return (4 * batch_size * dim + dim) * dtype.itemsize

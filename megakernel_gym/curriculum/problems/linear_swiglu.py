@@ -1,0 +1,66 @@
+"""SwiGLU: the gated first half of a Llama/Mistral MLP, silu(x W_gate^T) * (x W_up^T)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+LEVEL = 2
+OP_TYPE = "linear_swiglu"
+DTYPES = ["bfloat16"]
+DESCRIPTION = ("h = silu(x @ W_gate^T) * (x @ W_up^T) for bf16 x [batch_size, hidden], W_gate and W_up "
+               "[intermediate, hidden], no biases; output [batch_size, intermediate] (Llama-3 8B MLP).")
+TAGS = ["matmul", "compute-bound", "bf16", "fused", "elementwise"]
+SPLIT = "train"
+
+batch_size = 4096     # tokens in a prefill chunk
+hidden = 4096         # model width (Llama-3 8B)
+intermediate = 14336  # MLP width; the two weights are 112 MiB each in bf16
+dtype = torch.bfloat16
+
+CPU_SIZES = {"batch_size": 29, "hidden": 44, "intermediate": 53, "dtype": torch.float32}
+
+
+def _matmul_fp32(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x @ w^T returned in fp32 (fp64 for fp64 inputs). On the GPU a bf16 GEMM accumulates in fp32
+    anyway; keeping that result unrounded makes the reference the accurate answer, as a fused
+    kernel's epilogue sees it."""
+    if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16):
+        return torch.mm(x, w.t(), out_dtype=torch.float32)
+    wide = torch.promote_types(x.dtype, torch.float32)
+    return x.to(wide) @ w.to(wide).t()
+
+
+class Model(nn.Module):
+    """Two bias-free projections of the same x, combined as silu(gate) * up in fp32."""
+
+    def __init__(self, hidden: int, intermediate: int, dtype: torch.dtype):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=False, dtype=dtype)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=False, dtype=dtype)
+        # unit-variance pre-activations put the gate across SiLU's curved region instead of
+        # its nearly linear middle (the default init gives std ~0.58)
+        with torch.no_grad():
+            self.gate_proj.weight.normal_(0.0, hidden ** -0.5)
+            self.up_proj.weight.normal_(0.0, hidden ** -0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = _matmul_fp32(x, self.gate_proj.weight)
+        up = _matmul_fp32(x, self.up_proj.weight)
+        return (F.silu(gate) * up).to(x.dtype)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, hidden, dtype=dtype)]
+
+
+def get_init_inputs():
+    return [hidden, intermediate, dtype]
+
+
+def FLOPS():
+    # two products, then per output ~5: silu (exp, add, divide, multiply) and the gating multiply
+    return 4 * batch_size * hidden * intermediate + 5 * batch_size * intermediate
+
+
+def BYTES():
+    # x once, both weights once, h once (gate and up never need to leave the chip)
+    return (batch_size * hidden + 2 * intermediate * hidden + batch_size * intermediate) * dtype.itemsize
