@@ -259,14 +259,41 @@ class FreshCaches(nn.Module):
         return self.inner(*args)
 
 
+class _UpcastLinear(nn.Linear):
+    """nn.Linear on activations wider than its weight: the weight is widened for the product."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        w = self.weight if self.weight.dtype == x.dtype else self.weight.to(x.dtype)
+        return nn.functional.linear(x, w, self.bias)
+
+
+class _UpcastEmbedding(nn.Embedding):
+    """nn.Embedding whose rows come out in float32 (the activation dtype), whatever the table's."""
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return super().forward(ids).float()
+
+
 class DecodeStep(nn.Module):
     """A zoo block or model as a judge's reference (curriculum level 5): built from the global
     torch RNG (so the judge's init seed decides the weights and prefilled caches), called like
-    the block itself, and a pure function of its inputs (FreshCaches)."""
+    the block itself, and a pure function of its inputs (FreshCaches).
+
+    Outputs: the block's output, plus -- for blocks with attention -- the k and v rows this
+    step writes into each layer's cache ([layers, batch, kv_heads, head_dim] for a model,
+    [batch, kv_heads, head_dim] for one block): a decode step's effect on its caches is part of
+    its answer, and without it a kernel could skip the k/v projections unseen.
+
+    `activations="float32"` (the reference): weights and KV caches stay in the config's dtype,
+    every activation, product and the residual stream are float32. A bf16 residual stream drifts
+    by a few percent over 16 layers, more than one layer's attention contributes to the logits,
+    so only an accurate reference lets the judge see a skipped layer. `activations=None` runs
+    the zoo model as it is (the bf16 eager model the baselines should time).
+    """
 
     BLOCKS = ("llama", "attention", "mlp")
 
-    def __init__(self, block: str, config: dict):
+    def __init__(self, block: str, config: dict, activations: str | None = "float32"):
         super().__init__()
         if block not in self.BLOCKS:
             raise ValueError(f"DecodeStep: block {block!r} is not one of {self.BLOCKS}")
@@ -280,10 +307,33 @@ class DecodeStep(nn.Module):
         cls = {"llama": LlamaDecoder, "attention": AttentionBlock, "mlp": MLPBlock}[block]
         inner = cls(cfg, device=device, seed=seed).eval()
         fill_caches(inner, seed + 1)
+        if activations is not None and _DTYPES[activations] != cfg.torch_dtype:
+            # same modules and state_dict keys, wider arithmetic: swap the classes in place
+            for mod in inner.modules():
+                if type(mod) is nn.Linear:
+                    mod.__class__ = _UpcastLinear
+                elif type(mod) is nn.Embedding:
+                    mod.__class__ = _UpcastEmbedding
+        # the zoo model as it is takes activations in its own dtype; the float32 one widens them
+        self._cast_inputs = cfg.torch_dtype if activations is None else None
         self.step = FreshCaches(inner)
+        self._k = [n for n in self.step._names if n.endswith("k_cache")]
+        self._v = [n for n in self.step._names if n.endswith("v_cache")]
 
-    def forward(self, *args: Tensor) -> Tensor:
-        return self.step(*args)
+    def forward(self, *args: Tensor):
+        if self._cast_inputs is not None:
+            args = tuple(a.to(self._cast_inputs) if a.is_floating_point() else a for a in args)
+        out = self.step(*args)
+        if not self._k:
+            return out
+        pos = args[-1]
+        rows = torch.arange(pos.shape[0], device=pos.device)
+        inner = self.step.inner
+        k = [inner.get_buffer(n)[rows, :, pos, :] for n in self._k]
+        v = [inner.get_buffer(n)[rows, :, pos, :] for n in self._v]
+        if len(k) == 1:
+            return out, k[0], v[0]
+        return out, torch.stack(k), torch.stack(v)
 
 
 def block_weights(block: str, cfg: LlamaConfig) -> int:

@@ -11,18 +11,19 @@ TAGS = ["megakernel", "decode", "memory-bound", "llama", "bf16"]
 SPLIT = "train"
 DESCRIPTION = ("One bf16 decode step of a 16-layer Llama-3.2-1B-shaped decoder (hidden 2048, GQA 32/8 heads, "
                "SwiGLU 8192, tied 128k vocabulary) for one sequence: token id and position in, logits out, "
-               "KV caches (1024 slots) prefilled.")
+               "KV caches (1024 slots) prefilled."
+               " Activations stay fp32 (weights, KV caches bf16); outputs: logits [1, vocab] fp32 and the k, v rows written to each layer's cache [16, 1, 8, 64] bf16.")
 
 block = "llama"
 config = LlamaConfig.llama_1b().__dict__          # the zoo's llama-1b: 2.47 GB of bf16 weights
 # CPU: the zoo's llama-tiny (2 layers, hidden 64, fp32), batch 2 so positions differ per sequence
 CPU_SIZES = {"config": LlamaConfig.tiny().__dict__}
 
-# 16 layers of bf16 rounding (every matmul output, the residual stream) against the reference:
-# two correct bf16 implementations differ by a few percent on unit-scale logits, which the
-# bf16 default of 1e-2 would call wrong. `mkgym problems check` calibrates this on a GPU.
-ATOL = 5e-2
-RTOL = 5e-2
+# The reference keeps activations in float32 (DecodeStep), so its own error against float64 is
+# bf16 rounding of the new cache rows only (about a quarter of this tolerance, measured on the
+# 1B shapes); a megakernel must keep activations and accumulation in fp32 too.
+ATOL = 1e-2
+RTOL = 1e-2
 
 
 class Model(DecodeStep):
@@ -30,6 +31,13 @@ class Model(DecodeStep):
 
     def __init__(self, block: str, config: dict):
         super().__init__(block, config)
+
+
+class Baseline(DecodeStep):
+    """What the judge times as eager / CUDA graphs / torch.compile: the zoo model as it is (bf16)."""
+
+    def __init__(self, block: str, config: dict):
+        super().__init__(block, config, activations=None)
 
 
 def get_inputs():
