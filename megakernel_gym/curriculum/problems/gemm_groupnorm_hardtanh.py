@@ -3,6 +3,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from megakernel_gym.curriculum.numerics import matmul_fp32 as _matmul_fp32
+
 LEVEL = 2
 OP_TYPE = "gemm_groupnorm_hardtanh"
 DTYPES = ["bfloat16"]
@@ -23,16 +25,6 @@ dtype = torch.bfloat16
 
 # 5 groups of 12 channels
 CPU_SIZES = {"batch_size": 23, "in_features": 36, "out_features": 60, "num_groups": 5, "dtype": torch.float32}
-
-
-def _matmul_fp32(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x @ w^T returned in fp32 (fp64 for fp64 inputs). On the GPU a bf16 GEMM accumulates in fp32
-    anyway; keeping that result unrounded makes the reference the accurate answer, as a fused
-    kernel's epilogue sees it."""
-    if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16):
-        return torch.mm(x, w.t(), out_dtype=torch.float32)
-    wide = torch.promote_types(x.dtype, torch.float32)
-    return x.to(wide) @ w.to(wide).t()
 
 
 class Model(nn.Module):

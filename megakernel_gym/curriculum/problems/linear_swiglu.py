@@ -3,6 +3,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from megakernel_gym.curriculum.numerics import matmul_fp32 as _matmul_fp32
+
 LEVEL = 2
 OP_TYPE = "linear_swiglu"
 DTYPES = ["bfloat16"]
@@ -17,16 +19,6 @@ intermediate = 14336  # MLP width; the two weights are 112 MiB each in bf16
 dtype = torch.bfloat16
 
 CPU_SIZES = {"batch_size": 29, "hidden": 44, "intermediate": 53, "dtype": torch.float32}
-
-
-def _matmul_fp32(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x @ w^T returned in fp32 (fp64 for fp64 inputs). On the GPU a bf16 GEMM accumulates in fp32
-    anyway; keeping that result unrounded makes the reference the accurate answer, as a fused
-    kernel's epilogue sees it."""
-    if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16):
-        return torch.mm(x, w.t(), out_dtype=torch.float32)
-    wide = torch.promote_types(x.dtype, torch.float32)
-    return x.to(wide) @ w.to(wide).t()
 
 
 class Model(nn.Module):

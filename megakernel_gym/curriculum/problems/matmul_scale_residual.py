@@ -2,6 +2,8 @@
 import torch
 import torch.nn as nn
 
+from megakernel_gym.curriculum.numerics import matmul_fp32 as _matmul_fp32
+
 LEVEL = 2
 OP_TYPE = "matmul_scale_residual"
 DTYPES = ["bfloat16"]
@@ -16,16 +18,6 @@ dim = 1536             # ViT-g width
 dtype = torch.bfloat16
 
 CPU_SIZES = {"num_tokens": 31, "dim": 44, "dtype": torch.float32}
-
-
-def _matmul_fp32(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x @ w^T returned in fp32 (fp64 for fp64 inputs). On the GPU a bf16 GEMM accumulates in fp32
-    anyway; keeping that result unrounded makes the reference the accurate answer, as a fused
-    kernel's epilogue sees it."""
-    if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16):
-        return torch.mm(x, w.t(), out_dtype=torch.float32)
-    wide = torch.promote_types(x.dtype, torch.float32)
-    return x.to(wide) @ w.to(wide).t()
 
 
 class Model(nn.Module):

@@ -2,6 +2,8 @@
 import torch
 import torch.nn as nn
 
+from megakernel_gym.curriculum.numerics import matmul_fp32 as _matmul_fp32
+
 LEVEL = 2
 OP_TYPE = "qkv_proj_rope"
 DTYPES = ["bfloat16"]
@@ -24,16 +26,6 @@ dtype = torch.bfloat16
 # head_dim must be even; 12 is not a multiple of 16
 CPU_SIZES = {"num_tokens": 13, "hidden": 36, "num_q_heads": 3, "num_kv_heads": 1, "head_dim": 12,
              "max_position": 50, "dtype": torch.float32}
-
-
-def _matmul_fp32(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x @ w^T returned in fp32 (fp64 for fp64 inputs). On the GPU a bf16 GEMM accumulates in fp32
-    anyway; keeping that result unrounded makes the reference the accurate answer, as a fused
-    kernel's epilogue sees it."""
-    if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16):
-        return torch.mm(x, w.t(), out_dtype=torch.float32)
-    wide = torch.promote_types(x.dtype, torch.float32)
-    return x.to(wide) @ w.to(wide).t()
 
 
 def _rotate(t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
