@@ -397,3 +397,12 @@ ZOO: dict[str, Callable[..., tuple[nn.Module, tuple]]] = {
     "mlp-1b": partial(_make_mlp, LlamaConfig.llama_1b()),
     "attention-1b": partial(_make_attention, LlamaConfig.llama_1b()),
 }
+
+
+def make_block(block: str, cfg: LlamaConfig, seed: int = 0, device=None):
+    """(module, example_inputs) for a block kind of DecodeStep ('llama', 'attention', 'mlp') at any config:
+    what a level-5 problem's config compiles to."""
+    makers = {"llama": _make_llama, "attention": _make_attention, "mlp": _make_mlp}
+    if block not in makers:
+        raise ValueError(f"unknown block {block!r}; one of {sorted(makers)}")
+    return makers[block](cfg, seed=seed, device=device)

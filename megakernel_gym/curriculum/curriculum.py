@@ -238,16 +238,22 @@ class Curriculum:
         p = self.solve_rate(name)
         return self.config.floor + p * (1.0 - p)
 
-    def sample(self) -> Draw:
-        """A training problem: of the current level, or (share `review`) of a level passed."""
-        passed = [lv for lv in self.active if lv < self.level]
-        level = self.level
-        review = bool(passed) and self.rng.random() < self.config.review
-        if review:
-            level = passed[int(self.rng.integers(len(passed)))]
+    def sample(self, level: int | None = None, rng: np.random.Generator | None = None) -> Draw:
+        """A training problem: of the current level, or (share `review`) of a level passed.
+        `level` pins the level; `rng` draws with the caller's generator (an env's np_random)."""
+        rng = rng if rng is not None else self.rng
+        review = False
+        if level is None:
+            passed = [lv for lv in self.active if lv < self.level]
+            level = self.level
+            review = bool(passed) and rng.random() < self.config.review
+            if review:
+                level = passed[int(rng.integers(len(passed)))]
+        elif level not in self.pools:
+            raise CurriculumError(f"level {level} is not one of this curriculum's levels {self.active}")
         names = self.pools[level]["train"]
         w = np.array([self.weight(n) for n in names])
-        name = names[int(self.rng.choice(len(names), p=w / w.sum()))]
+        name = names[int(rng.choice(len(names), p=w / w.sum()))]
         return Draw(name, level, self.turns(level), "train", review)
 
     def heldout(self, n: int | None = None) -> list[Draw]:

@@ -1,0 +1,309 @@
+"""MegaKernel-v0: write a faster correct kernel, or edit a whole model's megakernel schedule.
+
+One episode is one problem from the curriculum. Op-level problems (levels 1-4): the action is
+kernel code (a ```python block defining ModelNew), scored by the judge on the cpu or gpu
+backend. Megakernel problems (level 5): the action is edit-language text over the compiler's
+IR; `sim` scores it by the cost model's predicted latency against the default schedule, `cpu`
+by running the plan in the CPU VM against the graph's reference. `submit` ends an episode; the
+level's turn limit truncates it.
+
+Reward (default "improvement"): gated log-speedup of this turn's result, counted only by how
+much it raises the episode's best so far (the best starts at the failure tier, -1), so an
+episode's return is its best score + 1. "score" gives each turn's gated log-speedup as is;
+"kevin" gives 0.3 * correct + speedup per turn (discount it with `discounted_returns`).
+"""
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from megakernel_gym.curriculum import Suite
+from megakernel_gym.curriculum.curriculum import Curriculum
+from megakernel_gym.ir_exposure.observe import CHARSET, feedback, printable, prompt, read_action
+from megakernel_gym.rewards import Candidate, EvalResult, ProblemError
+from megakernel_gym.rewards.reward_fns import gated_log_speedup, kevin_reward
+
+BACKENDS = ("sim", "cpu", "gpu")
+REWARDS = ("improvement", "score", "kevin")
+MAX_PROBLEM = 32_000
+MAX_CODE = 120_000        # a 1B-shaped model's IR is ~9k characters; candidates rarely pass 30k
+MAX_FEEDBACK = 16_000
+MAX_ACTION = 120_000
+FLOOR_SCORE = -1.0        # the failure tier: where an episode's best starts
+
+
+def discounted_returns(rewards: list[float], gamma: float = 0.4) -> list[float]:
+    """Kevin-32B's per-turn returns: G_t = r_t + gamma * G_{t+1}."""
+    out, g = [], 0.0
+    for r in reversed(rewards):
+        g = r + gamma * g
+        out.append(g)
+    return out[::-1]
+
+
+def _resolve_backend(backend: str | None) -> str:
+    if backend is None or backend == "auto":
+        import torch
+        return "gpu" if torch.cuda.is_available() else "cpu"
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)} (or leave it out: "
+                         "gpu when a CUDA device is present, else cpu)")
+    if backend == "gpu":
+        import torch
+        if not torch.cuda.is_available():
+            raise ValueError("backend 'gpu' needs a CUDA GPU and none is visible; use backend='cpu' or 'sim'")
+    return backend
+
+
+class _Megakernel:
+    """One level-5 problem compiled: the graph, its default IR, and how to score an IR."""
+
+    _graphs: dict[tuple, Any] = {}    # captured graphs per (problem, sizes), shared by all envs in a process
+
+    def __init__(self, problem, backend: str, num_sms: int, device: str):
+        from megakernel_gym.compiler import capture, module_tensors, predict
+        from megakernel_gym.compiler.zoo import LlamaConfig, make_block
+        from megakernel_gym.ir_exposure import make_ir
+        mod = _load_trusted(problem)
+        config = (mod.CPU_SIZES.get("config", mod.config) if backend == "cpu" else mod.config)
+        self.block, self.cfg = mod.block, LlamaConfig(**config)
+        self.backend, self.device = backend, device
+        key = (problem.sha256, backend)
+        if backend == "cpu":
+            module, inputs = make_block(self.block, self.cfg, seed=0)
+            self.params, self.feeds = module_tensors(module), None
+            graph = self._graphs.get(key) or capture(module, inputs, problem.name)
+            self.feeds = dict(zip(graph.inputs, inputs))
+        else:   # shapes are enough to compile and predict: nothing is allocated
+            graph = self._graphs.get(key)
+            if graph is None:
+                module, inputs = make_block(self.block, self.cfg, device="meta")
+                graph = capture(module, inputs, problem.name)
+        self._graphs[key] = graph
+        self.graph = graph
+        self.ir0 = make_ir(graph, num_sms=num_sms)
+        self.default = predict(self.ir0.plan(), device)
+        self._predict = predict
+
+    def score(self, ir, problem, cand_sha: str) -> EvalResult:
+        p = self._predict(ir.plan(), self.device)
+        timing = {"predicted_us": round(p.latency_us, 3), "floor_us": round(p.floor_us, 3),
+                  "device": f"{self.device} (predicted)"}
+        base = {"default_schedule": {"predicted_us": round(self.default.latency_us, 3)}}
+        if self.backend == "sim":
+            speedup = self.default.latency_us / p.latency_us
+            return EvalResult(status="correct", reason=f"valid schedule, predicted {p.latency_us:.1f} us vs "
+                              f"{self.default.latency_us:.1f} us for the default ({speedup:.3f}x)",
+                              problem=problem.name, backend="sim", candidate_sha256=cand_sha,
+                              problem_sha256=problem.sha256, device=timing["device"], speedup=speedup,
+                              speedups={"default_schedule": speedup}, baselines=base, timing=timing)
+        import torch
+
+        from megakernel_gym.compiler import run_graph, run_plan
+        got = run_plan(ir.plan(), self.params, self.feeds, rng=0, adversarial=True)
+        ref = run_graph(self.graph, self.params, self.feeds)
+        worst = max(float((got[k].double() - v.double()).abs().max()) for k, v in ref.items())
+        ok = all(torch.allclose(got[k].double(), v.double(), atol=1e-4, rtol=1e-4) for k, v in ref.items())
+        seeds = [{"seed": 0, "label": "vm-vs-graph", "max_abs_err": worst, "ok": ok}]
+        if not ok:
+            return EvalResult(status="incorrect", reason=f"the plan run in the CPU VM differs from the graph's "
+                              f"reference (max abs err {worst:.3g})", problem=problem.name, backend="cpu",
+                              candidate_sha256=cand_sha, problem_sha256=problem.sha256, device="cpu",
+                              seeds=seeds, category="mismatch", timing=timing)
+        return EvalResult(status="correct", reason=f"the plan run tile by tile in the CPU VM matches the reference "
+                          f"(max abs err {worst:.2g}); cpu backend: correctness only, the predicted time is "
+                          "information, not a speedup", problem=problem.name, backend="cpu",
+                          candidate_sha256=cand_sha, problem_sha256=problem.sha256, device="cpu", seeds=seeds,
+                          baselines=base, timing=timing)
+
+
+def _load_trusted(problem):
+    """A megakernel problem's module, run in this process: level-5 problems configure the compiler
+    (block and sizes) and come from the built-in suite or the user's own files, not from the agent."""
+    spec = importlib.util.spec_from_loader(f"mkgym_l5_{problem.sha256[:12]}", loader=None)
+    mod = importlib.util.module_from_spec(spec)
+    exec(compile(problem.source, problem.path or problem.name, "exec"), mod.__dict__)  # noqa: S102
+    for need in ("block", "config"):
+        if not hasattr(mod, need):
+            raise ProblemError(f"{problem.name}: a megakernel problem (KIND = 'megakernel') sets `{need}`")
+    return mod
+
+
+class MegaKernelEnv(gym.Env):
+    """See the module docstring. Spaces: Text actions; observations a Dict of Text (problem
+    statement, current code or IR, feedback on the last action)."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(self, backend: str | None = None, curriculum: Curriculum | str | None = None,
+                 suite: Suite | None = None, reward: str = "improvement", render_mode: str | None = None,
+                 device: str = "H200", num_sms: int = 132, judge_timeout: float | None = None):
+        self.backend = _resolve_backend(backend)
+        if reward not in REWARDS:
+            raise ValueError(f"unknown reward {reward!r}; use one of {', '.join(REWARDS)}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']}")
+        self.reward_mode, self.render_mode = reward, render_mode
+        self.device, self.num_sms, self.judge_timeout = device, num_sms, judge_timeout
+        self.curriculum = curriculum if isinstance(curriculum, Curriculum) else Curriculum(curriculum, suite)
+        charset = "".join(sorted(CHARSET))
+        self.observation_space = spaces.Dict({
+            "problem": spaces.Text(MAX_PROBLEM, min_length=0, charset=charset),
+            "code": spaces.Text(MAX_CODE, min_length=0, charset=charset),
+            "feedback": spaces.Text(MAX_FEEDBACK, min_length=0, charset=charset)})
+        self.action_space = spaces.Text(MAX_ACTION, min_length=0, charset=charset)
+        self._judge = None
+        self._mk: dict[str, _Megakernel] = {}
+        self._done = True
+        self.problem = None
+
+    # -- episodes ------------------------------------------------------------------------
+    def _levels(self) -> list[int]:
+        """Levels this backend can score: sim only megakernels, gpu (until the megakernel runtime) only ops."""
+        active = self.curriculum.active
+        if self.backend == "sim":
+            return [lv for lv in active if lv == 5]
+        if self.backend == "gpu":
+            return [lv for lv in active if lv != 5]
+        return active
+
+    def _draw(self, options: dict | None):
+        suite = self.curriculum.suite
+        options = options or {}
+        unknown = set(options) - {"problem", "level"}
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; use {{'problem': NAME}} or {{'level': N}}")
+        if "problem" in options:
+            problem = suite.get(options["problem"])
+            if problem.level not in self._levels() and problem.level is not None:
+                raise ValueError(f"problem {problem.name!r} (level {problem.level}) cannot be scored on the "
+                                 f"{self.backend} backend, which serves levels {self._levels()}")
+            return problem
+        levels = self._levels()
+        if not levels:
+            raise ValueError(f"the curriculum's suite has no problems the {self.backend} backend can score")
+        level = options.get("level")
+        if level is None:
+            level = self.curriculum.level if self.curriculum.level in levels else levels[-1 if
+                                                                                        self.backend == "sim" else 0]
+        if level not in levels:
+            raise ValueError(f"level {level} is not one the {self.backend} backend serves ({levels})")
+        return suite.get(self.curriculum.sample(level=level, rng=self.np_random).problem)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.problem = self._draw(options)
+        self.kind = "edits" if self.problem.meta.get("KIND") == "megakernel" else "code"
+        self.turns = self.curriculum.turns(self.problem.level) if self.problem.level in self.curriculum.pools else 10
+        self.turn, self.best, self.rewards = 0, FLOOR_SCORE, []
+        self.best_result: EvalResult | None = None
+        if self.kind == "edits":
+            mk = self._mk.get(self.problem.sha256)
+            if mk is None:
+                mk = self._mk[self.problem.sha256] = _Megakernel(self.problem, self.backend, self.num_sms,
+                                                                 self.device)
+            self.ir = mk.ir0
+            from megakernel_gym.ir_exposure import render
+            self.code = render(self.ir)
+            self.last = (f"default schedule: predicted {mk.default.latency_us:.1f} us on {self.device} "
+                         f"(floor {mk.default.floor_us:.1f} us). Edit it to go faster; `submit` when done.")
+        else:
+            self.code, self.last = "", "no kernel yet: write ModelNew."
+        self._done = False
+        return self._obs(), self._info(None, None)
+
+    def step(self, action):
+        if self._done:
+            raise gym.error.ResetNeeded("the episode has ended (submitted or out of turns); call reset()")
+        self.turn += 1
+        act = read_action(action, self.kind, MAX_ACTION)
+        if act.kind == "submit":
+            self._done = True
+            self.last = f"submitted after {self.turn - 1} turn(s); best score {self.best:+.3f}"
+            return self._obs(), 0.0, True, False, self._info(None, act)
+        res = self._evaluate(act)
+        score = gated_log_speedup(res)
+        if self.reward_mode == "improvement":
+            reward = max(score, self.best) - self.best
+        elif self.reward_mode == "score":
+            reward = score
+        else:
+            reward = kevin_reward(res)
+        if score > self.best:
+            self.best, self.best_result = score, res
+        self.rewards.append(reward)
+        self.last = feedback(res, self.turn, self.turns, self.best, reward)
+        truncated = self.turn >= self.turns
+        self._done = truncated
+        if truncated:
+            self.last += f"\nturn limit ({self.turns}) reached: the episode ends."
+        return self._obs(), float(reward), False, truncated, self._info(res, act)
+
+    def _fail(self, status: str, reason: str, category: str) -> EvalResult:
+        from megakernel_gym.rewards.problem import sha256
+        return EvalResult.failure(status, reason, self.problem, sha256(""), self.backend, category=category)
+
+    def _evaluate(self, act) -> EvalResult:
+        if act.kind == "invalid":
+            return self._fail("compile_error", act.why, "bad_action")
+        if self.kind == "code":
+            self.code = act.text
+            res = self._get_judge().evaluate(self.problem, Candidate(act.text))
+            res.elapsed_s = None   # wall time is not part of what an agent is told or scored on
+            return res
+        from megakernel_gym.compiler.validate import ScheduleError
+        from megakernel_gym.ir_exposure import EditError, IRError, apply_edits, render
+        from megakernel_gym.rewards.problem import sha256
+        try:
+            ir = apply_edits(self.ir, act.text)
+            ir.plan()
+        except (EditError, IRError, ScheduleError) as e:
+            return self._fail("compile_error", str(e), "edit")
+        self.ir, self.code = ir, render(ir)
+        return self._mk[self.problem.sha256].score(ir, self.problem, sha256(self.code))
+
+    def _get_judge(self):
+        if self._judge is None:
+            from megakernel_gym.rewards import Judge
+            self._judge = Judge(backend=self.backend, store=None, timeout_s=self.judge_timeout)
+        return self._judge
+
+    # -- observations, info, rendering ---------------------------------------------------
+    def _statement(self) -> str:
+        p = self.problem
+        head = f"# {p.name}: level {p.level}, {self.turns} turns\n{p.description}\n"
+        if self.kind == "code":
+            return head + ("\nWrite ModelNew: same constructor as Model, same outputs within tolerance, your own "
+                           "Triton or CUDA C kernels (torch compute in forward is rejected).\n\n```python\n"
+                           + p.source.rstrip() + "\n```\n")
+        from megakernel_gym.ir_exposure import LEGEND
+        return head + "\nThe megakernel IR below runs this model as one persistent kernel. " + LEGEND
+
+    def _obs(self) -> dict[str, str]:
+        return {"problem": printable(self._statement(), MAX_PROBLEM), "code": printable(self.code, MAX_CODE),
+                "feedback": printable(self.last, MAX_FEEDBACK)}
+
+    def _info(self, res: EvalResult | None, act) -> dict[str, Any]:
+        info = {"problem": self.problem.name, "level": self.problem.level, "kind": self.kind, "turn": self.turn,
+                "turns": self.turns, "backend": self.backend, "best_score": self.best,
+                "prompt": prompt(self._obs(), self.kind)}
+        if act is not None:
+            info["action"] = {"kind": act.kind, "text": act.text[:2000], "why": act.why}
+        if res is not None:
+            info["eval"] = res.to_dict()
+        return info
+
+    def render(self):
+        if self.render_mode != "ansi" or self.problem is None:
+            return None
+        o = self._obs()
+        return f"{o['problem'][:2000]}\n--- current {'kernel' if self.kind == 'code' else 'IR'} ---\n" \
+               f"{o['code']}\n--- feedback ---\n{o['feedback']}\n"
+
+    def close(self):
+        if self._judge is not None:
+            self._judge.close()
+            self._judge = None

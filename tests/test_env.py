@@ -1,0 +1,146 @@
+"""MegaKernel-v0 (env/): registration, Gymnasium's env checker, scripted episodes, bad input."""
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import megakernel_gym  # noqa: F401  (registers MegaKernel-v0)
+from megakernel_gym.curriculum import reference_candidates
+from megakernel_gym.env.megakernel import MegaKernelEnv, discounted_returns
+
+PREFETCH_MLP = "prefetch gate_proj depth=1\nprefetch up_proj depth=1\nprefetch down_proj depth=1"
+SLOWER_MLP = "assign * sms=0-63"
+
+
+@pytest.fixture(scope="module")
+def sim_env():
+    env = gym.make("MegaKernel-v0", backend="sim")
+    yield env.unwrapped
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def cpu_env():
+    env = gym.make("MegaKernel-v0", backend="cpu", render_mode="ansi")
+    yield env.unwrapped
+    env.close()
+
+
+def test_registered_and_makeable_by_module_path():
+    assert "MegaKernel-v0" in gym.registry and gym.registry["MegaKernel-v0"].nondeterministic
+    # Gymnasium 1.x's "module:Env" form registers on the fly, in a fresh interpreter
+    code = ("import gymnasium as gym; e = gym.make('megakernel_gym:MegaKernel-v0', backend='sim'); "
+            "print(type(e.unwrapped).__name__)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "MegaKernelEnv" in r.stdout
+
+
+@pytest.mark.parametrize("backend", ["sim", "cpu"])
+def test_gymnasium_env_checker_passes(backend):
+    env = gym.make("MegaKernel-v0", backend=backend)
+    try:
+        check_env(env.unwrapped, skip_render_check=False)
+    finally:
+        env.close()
+
+
+def test_sim_episode_rewards_a_faster_schedule_more(sim_env):
+    obs, info = sim_env.reset(seed=1, options={"problem": "mk_mlp_block"})
+    assert info["kind"] == "edits" and obs["code"].startswith("mkir v1")
+    assert "predicted" in obs["feedback"] and info["turns"] == 20
+    _, good, term, trunc, info = sim_env.step(PREFETCH_MLP)
+    assert info["eval"]["status"] == "correct" and info["eval"]["speedup"] > 1.0
+    assert "prefetch=1" in sim_env.code
+    sim_env.reset(seed=1, options={"problem": "mk_mlp_block"})
+    _, bad, _, _, info_bad = sim_env.step(SLOWER_MLP)
+    assert info_bad["eval"]["speedup"] < 1.0
+    _, invalid, _, _, info_inv = sim_env.step("tile * n=32")
+    assert good > bad > 0.0 and invalid == 0.0
+    assert info_inv["eval"]["status"] == "compile_error" and "tile size 32" in info_inv["eval"]["reason"]
+    # improvement rewards telescope: the return is the best score minus the failure tier
+    _, again, _, _, _ = sim_env.step(PREFETCH_MLP.replace("depth=1", "depth=1", 1))
+    assert again >= 0.0
+    _, r, term, trunc, _ = sim_env.step("submit")
+    assert term and not trunc and r == 0.0
+    with pytest.raises(gym.error.ResetNeeded):
+        sim_env.step("tile gate_proj n=64")
+
+
+def test_cpu_episode_reference_kernel_beats_wrong_and_invalid(cpu_env):
+    obs, info = cpu_env.reset(seed=0, options={"problem": "softmax"})
+    assert info["kind"] == "code" and "class Model" in obs["problem"] and info["turns"] == 10
+    ref = reference_candidates("softmax")["triton"].source
+    _, r_invalid, _, _, inv = cpu_env.step("here is my kernel: (none)")
+    o_wrong, r_wrong, _, _, wrong = cpu_env.step("```python\n" + ref.replace("* inv_sum", "* inv_sum * 1.01")
+                                                 + "\n```")
+    _, r_good, _, _, good = cpu_env.step("Sure:\n```python\n" + ref + "\n```\n")
+    assert inv["eval"]["status"] == "compile_error" and "no kernel code" in inv["eval"]["reason"]
+    assert wrong["eval"]["status"] == "incorrect" and "failed on seed0:plain" in o_wrong["feedback"]
+    assert good["eval"]["status"] == "correct"
+    # improvement rewards: 0 for nothing better, then the steps up the tiers to correct (score 0 on cpu)
+    assert (r_invalid, r_wrong, r_good) == (0.0, 0.5, 0.5)
+    assert good["best_score"] == 0.0
+    text = cpu_env.render()
+    assert "softmax" in text and "--- feedback ---" in text and "ModelNew" in text
+    assert "## Your move" in good["prompt"]
+
+
+def test_cpu_megakernel_episode_runs_the_plan_in_the_vm(cpu_env):
+    obs, info = cpu_env.reset(seed=0, options={"problem": "mk_mlp_block"})
+    _, r, _, _, info = cpu_env.step(PREFETCH_MLP)
+    assert info["eval"]["status"] == "correct" and info["eval"]["backend"] == "cpu"
+    assert info["eval"]["speedup"] is None and "CPU VM matches" in info["eval"]["reason"]
+    assert r == 1.0
+
+
+def test_bad_actions_get_feedback_and_the_env_keeps_working(cpu_env, sim_env):
+    cpu_env.reset(seed=0, options={"problem": "softmax"})
+    for action, needle in [("", "empty"), ("   \n", "empty"), (b"\x00\xff", "an action is text"),
+                           ("x" * 10_000_000, "limit is"), ("\x00junk", "NUL"),
+                           ("```python\nimport torch\n```", "no ModelNew"),
+                           ("tile lm_head n=64", "no kernel code")]:
+        obs, r, term, trunc, info = cpu_env.step(action)
+        assert r == 0.0 and not term, action[:20]
+        assert needle in info["eval"]["reason"], (needle, info["eval"]["reason"])
+        assert cpu_env.observation_space.contains(obs)
+    sim_env.reset(seed=0, options={"problem": "mk_mlp_block"})
+    obs, r, _, _, info = sim_env.step("```python\nclass ModelNew(nn.Module):\n    pass\n```")
+    assert "not a ModelNew" in info["eval"]["reason"] and r == 0.0
+    obs, r, _, _, info = sim_env.step("\u00e9\u00e8 non-ascii \u2603 edit")
+    assert sim_env.observation_space.contains(obs)
+
+
+def test_turn_limit_truncates(sim_env):
+    sim_env.reset(seed=0, options={"problem": "mk_mlp_block"})
+    for i in range(sim_env.turns):
+        _, _, term, trunc, _ = sim_env.step("tile * n=32")
+    assert trunc and not term and "turn limit" in sim_env.last
+
+
+def test_reset_options_and_errors(sim_env, cpu_env):
+    o1, i1 = cpu_env.reset(seed=123)
+    o2, i2 = cpu_env.reset(seed=123)
+    assert i1["problem"] == i2["problem"] and o1 == o2 and i1["level"] == 1
+    assert cpu_env.reset(seed=0, options={"level": 2})[1]["level"] == 2
+    with pytest.raises(Exception, match="no problem 'nope'"):
+        cpu_env.reset(options={"problem": "nope"})
+    with pytest.raises(ValueError, match="cannot be scored on the sim backend"):
+        sim_env.reset(options={"problem": "softmax"})
+    with pytest.raises(ValueError, match="unknown reset option"):
+        sim_env.reset(options={"probelm": "softmax"})
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        MegaKernelEnv(backend="tpu")
+    with pytest.raises(ValueError, match="unknown reward"):
+        MegaKernelEnv(backend="sim", reward="speed")
+
+
+def test_kevin_rewards_and_discounted_returns():
+    env = MegaKernelEnv(backend="sim", reward="kevin")
+    env.reset(seed=0, options={"problem": "mk_mlp_block"})
+    _, r, _, _, info = env.step(PREFETCH_MLP)
+    assert r == pytest.approx(0.3 + info["eval"]["speedup"])
+    assert discounted_returns([1.0, 0.0, 2.0], gamma=0.4) == pytest.approx([1.0 + 0.4 * 0.0 + 0.16 * 2.0, 0.8, 2.0])
+    env.close()
