@@ -308,6 +308,18 @@ def cmd_compile(args) -> int:
     return 0
 
 
+def cmd_demo(args) -> int:
+    from megakernel_gym.env.demo import run_demo
+    from megakernel_gym.rewards import ProblemError
+    try:
+        summary = run_demo(args.problem, args.backend, args.out, log=sys.stderr if args.json else sys.stdout)
+    except (ProblemError, ValueError) as e:
+        return _err(str(e))
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mkgym", description="megakernel-gym: score GPU kernels, train policies")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -339,6 +351,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--device", default="H200", help="GPU the sim backend predicts for (H100, H200)")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.set_defaults(func=cmd_compile)
+
+    d = sub.add_parser("demo", help="a short MegaKernel-v0 episode of a scripted policy, printed turn by turn")
+    d.add_argument("--problem", default="mk_mlp_block", help="a built-in problem (default: the Llama-1B-shaped "
+                                                              "MLP block as a megakernel)")
+    d.add_argument("--backend", default=None, help="sim, cpu or gpu (default: the best one for the problem here)")
+    d.add_argument("--out", default="timeline.png", help="where to save the final schedule timeline (PNG)")
+    d.add_argument("--json", action="store_true", help="print one JSON summary on stdout (the episode goes to stderr)")
+    d.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("problems", help="problem suites: list, show, check")
     psub = p.add_subparsers(dest="problems_command", required=True)

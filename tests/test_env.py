@@ -144,3 +144,32 @@ def test_kevin_rewards_and_discounted_returns():
     assert r == pytest.approx(0.3 + info["eval"]["speedup"])
     assert discounted_returns([1.0, 0.0, 2.0], gamma=0.4) == pytest.approx([1.0 + 0.4 * 0.0 + 0.16 * 2.0, 0.8, 2.0])
     env.close()
+
+
+def test_rgb_array_renders_the_schedule_timeline():
+    env = gym.make("MegaKernel-v0", backend="sim", render_mode="rgb_array")
+    env.reset(seed=0, options={"problem": "mk_mlp_block"})
+    before = env.render()
+    env.step(SLOWER_MLP)          # half the SMs: the right half of the rows stays idle
+    after = env.render()
+    env.close()
+    assert before.shape == after.shape and before.dtype.name == "uint8" and before.shape[2] == 3
+    rows = before.shape[0] // 132
+    idle = (235, 235, 235)
+    last_sm = after[131 * rows, :, :]
+    assert (last_sm == idle).all(axis=-1).all()          # SM 131 got no task
+    assert not (before[131 * rows, :, :] == idle).all(axis=-1).all()
+
+
+def test_demo_command_runs_an_episode_and_saves_the_timeline(tmp_path):
+    import json
+    out = tmp_path / "timeline.png"
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "demo", "--json", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads(r.stdout)
+    assert summary["backend"] == "sim" and summary["problem"] == "mk_mlp_block"
+    rewards = [t["reward"] for t in summary["turns"]]
+    assert rewards[0] > 1.0 and summary["turns"][2]["speedup"] < 1.0 and summary["turns"][-1]["status"] == "submitted"
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "-- reward" in r.stderr

@@ -136,7 +136,7 @@ class MegaKernelEnv(gym.Env):
     """See the module docstring. Spaces: Text actions; observations a Dict of Text (problem
     statement, current code or IR, feedback on the last action)."""
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
 
     def __init__(self, backend: str | None = None, curriculum: Curriculum | str | None = None,
                  suite: Suite | None = None, reward: str = "improvement", render_mode: str | None = None,
@@ -297,8 +297,18 @@ class MegaKernelEnv(gym.Env):
         return info
 
     def render(self):
-        if self.render_mode != "ansi" or self.problem is None:
+        """ansi: the statement, the current code or IR and the feedback as text. rgb_array: for a
+        megakernel, the per-SM timeline of the current schedule (predicted by the cost model);
+        for an op-level problem, bars of the last timed result against its baselines."""
+        if self.render_mode is None or self.problem is None:
             return None
+        if self.render_mode == "rgb_array":
+            from megakernel_gym.env.timeline import timeline_image, times_image
+            if self.kind == "edits":
+                mk = self._mk[self.problem.sha256]
+                plan = self.ir.plan()
+                return timeline_image(plan, mk._predict(plan, self.device))
+            return times_image(self.best_result)
         o = self._obs()
         return f"{o['problem'][:2000]}\n--- current {'kernel' if self.kind == 'code' else 'IR'} ---\n" \
                f"{o['code']}\n--- feedback ---\n{o['feedback']}\n"

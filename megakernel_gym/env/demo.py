@@ -1,0 +1,74 @@
+"""`mkgym demo`: one short episode of a scripted baseline policy, printed turn by turn.
+
+Megakernel problems (level 5): the policy tries prefetching every matmul's weights one and two
+tiles ahead, then a deliberately bad placement (half the SMs), then submits. Op-level
+problems: the shipped reference kernel under the wrong class name, then as it is, then submit.
+The schedule timeline (or the timing bars) of the final state is saved as a PNG.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+DEFAULT_PROBLEM = "mk_mlp_block"
+
+
+def megakernel_policy(ir) -> list[str]:
+    matmuls = [o.name for o in ir.graph.ops if o.kind == "matmul"]
+    return ["\n".join(f"prefetch {m} depth=1" for m in matmuls),
+            "\n".join(f"prefetch {m} depth=2" for m in matmuls),
+            f"assign * sms=0-{ir.plan().num_sms // 2 - 1}",
+            "submit"]
+
+
+def kernel_policy(problem_name: str) -> list[str]:
+    from megakernel_gym.curriculum import reference_candidates
+    refs = reference_candidates(problem_name)
+    if "triton" not in refs:
+        raise ValueError(f"the demo's op-level policy replays a shipped reference kernel, and {problem_name!r} has "
+                         "none; pick one of: softmax, layernorm, rmsnorm, matmul_bias_relu, gqa_decode, or a "
+                         "megakernel problem (mk_*)")
+    src = refs["triton"].source
+    misnamed = src.replace("class ModelNew", "class MyModel", 1)   # a first try that forgot the interface
+    return ["```python\n" + misnamed + "\n```", "```python\n" + src + "\n```", "submit"]
+
+
+def run_demo(problem: str = DEFAULT_PROBLEM, backend: str | None = None, out: str = "timeline.png",
+             log=sys.stdout) -> dict[str, Any]:
+    import gymnasium as gym
+
+    import megakernel_gym  # noqa: F401  (registers MegaKernel-v0)
+    from megakernel_gym.curriculum import get_problem
+    from megakernel_gym.env.timeline import save_png
+    kind = "edits" if get_problem(problem).meta.get("KIND") == "megakernel" else "code"
+    if backend is None:
+        # megakernels: the cost model's predictions at the real (1B-shaped) sizes, the backend with a
+        # speedup signal on any machine; kernels: the GPU when there is one
+        import torch
+        backend = "sim" if kind == "edits" else ("gpu" if torch.cuda.is_available() else "cpu")
+    env = gym.make("MegaKernel-v0", backend=backend, render_mode="rgb_array")
+    turns = []
+    try:
+        obs, info = env.reset(seed=0, options={"problem": problem})
+        u = env.unwrapped
+        print(f"== {problem} (level {info['level']}) on the {backend} backend, up to {info['turns']} turns", file=log)
+        print(obs["feedback"], file=log)
+        actions = megakernel_policy(u.ir) if kind == "edits" else kernel_policy(problem)
+        for a in actions:
+            obs, reward, term, trunc, info = env.step(a)
+            shown = a if len(a) < 300 else a[:200] + f"\n... ({len(a)} characters)"
+            print(f"\n-- action (turn {info['turn']}):\n{shown}", file=log)
+            print(f"-- reward {reward:+.3f}\n{obs['feedback']}", file=log)
+            turns.append({"turn": info["turn"], "action": a[:2000], "reward": reward,
+                          "status": info.get("eval", {}).get("status", "submitted"),
+                          "speedup": info.get("eval", {}).get("speedup")})
+            if term or trunc:
+                break
+        img = env.render()
+        save_png(img, out)
+        print(f"\nsaved the {'schedule timeline' if kind == 'edits' else 'timing bars'} to {out} "
+              f"({img.shape[1]}x{img.shape[0]})", file=log)
+        return {"problem": problem, "backend": backend, "turns": turns, "best_score": u.best,
+                "return": sum(t["reward"] for t in turns), "picture": out}
+    finally:
+        env.close()

@@ -1,0 +1,56 @@
+"""The per-SM schedule timeline as a picture: one row per SM, time left to right, each task a bar
+colored by its op's kind. Drawn with numpy alone (rgb_array); Pillow writes it as a PNG."""
+from __future__ import annotations
+
+import numpy as np
+
+# One color per primitive kind (graph.PRIMITIVES), so the same picture reads the same for any model.
+KIND_COLORS = {"matmul": (31, 119, 180), "elementwise": (255, 127, 14), "reduce": (44, 160, 44),
+               "rmsnorm": (214, 39, 40), "layernorm": (214, 39, 40), "softmax": (148, 103, 189),
+               "rope": (140, 86, 75), "decode_attention": (227, 119, 194), "cache_write": (127, 127, 127),
+               "embedding": (188, 189, 34), "view": (23, 190, 207)}
+BACKGROUND = (255, 255, 255)
+IDLE = (235, 235, 235)
+
+
+def timeline_image(plan, prediction, width: int = 1200, row_px: int = 4, gap_px: int = 1) -> np.ndarray:
+    """[height, width, 3] uint8: SM s occupies rows s*(row_px+gap_px) .. +row_px."""
+    kinds = {o.name: o.kind for o in plan.tg.graph.ops}
+    end = max(prediction.finish_us, default=0.0) or 1.0
+    n_sms = len(plan.queues)
+    height = n_sms * (row_px + gap_px)
+    img = np.empty((height, width, 3), dtype=np.uint8)
+    img[:] = BACKGROUND
+    scale = (width - 1) / end
+    for s, queue in enumerate(plan.queues):
+        y0 = s * (row_px + gap_px)
+        img[y0:y0 + row_px, :] = IDLE
+        for t in queue:
+            x0 = int(prediction.start_us[t] * scale)
+            x1 = max(x0 + 1, int(prediction.finish_us[t] * scale))
+            op = plan.tg.tasks[t].op
+            img[y0:y0 + row_px, x0:x1] = KIND_COLORS.get(kinds.get(op, ""), (0, 0, 0))
+    return img
+
+
+def save_png(img: np.ndarray, path: str) -> None:
+    from PIL import Image   # Pillow: the PNG writer everyone has
+    Image.fromarray(img).save(path)
+
+
+def times_image(result, width: int = 600, bar_px: int = 24) -> np.ndarray:
+    """Op-level episodes: one bar per baseline and one for the candidate (dark), lengths in
+    proportion to their median times; empty until something was timed."""
+    bars = [(name, b["median_ms"]) for name, b in (getattr(result, "baselines", None) or {}).items()
+            if isinstance(b, dict) and b.get("median_ms")]
+    t = getattr(result, "timing", None) or {}
+    if t.get("median_ms"):
+        bars.append(("candidate", t["median_ms"]))
+    img = np.empty((max(1, len(bars)) * (bar_px + 4) + 4, width, 3), dtype=np.uint8)
+    img[:] = BACKGROUND
+    longest = max((ms for _, ms in bars), default=1.0)
+    for i, (name, ms) in enumerate(bars):
+        y0 = 4 + i * (bar_px + 4)
+        img[y0:y0 + bar_px, : max(1, int((width - 1) * ms / longest))] = (40, 40, 40) if name == "candidate" \
+            else KIND_COLORS["matmul"]
+    return img
