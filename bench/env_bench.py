@@ -5,8 +5,9 @@
 sim: IR-edit steps on the 1B-shaped MLP block and the whole 1B-shaped decoder (cost-model
 scoring, one env, sequential). gpu (when a CUDA device is present): an episode on softmax
 whose first action is the shipped Triton reference (compile, 6 seeds, timing, baselines),
-then resubmissions of distinct copies of it (each compiled and timed again). One env, one
-step at a time: the batched path over the judge's pool is not measured here.
+then resubmissions of distinct copies of it (each compiled and timed again), one env one step
+at a time; then the same with --vector-envs episodes stepped together (their kernels judged as
+one batch on the judge's pool).
 Writes env_steps.json.
 """
 from __future__ import annotations
@@ -85,14 +86,40 @@ def bench_gpu(steps: int) -> tuple[list[dict], float | None]:
     return rows, first_reward
 
 
+def bench_gpu_vector(num_envs: int, steps: int) -> list[dict]:
+    """num_envs episodes stepped together: their kernels are judged as one batch on the pool."""
+    import torch
+    if not torch.cuda.is_available():
+        return []
+    ref = reference_candidates("softmax")["triton"].source
+    envs = gym.make_vec("MegaKernel-v0", num_envs=num_envs, vectorization_mode="vector_entry_point", backend="gpu")
+    envs.reset(seed=0, options={"problem": "softmax"})
+    envs.step(["```python\n" + ref + "\n```"] * num_envs)     # warm: baselines, workers, compile caches
+    times, statuses = [], []
+    for i in range(steps):
+        acts = ["```python\n" + ref + f"\n# env {k} step {i} {time.time_ns()}\n```" for k in range(num_envs)]
+        t = time.perf_counter()
+        _, _, _, _, infos = envs.step(acts)
+        times.append(time.perf_counter() - t)
+        statuses += list(infos["eval"]["status"])
+    envs.close()
+    row = {"backend": "gpu", "problem": "softmax", "vector_envs": num_envs, "steps": steps,
+           "batch_step_s": spread(times), "env_steps_per_s": num_envs / statistics.median(times),
+           "statuses": {s: statuses.count(s) for s in set(statuses)}}
+    print(row, flush=True)
+    return [row]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--vector-envs", type=int, default=8, help="sub-envs of the batched gpu measurement")
     args = ap.parse_args()
     rows = bench_sim(args.steps)
     gpu_rows, reward = bench_gpu(args.steps)
     rows += gpu_rows
+    rows += bench_gpu_vector(args.vector_envs, max(3, args.steps // 2))
     targets = []   # steps/s are measurements (rows); the one pass/fail line is the reward's sign
     if reward is not None:
         targets.append({"target": "on the gpu backend a good kernel earns a positive reward from measured speedup",

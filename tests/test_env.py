@@ -173,3 +173,34 @@ def test_demo_command_runs_an_episode_and_saves_the_timeline(tmp_path):
     assert rewards[0] > 1.0 and summary["turns"][2]["speedup"] < 1.0 and summary["turns"][-1]["status"] == "submitted"
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "-- reward" in r.stderr
+
+
+def test_vector_env_judges_kernels_together_and_autoresets():
+    envs = gym.make_vec("MegaKernel-v0", num_envs=2, vectorization_mode="vector_entry_point", backend="cpu")
+    try:
+        obs, infos = envs.reset(seed=0, options={"problem": "softmax"})
+        assert len(obs["problem"]) == 2 and list(infos["problem"]) == ["softmax", "softmax"]
+        ref = reference_candidates("softmax")["triton"].source
+        wrong = ref.replace("* inv_sum", "* inv_sum * 1.01")
+        obs, rewards, terms, truncs, infos = envs.step(["```python\n" + ref + "\n```", "```python\n" + wrong + "\n```"])
+        statuses = list(infos["eval"]["status"])
+        assert statuses == ["correct", "incorrect"] and rewards[0] > rewards[1] > 0
+        assert "correct on 6 seeds" in obs["feedback"][0]
+        obs, rewards, terms, truncs, infos = envs.step(["submit", "more nonsense"])
+        assert terms.tolist() == [True, False] and rewards.tolist() == [0.0, 0.0]
+        # next step: env 0 starts a new episode (its action ignored), env 1 goes on
+        obs, rewards, terms, truncs, infos = envs.step(["ignored", "submit"])
+        assert infos["turn"].tolist() == [0, 3] and terms.tolist() == [False, True]
+        assert "no kernel yet" in obs["feedback"][0]
+    finally:
+        envs.close()
+
+
+def test_vector_env_on_sim_scores_edits():
+    envs = gym.make_vec("MegaKernel-v0", num_envs=3, vectorization_mode="vector_entry_point", backend="sim")
+    try:
+        envs.reset(seed=0, options={"problem": "mk_mlp_block"})
+        _, rewards, _, _, infos = envs.step([PREFETCH_MLP, SLOWER_MLP, "tile * n=32"])
+        assert rewards[0] > rewards[1] > rewards[2] == 0.0
+    finally:
+        envs.close()

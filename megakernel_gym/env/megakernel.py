@@ -15,6 +15,7 @@ episode's return is its best score + 1. "score" gives each turn's gated log-spee
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -132,6 +133,14 @@ def _load_trusted(problem):
     return mod
 
 
+@dataclass
+class Pending:
+    """A step between its halves: a submit, a result already known, or a (problem, candidate) to judge."""
+    act: Any
+    result: EvalResult | None = None
+    job: tuple | None = None
+
+
 class MegaKernelEnv(gym.Env):
     """See the module docstring. Spaces: Text actions; observations a Dict of Text (problem
     statement, current code or IR, feedback on the last action)."""
@@ -216,15 +225,33 @@ class MegaKernelEnv(gym.Env):
         return self._obs(), self._info(None, None)
 
     def step(self, action):
+        pending = self.begin_step(action)
+        res = pending.result
+        if pending.job is not None:
+            res = self._get_judge().evaluate(*pending.job)
+        return self.end_step(pending, res)
+
+    # A step in two halves, so a vector env can judge many envs' kernels at once on a pool:
+    # begin_step reads the action and does everything but the judge; end_step takes the result.
+    def begin_step(self, action) -> "Pending":
         if self._done:
             raise gym.error.ResetNeeded("the episode has ended (submitted or out of turns); call reset()")
         self.turn += 1
         act = read_action(action, self.kind, MAX_ACTION)
         if act.kind == "submit":
+            return Pending(act)
+        if act.kind == "code":
+            self.code = act.text
+            return Pending(act, job=(self.problem, Candidate(act.text)))
+        return Pending(act, result=self._evaluate(act))
+
+    def end_step(self, pending: "Pending", res: EvalResult | None):
+        act = pending.act
+        if act.kind == "submit":
             self._done = True
             self.last = f"submitted after {self.turn - 1} turn(s); best score {self.best:+.3f}"
             return self._obs(), 0.0, True, False, self._info(None, act)
-        res = self._evaluate(act)
+        res.elapsed_s = None   # wall time is not part of what an agent is told or scored on
         score = gated_log_speedup(res)
         if self.reward_mode == "improvement":
             reward = max(score, self.best) - self.best
@@ -249,11 +276,6 @@ class MegaKernelEnv(gym.Env):
     def _evaluate(self, act) -> EvalResult:
         if act.kind == "invalid":
             return self._fail("compile_error", act.why, "bad_action")
-        if self.kind == "code":
-            self.code = act.text
-            res = self._get_judge().evaluate(self.problem, Candidate(act.text))
-            res.elapsed_s = None   # wall time is not part of what an agent is told or scored on
-            return res
         from megakernel_gym.compiler.validate import ScheduleError
         from megakernel_gym.ir_exposure import EditError, IRError, apply_edits, render
         from megakernel_gym.rewards.problem import sha256

@@ -10,5 +10,6 @@ def register_envs() -> bool:
         return False
     if ENV_ID not in registry:
         # GPU timings vary run to run, so the same actions need not give the same rewards
-        register(id=ENV_ID, entry_point="megakernel_gym.env.megakernel:MegaKernelEnv", nondeterministic=True)
+        register(id=ENV_ID, entry_point="megakernel_gym.env.megakernel:MegaKernelEnv", nondeterministic=True,
+                 vector_entry_point="megakernel_gym.env.vector:MegaKernelVectorEnv")
     return True
