@@ -28,14 +28,16 @@ def cpu_env():
     env.close()
 
 
-def test_registered_and_makeable_by_module_path():
+def test_registered_with_no_import_and_by_module_path():
     assert "MegaKernel-v0" in gym.registry and gym.registry["MegaKernel-v0"].nondeterministic
-    # Gymnasium 1.x's "module:Env" form registers on the fly, in a fresh interpreter
-    code = ("import gymnasium as gym; e = gym.make('megakernel_gym:MegaKernel-v0', backend='sim'); "
-            "print(type(e.unwrapped).__name__)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "MegaKernelEnv" in r.stdout
+    # after `pip install`, importing gymnasium alone registers it (megakernel_gym-gymnasium.pth), and
+    # Gymnasium's "module:Env" form works too; both in a fresh interpreter that never imports megakernel_gym
+    for env_id in ("MegaKernel-v0", "megakernel_gym:MegaKernel-v0"):
+        code = ("import sys, gymnasium as gym; e = gym.make(%r, backend='sim'); "
+                "print(type(e.unwrapped).__name__)" % env_id)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd="/")
+        assert r.returncode == 0, (env_id, r.stderr[-2000:])
+        assert "MegaKernelEnv" in r.stdout
 
 
 @pytest.mark.parametrize("backend", ["sim", "cpu"])

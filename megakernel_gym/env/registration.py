@@ -1,15 +1,6 @@
-"""Registering MegaKernel-v0 with Gymnasium (cheap: the env module loads on gym.make)."""
-ENV_ID = "MegaKernel-v0"
+"""Registering MegaKernel-v0 with Gymnasium: the one definition lives in the top-level module
+_megakernel_gym_gymnasium (shipped beside the package so its .pth can register without
+importing megakernel_gym)."""
+from _megakernel_gym_gymnasium import ENV_ID, register_envs
 
-
-def register_envs() -> bool:
-    """Register once; False when gymnasium is not installed (the judge and compiler work without it)."""
-    try:
-        from gymnasium.envs.registration import register, registry
-    except ImportError:
-        return False
-    if ENV_ID not in registry:
-        # GPU timings vary run to run, so the same actions need not give the same rewards
-        register(id=ENV_ID, entry_point="megakernel_gym.env.megakernel:MegaKernelEnv", nondeterministic=True,
-                 vector_entry_point="megakernel_gym.env.vector:MegaKernelVectorEnv")
-    return True
+__all__ = ["ENV_ID", "register_envs"]
