@@ -94,7 +94,7 @@ def test_local_pool_matches_single_judge(tmp_path):
         assert pool.size == 2
         seen = []
         results = pool.evaluate_many(items, on_result=lambda i, r: seen.append(i))
-    assert [r.status for r in results] == ["correct"] * 4 + ["incorrect"]
+    assert [r.status for r in results] == ["correct"] * 4 + ["incorrect"], [r.reason for r in results]
     assert [r.problem for r in results] == names + ["softmax"]
     assert sorted(seen) == list(range(5))
     assert ResultsStore(tmp_path / "pool.sqlite").count() == 5
