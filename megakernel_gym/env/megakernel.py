@@ -46,17 +46,17 @@ def discounted_returns(rewards: list[float], gamma: float = 0.4) -> list[float]:
 
 
 def _resolve_backend(backend: str | None) -> str:
-    if backend is None or backend == "auto":
-        import torch
-        return "gpu" if torch.cuda.is_available() else "cpu"
-    if backend not in BACKENDS:
+    """The judge's rule (gpu when a CUDA device is present, else cpu), plus the cost model's sim."""
+    from megakernel_gym.rewards.judge import GPUUnavailableError, resolve_backend
+    if backend == "sim":
+        return backend
+    if backend not in (None, "auto", "cpu", "gpu"):
         raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)} (or leave it out: "
                          "gpu when a CUDA device is present, else cpu)")
-    if backend == "gpu":
-        import torch
-        if not torch.cuda.is_available():
-            raise ValueError("backend 'gpu' needs a CUDA GPU and none is visible; use backend='cpu' or 'sim'")
-    return backend
+    try:
+        return resolve_backend(backend)
+    except GPUUnavailableError as e:
+        raise ValueError(f"{e} (or backend='sim' for megakernel problems)") from e
 
 
 class _Megakernel:
