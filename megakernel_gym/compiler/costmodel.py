@@ -61,7 +61,8 @@ def _nbytes(g, tensor: str, box) -> int:
 
 
 def _op_flops(op, g, obox, reads) -> tuple[float, int | None]:
-    """Flops to compute `obox` of op's output; for cache_write also its true bytes (one position)."""
+    """Flops to compute `obox` of op's output; for cache_write and embedding also their true bytes
+    (one position; the rows gathered)."""
     out_elems = 1
     for lo, hi in obox:
         out_elems *= hi - lo
@@ -72,6 +73,13 @@ def _op_flops(op, g, obox, reads) -> tuple[float, int | None]:
     if op.kind == "cache_write":
         # writes one position per sequence, not the whole cache slice it may touch
         return 0.0, 2 * _nbytes(g, reads[0][0], reads[0][1])
+    if op.kind == "embedding":
+        # gathers one table row per id: the task's region is the whole table (the ids are data,
+        # so dependencies must assume any row), but the bytes moved are the rows gathered
+        (ids, ibox), (table, (_, (c0, c1))) = reads[0], reads[1]
+        n_ids = _nbytes(g, ids, ibox) // torch_dtype(g.tensors[ids].dtype).itemsize
+        row_bytes = (c1 - c0) * torch_dtype(g.tensors[table].dtype).itemsize
+        return 0.0, _nbytes(g, ids, ibox) + n_ids * row_bytes + _nbytes(g, op.outputs[0], obox)
     return 5.0 * out_elems, None
 
 
