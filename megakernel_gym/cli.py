@@ -270,6 +270,12 @@ def cmd_compile(args) -> int:
                     "counters": len(plan.counters)}
     if args.emit == "ir":
         report["ir"] = render(ir)
+    elif args.emit == "cuda":
+        from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
+        try:
+            report["cuda"] = emit_cuda(plan)[0]
+        except CodegenError as e:
+            return _err(str(e))
     elif args.emit == "tasks":
         ops = [args.op] if args.op else ir.ops
         unknown = [o for o in ops if o not in ir.ops]
@@ -296,6 +302,8 @@ def cmd_compile(args) -> int:
         return 0
     if "ir" in report:
         print(report["ir"])
+    if "cuda" in report:
+        print(report["cuda"])
     if "tasks_text" in report:
         print(report["tasks_text"])
     summary = f"{args.model}: {report['ops']} ops, {report['tasks']} tasks on {args.sms} SMs, plan validated"
@@ -343,8 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--sms", type=int, default=132, help="SMs of the target GPU (default 132)")
     c.add_argument("--schedule", help="a file of edits (the edit language) applied before --edit")
     c.add_argument("--edit", action="append", help="edit text, e.g. 'tile lm_head n=64' (repeatable)")
-    c.add_argument("--emit", choices=["ir", "tasks", "json"], default=None,
-                   help="print the op-level IR, the task-level detail, or (with --json) everything")
+    c.add_argument("--emit", choices=["ir", "tasks", "cuda", "json"], default=None,
+                   help="print the op-level IR, the task-level detail, the megakernel's CUDA C, or (with --json) "
+                        "everything")
     c.add_argument("--op", help="with --emit tasks: only this op")
     c.add_argument("--backend", choices=["cpu", "sim"], default=None,
                    help="cpu: run the plan in the CPU VM and compare with eager; sim: predicted latency")

@@ -1,0 +1,459 @@
+"""Codegen: a validated Plan -> CUDA C for one persistent megakernel (stage 1: correct, simple).
+
+    source, table = emit_cuda(plan)        # readable CUDA C + the task table the runtime uploads
+
+One thread block per SM queue runs its tasks in order. Before a task, thread 0 spins on each
+counter it waits for (ld.acquire.gpu) with a spin budget; past the budget the kernel records
+(task, counter) in `status` and traps, so a bad schedule ends in an error, never a hung GPU.
+After a task, the block syncs and thread 0 publishes with a fence and an atomic add to each
+counter the task produces into. Fused producers run first, inside the consumer's task, over
+the box of their output the consumer reads (written to their global buffer, then read back
+by the same block: correct, if not yet on chip).
+
+Every op becomes one device function over [lo, hi) along its tile axis, with shapes, strides
+and dtypes as constants. Tensors live in one pointer table `T` (views alias their base; a
+cache_write's output aliases its cache). bf16 is handled as raw 16-bit words converted by
+hand (round to nearest even), so no CUDA header is needed and NVRTC compiles it anywhere.
+Arithmetic is float32 throughout, as the graph's reference ops do.
+
+Speed comes later (issue: 16-byte loads, several loads in flight, prefetch); this stage is
+what the differential tests on the GPU check first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from megakernel_gym.compiler.expr import parse_expr
+from megakernel_gym.compiler.graph import Graph, Op
+from megakernel_gym.compiler.schedule import Plan
+from megakernel_gym.compiler.tasks import input_boxes, task_boxes
+
+THREADS = 256
+WARPS = THREADS // 32
+CTYPES = {"float32": "float", "bfloat16": "unsigned short", "int64": "long long", "int32": "int"}
+
+
+class CodegenError(ValueError):
+    """The plan uses something this code generator cannot emit yet; says what."""
+
+
+@dataclass
+class TaskTable:
+    """What the runtime uploads beside the source: CSR arrays over SM queues and tasks."""
+    q_start: list[int]            # per SM: first index into q_task (num_sms + 1 entries)
+    q_task: list[int]
+    call_start: list[int]         # per task: first index into call_* (prologue calls, then its own op)
+    call_op: list[int]
+    call_lo: list[int]
+    call_hi: list[int]
+    wait_start: list[int]         # per task: first index into wait_*
+    wait_counter: list[int]
+    wait_target: list[int]
+    signal_start: list[int]       # per task: first index into signal_counter
+    signal_counter: list[int]
+    num_counters: int
+    slots: dict[str, int] = field(default_factory=dict)      # base tensor -> index in T
+    aliases: dict[str, str] = field(default_factory=dict)    # every tensor -> the base whose memory it is
+    op_ids: dict[str, int] = field(default_factory=dict)     # op -> its device function's id
+
+
+# ---------------------------------------------------------------------------------------------
+# tensors: views alias their base
+
+
+def _bases(g: Graph) -> dict[str, str]:
+    """tensor -> the tensor whose memory it is (itself, or what a contiguous reshape aliases)."""
+    base = {t: t for t in g.tensors}
+    for op in g.ops:
+        if op.kind == "view":
+            if op.attrs.get("op") != "reshape":
+                raise CodegenError(f"op {op.name}: view {op.attrs.get('op')!r} is not emitted yet (only "
+                                   "contiguous reshapes alias memory as is)")
+            base[op.outputs[0]] = base[op.inputs[0]]
+        elif op.kind == "cache_write":
+            base[op.outputs[0]] = base[op.inputs[0]]
+    return base
+
+
+def _strides(shape) -> list[int]:
+    out, s = [], 1
+    for d in reversed(shape):
+        out.append(s)
+        s *= d
+    return out[::-1]
+
+
+class _Emitter:
+    def __init__(self, plan: Plan):
+        self.plan, self.g = plan, plan.tg.graph
+        self.base = _bases(self.g)
+        names = sorted({self.base[t] for t in self.g.tensors})
+        self.slots = {t: i for i, t in enumerate(names)}
+
+    def ptr(self, tensor: str) -> str:
+        spec = self.g.tensors[tensor]
+        ct = CTYPES.get(spec.dtype)
+        if ct is None:
+            raise CodegenError(f"tensor {tensor}: dtype {spec.dtype} is not emitted yet")
+        return f"(({ct}*)T[{self.slots[self.base[tensor]]}])"
+
+    def load(self, tensor: str, idx: str) -> str:
+        dt = self.g.tensors[tensor].dtype
+        p = self.ptr(tensor)
+        if dt == "bfloat16":
+            return f"bf2f({p}[{idx}])"
+        return f"(float)({p}[{idx}])" if dt == "float32" else f"{p}[{idx}]"
+
+    def store(self, tensor: str, idx: str, value: str) -> str:
+        dt = self.g.tensors[tensor].dtype
+        v = f"f2bf({value})" if dt == "bfloat16" else f"({CTYPES[dt]})({value})"
+        return f"{self.ptr(tensor)}[{idx}] = {v};"
+
+    # -- one device function per op, over [lo, hi) along its tile axis ----------------------
+    def op_function(self, op: Op, fid: int) -> str:
+        axis = self.plan.tg.tiling[op.name][0] if op.name in self.plan.tg.tiling else 0
+        body = getattr(self, f"_{op.kind}", None)
+        if body is None:
+            raise CodegenError(f"op {op.name}: primitive {op.kind!r} is not emitted yet")
+        return (f"// {op.name}: {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}\n"
+                f"__device__ __noinline__ void op_{fid}(void* const* T, int lo, int hi) {{\n"
+                + body(op, axis) + "}\n")
+
+    def _box_loop(self, shape, axis: int, inner: str) -> str:
+        """Every element of the box [lo, hi) along `axis` (full elsewhere), coordinates c0..cN."""
+        dims = [f"{d}" for d in shape]
+        dims[axis] = "(hi - lo)"
+        n = " * ".join(dims) or "1"
+        lines = [f"  const int n = {n};", f"  for (int e = threadIdx.x; e < n; e += blockDim.x) {{",
+                 "    int r = e;"]
+        for i in reversed(range(len(shape))):
+            lines.append(f"    const int c{i} = r % {dims[i]}{' + lo' if i == axis else ''}; r /= {dims[i]};")
+        lines.append(textwrap_indent(inner, "    "))
+        lines.append("  }")
+        return "\n".join(lines) + "\n"
+
+    def _index(self, shape, coords: list[str]) -> str:
+        return " + ".join(f"(long long)({c}) * {s}" for c, s in zip(coords, _strides(shape))) or "0"
+
+    def _elementwise(self, op: Op, axis: int) -> str:
+        out = op.outputs[0]
+        oshape = self.g.tensors[out].shape
+        tree = parse_expr(op.attrs["expr"], len(op.inputs))
+        loads = []
+        for i, t in enumerate(op.inputs):
+            ishape = self.g.tensors[t].shape
+            off = len(oshape) - len(ishape)
+            coords = ["0" if ishape[k] == 1 and oshape[k + off] != 1 else f"c{k + off}" for k in range(len(ishape))]
+            loads.append(f"const float v_{chr(97 + i)} = {self.load(t, self._index(ishape, coords))};")
+        inner = "\n".join(loads) + "\n" + self.store(out, self._index(oshape, [f"c{i}" for i in range(len(oshape))]),
+                                                       _c_expr(tree))
+        return self._box_loop(oshape, axis, inner)
+
+    def _embedding(self, op: Op, axis: int) -> str:
+        ids, table = op.inputs
+        out = op.outputs[0]
+        oshape = self.g.tensors[out].shape
+        cols = self.g.tensors[table].shape[1]
+        if axis != len(oshape) - 1:
+            raise CodegenError(f"op {op.name}: embedding tiled along axis {axis}; only the last axis is emitted")
+        ids_idx = self._index(oshape[:-1], [f"c{i}" for i in range(len(oshape) - 1)]) if len(oshape) > 1 else "0"
+        c = f"c{len(oshape) - 1}"
+        inner = (f"const long long row = {self.load(ids, ids_idx)};\n"
+                 + self.store(out, self._index(oshape, [f"c{i}" for i in range(len(oshape))]),
+                              self.load(table, f"row * {cols} + {c}")))
+        return self._box_loop(oshape, axis, inner)
+
+    def _matmul(self, op: Op, axis: int) -> str:
+        x, w = op.inputs[0], op.inputs[1]
+        out = op.outputs[0]
+        oshape = self.g.tensors[out].shape
+        if axis != len(oshape) - 1:
+            raise CodegenError(f"op {op.name}: matmul tiled along axis {axis}; only output columns are emitted")
+        k = self.g.tensors[x].shape[-1]
+        n_total = oshape[-1]
+        m = 1
+        for d in oshape[:-1]:
+            m *= d
+        nk = op.attrs.get("w_layout", "NK") == "NK"
+        wl = f"(long long)n * {k} + kk" if nk else f"(long long)kk * {n_total} + n"
+        bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
+        return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
+                f"  const int pairs = {m} * (hi - lo);\n"
+                f"  for (int p = warp; p < pairs; p += blockDim.x / 32) {{\n"
+                f"    const int mm = p / (hi - lo), n = lo + p % (hi - lo);\n"
+                f"    float acc = 0.f;\n"
+                f"    for (int kk = lane; kk < {k}; kk += 32)\n"
+                f"      acc += {self.load(x, f'(long long)mm * {k} + kk')} * {self.load(w, wl)};\n"
+                f"    acc = warp_sum(acc);\n"
+                f"    if (lane == 0) {{ {self.store(out, f'(long long)mm * {n_total} + n', 'acc' + bias)} }}\n"
+                f"  }}\n")
+
+    def _rmsnorm(self, op: Op, axis: int) -> str:
+        x = op.inputs[0]
+        out = op.outputs[0]
+        shape = self.g.tensors[out].shape
+        d = shape[-1]
+        if axis != 0 or len(shape) != 2:
+            raise CodegenError(f"op {op.name}: rmsnorm over {list(shape)} tiled along {axis}: only 2-D rows")
+        w = self.load(op.inputs[1], "c") if len(op.inputs) > 1 else "1.f"
+        return (f"  __shared__ float red[{WARPS}];\n"
+                f"  for (int row = lo; row < hi; ++row) {{\n"
+                f"    float ss = 0.f;\n"
+                f"    for (int c = threadIdx.x; c < {d}; c += blockDim.x) {{ const float v = "
+                f"{self.load(x, f'(long long)row * {d} + c')}; ss += v * v; }}\n"
+                f"    const float total = block_sum(ss, red);\n"
+                f"    const float inv = rsqrtf(total / {d}.f + {float(op.attrs['eps'])!r}f);\n"
+                f"    for (int c = threadIdx.x; c < {d}; c += blockDim.x)\n"
+                f"      {self.store(out, f'(long long)row * {d} + c', self.load(x, f'(long long)row * {d} + c') + ' * inv * ' + w)}\n"
+                f"    __syncthreads();\n"
+                f"  }}\n")
+
+    def _rope(self, op: Op, axis: int) -> str:
+        x, pos = op.inputs
+        out = op.outputs[0]
+        shape = self.g.tensors[out].shape
+        if len(shape) != 3:
+            raise CodegenError(f"op {op.name}: rope over {list(shape)}: only [batch, heads, head_dim]")
+        d = shape[-1]
+        half = d // 2
+        theta = float(op.attrs["theta"])
+        inner = (f"const int i = c2 % {half};\n"
+                 f"const float inv_freq = 1.f / powf({theta!r}f, (float)(2 * i) / {d}.f);\n"
+                 f"const float ang = (float){self.load(pos, 'c0')} * inv_freq;\n"
+                 f"float s, co; sincosf(ang, &s, &co);\n"
+                 f"const long long row = ((long long)c0 * {shape[1]} + c1) * {d};\n"
+                 f"const float x1 = {self.load(x, 'row + i')}, x2 = {self.load(x, f'row + i + {half}')};\n"
+                 + self.store(out, "row + c2", f"c2 < {half} ? x1 * co - x2 * s : x2 * co + x1 * s"))
+        return self._box_loop(shape, axis, inner)
+
+    def _cache_write(self, op: Op, axis: int) -> str:
+        cache, new, pos = op.inputs
+        b, h, s, d = self.g.tensors[cache].shape
+        if axis != 1:
+            raise CodegenError(f"op {op.name}: cache_write tiled along axis {axis}; only heads are emitted")
+        nshape = self.g.tensors[new].shape
+        inner = (f"const long long p = {self.load(pos, 'c0')};\n"
+                 + self.store(cache, f"(((long long)c0 * {h} + c1) * {s} + p) * {d} + c3",
+                              self.load(new, f"((long long)c0 * {nshape[1]} + c1) * {d} + c3")))
+        loop_shape = (b, h, 1, d)
+        return self._box_loop(loop_shape, 1, inner)
+
+    def _decode_attention(self, op: Op, axis: int) -> str:
+        q, kc, vc, pos = op.inputs
+        out = op.outputs[0]
+        b, hq, d = self.g.tensors[out].shape
+        _, hkv, s_max, _ = self.g.tensors[kc].shape
+        group = hq // hkv
+        per_lane = (d + 31) // 32
+        scale = float(op.attrs["scale"])
+        if axis != 1:
+            raise CodegenError(f"op {op.name}: decode_attention tiled along axis {axis}; only heads are emitted")
+        kv = lambda t: self.load(t, f"((long long)kvrow + s) * {d} + dd")  # noqa: E731
+        return (f"  __shared__ float sm_m[{WARPS}], sm_l[{WARPS}], sm_acc[{WARPS}][{d}];\n"
+                f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;\n"
+                f"  for (int pair = 0; pair < {b} * (hi - lo); ++pair) {{\n"
+                f"    const int bb = pair / (hi - lo), h = lo + pair % (hi - lo), kvh = h / {group};\n"
+                f"    const int n = (int)({self.load(pos, 'bb')}) + 1;\n"
+                f"    const long long qrow = ((long long)bb * {hq} + h) * {d};\n"
+                f"    const long long kvrow = ((long long)bb * {hkv} + kvh) * {s_max};\n"
+                f"    float m = -INFINITY, l = 0.f, acc[{per_lane}];\n"
+                f"    for (int j = 0; j < {per_lane}; ++j) acc[j] = 0.f;\n"
+                f"    for (int s = warp; s < n && s < {s_max}; s += nw) {{\n"
+                f"      float dot = 0.f;\n"
+                f"      for (int dd = lane; dd < {d}; dd += 32) dot += {self.load(q, 'qrow + dd')} * {kv(kc)};\n"
+                f"      const float score = warp_sum(dot) * {scale!r}f;\n"
+                f"      const float m_new = fmaxf(m, score), corr = __expf(m - m_new), p = __expf(score - m_new);\n"
+                f"      l = l * corr + p;\n"
+                f"      for (int j = 0, dd = lane; j < {per_lane}; ++j, dd += 32)\n"
+                f"        if (dd < {d}) acc[j] = acc[j] * corr + p * {kv(vc)};\n"
+                f"      m = m_new;\n"
+                f"    }}\n"
+                f"    if (lane == 0) {{ sm_m[warp] = m; sm_l[warp] = l; }}\n"
+                f"    for (int j = 0, dd = lane; j < {per_lane}; ++j, dd += 32) if (dd < {d}) sm_acc[warp][dd] = acc[j];\n"
+                f"    __syncthreads();\n"
+                f"    for (int dd = threadIdx.x; dd < {d}; dd += blockDim.x) {{\n"
+                f"      float mx = -INFINITY;\n"
+                f"      for (int w = 0; w < nw; ++w) mx = fmaxf(mx, sm_m[w]);\n"
+                f"      float lsum = 0.f, o = 0.f;\n"
+                f"      for (int w = 0; w < nw; ++w) {{ const float f = sm_m[w] == -INFINITY ? 0.f : "
+                f"__expf(sm_m[w] - mx); lsum += sm_l[w] * f; o += sm_acc[w][dd] * f; }}\n"
+                f"      {self.store(out, 'qrow + dd', 'o / lsum')}\n"
+                f"    }}\n"
+                f"    __syncthreads();\n"
+                f"  }}\n")
+
+
+def textwrap_indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + ln if ln else ln for ln in text.splitlines())
+
+
+_C_FUNCS = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "rsqrtf({})", "tanh": "tanhf({})",
+            "sigmoid": "(1.f / (1.f + expf(-({}))))", "silu": "mk_silu({})", "gelu": "mk_gelu({})",
+            "gelu_tanh": "mk_gelu_tanh({})", "relu": "fmaxf({}, 0.f)", "abs": "fabsf({})", "sin": "sinf({})",
+            "cos": "cosf({})", "erf": "erff({})", "max": "fmaxf({}, {})", "min": "fminf({}, {})"}
+
+
+def _c_expr(tree) -> str:
+    kind = tree[0]
+    if kind == "var":
+        return f"v_{tree[1]}"
+    if kind == "num":
+        v = float(tree[1])
+        if v != v:
+            return "NAN"
+        if v in (float("inf"), float("-inf")):
+            return "INFINITY" if v > 0 else "(-INFINITY)"
+        return f"{v!r}f"
+    if kind == "neg":
+        return f"(-{_c_expr(tree[1])})"
+    if kind == "bin":
+        _, o, left, right = tree
+        if o == "**":
+            return f"powf({_c_expr(left)}, {_c_expr(right)})"
+        return f"({_c_expr(left)} {o} {_c_expr(right)})"
+    if kind == "call":
+        return _C_FUNCS[tree[1]].format(*(_c_expr(a) for a in tree[2]))
+    raise CodegenError(f"expression node {kind!r} is not emitted")
+
+
+_PRELUDE = r"""// megakernel-gym: one persistent kernel for a whole plan (generated; see compiler/codegen.py)
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+
+__device__ __forceinline__ float bf2f(unsigned short v) { return __uint_as_float(((unsigned)v) << 16); }
+__device__ __forceinline__ unsigned short f2bf(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);   // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);                                                    // round to nearest even
+  return (unsigned short)(u >> 16);
+}
+__device__ __forceinline__ float mk_silu(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ float mk_gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ float mk_gelu_tanh(float x) {
+  return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ float block_sum(float v, float* red) {
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  float t = 0.f;
+  for (int w = 0; w < (int)(blockDim.x / 32); ++w) t += red[w];
+  __syncthreads();
+  return t;
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+"""
+
+_MAIN = r"""
+// One block per SM queue. status: [0] 0 = ran, 1 = a wait ran out of spins; [1] task; [2] counter.
+extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
+    void* const* T, const int* __restrict__ q_start, const int* __restrict__ q_task,
+    const int* __restrict__ call_start, const int* __restrict__ call_op, const int* __restrict__ call_lo,
+    const int* __restrict__ call_hi, const int* __restrict__ wait_start, const int* __restrict__ wait_counter,
+    const unsigned* __restrict__ wait_target, const int* __restrict__ signal_start,
+    const int* __restrict__ signal_counter, unsigned* counters, unsigned long long spin_budget, int* status,
+    unsigned long long* trace) {
+  const int q = blockIdx.x;
+  for (int i = q_start[q]; i < q_start[q + 1]; ++i) {
+    const int t = q_task[i];
+    if (threadIdx.x == 0) {
+      for (int w = wait_start[t]; w < wait_start[t + 1]; ++w) {
+        unsigned long long spins = 0;
+        while (ld_acquire(&counters[wait_counter[w]]) < wait_target[w]) {
+          if (++spins > spin_budget) {
+            status[1] = t; status[2] = wait_counter[w];
+            __threadfence_system();
+            atomicExch(&status[0], 1);
+            __trap();
+          }
+          __nanosleep(64);
+        }
+      }
+      if (trace) { unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[2 * t] = g; }
+    }
+    __syncthreads();
+    for (int c = call_start[t]; c < call_start[t + 1]; ++c) {
+      switch (call_op[c]) {
+%(cases)s
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      __threadfence();
+      for (int s = signal_start[t]; s < signal_start[t + 1]; ++s) atomicAdd(&counters[signal_counter[s]], 1u);
+      if (trace) { unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[2 * t + 1] = g; }
+    }
+  }
+}
+"""
+
+
+def emit_cuda(plan: Plan) -> tuple[str, TaskTable]:
+    """The megakernel's CUDA C source and its task table, for a plan the validator accepted."""
+    em = _Emitter(plan)
+    g = plan.tg.graph
+    ops = {o.name: o for o in g.ops}
+    used = [name for name in plan.tg.by_op]
+    for t in plan.tg.tasks:
+        for pname, _ in t.prologue:
+            if pname not in used:
+                used.append(pname)
+    op_ids = {name: i for i, name in enumerate(used)}
+    functions = [em.op_function(ops[name], op_ids[name]) for name in used]
+
+    call_start, call_op, call_lo, call_hi = [0], [], [], []
+    for t in plan.tg.tasks:
+        for pname, pbox in t.prologue:
+            ax = plan.tg.tiling[pname][0]
+            call_op.append(op_ids[pname])
+            call_lo.append(pbox[ax][0])
+            call_hi.append(pbox[ax][1])
+        obox, _ = task_boxes(plan.tg, t, ops[t.op])
+        ax = plan.tg.tiling[t.op][0]
+        call_op.append(op_ids[t.op])
+        call_lo.append(obox[ax][0])
+        call_hi.append(min(obox[ax][1], g.tensors[ops[t.op].outputs[0]].shape[ax]))
+        call_start.append(len(call_op))
+    n = len(plan.tg.tasks)
+    wait_start, wait_counter, wait_target = [0], [], []
+    for t in range(n):
+        for cid, threshold in plan.waits.get(t, ()):
+            wait_counter.append(cid)
+            wait_target.append(threshold)
+        wait_start.append(len(wait_counter))
+    produces: dict[int, list[int]] = {}
+    for c in plan.counters:
+        for p in c.producers:
+            produces.setdefault(p, []).append(c.id)
+    signal_start, signal_counter = [0], []
+    for t in range(n):
+        signal_counter += produces.get(t, [])
+        signal_start.append(len(signal_counter))
+    q_start, q_task = [0], []
+    for q in plan.queues:
+        q_task += list(q)
+        q_start.append(len(q_task))
+    table = TaskTable(q_start, q_task, call_start, call_op, call_lo, call_hi, wait_start, wait_counter,
+                      wait_target, signal_start, signal_counter, len(plan.counters), slots=dict(em.slots),
+                      aliases=dict(em.base), op_ids=op_ids)
+    cases = "\n".join(f"        case {i}: op_{i}(T, call_lo[c], call_hi[c]); break;" for i in range(len(used)))
+    slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
+                      for name, i in em.slots.items())
+    source = (_PRELUDE + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
+              + _MAIN % {"threads": THREADS, "cases": cases})
+    return source, table
+
+
+__all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS"]
