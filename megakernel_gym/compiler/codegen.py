@@ -10,8 +10,9 @@ counter the task produces into. Fused producers run first, inside the consumer's
 the box of their output the consumer reads (written to their global buffer, then read back
 by the same block: correct, if not yet on chip).
 
-Every op becomes one device function over [lo, hi) along its tile axis, with shapes, strides
-and dtypes as constants. Tensors live in one pointer table `T` (views alias their base; a
+Every op becomes a device function over [lo, hi) along its tile axis, with shapes, strides
+and dtypes as constants and its tensors as slot arguments, so ops alike in all but their tensors
+(the same projection in 16 layers) share one function. Tensors live in one pointer table `T` (views alias their base; a
 cache_write's output aliases its cache). bf16 is handled as raw 16-bit words converted by
 hand (round to nearest even), so no CUDA header is needed and NVRTC compiles it anywhere.
 Arithmetic is float32 throughout, as the graph's reference ops do.
@@ -52,6 +53,8 @@ class TaskTable:
     signal_start: list[int]       # per task: first index into signal_counter
     signal_counter: list[int]
     num_counters: int
+    call_slots: list[int] = field(default_factory=list)      # per call: where its op's slots start in slot_args
+    slot_args: list[int] = field(default_factory=list)       # per op: the T indices its function's S[k] are
     slots: dict[str, int] = field(default_factory=dict)      # base tensor -> index in T
     aliases: dict[str, str] = field(default_factory=dict)    # every tensor -> the base whose memory it is
     op_ids: dict[str, int] = field(default_factory=dict)     # op -> its device function's id
@@ -91,11 +94,16 @@ class _Emitter:
         self.slots = {t: i for i, t in enumerate(names)}
 
     def ptr(self, tensor: str) -> str:
+        """The tensor's memory inside an op function: its k-th slot argument, so that ops alike in
+        everything but their tensors (the same projection in every layer) share one function."""
         spec = self.g.tensors[tensor]
         ct = CTYPES.get(spec.dtype)
         if ct is None:
             raise CodegenError(f"tensor {tensor}: dtype {spec.dtype} is not emitted yet")
-        return f"(({ct}*)T[{self.slots[self.base[tensor]]}])"
+        b = self.base[tensor]
+        if b not in self._args:
+            self._args.append(b)
+        return f"(({ct}*)T[S[{self._args.index(b)}]])"
 
     def load(self, tensor: str, idx: str) -> str:
         dt = self.g.tensors[tensor].dtype
@@ -110,14 +118,16 @@ class _Emitter:
         return f"{self.ptr(tensor)}[{idx}] = {v};"
 
     # -- one device function per op, over [lo, hi) along its tile axis ----------------------
-    def op_function(self, op: Op, fid: int) -> str:
+    def op_body(self, op: Op) -> tuple[str, list[int]]:
+        """(the op's function body over [lo, hi) along its tile axis, the slots of its tensors)."""
         axis = self.plan.tg.tiling[op.name][0] if op.name in self.plan.tg.tiling else 0
         body = getattr(self, f"_{op.kind}", None)
         if body is None:
             raise CodegenError(f"op {op.name}: primitive {op.kind!r} is not emitted yet")
-        return (f"// {op.name}: {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}\n"
-                f"__device__ __noinline__ void op_{fid}(void* const* T, int lo, int hi) {{\n"
-                + body(op, axis) + "}\n")
+        self._args: list[str] = []
+        text = (f"// {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}\n"
+                + body(op, axis))
+        return text, [self.slots[b] for b in self._args]
 
     def _box_loop(self, shape, axis: int, inner: str) -> str:
         """Every element of the box [lo, hi) along `axis` (full elsewhere), coordinates c0..cN."""
@@ -361,7 +371,8 @@ _MAIN = r"""
 extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
     void* const* T, const int* __restrict__ q_start, const int* __restrict__ q_task,
     const int* __restrict__ call_start, const int* __restrict__ call_op, const int* __restrict__ call_lo,
-    const int* __restrict__ call_hi, const int* __restrict__ wait_start, const int* __restrict__ wait_counter,
+    const int* __restrict__ call_hi, const int* __restrict__ call_slots, const int* __restrict__ slot_args,
+    const int* __restrict__ wait_start, const int* __restrict__ wait_counter,
     const unsigned* __restrict__ wait_target, const int* __restrict__ signal_start,
     const int* __restrict__ signal_counter, unsigned* counters, unsigned long long spin_budget, int* status,
     unsigned long long* trace) {
@@ -410,19 +421,33 @@ def emit_cuda(plan: Plan) -> tuple[str, TaskTable]:
         for pname, _ in t.prologue:
             if pname not in used:
                 used.append(pname)
-    op_ids = {name: i for i, name in enumerate(used)}
-    functions = [em.op_function(ops[name], op_ids[name]) for name in used]
+    bodies: dict[str, int] = {}
+    op_ids, op_slots, users = {}, {}, {}
+    for name in used:
+        body, slot_list = em.op_body(ops[name])
+        fid = bodies.setdefault(body, len(bodies))
+        op_ids[name], op_slots[name] = fid, slot_list
+        users.setdefault(fid, []).append(name)
+    functions = [f"// used by {len(users[fid])} op(s): {', '.join(users[fid][:4])}{' ...' if len(users[fid]) > 4 else ''}\n"
+                 f"__device__ __noinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi) {{\n"
+                 f"{body}}}\n" for body, fid in bodies.items()]
 
-    call_start, call_op, call_lo, call_hi = [0], [], [], []
+    op_slot_start, slot_args = {}, []
+    for name in used:
+        op_slot_start[name] = len(slot_args)
+        slot_args += op_slots[name]
+    call_start, call_op, call_lo, call_hi, call_slots = [0], [], [], [], []
     for t in plan.tg.tasks:
         for pname, pbox in t.prologue:
             ax = plan.tg.tiling[pname][0]
             call_op.append(op_ids[pname])
+            call_slots.append(op_slot_start[pname])
             call_lo.append(pbox[ax][0])
             call_hi.append(pbox[ax][1])
         obox, _ = task_boxes(plan.tg, t, ops[t.op])
         ax = plan.tg.tiling[t.op][0]
         call_op.append(op_ids[t.op])
+        call_slots.append(op_slot_start[t.op])
         call_lo.append(obox[ax][0])
         call_hi.append(min(obox[ax][1], g.tensors[ops[t.op].outputs[0]].shape[ax]))
         call_start.append(len(call_op))
@@ -447,8 +472,9 @@ def emit_cuda(plan: Plan) -> tuple[str, TaskTable]:
         q_start.append(len(q_task))
     table = TaskTable(q_start, q_task, call_start, call_op, call_lo, call_hi, wait_start, wait_counter,
                       wait_target, signal_start, signal_counter, len(plan.counters), slots=dict(em.slots),
-                      aliases=dict(em.base), op_ids=op_ids)
-    cases = "\n".join(f"        case {i}: op_{i}(T, call_lo[c], call_hi[c]); break;" for i in range(len(used)))
+                      aliases=dict(em.base), op_ids=op_ids, call_slots=call_slots, slot_args=slot_args)
+    cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + call_slots[c], call_lo[c], call_hi[c]); break;"
+                       for i in range(len(bodies)))
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
     source = (_PRELUDE + f"// tensors:\n{slots}\n\n" + "\n".join(functions)

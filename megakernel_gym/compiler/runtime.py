@@ -37,6 +37,7 @@ class Megakernel:
             self._device_table = {
                 "q_start": i32(t.q_start), "q_task": i32(t.q_task), "call_start": i32(t.call_start),
                 "call_op": i32(t.call_op), "call_lo": i32(t.call_lo), "call_hi": i32(t.call_hi),
+                "call_slots": i32(t.call_slots), "slot_args": i32(t.slot_args),
                 "wait_start": i32(t.wait_start), "wait_counter": i32(t.wait_counter),
                 "wait_target": i32(t.wait_target), "signal_start": i32(t.signal_start),
                 "signal_counter": i32(t.signal_counter)}
@@ -64,7 +65,7 @@ class Megakernel:
         fn = self.module.get_function("megakernel")
         fn((len(self.plan.queues),), (THREADS,),
            (ptrs, tab["q_start"], tab["q_task"], tab["call_start"], tab["call_op"], tab["call_lo"], tab["call_hi"],
-            tab["wait_start"], tab["wait_counter"], tab["wait_target"], tab["signal_start"],
+            tab["call_slots"], tab["slot_args"], tab["wait_start"], tab["wait_counter"], tab["wait_target"], tab["signal_start"],
             tab["signal_counter"], counters, self.spin_budget, status, trace_buf if trace else 0))
         try:
             torch.cuda.synchronize()
