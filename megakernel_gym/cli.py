@@ -244,6 +244,11 @@ def cmd_compile(args) -> int:
     if args.device not in DEVICES:
         return _err(f"unknown device {args.device!r} for the sim backend; known: {', '.join(DEVICES)}")
     big = not args.model.endswith("-tiny")
+    if args.backend == "gpu":
+        import torch
+        if not torch.cuda.is_available():
+            return _err("--backend gpu runs the megakernel on a CUDA GPU, and none is visible; use --backend sim "
+                        "for a predicted latency")
     if args.backend == "cpu" and big:
         return _err(f"--backend cpu runs the model tile by tile in the CPU VM; {args.model} is too large for that. "
                     "Use a -tiny model, or --backend sim for a predicted latency")
@@ -257,7 +262,8 @@ def cmd_compile(args) -> int:
     edits += args.edit or []
     print(f"capturing {args.model}...", file=sys.stderr)
     # shapes alone are enough to compile, emit and predict: big models stay on the meta device
-    module, inputs = ZOO[args.model](device="meta") if args.backend != "cpu" else ZOO[args.model]()
+    module, inputs = (ZOO[args.model](device="meta") if args.backend not in ("cpu", "gpu") else
+                      ZOO[args.model](device="cuda" if args.backend == "gpu" else None))
     try:
         graph = capture(module, inputs, args.model)
         ir = make_ir(graph, num_sms=args.sms)
@@ -286,6 +292,21 @@ def cmd_compile(args) -> int:
         p = predict(plan, args.device)
         report.update(backend="sim", device=args.device, predicted_us=round(p.latency_us, 2),
                       floor_us=round(p.floor_us, 2), efficiency=round(p.efficiency, 3))
+    elif args.backend == "gpu":
+        from megakernel_gym.compiler.codegen import CodegenError
+        from megakernel_gym.compiler.runtime import Megakernel, MegakernelError, copy_bandwidth_gbs, time_us
+        try:
+            launch = Megakernel(plan).bind(module_tensors(module), dict(zip(graph.inputs, inputs)))
+            launch()
+            launch.check()
+            t = time_us(launch, 30)
+        except (CodegenError, MegakernelError) as e:
+            return _err(str(e))
+        weight_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
+        floor_us = weight_bytes / (copy_bandwidth_gbs() * 1e9) * 1e6
+        report.update(backend="gpu", device=torch.cuda.get_device_name(0), measured_us=round(t["median_us"], 2),
+                      p10_us=round(t["p10_us"], 2), p90_us=round(t["p90_us"], 2), floor_us=round(floor_us, 2),
+                      floor_share=round(floor_us / t["median_us"], 3))
     elif args.backend == "cpu":
         params = module_tensors(module)
         feeds = dict(zip(graph.inputs, inputs))
@@ -312,6 +333,10 @@ def cmd_compile(args) -> int:
                     f"(floor {report['floor_us']:.1f} us, {100 * report['efficiency']:.0f}% of it)")
     elif args.backend == "cpu":
         summary += f"; CPU VM max abs error vs eager {report['max_abs_err_vs_eager']:.3g}"
+    elif args.backend == "gpu":
+        summary += (f"; measured {report['measured_us']:.1f} us on {report['device']} (p10 {report['p10_us']:.1f}, "
+                    f"p90 {report['p90_us']:.1f}); bandwidth floor {report['floor_us']:.1f} us, "
+                    f"{100 * report['floor_share']:.0f}% of it")
     print(summary, file=sys.stderr if args.emit else sys.stdout)
     return 0
 
@@ -355,8 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the op-level IR, the task-level detail, the megakernel's CUDA C, or (with --json) "
                         "everything")
     c.add_argument("--op", help="with --emit tasks: only this op")
-    c.add_argument("--backend", choices=["cpu", "sim"], default=None,
-                   help="cpu: run the plan in the CPU VM and compare with eager; sim: predicted latency")
+    c.add_argument("--backend", choices=["cpu", "sim", "gpu"], default=None,
+                   help="cpu: run the plan in the CPU VM and compare with eager; sim: predicted latency; "
+                        "gpu: run the megakernel and measure it against the bandwidth floor")
     c.add_argument("--device", default="H200", help="GPU the sim backend predicts for (H100, H200)")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.set_defaults(func=cmd_compile)

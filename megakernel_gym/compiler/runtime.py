@@ -43,44 +43,108 @@ class Megakernel:
                 "signal_counter": i32(t.signal_counter)}
         return self._device_table
 
-    def run(self, params: dict[str, Tensor], inputs: dict[str, Tensor], trace: bool = False) -> dict[str, Tensor]:
+    def bind(self, params: dict[str, Tensor], inputs: dict[str, Tensor], trace: bool = False) -> "Launch":
+        """Lay the tensors out on the GPU once; the Launch then runs the kernel as often as asked."""
         g = self.plan.tg.graph
         device = torch.device("cuda", torch.cuda.current_device())
         env = bind_tensors(g, {k: v.to(device) for k, v in params.items()},
-                           {k: v.to(device) for k, v in inputs.items()}, "Megakernel.run")
-        slots: list[Tensor | None] = [None] * len(self.table.slots)
+                           {k: v.to(device) for k, v in inputs.items()}, "Megakernel.bind")
+        slots: list[Tensor] = [None] * len(self.table.slots)  # type: ignore[list-item]
         for name, i in self.table.slots.items():
             spec = g.tensors[name]
             t = env.get(name)
             if t is None:   # activations and outputs: poisoned so an unwritten element shows up
-                t = torch.full(spec.shape, float("nan"), dtype=torch_dtype(spec.dtype), device=device) \
-                    if torch_dtype(spec.dtype).is_floating_point else \
-                    torch.zeros(spec.shape, dtype=torch_dtype(spec.dtype), device=device)
+                dt = torch_dtype(spec.dtype)
+                t = torch.full(spec.shape, float("nan"), dtype=dt, device=device) if dt.is_floating_point \
+                    else torch.zeros(spec.shape, dtype=dt, device=device)
             slots[i] = t.contiguous()
-        ptrs = torch.tensor([t.data_ptr() for t in slots], dtype=torch.int64, device=device)
-        tab = self._upload(device)
-        counters = torch.zeros(max(1, self.table.num_counters), dtype=torch.int32, device=device)
-        status = torch.zeros(3, dtype=torch.int32, device=device)
-        trace_buf = torch.zeros(2 * len(self.plan.tg.tasks), dtype=torch.int64, device=device) if trace else None
-        fn = self.module.get_function("megakernel")
-        fn((len(self.plan.queues),), (THREADS,),
-           (ptrs, tab["q_start"], tab["q_task"], tab["call_start"], tab["call_op"], tab["call_lo"], tab["call_hi"],
-            tab["call_slots"], tab["slot_args"], tab["wait_start"], tab["wait_counter"], tab["wait_target"], tab["signal_start"],
-            tab["signal_counter"], counters, self.spin_budget, status, trace_buf if trace else 0))
+        return Launch(self, slots, device, trace)
+
+    def run(self, params: dict[str, Tensor], inputs: dict[str, Tensor], trace: bool = False) -> dict[str, Tensor]:
+        """One decode step: {graph output or written buffer: tensor}, as run_graph returns."""
+        launch = self.bind(params, inputs, trace)
+        launch()
+        launch.check()
+        self.last_trace = launch.trace
+        return launch.outputs()
+
+
+class Launch:
+    """A megakernel bound to its tensors: call it to enqueue one run on torch's current stream
+    (counters reset first); check() after a sync turns a failed wait into MegakernelError."""
+
+    def __init__(self, mk: Megakernel, slots: list[Tensor], device, trace: bool):
+        self.mk, self.slots = mk, slots
+        self.ptrs = torch.tensor([t.data_ptr() for t in slots], dtype=torch.int64, device=device)
+        self.tab = mk._upload(device)
+        self.counters = torch.zeros(max(1, mk.table.num_counters), dtype=torch.int32, device=device)
+        self.status = torch.zeros(3, dtype=torch.int32, device=device)
+        n = len(mk.plan.tg.tasks)
+        self.trace = torch.zeros(2 * n, dtype=torch.int64, device=device) if trace else None
+        self.fn = mk.module.get_function("megakernel")
+
+    def __call__(self) -> None:
+        tab = self.tab
+        self.counters.zero_()
+        self.fn((len(self.mk.plan.queues),), (THREADS,),
+                (self.ptrs, tab["q_start"], tab["q_task"], tab["call_start"], tab["call_op"], tab["call_lo"],
+                 tab["call_hi"], tab["call_slots"], tab["slot_args"], tab["wait_start"], tab["wait_counter"],
+                 tab["wait_target"], tab["signal_start"], tab["signal_counter"], self.counters, self.mk.spin_budget,
+                 self.status, self.trace if self.trace is not None else 0))
+
+    def check(self) -> None:
         try:
             torch.cuda.synchronize()
         except RuntimeError as e:   # a trap leaves the CUDA context unusable: status cannot be read back
             raise MegakernelError(f"the megakernel trapped ({e}): a wait ran out of spins or a task faulted; "
                                   "run the plan in the CPU VM (compiler.run_plan) to find which") from e
-        if int(status[0]):
-            task, counter = int(status[1]), int(status[2])
-            raise MegakernelError(f"task {self.plan.tg.tasks[task]} waited on counter "
-                                  f"{self.plan.counters[counter].name} past the spin budget")
-        mem = lambda n: slots[self.table.slots[self.table.aliases[n]]].view(g.tensors[n].shape)  # noqa: E731
+        if int(self.status[0]):
+            plan = self.mk.plan
+            task, counter = int(self.status[1]), int(self.status[2])
+            raise MegakernelError(f"task {plan.tg.tasks[task]} waited on counter {plan.counters[counter].name} "
+                                  "past the spin budget")
+
+    def outputs(self) -> dict[str, Tensor]:
+        g, table = self.mk.plan.tg.graph, self.mk.table
+        mem = lambda n: self.slots[table.slots[table.aliases[n]]].view(g.tensors[n].shape)  # noqa: E731
         out = {name: mem(name) for name in g.outputs}
         out.update({name: mem(name) for name in g.written_buffers()})
-        self.last_trace = trace_buf
         return out
 
+    def task_times_us(self) -> tuple[list[float], list[float]]:
+        """Per task (start, finish) in us from the kernel's first task, read from %globaltimer."""
+        if self.trace is None:
+            raise ValueError("bind(..., trace=True) to record task times")
+        t = self.trace.view(-1, 2).cpu().double()
+        t0 = float(t[:, 0][t[:, 0] > 0].min())
+        return ((t[:, 0] - t0) / 1e3).tolist(), ((t[:, 1] - t0) / 1e3).tolist()
 
-__all__ = ["Megakernel", "MegakernelError", "DEFAULT_SPIN_BUDGET"]
+
+def time_us(fn, iters: int = 50, warmup: int = 5) -> dict:
+    """Median and spread of fn's GPU time (CUDA events around each call), in us."""
+    import statistics
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        samples.append(a.elapsed_time(b) * 1e3)
+    s = sorted(samples)
+    return {"median_us": statistics.median(s), "p10_us": s[len(s) // 10], "p90_us": s[(9 * len(s)) // 10],
+            "n": len(s)}
+
+
+def copy_bandwidth_gbs(nbytes: int = 2 << 30) -> float:
+    """Device-to-device copy, bytes read + written per second: the floor's denominator."""
+    src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = time_us(lambda: dst.copy_(src), 20)
+    return 2 * src.numel() / (t["median_us"] * 1e-6) / 1e9
+
+
+__all__ = ["Megakernel", "Launch", "MegakernelError", "DEFAULT_SPIN_BUDGET", "time_us", "copy_bandwidth_gbs"]
