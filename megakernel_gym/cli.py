@@ -245,7 +245,6 @@ def cmd_compile(args) -> int:
         return _err(f"unknown device {args.device!r} for the sim backend; known: {', '.join(DEVICES)}")
     big = not args.model.endswith("-tiny")
     if args.backend == "gpu":
-        import torch
         if not torch.cuda.is_available():
             return _err("--backend gpu runs the megakernel on a CUDA GPU, and none is visible; use --backend sim "
                         "for a predicted latency")

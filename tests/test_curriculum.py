@@ -8,7 +8,7 @@ import pytest
 
 from megakernel_gym.curriculum import (Suite, SuiteError, builtin_suite, load_dataset_suite, load_kernelbench_dir,
                                        load_suite, split_of)
-from megakernel_gym.curriculum.check import check_problem, check_problems
+from megakernel_gym.curriculum.check import check_problem
 from megakernel_gym.curriculum.curriculum import Curriculum, CurriculumConfig, CurriculumError, Outcome
 from megakernel_gym.rewards import Problem
 

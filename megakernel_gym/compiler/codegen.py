@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from megakernel_gym.compiler.expr import parse_expr
 from megakernel_gym.compiler.graph import Graph, Op
 from megakernel_gym.compiler.schedule import Plan
-from megakernel_gym.compiler.tasks import input_boxes, task_boxes
+from megakernel_gym.compiler.tasks import task_boxes
 
 THREADS = 256
 WARPS = THREADS // 32
@@ -134,7 +134,7 @@ class _Emitter:
         dims = [f"{d}" for d in shape]
         dims[axis] = "(hi - lo)"
         n = " * ".join(dims) or "1"
-        lines = [f"  const int n = {n};", f"  for (int e = threadIdx.x; e < n; e += blockDim.x) {{",
+        lines = [f"  const int n = {n};", "  for (int e = threadIdx.x; e < n; e += blockDim.x) {",
                  "    int r = e;"]
         for i in reversed(range(len(shape))):
             lines.append(f"    const int c{i} = r % {dims[i]}{' + lo' if i == axis else ''}; r /= {dims[i]};")
