@@ -19,8 +19,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from judge_bench import write  # noqa: E402
 from megakernel_gym.curriculum import builtin_suite  # noqa: E402
-from megakernel_gym.curriculum.check import check_problem  # noqa: E402
-from megakernel_gym.rewards import Judge  # noqa: E402
+from megakernel_gym.curriculum.check import check_problems  # noqa: E402
 
 
 def main():
@@ -32,23 +31,23 @@ def main():
     suite = builtin_suite()
     problems = [suite.get(n) for n in args.problems] if args.problems else list(suite)
     rows = []
-    # one problem at a time, the file rewritten after each: a run cut short still leaves its record
-    with Judge(backend=args.backend, store=False, use_cache=False) as judge:
-        for problem in problems:
-            rep = check_problem(problem, judge, strict=True)
-            calib = next((c for c in rep.checks if c["name"] == "tolerance_calibrated"), {})
-            rows.append({"problem": rep.problem, "level": problem.level, "ok": rep.ok, "reasons": rep.reasons,
-                         "calibration_share_of_tolerance": calib.get("value"), "calibration": calib.get("detail"),
-                         "checks_applied": sum(c["ok"] is not None for c in rep.checks),
-                         "outputs": rep.outputs, "elapsed_s": rep.elapsed_s})
-            print(f"{rep.summary()}  [{rep.elapsed_s}s; calibration {calib.get('value')}]", flush=True)
-            passed = sum(r["ok"] for r in rows)
-            write(f"check_{args.backend}", rows,
-                  [{"target": f"every built-in problem passes `mkgym problems check` on the {args.backend} "
-                              f"backend ({'real GPU sizes' if args.backend == 'gpu' else 'CPU sizes'})",
-                    "measured": f"{passed}/{len(rows)} of {len(problems)}",
-                    "met": passed == len(rows) == len(problems)}],
-                  Path(args.out), prefix="problems_", quiet=True)
+
+    def record(rep):   # the file is rewritten after each problem: a run cut short still leaves its record
+        calib = next((c for c in rep.checks if c["name"] == "tolerance_calibrated"), {})
+        rows.append({"problem": rep.problem, "level": suite.get(rep.problem).level, "ok": rep.ok,
+                     "reasons": rep.reasons, "calibration_share_of_tolerance": calib.get("value"),
+                     "calibration": calib.get("detail"), "checks_applied": sum(c["ok"] is not None for c in rep.checks),
+                     "outputs": rep.outputs, "elapsed_s": rep.elapsed_s})
+        print(f"{rep.summary()}  [{rep.elapsed_s}s; calibration {calib.get('value')}]", flush=True)
+        passed = sum(r["ok"] for r in rows)
+        write(f"check_{args.backend}", rows,
+              [{"target": f"every built-in problem passes `mkgym problems check` on the {args.backend} "
+                          f"backend ({'real GPU sizes' if args.backend == 'gpu' else 'CPU sizes'})",
+                "measured": f"{passed}/{len(rows)} of {len(problems)}",
+                "met": passed == len(rows) == len(problems)}],
+              Path(args.out), prefix="problems_", quiet=True)
+
+    check_problems(problems, backend=args.backend, strict=True, progress=False, on_report=record)
 
 
 if __name__ == "__main__":

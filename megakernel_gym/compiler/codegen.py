@@ -22,6 +22,7 @@ what the differential tests on the GPU check first.
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 from megakernel_gym.compiler.expr import parse_expr
@@ -138,7 +139,7 @@ class _Emitter:
                  "    int r = e;"]
         for i in reversed(range(len(shape))):
             lines.append(f"    const int c{i} = r % {dims[i]}{' + lo' if i == axis else ''}; r /= {dims[i]};")
-        lines.append(textwrap_indent(inner, "    "))
+        lines.append(textwrap.indent(inner, "    "))
         lines.append("  }")
         return "\n".join(lines) + "\n"
 
@@ -291,10 +292,6 @@ class _Emitter:
                 f"    }}\n"
                 f"    __syncthreads();\n"
                 f"  }}\n")
-
-
-def textwrap_indent(text: str, prefix: str) -> str:
-    return "\n".join(prefix + ln if ln else ln for ln in text.splitlines())
 
 
 _C_FUNCS = {"exp": "expf({})", "log": "logf({})", "sqrt": "sqrtf({})", "rsqrt": "rsqrtf({})", "tanh": "tanhf({})",

@@ -291,12 +291,8 @@ class DecodeStep(nn.Module):
     the zoo model as it is (the bf16 eager model the baselines should time).
     """
 
-    BLOCKS = ("llama", "attention", "mlp")
-
     def __init__(self, block: str, config: dict, activations: str | None = "float32"):
         super().__init__()
-        if block not in self.BLOCKS:
-            raise ValueError(f"DecodeStep: block {block!r} is not one of {self.BLOCKS}")
         cfg = LlamaConfig(**config)
         seed = int(torch.randint(0, 2**31 - 1, (), device="cpu"))   # the CPU RNG, whatever the default device
         device = torch.get_default_device()
@@ -304,9 +300,7 @@ class DecodeStep(nn.Module):
             # drawing 1B-scale random weights is seconds on a CPU and milliseconds on the GPU the
             # judge moves the model to anyway (the cpu backend hides CUDA, so it stays on the CPU)
             device = torch.device("cuda", torch.cuda.current_device())
-        cls = {"llama": LlamaDecoder, "attention": AttentionBlock, "mlp": MLPBlock}[block]
-        inner = cls(cfg, device=device, seed=seed).eval()
-        fill_caches(inner, seed + 1)
+        inner, _ = make_block(block, cfg, seed=seed, device=device)   # weights from seed, caches from seed + 1
         if activations is not None and _DTYPES[activations] != cfg.torch_dtype:
             # same modules and state_dict keys, wider arithmetic: swap the classes in place
             for mod in inner.modules():

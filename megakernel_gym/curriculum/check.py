@@ -81,8 +81,9 @@ def check_problem(problem: Problem, judge, strict: bool = False) -> CheckReport:
 
 
 def check_problems(problems: Iterable[Problem], backend: str = "cpu", strict: bool = False,
-                   progress: bool = True) -> list[CheckReport]:
-    """Check many problems with one judge (one reference worker), a progress bar on stderr."""
+                   progress: bool = True, on_report=None) -> list[CheckReport]:
+    """Check many problems with one judge (one reference worker), a progress bar on stderr;
+    `on_report(report)` sees each report as it is made (a long run can record as it goes)."""
     from megakernel_gym.rewards.judge import Judge
     problems = list(problems)
     reports = []
@@ -93,6 +94,8 @@ def check_problems(problems: Iterable[Problem], backend: str = "cpu", strict: bo
             it = tqdm(problems, desc="checking problems", unit="problem", leave=False)
         for p in it:
             reports.append(check_problem(p, judge, strict=strict))
+            if on_report is not None:
+                on_report(reports[-1])
     return reports
 
 

@@ -181,6 +181,11 @@ class Outcome:
         return True if name == "none" else bool(getattr(self, name))
 
 
+def _share(window, pred) -> float:
+    """The share of a (non-empty) window of outcomes for which pred holds."""
+    return sum(1 for o in window if pred(o)) / len(window)
+
+
 @dataclass(frozen=True)
 class Draw:
     problem: str
@@ -289,8 +294,8 @@ class Curriculum:
         nxt = [lv for lv in self.active if lv > self.level]
         if not nxt or len(window) < lc.min_heldout:
             return False
-        rate = sum(o.correct for o in window) / len(window)
-        mile = sum(o.milestone(lc.promote_milestone) for o in window) / len(window)
+        rate = _share(window, lambda o: o.correct)
+        mile = _share(window, lambda o: o.milestone(lc.promote_milestone))
         if rate >= lc.promote_pass_rate and mile >= lc.promote_milestone_rate:
             self.promotions.append({"from": self.level, "to": nxt[0], "episode": self.episodes})
             self.level = nxt[0]
@@ -307,10 +312,10 @@ class Curriculum:
                 if not window:
                     continue
                 k = f"{prefix}L{lv}/{kind}_"
-                m[k + "pass_rate"] = sum(o.correct for o in window) / len(window)
-                m[k + "fast_1"] = sum(o.correct and (o.speedup or 0) > 1 for o in window) / len(window)
-                m[k + "beats_eager"] = sum(o.beats_eager for o in window) / len(window)
-                m[k + "beats_compile"] = sum(o.beats_compile for o in window) / len(window)
+                m[k + "pass_rate"] = _share(window, lambda o: o.correct)
+                m[k + "fast_1"] = _share(window, lambda o: o.correct and (o.speedup or 0) > 1)
+                m[k + "beats_eager"] = _share(window, lambda o: o.beats_eager)
+                m[k + "beats_compile"] = _share(window, lambda o: o.beats_compile)
                 sps = [o.speedup for o in window if o.correct and o.speedup]
                 if sps:
                     m[k + "geomean_speedup"] = math.exp(sum(math.log(s) for s in sps) / len(sps))
@@ -330,7 +335,7 @@ class Curriculum:
                                  + (f", {lc.promote_milestone} >= {lc.promote_milestone_rate:.0%}"
                                     if lc.promote_milestone != "none" else ""),
                          "heldout_seen": len(window),
-                         "heldout_pass_rate": (sum(o.correct for o in window) / len(window)) if window else None,
+                         "heldout_pass_rate": _share(window, lambda o: o.correct) if window else None,
                          "current": lv == self.level})
         return {"config": self.config.source, "suite": self.suite.name, "level": self.level,
                 "episodes": self.episodes, "promotions": self.promotions, "levels": rows}

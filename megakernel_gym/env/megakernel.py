@@ -75,9 +75,8 @@ class _Megakernel:
         key = (problem.sha256, backend)
         if backend == "cpu":
             module, inputs = make_block(self.block, self.cfg, seed=0)
-            self.params, self.feeds = module_tensors(module), None
             graph = self._graphs.get(key) or capture(module, inputs, problem.name)
-            self.feeds = dict(zip(graph.inputs, inputs))
+            self.params, self.feeds = module_tensors(module), dict(zip(graph.inputs, inputs))
         else:   # shapes are enough to compile and predict: nothing is allocated
             graph = self._graphs.get(key)
             if graph is None:
@@ -87,10 +86,10 @@ class _Megakernel:
         self.graph = graph
         self.ir0 = make_ir(graph, num_sms=num_sms)
         self.default = predict(self.ir0.plan(), device)
-        self._predict = predict
 
     def score(self, ir, problem, cand_sha: str) -> EvalResult:
-        p = self._predict(ir.plan(), self.device)
+        from megakernel_gym.compiler import predict
+        p = predict(ir.plan(), self.device)
         timing = {"predicted_us": round(p.latency_us, 3), "floor_us": round(p.floor_us, 3),
                   "device": f"{self.device} (predicted)"}
         base = {"default_schedule": {"predicted_us": round(self.default.latency_us, 3)}}
@@ -222,7 +221,8 @@ class MegaKernelEnv(gym.Env):
         else:
             self.code, self.last = "", "no kernel yet: write ModelNew."
         self._done = False
-        return self._obs(), self._info(None, None)
+        obs = self._obs()
+        return obs, self._info(obs, None, None)
 
     def step(self, action):
         pending = self.begin_step(action)
@@ -250,7 +250,8 @@ class MegaKernelEnv(gym.Env):
         if act.kind == "submit":
             self._done = True
             self.last = f"submitted after {self.turn - 1} turn(s); best score {self.best:+.3f}"
-            return self._obs(), 0.0, True, False, self._info(None, act)
+            obs = self._obs()
+            return obs, 0.0, True, False, self._info(obs, None, act)
         res.elapsed_s = None   # wall time is not part of what an agent is told or scored on
         score = gated_log_speedup(res)
         if self.reward_mode == "improvement":
@@ -267,7 +268,8 @@ class MegaKernelEnv(gym.Env):
         self._done = truncated
         if truncated:
             self.last += f"\nturn limit ({self.turns}) reached: the episode ends."
-        return self._obs(), float(reward), False, truncated, self._info(res, act)
+        obs = self._obs()
+        return obs, float(reward), False, truncated, self._info(obs, res, act)
 
     def _fail(self, status: str, reason: str, category: str) -> EvalResult:
         from megakernel_gym.rewards.problem import sha256
@@ -308,10 +310,10 @@ class MegaKernelEnv(gym.Env):
         return {"problem": printable(self._statement(), MAX_PROBLEM), "code": printable(self.code, MAX_CODE),
                 "feedback": printable(self.last, MAX_FEEDBACK)}
 
-    def _info(self, res: EvalResult | None, act) -> dict[str, Any]:
+    def _info(self, obs: dict[str, str], res: EvalResult | None, act) -> dict[str, Any]:
         info = {"problem": self.problem.name, "level": self.problem.level, "kind": self.kind, "turn": self.turn,
                 "turns": self.turns, "backend": self.backend, "best_score": self.best,
-                "prompt": prompt(self._obs(), self.kind)}
+                "prompt": prompt(obs, self.kind)}
         if act is not None:
             info["action"] = {"kind": act.kind, "text": act.text[:2000], "why": act.why}
         if res is not None:
@@ -327,9 +329,9 @@ class MegaKernelEnv(gym.Env):
         if self.render_mode == "rgb_array":
             from megakernel_gym.env.timeline import timeline_image, times_image
             if self.kind == "edits":
-                mk = self._mk[self.problem.sha256]
+                from megakernel_gym.compiler import predict
                 plan = self.ir.plan()
-                return timeline_image(plan, mk._predict(plan, self.device))
+                return timeline_image(plan, predict(plan, self.device))
             return times_image(self.best_result)
         o = self._obs()
         return f"{o['problem'][:2000]}\n--- current {'kernel' if self.kind == 'code' else 'IR'} ---\n" \

@@ -89,7 +89,7 @@ def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable) -> dict[
         raise ValueError("forward returned only empty tensors")
 
     # -- finite on every seed and input transform the judge will use -------------------
-    per_spec = {s["label"]: run(model, env.inputs(mod, s)) for s in specs}
+    per_spec = {specs[0]["label"]: base, **{s["label"]: run(model, env.inputs(mod, s)) for s in specs[1:]}}
     bad = [(label, j) for label, outs in per_spec.items() for j, o in enumerate(outs)
            if o.is_floating_point() and not bool(torch.isfinite(o).all())]
     checks.append(_check("finite", not bad, f"finite on {len(specs)} seeds/transforms" if not bad else
