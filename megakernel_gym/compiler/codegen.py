@@ -2,8 +2,8 @@
 
     source, table = emit_cuda(plan)        # readable CUDA C + the task table the runtime uploads
 
-One thread block per SM queue runs its tasks in order. Before a task, thread 0 spins on each
-counter it waits for (ld.acquire.gpu) with a spin budget; past the budget the kernel records
+One thread block per SM queue runs its tasks in order. Before a task, the lanes of warp 0 spin
+on the counters it waits for, side by side (ld.acquire.gpu), each with a spin budget; past the budget the kernel records
 (task, counter) in `status` and traps, so a bad schedule ends in an error, never a hung GPU.
 After a task, the block syncs and thread 0 publishes with a fence and an atomic add to each
 counter the task produces into. Fused producers run first, inside the consumer's task, over
@@ -32,6 +32,8 @@ from megakernel_gym.compiler.tasks import task_boxes
 
 THREADS = 256
 WARPS = THREADS // 32
+SMEM_LIMIT = 192 * 1024      # dynamic shared memory one op may use (an H100/H200 block may have 227 KB)
+PREFETCH_CHUNK = 32 * 1024   # bytes per cp.async.bulk.prefetch.L2 instruction
 CTYPES = {"float32": "float", "bfloat16": "unsigned short", "int64": "long long", "int32": "int"}
 
 
@@ -59,6 +61,11 @@ class TaskTable:
     slots: dict[str, int] = field(default_factory=dict)      # base tensor -> index in T
     aliases: dict[str, str] = field(default_factory=dict)    # every tensor -> the base whose memory it is
     op_ids: dict[str, int] = field(default_factory=dict)     # op -> its device function's id
+    pf_start: list[int] = field(default_factory=list)        # per queue position (index into q_task): its prefetches
+    pf_slot: list[int] = field(default_factory=list)         # T index of the weight
+    pf_offset: list[int] = field(default_factory=list)       # first byte
+    pf_bytes: list[int] = field(default_factory=list)
+    smem_bytes: int = 0                                      # dynamic shared memory the kernel needs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,6 +100,7 @@ class _Emitter:
         self.base = _bases(self.g)
         names = sorted({self.base[t] for t in self.g.tensors})
         self.slots = {t: i for i, t in enumerate(names)}
+        self.smem = 0
 
     def ptr(self, tensor: str) -> str:
         """The tensor's memory inside an op function: its k-th slot argument, so that ops alike in
@@ -117,6 +125,72 @@ class _Emitter:
         dt = self.g.tensors[tensor].dtype
         v = f"f2bf({value})" if dt == "bfloat16" else f"({CTYPES[dt]})({value})"
         return f"{self.ptr(tensor)}[{idx}] = {v};"
+
+    def weight_bytes(self, op: Op, lo: int, hi: int) -> tuple[int, int, int] | None:
+        """(T index, first byte, bytes) of the weight rows [lo, hi) a matmul task streams, when they
+        are one 16-byte-aligned run of memory (an NK weight); None otherwise."""
+        if op.kind != "matmul" or op.attrs.get("w_layout", "NK") != "NK":
+            return None
+        spec = self.g.tensors[op.inputs[1]]
+        size = {"bfloat16": 2, "float32": 4}.get(spec.dtype)
+        row = spec.shape[-1] * (size or 0)
+        if not row or row % 16:
+            return None
+        return self.slots[self.base[op.inputs[1]]], lo * row, (hi - lo) * row
+
+    def stage(self, tensor: str, offset: str, count, dst: str, vec_ok: bool = True, unit: int = 0) -> str:
+        """Copy `count` elements (a number, or a C expression that `unit` divides) of `tensor` from
+        element `offset` into float shared memory at `dst`.
+
+        Loads go to registers in batches before any store: `sm` reaches an op function as a
+        generic pointer, so the compiler may not move a global load above a shared store, and a
+        load-store loop would wait out one memory latency per element. With vec_ok (the offset is
+        a multiple of the vector width) each load is 16 bytes."""
+        dt = self.g.tensors[tensor].dtype
+        epv = {"bfloat16": 8, "float32": 4}.get(dt, 0)
+        p = self.ptr(tensor)
+        if vec_ok and epv and (unit or count) % epv == 0:
+            nv = count // epv if isinstance(count, int) else f"(({count}) / {epv})"
+            unpack = ("float f[8]; unpack_bf16x8(r[j], f); d4[2 * v] = make_float4(f[0], f[1], f[2], f[3]); "
+                      "d4[2 * v + 1] = make_float4(f[4], f[5], f[6], f[7]);" if epv == 8 else
+                      "d4[v] = make_float4(__uint_as_float(r[j].x), __uint_as_float(r[j].y), "
+                      "__uint_as_float(r[j].z), __uint_as_float(r[j].w));")
+            return (f"  {{\n"
+                    f"    const uint4* src = (const uint4*)({p} + ({offset}));\n"
+                    f"    float4* d4 = (float4*)({dst});\n"
+                    f"    for (int v0 = threadIdx.x; v0 < {nv}; v0 += 4 * blockDim.x) {{\n"
+                    f"      uint4 r[4];\n"
+                    f"#pragma unroll\n"
+                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * blockDim.x; if (v < {nv}) r[j] = src[v]; }}\n"
+                    f"#pragma unroll\n"
+                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * blockDim.x; if (v < {nv}) {{ {unpack} }} }}\n"
+                    f"    }}\n"
+                    f"  }}\n")
+        return (f"  for (int e0 = threadIdx.x; e0 < {count}; e0 += 4 * blockDim.x) {{\n"
+                f"    float r[4];\n"
+                f"#pragma unroll\n"
+                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * blockDim.x; "
+                f"r[j] = e < {count} ? {self.load(tensor, f'({offset}) + e')} : 0.f; }}\n"
+                f"#pragma unroll\n"
+                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * blockDim.x; if (e < {count}) ({dst})[e] = r[j]; }}\n"
+                f"  }}\n")
+
+    def cache_bytes(self, op: Op, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        """(T index, first byte, bytes) of the KV cache regions a decode_attention task over q heads
+        [lo, hi) reads: every slot of each kv head, for both caches. All but the new token's row
+        were there before the step, so they can stream into L2 while the task waits."""
+        if op.kind != "decode_attention":
+            return []
+        q, kc, vc, _ = op.inputs
+        b, hq, _ = self.g.tensors[op.outputs[0]].shape
+        _, hkv, s_max, d = self.g.tensors[kc].shape
+        size = {"bfloat16": 2, "float32": 4}.get(self.g.tensors[kc].dtype)
+        if not size or (s_max * d * size) % 16:
+            return []
+        group = hq // hkv
+        region = s_max * d * size
+        return [(self.slots[self.base[c]], (bb * hkv + kvh) * region, region)
+                for bb in range(b) for kvh in range(lo // group, (hi - 1) // group + 1) for c in (kc, vc)]
 
     # -- one device function per op, over [lo, hi) along its tile axis ----------------------
     def op_body(self, op: Op) -> tuple[str, list[int]]:
@@ -186,6 +260,10 @@ class _Emitter:
         for d in oshape[:-1]:
             m *= d
         nk = op.attrs.get("w_layout", "NK") == "NK"
+        wdt = self.g.tensors[w].dtype
+        epv = {"bfloat16": 8, "float32": 4}.get(wdt, 0)          # weight elements per 16-byte load
+        if nk and epv and k % epv == 0 and m * k * 4 <= SMEM_LIMIT:
+            return self._matmul_streamed(op, m, k, n_total, epv)
         wl = f"(long long)n * {k} + kk" if nk else f"(long long)kk * {n_total} + n"
         bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
         return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
@@ -199,23 +277,87 @@ class _Emitter:
                 f"    if (lane == 0) {{ {self.store(out, f'(long long)mm * {n_total} + n', 'acc' + bias)} }}\n"
                 f"  }}\n")
 
+    def _matmul_streamed(self, op: Op, m: int, k: int, n_total: int, epv: int) -> str:
+        """Decode matvec at memory speed: x staged once in shared memory as float; each warp owns
+        R weight rows and each lane keeps R*U 16-byte weight loads in flight (ld.global.nc, no L1
+        allocation: weights are read once) before it multiplies, so an SM has ~64 KB in flight."""
+        x, w, out = op.inputs[0], op.inputs[1], op.outputs[0]
+        kv = k // epv                                    # 16-byte vectors per weight row
+        u = next(c for c in (8, 4, 2, 1) if kv % (32 * c) == 0) if kv % 32 == 0 else 1
+        r = max(1, min(4, 16 // u))
+        self.smem = max(self.smem, m * k * 4)
+        bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
+        dot = "dot_bf16x8(wv[i][j], xa, xb)" if epv == 8 else "dot_f32x4(wv[i][j], xa)"
+        xload = ("const float4 xa = X4[2 * c], xb = X4[2 * c + 1];" if epv == 8 else "const float4 xa = X4[c];")
+        guard = "" if kv % (32 * u) == 0 else f"if (c < {kv}) "
+        return (f"  float* xs = sm;\n"
+                + self.stage(x, "0", m * k, "xs") +
+                f"  __syncthreads();\n"
+                f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
+                f"  const uint4* W = (const uint4*){self.ptr(w)};\n"
+                f"  for (int n0 = lo + warp * {r}; n0 < hi; n0 += {WARPS * r}) {{\n"
+                f"    float acc[{r}][{m}];\n"
+                f"#pragma unroll\n"
+                f"    for (int i = 0; i < {r}; ++i)\n"
+                f"#pragma unroll\n"
+                f"      for (int mm = 0; mm < {m}; ++mm) acc[i][mm] = 0.f;\n"
+                f"    for (int c0 = 0; c0 < {kv}; c0 += {32 * u}) {{\n"
+                f"      uint4 wv[{r}][{u}];\n"
+                f"#pragma unroll\n"
+                f"      for (int i = 0; i < {r}; ++i)\n"
+                f"#pragma unroll\n"
+                f"        for (int j = 0; j < {u}; ++j) {{\n"
+                f"          const int c = c0 + j * 32 + lane;\n"
+                f"          wv[i][j] = (n0 + i < hi && c < {kv}) ? ld_stream(W + (long long)(n0 + i) * {kv} + c)"
+                f" : make_uint4(0u, 0u, 0u, 0u);\n"
+                f"        }}\n"
+                f"#pragma unroll\n"
+                f"      for (int j = 0; j < {u}; ++j) {{\n"
+                f"        const int c = c0 + j * 32 + lane;\n"
+                f"        {guard}{{\n"
+                f"#pragma unroll\n"
+                f"          for (int mm = 0; mm < {m}; ++mm) {{\n"
+                f"            const float4* X4 = (const float4*)(xs + mm * {k});\n"
+                f"            {xload}\n"
+                f"#pragma unroll\n"
+                f"            for (int i = 0; i < {r}; ++i) acc[i][mm] += {dot};\n"
+                f"          }}\n"
+                f"        }}\n"
+                f"      }}\n"
+                f"    }}\n"
+                f"#pragma unroll\n"
+                f"    for (int i = 0; i < {r}; ++i)\n"
+                f"#pragma unroll\n"
+                f"      for (int mm = 0; mm < {m}; ++mm) {{\n"
+                f"        const float v = warp_sum(acc[i][mm]);\n"
+                f"        const int n = n0 + i;\n"
+                f"        if (lane == 0 && n < hi) {{ {self.store(out, f'(long long)mm * {n_total} + n', 'v' + bias)} }}\n"
+                f"      }}\n"
+                f"  }}\n")
+
     def _rmsnorm(self, op: Op, axis: int) -> str:
+        """A row (and the weight) staged in shared memory in batched 16-byte loads, a block-wide sum
+        of squares, then the scaled row written from shared memory."""
         x = op.inputs[0]
         out = op.outputs[0]
         shape = self.g.tensors[out].shape
         d = shape[-1]
         if axis != 0 or len(shape) != 2:
             raise CodegenError(f"op {op.name}: rmsnorm over {list(shape)} tiled along {axis}: only 2-D rows")
-        w = self.load(op.inputs[1], "c") if len(op.inputs) > 1 else "1.f"
-        return (f"  __shared__ float red[{WARPS}];\n"
+        has_w = len(op.inputs) > 1
+        self.smem = max(self.smem, 4 * (2 * d + WARPS))
+        vec = d % 8 == 0
+        return (f"  float* xs = sm; float* ws = sm + {d}; float* red = sm + {2 * d};\n"
+                + (self.stage(op.inputs[1], "0", d, "ws") if has_w else "") +
                 f"  for (int row = lo; row < hi; ++row) {{\n"
+                + self.stage(x, f"(long long)row * {d}", d, "xs", vec_ok=vec) +
+                f"    __syncthreads();\n"
                 f"    float ss = 0.f;\n"
-                f"    for (int c = threadIdx.x; c < {d}; c += blockDim.x) {{ const float v = "
-                f"{self.load(x, f'(long long)row * {d} + c')}; ss += v * v; }}\n"
+                f"    for (int c = threadIdx.x; c < {d}; c += blockDim.x) ss += xs[c] * xs[c];\n"
                 f"    const float total = block_sum(ss, red);\n"
                 f"    const float inv = rsqrtf(total / {d}.f + {float(op.attrs['eps'])!r}f);\n"
                 f"    for (int c = threadIdx.x; c < {d}; c += blockDim.x)\n"
-                f"      {self.store(out, f'(long long)row * {d} + c', self.load(x, f'(long long)row * {d} + c') + ' * inv * ' + w)}\n"
+                f"      {self.store(out, f'(long long)row * {d} + c', 'xs[c] * inv' + (' * ws[c]' if has_w else ''))}\n"
                 f"    __syncthreads();\n"
                 f"  }}\n")
 
@@ -255,10 +397,14 @@ class _Emitter:
         b, hq, d = self.g.tensors[out].shape
         _, hkv, s_max, _ = self.g.tensors[kc].shape
         group = hq // hkv
-        per_lane = (d + 31) // 32
         scale = float(op.attrs["scale"])
         if axis != 1:
             raise CodegenError(f"op {op.name}: decode_attention tiled along axis {axis}; only heads are emitted")
+        cdt = self.g.tensors[kc].dtype
+        epv = {"bfloat16": 8, "float32": 4}.get(cdt, 0)
+        if epv and cdt == self.g.tensors[vc].dtype and d % epv == 0 and 32 % (d // epv) == 0:
+            return self._decode_attention_parallel(op, b, hq, hkv, s_max, d, group, scale, epv)
+        per_lane = (d + 31) // 32
         kv = lambda t: self.load(t, f"((long long)kvrow + s) * {d} + dd")  # noqa: E731
         return (f"  __shared__ float sm_m[{WARPS}], sm_l[{WARPS}], sm_acc[{WARPS}][{d}];\n"
                 f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;\n"
@@ -291,6 +437,125 @@ class _Emitter:
                 f"      {self.store(out, 'qrow + dd', 'o / lsum')}\n"
                 f"    }}\n"
                 f"    __syncthreads();\n"
+                f"  }}\n")
+
+    def _decode_attention_parallel(self, op: Op, b, hq, hkv, s_max, d, group, scale, epv) -> str:
+        """The q heads of one kv head together, over chunks of positions with a running softmax:
+        scores with a thread per position (its key row in 16-byte loads, shared by the group's q
+        heads), then a warp per head for max and sum, then p.V with a thread per (16-byte slice of
+        a value row, every PARTS-th position), reduced across lanes and warps. Every step keeps
+        many independent loads in flight, which a warp per position could not."""
+        q, kc, vc, pos = op.inputs
+        out = op.outputs[0]
+        dv = d // epv
+        parts = THREADS // dv
+        ch = min(s_max, 1024)
+        self.smem = max(self.smem, 4 * (group * (2 * d + ch) + 3 * group + WARPS * group * d))
+        unpack = "unpack_bf16x8" if epv == 8 else "unpack_f32x4"
+        kp, vp = self.ptr(kc), self.ptr(vc)
+        return (f"  float* qs = sm; float* sc = qs + {group * d}; float* oacc = sc + {group * ch};\n"
+                f"  float* mrun = oacc + {group * d}; float* lrun = mrun + {group}; float* cor = lrun + {group};\n"
+                f"  float* red = cor + {group};\n"
+                f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
+                f"  const uint4* K4 = (const uint4*){kp};\n"
+                f"  const uint4* V4 = (const uint4*){vp};\n"
+                f"  for (int bb = 0; bb < {b}; ++bb) {{\n"
+                f"    const int n = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
+                f"    for (int h0 = lo; h0 < hi;) {{\n"
+                f"      const int kvh = h0 / {group}, h1 = min(hi, (kvh + 1) * {group}), ng = h1 - h0;\n"
+                f"      const long long kvrow = ((long long)bb * {hkv} + kvh) * {s_max};\n"
+                + self.stage(q, f"((long long)bb * {hq} + h0) * {d}", f"ng * {d}", "qs", unit=d) +
+                f"      for (int e = threadIdx.x; e < ng * {d}; e += blockDim.x) oacc[e] = 0.f;\n"
+                f"      if (threadIdx.x < ng) {{ mrun[threadIdx.x] = -INFINITY; lrun[threadIdx.x] = 0.f; }}\n"
+                f"      __syncthreads();\n"
+                f"      for (int s0 = 0; s0 < n; s0 += {ch}) {{\n"
+                f"        const int cn = min({ch}, n - s0);\n"
+                f"        for (int s = threadIdx.x; s < cn; s += blockDim.x) {{\n"
+                f"          uint4 kr[{dv}];\n"
+                f"#pragma unroll\n"
+                f"          for (int j = 0; j < {dv}; ++j) kr[j] = K4[(kvrow + s0 + s) * {dv} + j];\n"
+                f"          float dot[{group}];\n"
+                f"#pragma unroll\n"
+                f"          for (int g = 0; g < {group}; ++g) dot[g] = 0.f;\n"
+                f"#pragma unroll\n"
+                f"          for (int j = 0; j < {dv}; ++j) {{\n"
+                f"            float kf[{epv}]; {unpack}(kr[j], kf);\n"
+                f"#pragma unroll\n"
+                f"            for (int g = 0; g < {group}; ++g)\n"
+                f"#pragma unroll\n"
+                f"              for (int e = 0; e < {epv}; ++e) dot[g] += kf[e] * qs[g * {d} + j * {epv} + e];\n"
+                f"          }}\n"
+                f"#pragma unroll\n"
+                f"          for (int g = 0; g < {group}; ++g) if (g < ng) sc[g * {ch} + s] = dot[g] * {scale!r}f;\n"
+                f"        }}\n"
+                f"        __syncthreads();\n"
+                f"        for (int g = warp; g < ng; g += {WARPS}) {{\n"
+                f"          float mx = -INFINITY;\n"
+                f"          for (int s = lane; s < cn; s += 32) mx = fmaxf(mx, sc[g * {ch} + s]);\n"
+                f"          mx = warp_max(mx);\n"
+                f"          const float m_old = mrun[g], m_new = fmaxf(m_old, mx);\n"
+                f"          float sum = 0.f;\n"
+                f"          for (int s = lane; s < cn; s += 32) {{\n"
+                f"            const float p = __expf(sc[g * {ch} + s] - m_new); sc[g * {ch} + s] = p; sum += p;\n"
+                f"          }}\n"
+                f"          sum = warp_sum(sum);\n"
+                f"          if (lane == 0) {{\n"
+                f"            const float c = m_old == -INFINITY ? 0.f : __expf(m_old - m_new);\n"
+                f"            cor[g] = c; lrun[g] = lrun[g] * c + sum; mrun[g] = m_new;\n"
+                f"          }}\n"
+                f"        }}\n"
+                f"        __syncthreads();\n"
+                f"        {{\n"
+                f"          const int sl = threadIdx.x % {dv}, part = threadIdx.x / {dv};\n"
+                f"          float acc[{group}][{epv}];\n"
+                f"#pragma unroll\n"
+                f"          for (int g = 0; g < {group}; ++g)\n"
+                f"#pragma unroll\n"
+                f"            for (int e = 0; e < {epv}; ++e) acc[g][e] = 0.f;\n"
+                f"          for (int s1 = part; s1 < cn; s1 += {8 * parts}) {{\n"
+                f"            uint4 vr[8];\n"
+                f"#pragma unroll\n"
+                f"            for (int u = 0; u < 8; ++u) {{\n"
+                f"              const int s = s1 + u * {parts};\n"
+                f"              vr[u] = s < cn ? V4[(kvrow + s0 + s) * {dv} + sl] : make_uint4(0u, 0u, 0u, 0u);\n"
+                f"            }}\n"
+                f"#pragma unroll\n"
+                f"            for (int u = 0; u < 8; ++u) {{\n"
+                f"              const int s = s1 + u * {parts};\n"
+                f"              if (s < cn) {{\n"
+                f"                float vf[{epv}]; {unpack}(vr[u], vf);\n"
+                f"#pragma unroll\n"
+                f"                for (int g = 0; g < {group}; ++g) {{\n"
+                f"                  const float p = g < ng ? sc[g * {ch} + s] : 0.f;\n"
+                f"#pragma unroll\n"
+                f"                  for (int e = 0; e < {epv}; ++e) acc[g][e] += p * vf[e];\n"
+                f"                }}\n"
+                f"              }}\n"
+                f"            }}\n"
+                f"          }}\n"
+                f"#pragma unroll\n"
+                f"          for (int g = 0; g < {group}; ++g)\n"
+                f"#pragma unroll\n"
+                f"            for (int e = 0; e < {epv}; ++e) {{\n"
+                f"              float v = acc[g][e];\n"
+                f"              for (int o = {dv}; o < 32; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+                f"              if (lane < {dv}) red[(warp * {group} + g) * {d} + sl * {epv} + e] = v;\n"
+                f"            }}\n"
+                f"        }}\n"
+                f"        __syncthreads();\n"
+                f"        for (int e = threadIdx.x; e < ng * {d}; e += blockDim.x) {{\n"
+                f"          const int g = e / {d};\n"
+                f"          float o = oacc[e] * cor[g];\n"
+                f"          for (int w = 0; w < {WARPS}; ++w) o += red[(w * {group} + g) * {d} + e % {d}];\n"
+                f"          oacc[e] = o;\n"
+                f"        }}\n"
+                f"        __syncthreads();\n"
+                f"      }}\n"
+                f"      for (int e = threadIdx.x; e < ng * {d}; e += blockDim.x)\n"
+                f"        {self.store(out, f'((long long)bb * {hq} + h0) * {d} + e', 'oacc[e] / lrun[e / ' + str(d) + ']')}\n"
+                f"      __syncthreads();\n"
+                f"      h0 = h1;\n"
+                f"    }}\n"
                 f"  }}\n")
 
 
@@ -347,6 +612,40 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// weights: read once per step, so 16 bytes through the non-coherent path without allocating in L1
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float bf_lo(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ float dot_bf16x8(uint4 w, float4 a, float4 b) {
+  float s = bf_lo(w.x) * a.x;
+  s = fmaf(bf_hi(w.x), a.y, s); s = fmaf(bf_lo(w.y), a.z, s); s = fmaf(bf_hi(w.y), a.w, s);
+  s = fmaf(bf_lo(w.z), b.x, s); s = fmaf(bf_hi(w.z), b.y, s); s = fmaf(bf_lo(w.w), b.z, s);
+  return fmaf(bf_hi(w.w), b.w, s);
+}
+__device__ __forceinline__ float dot_f32x4(uint4 w, float4 a) {
+  return __uint_as_float(w.x) * a.x + __uint_as_float(w.y) * a.y + __uint_as_float(w.z) * a.z
+         + __uint_as_float(w.w) * a.w;
+}
+__device__ __forceinline__ void unpack_bf16x8(uint4 w, float* f) {
+  f[0] = bf_lo(w.x); f[1] = bf_hi(w.x); f[2] = bf_lo(w.y); f[3] = bf_hi(w.y);
+  f[4] = bf_lo(w.z); f[5] = bf_hi(w.z); f[6] = bf_lo(w.w); f[7] = bf_hi(w.w);
+}
+__device__ __forceinline__ void unpack_f32x4(uint4 w, float* f) {
+  f[0] = __uint_as_float(w.x); f[1] = __uint_as_float(w.y); f[2] = __uint_as_float(w.z); f[3] = __uint_as_float(w.w);
+}
+// a task's weight tile into L2 ahead of its turn (sm_90 bulk prefetch; 16-byte aligned, multiple of 16)
+__device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
+}
 __device__ float block_sum(float v, float* red) {
   v = warp_sum(v);
   if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
@@ -365,19 +664,26 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
 
 _MAIN = r"""
 // One block per SM queue. status: [0] 0 = ran, 1 = a wait ran out of spins; [1] task; [2] counter.
+// Before each task's waits, warp 0 issues the L2 prefetches scheduled at this queue position
+// (weight tiles of this or later tasks, as the schedule's prefetch depth says), so weights stream
+// while the task waits for its inputs.
 extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
     void* const* T, const int* __restrict__ q_start, const int* __restrict__ q_task,
     const int* __restrict__ call_start, const int* __restrict__ call_op, const int* __restrict__ call_lo,
     const int* __restrict__ call_hi, const int* __restrict__ call_slots, const int* __restrict__ slot_args,
     const int* __restrict__ wait_start, const int* __restrict__ wait_counter,
     const unsigned* __restrict__ wait_target, const int* __restrict__ signal_start,
-    const int* __restrict__ signal_counter, unsigned* counters, unsigned long long spin_budget, int* status,
-    unsigned long long* trace) {
+    const int* __restrict__ signal_counter, const int* __restrict__ pf_start, const int* __restrict__ pf_slot,
+    const long long* __restrict__ pf_offset, const int* __restrict__ pf_bytes, unsigned* counters,
+    unsigned long long spin_budget, int* status, unsigned long long* trace) {
+  extern __shared__ float4 mk_smem[];
+  float* sm = (float*)mk_smem;
   const int q = blockIdx.x;
   for (int i = q_start[q]; i < q_start[q + 1]; ++i) {
     const int t = q_task[i];
-    if (threadIdx.x == 0) {
-      for (int w = wait_start[t]; w < wait_start[t + 1]; ++w) {
+%(prefetch)s
+    if (threadIdx.x < 32) {   // the 32 lanes of warp 0 poll the task's counters side by side
+      for (int w = wait_start[t] + threadIdx.x; w < wait_start[t + 1]; w += 32) {
         unsigned long long spins = 0;
         while (ld_acquire(&counters[wait_counter[w]]) < wait_target[w]) {
           if (++spins > spin_budget) {
@@ -386,10 +692,13 @@ extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
             atomicExch(&status[0], 1);
             __trap();
           }
-          __nanosleep(64);
+          __nanosleep(32);
         }
       }
-      if (trace) { unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[2 * t] = g; }
+      __syncwarp();
+      if (trace && threadIdx.x == 0) {
+        unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[2 * t] = g;
+      }
     }
     __syncthreads();
     for (int c = call_start[t]; c < call_start[t + 1]; ++c) {
@@ -398,9 +707,10 @@ extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
       }
       __syncthreads();
     }
-    if (threadIdx.x == 0) {
-      __threadfence();
-      for (int s = signal_start[t]; s < signal_start[t + 1]; ++s) atomicAdd(&counters[signal_counter[s]], 1u);
+    if (threadIdx.x == 0) {   // the block's writes are ordered by the barrier above, published by this release
+      asm volatile("fence.acq_rel.gpu;" ::: "memory");
+      for (int s = signal_start[t]; s < signal_start[t + 1]; ++s)
+        asm volatile("red.relaxed.gpu.global.add.u32 [%%0], 1;" :: "l"(&counters[signal_counter[s]]) : "memory");
       if (trace) { unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[2 * t + 1] = g; }
     }
   }
@@ -408,8 +718,29 @@ extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
 """
 
 
-def emit_cuda(plan: Plan) -> tuple[str, TaskTable]:
+_PREFETCH = {
+    # warp 0 issues one bulk L2 prefetch per 32 KB (sm_90's cp.async.bulk.prefetch.L2)
+    "bulk": """    if (threadIdx.x < 32) {
+      for (int f = pf_start[i]; f < pf_start[i + 1]; ++f) {
+        const char* base = (const char*)T[pf_slot[f]] + pf_offset[f];
+        for (int c = threadIdx.x * %(chunk)d; c < pf_bytes[f]; c += 32 * %(chunk)d)
+          prefetch_l2(base + c, (unsigned)min(%(chunk)d, pf_bytes[f] - c));
+      }
+    }""",
+    # every thread prefetches 128-byte lines (prefetch.global.L2::evict_last), before the barrier
+    "lines": """    for (int f = pf_start[i]; f < pf_start[i + 1]; ++f) {
+      const char* base = (const char*)T[pf_slot[f]] + pf_offset[f];
+      for (int c = threadIdx.x * 128; c < pf_bytes[f]; c += blockDim.x * 128)
+        asm volatile("prefetch.global.L2::evict_last [%%0];" :: "l"(base + c));
+    }""",
+}
+PREFETCH_MODES = tuple(_PREFETCH)
+
+
+def emit_cuda(plan: Plan, prefetch_mode: str = "bulk") -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted."""
+    if prefetch_mode not in _PREFETCH:
+        raise CodegenError(f"prefetch mode {prefetch_mode!r} is not one of {', '.join(_PREFETCH)}")
     em = _Emitter(plan)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
@@ -426,23 +757,25 @@ def emit_cuda(plan: Plan) -> tuple[str, TaskTable]:
         op_ids[name], op_slots[name] = fid, slot_list
         users.setdefault(fid, []).append(name)
     functions = [f"// used by {len(users[fid])} op(s): {', '.join(users[fid][:4])}{' ...' if len(users[fid]) > 4 else ''}\n"
-                 f"__device__ __noinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi) {{\n"
+                 f"__device__ __noinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, float* sm) {{\n"
                  f"{body}}}\n" for body, fid in bodies.items()]
 
     op_slot_start, slot_args = {}, []
     for name in used:
         op_slot_start[name] = len(slot_args)
         slot_args += op_slots[name]
-    call_start, call_op, call_lo, call_hi, call_slots = [0], [], [], [], []
+    call_start, call_op, call_lo, call_hi, call_slots, call_names = [0], [], [], [], [], []
     for t in plan.tg.tasks:
         for pname, pbox in t.prologue:
             ax = plan.tg.tiling[pname][0]
+            call_names.append(pname)
             call_op.append(op_ids[pname])
             call_slots.append(op_slot_start[pname])
             call_lo.append(pbox[ax][0])
             call_hi.append(pbox[ax][1])
         obox, _ = task_boxes(plan.tg, t, ops[t.op])
         ax = plan.tg.tiling[t.op][0]
+        call_names.append(t.op)
         call_op.append(op_ids[t.op])
         call_slots.append(op_slot_start[t.op])
         call_lo.append(obox[ax][0])
@@ -467,16 +800,43 @@ def emit_cuda(plan: Plan) -> tuple[str, TaskTable]:
     for q in plan.queues:
         q_task += list(q)
         q_start.append(len(q_task))
+    # prefetch depth d: a task's weight tiles go to L2 when its queue reaches the task d-1 places
+    # before it (d = 1: as the task starts waiting; deeper: while earlier tasks run). Attention
+    # tasks always prefetch their KV cache regions as they start waiting.
+    depth = (plan.knobs.prefetch if plan.knobs else {}) or {}
+    at: dict[int, list[tuple[int, int, int]]] = {}
+    for qi, q in enumerate(plan.queues):
+        for j, t in enumerate(q):
+            d = depth.get(plan.tg.tasks[t].op, 0)
+            own = call_start[t + 1] - 1
+            at.setdefault(q_start[qi] + j, []).extend(em.cache_bytes(ops[call_names[own]], call_lo[own], call_hi[own]))
+            if d <= 0:
+                continue
+            for c in range(call_start[t], call_start[t + 1]):
+                name = call_names[c]
+                item = em.weight_bytes(ops[name], call_lo[c], call_hi[c])
+                if item:
+                    at.setdefault(q_start[qi] + max(0, j - (d - 1)), []).append(item)
+    pf_start, pf_slot, pf_offset, pf_bytes = [0], [], [], []
+    for i in range(len(q_task)):
+        for slot, off, nb in at.get(i, ()):
+            pf_slot.append(slot)
+            pf_offset.append(off)
+            pf_bytes.append(nb)
+        pf_start.append(len(pf_slot))
     table = TaskTable(q_start, q_task, call_start, call_op, call_lo, call_hi, wait_start, wait_counter,
                       wait_target, signal_start, signal_counter, len(plan.counters), slots=dict(em.slots),
-                      aliases=dict(em.base), op_ids=op_ids, call_slots=call_slots, slot_args=slot_args)
-    cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + call_slots[c], call_lo[c], call_hi[c]); break;"
+                      aliases=dict(em.base), op_ids=op_ids, call_slots=call_slots, slot_args=slot_args,
+                      pf_start=pf_start, pf_slot=pf_slot, pf_offset=pf_offset, pf_bytes=pf_bytes,
+                      smem_bytes=em.smem)
+    cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + call_slots[c], call_lo[c], call_hi[c], sm); break;"
                        for i in range(len(bodies)))
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
     source = (_PRELUDE + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
-              + _MAIN % {"threads": THREADS, "cases": cases})
+              + _MAIN % {"threads": THREADS, "cases": cases,
+                         "prefetch": _PREFETCH[prefetch_mode] % {"chunk": PREFETCH_CHUNK}})
     return source, table
 
 
-__all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS"]
+__all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PREFETCH_MODES"]

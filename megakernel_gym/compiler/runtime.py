@@ -22,10 +22,10 @@ class MegakernelError(RuntimeError):
 
 
 class Megakernel:
-    def __init__(self, plan: Plan, spin_budget: int = DEFAULT_SPIN_BUDGET):
+    def __init__(self, plan: Plan, spin_budget: int = DEFAULT_SPIN_BUDGET, prefetch_mode: str = "bulk"):
         from megakernel_gym.rewards.nvrtc import load_cuda
         self.plan = plan
-        self.source, self.table = emit_cuda(plan)
+        self.source, self.table = emit_cuda(plan, prefetch_mode)
         self.module = load_cuda(self.source, "megakernel.cu")
         self.spin_budget = spin_budget
         self._device_table = None
@@ -40,7 +40,9 @@ class Megakernel:
                 "call_slots": i32(t.call_slots), "slot_args": i32(t.slot_args),
                 "wait_start": i32(t.wait_start), "wait_counter": i32(t.wait_counter),
                 "wait_target": i32(t.wait_target), "signal_start": i32(t.signal_start),
-                "signal_counter": i32(t.signal_counter)}
+                "signal_counter": i32(t.signal_counter), "pf_start": i32(t.pf_start), "pf_slot": i32(t.pf_slot),
+                "pf_offset": torch.tensor(t.pf_offset or [0], dtype=torch.int64, device=device),
+                "pf_bytes": i32(t.pf_bytes)}
         return self._device_table
 
     def bind(self, params: dict[str, Tensor], inputs: dict[str, Tensor], trace: bool = False) -> "Launch":
@@ -57,7 +59,8 @@ class Megakernel:
                 dt = torch_dtype(spec.dtype)
                 t = torch.full(spec.shape, float("nan"), dtype=dt, device=device) if dt.is_floating_point \
                     else torch.zeros(spec.shape, dtype=dt, device=device)
-            slots[i] = t.contiguous()
+            t = t.contiguous()
+            slots[i] = t if t.data_ptr() % 16 == 0 else t.clone()   # 16-byte loads need 16-byte alignment
         return Launch(self, slots, device, trace)
 
     def run(self, params: dict[str, Tensor], inputs: dict[str, Tensor], trace: bool = False) -> dict[str, Tensor]:
@@ -82,6 +85,9 @@ class Launch:
         n = len(mk.plan.tg.tasks)
         self.trace = torch.zeros(2 * n, dtype=torch.int64, device=device) if trace else None
         self.fn = mk.module.get_function("megakernel")
+        self.smem = mk.table.smem_bytes
+        if self.smem > 48 * 1024:   # past the default limit a kernel must ask for its dynamic shared memory
+            mk.module._function("megakernel").max_dynamic_shared_size_bytes = self.smem
 
     def __call__(self) -> None:
         tab = self.tab
@@ -89,8 +95,9 @@ class Launch:
         self.fn((len(self.mk.plan.queues),), (THREADS,),
                 (self.ptrs, tab["q_start"], tab["q_task"], tab["call_start"], tab["call_op"], tab["call_lo"],
                  tab["call_hi"], tab["call_slots"], tab["slot_args"], tab["wait_start"], tab["wait_counter"],
-                 tab["wait_target"], tab["signal_start"], tab["signal_counter"], self.counters, self.mk.spin_budget,
-                 self.status, self.trace if self.trace is not None else 0))
+                 tab["wait_target"], tab["signal_start"], tab["signal_counter"], tab["pf_start"], tab["pf_slot"],
+                 tab["pf_offset"], tab["pf_bytes"], self.counters, self.mk.spin_budget,
+                 self.status, self.trace if self.trace is not None else 0), shared_mem=self.smem)
 
     def check(self) -> None:
         try:
