@@ -28,7 +28,7 @@ from megakernel_gym.compiler.costmodel import predict  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, copy_bandwidth_gbs, time_us  # noqa: E402
 from megakernel_gym.env.timeline import save_png, timeline_image  # noqa: E402
 from megakernel_gym.ir_exposure import make_ir  # noqa: E402
-from megakernel_gym.ir_exposure.edits import apply_edits  # noqa: E402
+from megakernel_gym.ir_exposure.edits import apply_edits, tuned_edits  # noqa: E402
 
 MATMULS = ["layers.*.attn.q_proj", "layers.*.attn.k_proj", "layers.*.attn.v_proj", "layers.*.attn.o_proj",
            "layers.*.mlp.gate_proj", "layers.*.mlp.up_proj", "layers.*.mlp.down_proj", "lm_head"]
@@ -60,6 +60,7 @@ ADD_OP_COUNTERS = "counter layers.*.attn.add op\ncounter layers.*.mlp.add op"
 
 VARIANTS = {
     "default": "",
+    "tuned (the compiler's tuned_edits)": "TUNED",
     "prefetch=2": prefetch(2),
     "half the SMs": "assign * sms=0-65",
     "fused mlp and o_proj": MLP_O,
@@ -130,6 +131,8 @@ def main():
         if mode != "bulk":
             name = f"{name} [{mode} prefetch]"
         t0 = time.perf_counter()
+        if edits == "TUNED":
+            edits = tuned_edits(base)
         if isinstance(edits, list):    # per-layer fusions are spelled out from the graph's op names
             edits = "\n".join(e if isinstance(e, str) else fusions(graph, [e]) for e in edits)
         ir = apply_edits(base, edits) if edits else base

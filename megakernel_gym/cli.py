@@ -238,7 +238,7 @@ def cmd_compile(args) -> int:
     from megakernel_gym.compiler.costmodel import DEVICES
     from megakernel_gym.compiler.graph import UnsupportedOpError
     from megakernel_gym.compiler.validate import ScheduleError
-    from megakernel_gym.ir_exposure import EditError, IRError, apply_edits, make_ir, render, render_op
+    from megakernel_gym.ir_exposure import EditError, IRError, apply_edits, make_ir, render, render_op, tuned_edits
     if args.model not in ZOO:
         return _err(f"unknown model {args.model!r}; zoo models: {', '.join(sorted(ZOO))}")
     if args.device not in DEVICES:
@@ -266,6 +266,8 @@ def cmd_compile(args) -> int:
     try:
         graph = capture(module, inputs, args.model)
         ir = make_ir(graph, num_sms=args.sms)
+        if args.tuned:
+            ir = apply_edits(ir, tuned_edits(ir))
         for text in edits:
             ir = apply_edits(ir, text)
         plan = ir.plan()
@@ -373,6 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="compile a zoo model to a validated megakernel plan")
     c.add_argument("model", help="zoo model: llama-tiny, mlp-tiny, attention-tiny, llama-1b, mlp-1b, attention-1b")
     c.add_argument("--sms", type=int, default=132, help="SMs of the target GPU (default 132)")
+    c.add_argument("--tuned", action="store_true", help="start from the compiler's tuned schedule (fusions and "
+                                                          "counters, as edits) instead of the default one")
     c.add_argument("--schedule", help="a file of edits (the edit language) applied before --edit")
     c.add_argument("--edit", action="append", help="edit text, e.g. 'tile lm_head n=64' (repeatable)")
     c.add_argument("--emit", choices=["ir", "tasks", "cuda", "json"], default=None,

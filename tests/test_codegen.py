@@ -9,7 +9,7 @@ import torch
 
 from megakernel_gym.compiler import ZOO, capture, module_tensors, run_graph
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
-from megakernel_gym.ir_exposure import make_ir
+from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
 from megakernel_gym.rewards.nvrtc import compile_cuda, parse_signatures
 
 TINY = ["llama-tiny", "mlp-tiny", "attention-tiny"]
@@ -62,6 +62,58 @@ def test_llama_1b_plan_emits(graphs):
     assert compile_cuda(src, "llama-1b.cu", arch="sm_90")[:4] == b"\x7fELF"
 
 
+def _ptxas_report(src: str) -> str:
+    """NVRTC's log with ptxas's resource report (registers, stack, spills) for sm_90."""
+    from cuda.bindings import nvrtc
+    from megakernel_gym.rewards.nvrtc import _nvrtc_check, _nvrtc_include_dirs
+    opts = ["--gpu-architecture=sm_90", "-std=c++17", "--ptxas-options=--verbose",
+            *[f"-I{d}" for d in _nvrtc_include_dirs()]]
+    prog = _nvrtc_check(nvrtc.nvrtcCreateProgram(src.encode(), b"mk.cu", 0, [], []))
+    try:
+        nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        log = b" " * _nvrtc_check(nvrtc.nvrtcGetProgramLogSize(prog))
+        nvrtc.nvrtcGetProgramLog(prog, log)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    return log.decode(errors="replace")
+
+
+def test_llama_1b_megakernel_keeps_its_registers(graphs):
+    """Spilled registers would put the streamed weights through local memory: none allowed, on
+    the default schedule and on a fused, prefetching one."""
+    from megakernel_gym.ir_exposure.edits import apply_edits
+    g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
+    base = make_ir(g, num_sms=132)
+    fused = apply_edits(base, "prefetch lm_head depth=2\n" + "\n".join(
+        f"fuse layers.{i}.mlp.{p}_proj into layers.{i}.mlp.silu_mul" for i in range(16) for p in ("gate", "up")))
+    for ir in (base, fused):
+        log = _ptxas_report(emit_cuda(ir.plan())[0])
+        assert "Used" in log and "spill" in log, log[-2000:]
+        assert " 0 bytes spill stores, 0 bytes spill loads" in log and "bytes spill stores" not in \
+            log.replace(" 0 bytes spill stores", ""), log[-2000:]
+
+
+def test_tuned_schedule_is_edits_the_vm_agrees_with(graphs):
+    """tuned_edits: the compiler's heuristics in the agent's language; the plan they give computes
+    what the graph computes (CPU VM, adversarial task order) and the sim predicts it faster."""
+    from megakernel_gym.compiler import predict, run_plan
+    for name in TINY:
+        base = make_ir(graphs[name], num_sms=8)
+        text = tuned_edits(base)
+        assert text and all(ln.split()[0] in ("fuse", "counter") for ln in text.splitlines())
+        tuned = apply_edits(base, text)
+        model, inputs = ZOO[name](seed=3)
+        params, feeds = module_tensors(model), dict(zip(graphs[name].inputs, inputs))
+        ref = run_graph(graphs[name], params, feeds)
+        got = run_plan(tuned.plan(), params, feeds, rng=0, adversarial=True)
+        for k, v in ref.items():
+            torch.testing.assert_close(got[k].float(), v.float(), atol=1e-5, rtol=1e-5, msg=f"{name} {k}")
+        assert predict(tuned.plan(), "H100").latency_us < predict(base.plan(), "H100").latency_us
+    text = tuned_edits(make_ir(graphs["llama-tiny"], num_sms=8))
+    assert "fuse layers.0.mlp.gate_proj into layers.0.mlp.silu_mul" in text
+    assert "fuse layers.1.attn.o_proj into layers.1.attn.add" in text and "counter layers.0.mlp.add op" in text
+
+
 def test_unsupported_view_is_named(graphs):
     g = graphs["llama-tiny"]
     view = next(o for o in g.ops if o.kind == "view")
@@ -90,31 +142,29 @@ def test_megakernel_matches_graph_on_gpu(name):
     for seed in (0, 1, 2):
         model, inputs = ZOO[name](seed=seed)
         g = capture(model, inputs, name)
-        plan = make_ir(g, num_sms=8).plan()
+        base = make_ir(g, num_sms=8)
         params = module_tensors(model)
         feeds = dict(zip(g.inputs, inputs))
         ref = run_graph(g, params, feeds)
-        got = Megakernel(plan).run(params, feeds)
-        for k, v in ref.items():
-            torch.testing.assert_close(got[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4, msg=f"{name} {k}")
+        for ir in (base, apply_edits(base, tuned_edits(base))):
+            got = Megakernel(ir.plan()).run(params, feeds)
+            for k, v in ref.items():
+                torch.testing.assert_close(got[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4, msg=f"{name} {k}")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["mlp-1b", "attention-1b", "llama-1b"])
 def test_bf16_megakernel_matches_eager_on_gpu(name):
     """The 1B-shaped bf16 models (the streamed 16-byte matmul and the parallel attention paths) on
-    three seeds, under the default schedule and a prefetching, fused one. bf16 tolerance means: no
+    three seeds, under the default schedule and the tuned one with prefetching. bf16 tolerance means: no
     farther from the float32 truth (the same weights, upcast) than eager bf16 PyTorch is, and within
     1e-2 of eager itself on one block."""
     import copy
     from megakernel_gym.compiler.runtime import Megakernel
-    from megakernel_gym.ir_exposure.edits import apply_edits
     g = capture(*ZOO[name](device="meta"), name)
     base = make_ir(g, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
     matmuls = sorted({o.name.split(".")[-1] for o in g.ops if o.kind == "matmul"})
-    scope = lambda n: n.rpartition(".")[0] + "." if "." in n else ""  # noqa: E731
-    fuse = [f"fuse {o.name} into {scope(o.name)}silu_mul" for o in g.ops if o.name.endswith(("gate_proj", "up_proj"))]
-    tuned = apply_edits(base, "\n".join([f"prefetch *{m} depth=2" for m in matmuls] + fuse))
+    tuned = apply_edits(base, "\n".join([tuned_edits(base)] + [f"prefetch *{m} depth=2" for m in matmuls]))
     rel = lambda a, b: float((a.float() - b.float()).norm() / b.float().norm())  # noqa: E731
     for seed in (0, 1, 2):
         model, inputs = ZOO[name](seed=seed, device="cuda")
@@ -140,7 +190,7 @@ def test_unvalidated_cyclic_schedule_ends_in_an_error_not_a_hang():
 import sys, torch
 from megakernel_gym.compiler import ZOO, capture, module_tensors
 from megakernel_gym.compiler.runtime import Megakernel, MegakernelError
-from megakernel_gym.ir_exposure import make_ir
+from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
 m, x = ZOO["mlp-tiny"]()
 g = capture(m, x, "mlp-tiny")
 plan = make_ir(g, num_sms=1).plan()

@@ -278,61 +278,85 @@ class _Emitter:
                 f"  }}\n")
 
     def _matmul_streamed(self, op: Op, m: int, k: int, n_total: int, epv: int) -> str:
-        """Decode matvec at memory speed: x staged once in shared memory as float; each warp owns
-        R weight rows and each lane keeps R*U 16-byte weight loads in flight (ld.global.nc, no L1
-        allocation: weights are read once) before it multiplies, so an SM has ~64 KB in flight."""
+        """Decode matvec at memory speed: x staged once in shared memory as float; each warp walks
+        its steps (R weight rows x a chunk of 32*U 16-byte vectors) with two register buffers, so
+        the next step's loads (ld.global.nc, no L1 allocation: weights are read once) are in flight
+        while the current one is multiplied, and the load pipe never drains between rows."""
         x, w, out = op.inputs[0], op.inputs[1], op.outputs[0]
         kv = k // epv                                    # 16-byte vectors per weight row
-        u = next(c for c in (8, 4, 2, 1) if kv % (32 * c) == 0) if kv % 32 == 0 else 1
-        r = max(1, min(4, 16 // u))
+        u = 1                                            # vectors per lane per chunk: 8, or what divides
+        while u < 8 and kv % (64 * u) == 0:
+            u *= 2
+        r = max(1, 8 // u)
+        nc = -(-kv // (32 * u))                          # chunks per row
         self.smem = max(self.smem, m * k * 4)
         bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
-        dot = "dot_bf16x8(wv[i][j], xa, xb)" if epv == 8 else "dot_f32x4(wv[i][j], xa)"
+        dot = "dot_bf16x8(B[i][j], xa, xb)" if epv == 8 else "dot_f32x4(B[i][j], xa)"
         xload = ("const float4 xa = X4[2 * c], xb = X4[2 * c + 1];" if epv == 8 else "const float4 xa = X4[c];")
         guard = "" if kv % (32 * u) == 0 else f"if (c < {kv}) "
+
+        def load(buf: str, st: str) -> str:
+            return (f"      {{\n"
+                    f"        const int n0 = lo + (warp + ({st}) / {nc} * {WARPS}) * {r}, c0 = ({st}) % {nc} * {32 * u};\n"
+                    f"#pragma unroll\n"
+                    f"        for (int i = 0; i < {r}; ++i)\n"
+                    f"#pragma unroll\n"
+                    f"          for (int j = 0; j < {u}; ++j) {{\n"
+                    f"            const int c = c0 + j * 32 + lane;\n"
+                    f"            {buf}[i][j] = (n0 + i < hi && c < {kv}) ? ld_stream(W + (long long)(n0 + i) * {kv} + c)"
+                    f" : make_uint4(0u, 0u, 0u, 0u);\n"
+                    f"          }}\n"
+                    f"      }}\n")
+
+        def compute(buf: str, st: str) -> str:
+            return (f"      {{\n"
+                    f"        const int n0 = lo + (warp + ({st}) / {nc} * {WARPS}) * {r}, ci = ({st}) % {nc};\n"
+                    f"        if (ci == 0) {{\n"
+                    f"#pragma unroll\n"
+                    f"          for (int i = 0; i < {r}; ++i)\n"
+                    f"#pragma unroll\n"
+                    f"            for (int mm = 0; mm < {m}; ++mm) acc[i][mm] = 0.f;\n"
+                    f"        }}\n"
+                    f"#pragma unroll\n"
+                    f"        for (int j = 0; j < {u}; ++j) {{\n"
+                    f"          const int c = ci * {32 * u} + j * 32 + lane;\n"
+                    f"          {guard}{{\n"
+                    f"#pragma unroll\n"
+                    f"            for (int mm = 0; mm < {m}; ++mm) {{\n"
+                    f"              const float4* X4 = (const float4*)(xs + mm * {k});\n"
+                    f"              {xload}\n"
+                    f"#pragma unroll\n"
+                    f"              for (int i = 0; i < {r}; ++i) acc[i][mm] += {dot.replace('B[', buf + '[')};\n"
+                    f"            }}\n"
+                    f"          }}\n"
+                    f"        }}\n"
+                    f"        if (ci == {nc - 1}) {{\n"
+                    f"#pragma unroll\n"
+                    f"          for (int i = 0; i < {r}; ++i)\n"
+                    f"#pragma unroll\n"
+                    f"            for (int mm = 0; mm < {m}; ++mm) {{\n"
+                    f"              const float v = warp_sum(acc[i][mm]);\n"
+                    f"              const int n = n0 + i;\n"
+                    f"              if (lane == 0 && n < hi) {{ {self.store(out, f'(long long)mm * {n_total} + n', 'v' + bias)} }}\n"
+                    f"            }}\n"
+                    f"        }}\n"
+                    f"      }}\n")
+
         return (f"  float* xs = sm;\n"
                 + self.stage(x, "0", m * k, "xs") +
                 f"  __syncthreads();\n"
                 f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
                 f"  const uint4* W = (const uint4*){self.ptr(w)};\n"
-                f"  for (int n0 = lo + warp * {r}; n0 < hi; n0 += {WARPS * r}) {{\n"
-                f"    float acc[{r}][{m}];\n"
-                f"#pragma unroll\n"
-                f"    for (int i = 0; i < {r}; ++i)\n"
-                f"#pragma unroll\n"
-                f"      for (int mm = 0; mm < {m}; ++mm) acc[i][mm] = 0.f;\n"
-                f"    for (int c0 = 0; c0 < {kv}; c0 += {32 * u}) {{\n"
-                f"      uint4 wv[{r}][{u}];\n"
-                f"#pragma unroll\n"
-                f"      for (int i = 0; i < {r}; ++i)\n"
-                f"#pragma unroll\n"
-                f"        for (int j = 0; j < {u}; ++j) {{\n"
-                f"          const int c = c0 + j * 32 + lane;\n"
-                f"          wv[i][j] = (n0 + i < hi && c < {kv}) ? ld_stream(W + (long long)(n0 + i) * {kv} + c)"
-                f" : make_uint4(0u, 0u, 0u, 0u);\n"
-                f"        }}\n"
-                f"#pragma unroll\n"
-                f"      for (int j = 0; j < {u}; ++j) {{\n"
-                f"        const int c = c0 + j * 32 + lane;\n"
-                f"        {guard}{{\n"
-                f"#pragma unroll\n"
-                f"          for (int mm = 0; mm < {m}; ++mm) {{\n"
-                f"            const float4* X4 = (const float4*)(xs + mm * {k});\n"
-                f"            {xload}\n"
-                f"#pragma unroll\n"
-                f"            for (int i = 0; i < {r}; ++i) acc[i][mm] += {dot};\n"
-                f"          }}\n"
-                f"        }}\n"
-                f"      }}\n"
-                f"    }}\n"
-                f"#pragma unroll\n"
-                f"    for (int i = 0; i < {r}; ++i)\n"
-                f"#pragma unroll\n"
-                f"      for (int mm = 0; mm < {m}; ++mm) {{\n"
-                f"        const float v = warp_sum(acc[i][mm]);\n"
-                f"        const int n = n0 + i;\n"
-                f"        if (lane == 0 && n < hi) {{ {self.store(out, f'(long long)mm * {n_total} + n', 'v' + bias)} }}\n"
-                f"      }}\n"
+                f"  const int mine = hi - lo - warp * {r};   // rows from this warp's first onward\n"
+                f"  const int steps = mine > 0 ? (mine + {WARPS * r - 1}) / {WARPS * r} * {nc} : 0;\n"
+                f"  float acc[{r}][{m}];\n"
+                f"  uint4 a[{r}][{u}], b[{r}][{u}];\n"
+                f"  if (steps > 0) {{\n" + load("a", "0") + "  }\n"
+                f"  for (int st = 0; st < steps; st += 2) {{\n"
+                f"    if (st + 1 < steps) {{\n" + load("b", "st + 1") + "    }\n"
+                + compute("a", "st") +
+                f"    if (st + 2 < steps) {{\n" + load("a", "st + 2") + "    }\n"
+                f"    if (st + 1 < steps) {{\n" + compute("b", "st + 1") + "    }\n"
                 f"  }}\n")
 
     def _rmsnorm(self, op: Op, axis: int) -> str:
@@ -757,7 +781,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk") -> tuple[str, TaskTable]:
         op_ids[name], op_slots[name] = fid, slot_list
         users.setdefault(fid, []).append(name)
     functions = [f"// used by {len(users[fid])} op(s): {', '.join(users[fid][:4])}{' ...' if len(users[fid]) > 4 else ''}\n"
-                 f"__device__ __noinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, float* sm) {{\n"
+                 f"__device__ __forceinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, float* sm) {{\n"
                  f"{body}}}\n" for body, fid in bodies.items()]
 
     op_slot_start, slot_args = {}, []

@@ -505,5 +505,43 @@ def apply_json(ir: IR, obj) -> IR:
     return apply_edits(ir, edits_from_json(obj))
 
 
+def tuned_edits(ir: IR) -> str:
+    """The compiler's own schedule heuristics, spelled in the edit language (so an agent can read,
+    keep or undo them), from what measured best on an H100 (bench/megakernel_edits.py):
+    - fold each matmul whose sole consumer is an elementwise op into it (o_proj into the residual
+      add, gate/up into silu_mul, down_proj into the add): one dependency hop less per fusion, and
+      the elementwise tile is what the matmul tile would have written anyway;
+    - fold each rope into its sole consumer (the k cache write, the attention): a few dozen flops
+      instead of a hop;
+    - one counter for an op a norm reads (a norm reads every tile): its tasks wait on one counter
+      instead of one per tile.
+    Edits the IR refuses are skipped, so any graph gets the subset that applies."""
+    f = ir.facts
+    kind = lambda n: f.info[n].op.kind  # noqa: E731
+    lines = []
+    for name in ir.ops:
+        cons = f.consumers.get(name, [])
+        if len(cons) == 1 and ((kind(name) == "matmul" and kind(cons[0]) == "elementwise")
+                               or (kind(name) == "rope" and kind(cons[0]) in ("cache_write", "decode_attention"))):
+            lines.append(f"fuse {name} into {cons[0]}")
+    for name in ir.ops:
+        cons = f.consumers.get(name, [])
+        if any(kind(c) == "rmsnorm" for c in cons) and name not in {ln.split()[1] for ln in lines}:
+            lines.append(f"counter {name} op")
+    try:
+        apply_edits(ir, "\n".join(lines))
+        return "\n".join(lines)
+    except EditError:
+        pass
+    kept = []
+    for line in lines:      # only when some edit is refused: keep those the IR takes
+        try:
+            apply_edits(ir, "\n".join(kept + [line]))
+        except EditError:
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
 __all__ = ["Edit", "EditError", "parse_edits", "format_edits", "apply_edits", "apply_json", "edits_to_json",
-           "edits_from_json", "VERBS", "USAGE", "MAX_EDITS"]
+           "edits_from_json", "VERBS", "USAGE", "MAX_EDITS", "tuned_edits"]
