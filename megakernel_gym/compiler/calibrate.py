@@ -1,0 +1,474 @@
+"""Cost-model calibration: fit the sim backend's device constants to measured megakernels.
+
+    schedules = sample_schedules(graph, 32, seed=0)            # [(label, IR)], all validated
+    plans = [(ir.plan(), task_costs(ir.plan())) for _, ir in schedules]
+    device, report = fit_device(plans, measured_us, DEVICES["H100"])
+    report["after"]["spearman"]                                  # rank agreement, predicted vs measured
+
+What is fitted: hbm_gbs, task_overhead_us, wait_latency_us, mem_latency_us and launch_us. tflops
+and num_sms stay as the datasheet gives them: a batch-1 decode step is bound by memory and
+latency, so its measurements say nothing about the tensor-core rate.
+
+Why not search on predict() directly: one prediction of a 1B-shaped plan takes ~50 ms in Python,
+so a derivative-free search of a few hundred steps over 32 plans is many minutes. predict() is a
+longest path through the plan (each task starts after its SM's previous task and after its
+producers plus the wait latency), so a plan's latency is the largest, over its paths, of a sum
+that is cheap to evaluate for any constants. The fit keeps, per plan, the critical paths of
+every prediction made so far; Nelder-Mead minimises the error of that model (the max over the
+paths, a lower bound that is exact where it was taken), predict() is called again at the
+minimiser and its critical paths are added, until the model and predict() agree there. Ten
+rounds or so of 32 predictions, where a plain search would need hundreds.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max over paths)
+from scipy.stats import spearmanr
+
+from megakernel_gym.compiler.costmodel import DeviceSpec, Prediction, predict, task_costs
+from megakernel_gym.compiler.graph import Graph
+from megakernel_gym.compiler.schedule import Knobs, Plan
+from megakernel_gym.ir_exposure.ir import IR, MAX_TASKS, IRError, facts_of, fusion_problem, task_count, tile_size
+
+# ---------------------------------------------------------------------------------------
+# sampling schedules
+
+# matmul groups of a Llama layer, by op-name suffix (an op matches `x` when it is `x` or ends in `.x`)
+MATMUL_GROUPS = {
+    "qkv": ("attn.q_proj", "attn.k_proj", "attn.v_proj"),
+    "o_proj": ("attn.o_proj",),
+    "gate/up": ("mlp.gate_proj", "mlp.up_proj"),
+    "down": ("mlp.down_proj",),
+    "lm_head": ("lm_head",),
+}
+# producer -> consumer fusions within one layer's scope (the same sets bench/megakernel_edits.py times)
+FUSIONS = {
+    "mlp+o_proj": (("gate_proj", "silu_mul"), ("up_proj", "silu_mul"), ("down_proj", "add"), ("o_proj", "add")),
+    "ropes": (("k_rope", "k_cache_write"), ("q_rope", "decode_attention")),
+    "k/v chain": (("k_proj", "k_rope"), ("v_proj", "v_cache_write")),
+}
+
+Change = Callable[["_Ctx", Knobs, dict], None]    # mutates knobs and fused in place
+
+
+@dataclass
+class _Ctx:
+    facts: object
+    num_sms: int
+
+    def ops(self, pick: Callable[[str, object], bool]) -> list[str]:
+        return [n for n in self.facts.ops if pick(n, self.facts.info[n])]
+
+
+def _suffix(*names: str) -> Callable[[str, object], bool]:
+    return lambda n, f: any(n == s or n.endswith("." + s) for s in names)
+
+
+def _kind(*kinds: str) -> Callable[[str, object], bool]:
+    return lambda n, f: f.op.kind in kinds
+
+
+def _everything(n, f) -> bool:
+    return True
+
+
+def _tiles(pick, factor: float) -> Change:
+    """Every picked op's tile becomes the allowed size nearest (in ratio) to factor x its default."""
+    def change(ctx: _Ctx, k: Knobs, fused: dict) -> None:
+        for n in ctx.ops(pick):
+            f = ctx.facts.info[n]
+            want = tile_size(ctx.facts, k, n) * factor
+            k.tiles[n] = min(f.allowed(), key=lambda t: (abs(math.log(t / want)), t))
+    return change
+
+
+def _sms(pick, lo_frac: float, hi_frac: float) -> Change:
+    """Picked ops are dealt over the SMs from lo_frac to hi_frac of the chip (at least one SM)."""
+    def change(ctx: _Ctx, k: Knobs, fused: dict) -> None:
+        lo = min(int(ctx.num_sms * lo_frac), ctx.num_sms - 1)
+        hi = max(lo, int(ctx.num_sms * hi_frac) - 1)
+        for n in ctx.ops(pick):
+            k.sms[n] = (lo, hi)
+    return change
+
+
+def _prefetch(pick, depth: int) -> Change:
+    def change(ctx: _Ctx, k: Knobs, fused: dict) -> None:
+        for n in ctx.ops(pick):
+            if ctx.facts.info[n].reads_weight:
+                k.prefetch[n] = depth
+    return change
+
+
+def _counters(pick, mode: str) -> Change:
+    def change(ctx: _Ctx, k: Knobs, fused: dict) -> None:
+        for n in ctx.ops(pick):
+            k.counters[n] = mode
+    return change
+
+
+def _fuse(pairs) -> Change:
+    """Each (producer, consumer) pair in every scope that has both, where the IR allows it."""
+    def change(ctx: _Ctx, k: Knobs, fused: dict) -> None:
+        names = set(ctx.facts.ops)
+        for n in ctx.facts.ops:
+            for prod, cons in pairs:
+                if n == prod or n.endswith("." + prod):
+                    target = n[: -len(prod)] + cons
+                    if target in names and fusion_problem(ctx.facts, fused, n, target) is None:
+                        fused[n] = target
+    return change
+
+
+def _reverse_qkv(ctx: _Ctx, k: Knobs, fused: dict) -> None:
+    """v, k, q instead of q, k, v in every layer's queue-filling order (they depend only on the
+    norm, so any order among them is valid); it moves where each op's round-robin starts."""
+    order = list(k.order or ctx.facts.ops)
+    pos = {n: i for i, n in enumerate(order)}
+    for q in ctx.ops(_suffix("attn.q_proj")):
+        trio = [q, q[: -len("q_proj")] + "k_proj", q[: -len("q_proj")] + "v_proj"]
+        if all(t in pos for t in trio):
+            slots = sorted(pos[t] for t in trio)
+            for slot, name in zip(slots, reversed(trio)):
+                order[slot] = name
+    k.order = order
+
+
+def _split_matmuls(ctx: _Ctx, k: Knobs, fused: dict) -> None:
+    _sms(_kind("matmul"), 0, 1 / 2)(ctx, k, fused)
+    _sms(lambda n, f: f.op.kind != "matmul", 1 / 2, 1)(ctx, k, fused)
+
+
+# One change per entry, (axis, label, change). The list is interleaved by axis so that the first
+# few schedules already cover every kind of knob; seeded combinations of them come after.
+SINGLES: list[tuple[str, str, Change]] = [
+    ("sms", "all ops on 1/16 of the SMs", _sms(_everything, 0, 1 / 16)),
+    ("tiles", "matmul tiles x2", _tiles(_kind("matmul"), 2)),
+    ("prefetch", "prefetch 2 on matmuls", _prefetch(_kind("matmul"), 2)),
+    ("fuse", "fuse mlp+o_proj", _fuse(FUSIONS["mlp+o_proj"])),
+    ("counters", "op counters everywhere", _counters(_everything, "op")),
+    ("sms", "all ops on half the SMs", _sms(_everything, 0, 1 / 2)),
+    ("tiles", "matmul tiles x1/2", _tiles(_kind("matmul"), 1 / 2)),
+    ("prefetch", "prefetch 4 on matmuls", _prefetch(_kind("matmul"), 4)),
+    ("fuse", "fuse ropes", _fuse(FUSIONS["ropes"])),
+    ("counters", "op counters on matmuls", _counters(_kind("matmul"), "op")),
+    ("sms", "all ops on 1/4 of the SMs", _sms(_everything, 0, 1 / 4)),
+    ("tiles", "qkv tiles x2", _tiles(_suffix(*MATMUL_GROUPS["qkv"]), 2)),
+    ("prefetch", "prefetch 1 on matmuls", _prefetch(_kind("matmul"), 1)),
+    ("fuse", "fuse k/v chain", _fuse(FUSIONS["k/v chain"])),
+    ("counters", "op counters on elementwise", _counters(_kind("elementwise"), "op")),
+    ("sms", "non-matmul ops on 1/16 of the SMs", _sms(lambda n, f: f.op.kind != "matmul", 0, 1 / 16)),
+    ("tiles", "gate/up tiles x4", _tiles(_suffix(*MATMUL_GROUPS["gate/up"]), 4)),
+    ("prefetch", "prefetch 3 on matmuls", _prefetch(_kind("matmul"), 3)),
+    ("fuse", "fuse all three", _fuse(FUSIONS["mlp+o_proj"] + FUSIONS["ropes"] + FUSIONS["k/v chain"])),
+    ("order", "order v,k,q", _reverse_qkv),
+    ("sms", "matmuls on one half, the rest on the other", _split_matmuls),
+    ("tiles", "down tiles x1/2", _tiles(_suffix(*MATMUL_GROUPS["down"]), 1 / 2)),
+    ("tiles", "lm_head tiles x1/4", _tiles(_suffix(*MATMUL_GROUPS["lm_head"]), 1 / 4)),
+    ("tiles", "o_proj tiles x4", _tiles(_suffix(*MATMUL_GROUPS["o_proj"]), 4)),
+    ("tiles", "attention tiles x4", _tiles(_kind("decode_attention"), 4)),
+    ("tiles", "elementwise tiles x8", _tiles(_kind("elementwise"), 8)),
+    ("tiles", "matmul tiles x4", _tiles(_kind("matmul"), 4)),
+    ("prefetch", "prefetch 2 on every weight reader", _prefetch(_everything, 2)),
+]
+
+
+def _key(ir: IR) -> tuple:
+    k = ir.knobs
+    return (k.num_sms, tuple(sorted(k.tiles.items())), tuple(sorted(k.sms.items())), tuple(k.order),
+            tuple(sorted(k.counters.items())), tuple(sorted(k.prefetch.items())), tuple(sorted(ir.fused.items())))
+
+
+def _build(graph: Graph, ctx: _Ctx, changes: list[Change]) -> IR | None:
+    """The IR with the changes applied in turn, or None where the IR (or the plan's validator)
+    refuses it or it has more than MAX_TASKS tasks."""
+    k = Knobs(num_sms=ctx.num_sms)
+    fused: dict[str, str] = {}
+    for change in changes:
+        change(ctx, k, fused)
+    if task_count(ctx.facts, k) > MAX_TASKS:
+        return None
+    try:
+        return IR(graph, k, fused, num_sms=ctx.num_sms)
+    except IRError:
+        return None
+
+
+def sample_schedules(graph: Graph, n: int, seed: int = 0, num_sms: int = 132) -> list[tuple[str, IR]]:
+    """n distinct schedules of `graph`, each (label, IR), every one accepted by the IR's knob rules.
+
+    The default schedule first, then one change at a time (SINGLES: tile sizes, SM ranges,
+    prefetch depths, counter granularity, fusions, op order; each applied to every layer alike),
+    then seeded combinations of two or three changes from different axes, until there are n.
+    The spread runs from clearly bad (everything on a sixteenth of the chip, small tiles) to the
+    fused, prefetched schedules that are the fastest the compiler knows. Plans are built lazily
+    (ir.plan()): validation of each is the caller's cost, and on a 1B graph it is seconds.
+    """
+    ctx = _Ctx(facts_of(graph), num_sms)
+    rng = random.Random(seed)
+    out: list[tuple[str, IR]] = []
+    seen: set[tuple] = set()
+
+    def add(label: str, changes: list[Change]) -> None:
+        ir = _build(graph, ctx, changes)
+        if ir is not None and _key(ir) not in seen:
+            seen.add(_key(ir))
+            out.append((label, ir))
+
+    add("default", [])
+    for _, label, change in SINGLES:
+        if len(out) >= n:
+            break
+        add(label, [change])
+    tries = 0
+    while len(out) < n and tries < 50 * n:
+        tries += 1
+        picked: dict[str, tuple[str, Change]] = {}
+        for axis, label, change in rng.sample(SINGLES, rng.choice((2, 3, 4))):
+            picked.setdefault(axis, (label, change))
+        if len(picked) < 2:
+            continue
+        items = sorted(picked.values(), key=lambda lc: [s[1] for s in SINGLES].index(lc[0]))
+        add(" + ".join(label for label, _ in items), [c for _, c in items])
+    if len(out) < n:
+        raise ValueError(f"only {len(out)} distinct valid schedules of {graph.name} found for n={n}; "
+                         "ask for fewer or use a larger graph")
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# agreement measures
+
+
+def spearman(xs, ys) -> float:
+    """Spearman's rank correlation (ties averaged; scipy.stats); nan when either side is constant."""
+    if len(xs) != len(ys):
+        raise ValueError(f"spearman: {len(xs)} values against {len(ys)}")
+    if len(set(xs)) < 2 or len(set(ys)) < 2:
+        return float("nan")
+    return float(spearmanr(list(xs), list(ys)).statistic)
+
+
+def agreement(predicted, measured) -> dict:
+    """Spearman, median and max absolute % error, and mean squared log error of predicted vs measured."""
+    rel = [abs(p - m) / m for p, m in zip(predicted, measured)]
+    logs = [math.log(p / m) ** 2 for p, m in zip(predicted, measured)]
+    return {"spearman": spearman(predicted, measured), "median_abs_pct_err": 100 * float(np.median(rel)),
+            "max_abs_pct_err": 100 * max(rel), "msle": sum(logs) / len(logs)}
+
+
+# ---------------------------------------------------------------------------------------
+# fitting
+
+FIT_FIELDS = ("hbm_gbs", "task_overhead_us", "wait_latency_us", "mem_latency_us", "launch_us")
+# sane ranges: a tenth of a GPU's bandwidth to several times a B200's; latencies from 10 ns to 100 us
+FIT_BOUNDS = {"hbm_gbs": (100.0, 20000.0), "task_overhead_us": (0.01, 100.0), "wait_latency_us": (0.01, 100.0),
+              "mem_latency_us": (0.01, 100.0), "launch_us": (0.1, 1000.0)}
+
+
+@dataclass
+class _PlanTerms:
+    """What a plan's critical paths need, computed once: per task its bytes, its compute time
+    at the (fixed) tensor-core rate, whether it pays the memory latency (no prefetch), its SM
+    predecessor and the producers it waits for."""
+    nbytes: np.ndarray
+    compute_us: np.ndarray
+    pays_latency: np.ndarray
+    prev: list[int]
+    needs: list[list[int]]
+
+
+def _terms(plan: Plan, costs, dev: DeviceSpec) -> _PlanTerms:
+    nbytes, flops = costs
+    n = len(plan.tg.tasks)
+    prefetch = (plan.knobs.prefetch if plan.knobs else {}) or {}
+    pays = np.array([0.0 if prefetch.get(t.op, 0) > 0 else 1.0 for t in plan.tg.tasks])
+    prev = [-1] * n
+    for q in plan.queues:
+        for a, b in zip(q, q[1:]):
+            prev[b] = a
+    counters = {c.id: c for c in plan.counters}
+    needs = [[p for cid, _ in plan.waits.get(t, ()) for p in counters[cid].producers] for t in range(n)]
+    sm_rate = dev.tflops * 1e6 / dev.num_sms
+    return _PlanTerms(np.asarray(nbytes, dtype=float), np.asarray(flops, dtype=float) / sm_rate, pays, prev, needs)
+
+
+def _critical_path(terms: _PlanTerms, pred: Prediction, lat: float) -> tuple[tuple[int, ...], int]:
+    """The tasks of the path that set the predicted latency (walked back from the last finish
+    through whichever of SM predecessor or producer + wait latency set each start), and how
+    many of its steps were waits."""
+    finish = pred.finish_us
+    t = max(range(len(finish)), key=finish.__getitem__)
+    path, waits = [t], 0
+    while True:
+        best, via, waited = -math.inf, -1, False
+        if terms.prev[t] >= 0:
+            best, via = finish[terms.prev[t]], terms.prev[t]
+        for p in terms.needs[t]:
+            if finish[p] + lat > best:
+                best, via, waited = finish[p] + lat, p, True
+        if via < 0:
+            break
+        waits += waited
+        t = via
+        path.append(t)
+    return tuple(path), waits
+
+
+class _PathModel:
+    """Per plan, the latency of each critical path collected so far as a function of the fitted
+    constants; a plan's modelled latency is the largest of them (see the module doc)."""
+
+    def __init__(self, num_sms: int):
+        self.num_sms = num_sms
+        self.paths: list[list[tuple]] = []
+        self.seen: list[set] = []
+
+    def add(self, i: int, terms: _PlanTerms, path: tuple[int, ...], waits: int) -> bool:
+        while len(self.paths) <= i:
+            self.paths.append([])
+            self.seen.append(set())
+        if path in self.seen[i]:
+            return False
+        self.seen[i].add(path)
+        idx = np.asarray(path)
+        self.paths[i].append((terms.nbytes[idx], terms.compute_us[idx], terms.pays_latency[idx], len(path), waits))
+        return True
+
+    def latency(self, v: dict) -> np.ndarray:
+        sm_bw = v["hbm_gbs"] * 1e3 / self.num_sms
+        out = np.empty(len(self.paths))
+        for i, paths in enumerate(self.paths):
+            best = 0.0
+            for nbytes, compute, pays, count, waits in paths:
+                mem = nbytes / sm_bw + pays * v["mem_latency_us"]
+                total = np.maximum(mem, compute).sum() + count * v["task_overhead_us"] + waits * v["wait_latency_us"]
+                best = max(best, total)
+            out[i] = best + v["launch_us"]
+        return out
+
+
+def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.5, iters: int = 400,
+                tol: float = 1e-10) -> np.ndarray:
+    """Minimise f from x0 with scipy's Nelder-Mead, its first simplex `step` wide along each axis."""
+    x0 = np.asarray(x0, dtype=float)
+    simplex = np.vstack([x0] + [x0 + step * np.eye(len(x0))[i] for i in range(len(x0))])
+    res = minimize(f, x0, method="Nelder-Mead",
+                   options={"initial_simplex": simplex, "maxiter": iters, "xatol": 1e-6, "fatol": tol})
+    return res.x
+
+
+def _values(x: np.ndarray) -> dict:
+    return {name: min(max(math.exp(v), FIT_BOUNDS[name][0]), FIT_BOUNDS[name][1]) for name, v in zip(FIT_FIELDS, x)}
+
+
+def _spec(base: DeviceSpec, v: dict, name: str | None = None) -> DeviceSpec:
+    return replace(base, name=name or base.name, **{k: float(v[k]) for k in FIT_FIELDS})
+
+
+def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], base: DeviceSpec, *,
+               prior: float = 1e-3, rounds: int = 12, starts: int = 8, seed: int = 0,
+               name: str | None = None) -> tuple[DeviceSpec, dict]:
+    """Fit FIT_FIELDS of `base` so predict() matches the measured latencies of the plans.
+
+    plans_costs: [(plan, task_costs(plan))], measured_us: one latency per plan. The loss is the
+    mean squared log error (a schedule 10x slower weighs as much as one 10x faster) plus `prior`
+    times the squared log distance of each constant from `base`'s, which keeps a constant the
+    measurements cannot pin down (say, the memory latency when every schedule prefetches) where
+    the datasheet put it. Search is Nelder-Mead in log space over the critical-path model, with
+    predict() re-run at each round's optimum (see the module doc); the first round also starts
+    from `starts` random constants (seeded by `seed`) within 10x of base's. The constants returned
+    are the best that predict() itself scored.
+
+    Returns (the fitted DeviceSpec, a report: the constants before and after, agreement() before
+    and after, and predictions per plan before and after).
+    """
+    if len(plans_costs) != len(measured_us) or not plans_costs:
+        raise ValueError(f"fit_device: {len(plans_costs)} plans against {len(measured_us)} measurements")
+    if any(not (m > 0) for m in measured_us):
+        raise ValueError("fit_device: every measured latency must be a positive number of us")
+    log_meas = np.log(np.asarray(measured_us, dtype=float))
+    x0 = np.array([math.log(getattr(base, k)) for k in FIT_FIELDS])
+    terms = [_terms(plan, costs, base) for plan, costs in plans_costs]
+    model = _PathModel(base.num_sms)
+
+    def loss(pred: np.ndarray, x: np.ndarray) -> float:
+        return float(np.mean((np.log(pred) - log_meas) ** 2) + prior * np.sum((x - x0) ** 2))
+
+    def evaluate(x: np.ndarray) -> tuple[float, list[float], int]:
+        """predict() every plan at x; add their critical paths to the model."""
+        dev = _spec(base, _values(x))
+        preds, added = [], 0
+        for i, ((plan, costs), tm) in enumerate(zip(plans_costs, terms)):
+            p = predict(plan, dev, costs=costs)
+            preds.append(p.latency_us)
+            added += model.add(i, tm, *_critical_path(tm, p, dev.wait_latency_us))
+        return loss(np.asarray(preds), x), preds, added
+
+    def model_loss(x: np.ndarray) -> float:
+        lo = np.array([math.log(FIT_BOUNDS[k][0]) for k in FIT_FIELDS])
+        hi = np.array([math.log(FIT_BOUNDS[k][1]) for k in FIT_FIELDS])
+        xc = np.clip(x, lo, hi)
+        return loss(model.latency(_values(xc)), xc) + float(np.sum((x - xc) ** 2))   # steer back inside
+
+    x_best = x0
+    best, before, _ = evaluate(x0)
+    best_preds = before
+    history = [{"round": 0, "loss": best}]
+    rng = np.random.default_rng(seed)
+    for r in range(1, rounds + 1):
+        # the loss has more than one basin (a constant that barely moves any path can drift), and
+        # the path model is cheap: the first round also starts from constants up to 10x either way
+        origins = [x_best] + ([x0 + rng.uniform(-math.log(10), math.log(10), len(x0)) for _ in range(starts)]
+                              if r == 1 else [])
+        found = []
+        for x in origins:
+            for step in (1.0, 0.3, 0.1):      # restarts: Nelder-Mead stalls on the kinks of the max
+                x = nelder_mead(model_loss, x, step=step)
+            found.append((model_loss(x), x))
+        x = min(found, key=lambda fx: fx[0])[1]
+        x = np.log(np.array(list(_values(x).values())))
+        modelled = model_loss(x)
+        true, preds, added = evaluate(x)
+        history.append({"round": r, "loss": true, "model_loss": modelled, "paths_added": added})
+        if true < best:
+            x_best, best, best_preds = x, true, preds
+        if added == 0 or abs(true - modelled) <= 1e-9 + 1e-6 * abs(true):
+            break       # predict() agrees with the model at its optimum: nothing left to learn
+    fitted = _spec(base, _values(x_best), name)
+    report = {
+        "fitted": {k: getattr(fitted, k) for k in FIT_FIELDS},
+        "base": {k: getattr(base, k) for k in FIT_FIELDS},
+        "before": agreement(before, measured_us),
+        "after": agreement(best_preds, measured_us),
+        "predicted_before_us": before,
+        "predicted_after_us": best_preds,
+        "loss_before": history[0]["loss"],
+        "loss_after": best,
+        "rounds": history,
+    }
+    return fitted, report
+
+
+def spec_literal(dev: DeviceSpec) -> str:
+    """The DeviceSpec as the line costmodel.DEVICES holds, ready to paste."""
+    return (f'"{dev.name}": DeviceSpec("{dev.name}", {dev.num_sms}, {dev.hbm_gbs:.1f}, {dev.tflops:.1f}, '
+            f'{dev.task_overhead_us:.3g}, {dev.wait_latency_us:.3g}, {dev.launch_us:.3g}, {dev.mem_latency_us:.3g}),')
+
+
+def plans_and_costs(schedules: list[tuple[str, IR]]) -> list[tuple[Plan, tuple]]:
+    """(plan, task_costs) per schedule: built once, since both take seconds on a 1B graph."""
+    out = []
+    for _, ir in schedules:
+        plan = ir.plan()
+        out.append((plan, task_costs(plan)))
+    return out
+
+
+__all__ = ["sample_schedules", "spearman", "agreement", "fit_device", "spec_literal", "plans_and_costs",
+           "nelder_mead", "FIT_FIELDS", "FIT_BOUNDS", "SINGLES", "MATMUL_GROUPS", "FUSIONS"]

@@ -1,0 +1,125 @@
+"""Cost-model calibration: varied valid schedules, rank correlation, and a fit that finds the
+constants the measurements came from (synthetic measurements from predict(), on the CPU)."""
+import json
+import math
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from megakernel_gym.compiler import ZOO, capture
+from megakernel_gym.compiler.calibrate import (FIT_FIELDS, _key, agreement, fit_device, plans_and_costs,
+                                               sample_schedules, spearman, spec_literal)
+from megakernel_gym.compiler.costmodel import DEVICES, predict
+from megakernel_gym.ir_exposure import make_ir
+from megakernel_gym.ir_exposure.ir import MAX_TASKS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    m, inputs = ZOO["llama-tiny"]()
+    return capture(m, inputs, "llama-tiny")
+
+
+@pytest.fixture(scope="module")
+def sampled(tiny):
+    schedules = sample_schedules(tiny, 24, seed=0, num_sms=8)
+    return schedules, plans_and_costs(schedules)
+
+
+def test_schedules_are_distinct_valid_and_seeded(tiny):
+    a = sample_schedules(tiny, 30, seed=3, num_sms=8)
+    assert len(a) == 30
+    assert a[0][0] == "default" and a[0][1] == make_ir(tiny, num_sms=8)
+    assert len({_key(ir) for _, ir in a}) == 30                  # distinct knobs, not just labels
+    assert len({label for label, _ in a}) == 30
+    for _, ir in a:
+        plan = ir.plan()                                         # the validator accepts every one
+        assert plan.num_sms == 8 and len(plan.tg.tasks) <= MAX_TASKS
+    again = sample_schedules(tiny, 30, seed=3, num_sms=8)
+    assert [(label, _key(ir)) for label, ir in again] == [(label, _key(ir)) for label, ir in a]
+    other = sample_schedules(tiny, 30, seed=4, num_sms=8)
+    assert [label for label, _ in other] != [label for label, _ in a]     # the combinations follow the seed
+    # every kind of knob is exercised
+    kn = [ir.knobs for _, ir in a]
+    assert any(k.tiles for k in kn) and any(k.sms for k in kn) and any(k.prefetch for k in kn)
+    assert any(k.counters for k in kn) and any(ir.fused for _, ir in a)
+    assert any(k.order != a[0][1].knobs.order for k in kn)
+
+
+def test_too_many_schedules_is_an_error(tiny):
+    with pytest.raises(ValueError, match="distinct valid schedules"):
+        sample_schedules(tiny, 10_000, seed=0, num_sms=8)
+
+
+def test_spearman():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [9, 7, 5, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3, 4], [1, 4, 9, 16.5]) == pytest.approx(1.0)     # ranks, not values
+    # ties take the average rank: x ranks 1, 2.5, 2.5, 4 against 1, 2, 3, 4
+    assert spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(4.5 / math.sqrt(4.5 * 5))
+    assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))
+    with pytest.raises(ValueError):
+        spearman([1, 2], [1, 2, 3])
+
+
+def test_fit_recovers_known_constants(sampled):
+    _, pc = sampled
+    base = DEVICES["H200"]
+    true = replace(base, hbm_gbs=200.0, task_overhead_us=0.5, wait_latency_us=1.5, mem_latency_us=2.0,
+                   launch_us=5.0)
+    measured = [predict(p, true, costs=c).latency_us for p, c in pc]
+    fitted, report = fit_device(pc, measured, base, prior=0.0)
+    for k in FIT_FIELDS:
+        assert getattr(fitted, k) == pytest.approx(getattr(true, k), rel=0.02), k
+    assert fitted.tflops == base.tflops and fitted.num_sms == base.num_sms
+    assert report["after"]["spearman"] == pytest.approx(1.0)
+    assert report["after"]["median_abs_pct_err"] < 0.1 < report["before"]["median_abs_pct_err"]
+    assert report["predicted_after_us"] == pytest.approx([predict(p, fitted, costs=c).latency_us for p, c in pc])
+
+
+def test_fit_improves_a_perturbed_start(sampled):
+    _, pc = sampled
+    true = replace(DEVICES["H200"], hbm_gbs=300.0, task_overhead_us=0.9, wait_latency_us=0.7, mem_latency_us=1.2,
+                   launch_us=6.0)
+    measured = [predict(p, true, costs=c).latency_us for p, c in pc]
+    start = replace(true, hbm_gbs=600.0, task_overhead_us=0.3, wait_latency_us=1.4, mem_latency_us=0.6,
+                    launch_us=3.0)
+    fitted, report = fit_device(pc, measured, start)      # with the default prior toward the start
+    before, after = report["before"], report["after"]
+    assert after["msle"] < before["msle"] / 100
+    assert after["median_abs_pct_err"] < 2.0 < before["median_abs_pct_err"]
+    assert after["spearman"] >= before["spearman"] - 1e-9
+    assert report["loss_after"] < report["loss_before"]
+    assert spec_literal(fitted).startswith(f'"{start.name}": DeviceSpec(')
+
+
+def test_fit_refuses_mismatched_input(sampled):
+    _, pc = sampled
+    with pytest.raises(ValueError):
+        fit_device(pc, [1.0] * (len(pc) - 1), DEVICES["H100"])
+    with pytest.raises(ValueError):
+        fit_device(pc[:2], [1.0, 0.0], DEVICES["H100"])
+
+
+def test_agreement():
+    a = agreement([110.0, 190.0, 300.0], [100.0, 200.0, 300.0])
+    assert a["spearman"] == pytest.approx(1.0)
+    assert a["median_abs_pct_err"] == pytest.approx(5.0) and a["max_abs_pct_err"] == pytest.approx(10.0)
+
+
+def test_bench_dry_run(tmp_path):
+    """The GPU script's CPU path: sample, predict, fit synthetic measurements, write the results."""
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "megakernel_schedules.py"), "--dry-run",
+                        "--model", "llama-tiny", "--n", "12", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "DeviceSpec(" in r.stdout
+    doc = json.loads((tmp_path / "megakernel_schedules_dry_run.json").read_text())
+    assert len(doc["rows"]) == 12 and doc["targets"] and "fit" in doc
+    assert all({"label", "predicted_us", "predicted_fit_us", "measured"} <= set(row) for row in doc["rows"])
+    assert (tmp_path / "megakernel_schedules_dry_run.png").stat().st_size > 0
