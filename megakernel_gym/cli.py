@@ -280,7 +280,7 @@ def cmd_compile(args) -> int:
     elif args.emit == "cuda":
         from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
         try:
-            report["cuda"] = emit_cuda(plan)[0]
+            report["cuda"] = emit_cuda(plan, impls=ir.impls)[0]
         except CodegenError as e:
             return _err(str(e))
     elif args.emit == "tasks":
@@ -296,13 +296,20 @@ def cmd_compile(args) -> int:
     elif args.backend == "gpu":
         from megakernel_gym.compiler.codegen import CodegenError
         from megakernel_gym.compiler.runtime import Megakernel, MegakernelError, copy_bandwidth_gbs, time_us
+        from megakernel_gym.rewards.nvrtc import CudaCompileError
         try:
-            launch = Megakernel(plan).bind(module_tensors(module), dict(zip(graph.inputs, inputs)))
+            launch = Megakernel(plan, impls=ir.impls).bind(module_tensors(module), dict(zip(graph.inputs, inputs)))
             launch()
             launch.check()
+            got = launch.outputs()[graph.outputs[0]].float()
+            with torch.no_grad():
+                eager = module(*inputs).float()
             t = time_us(launch, 30)
         except (CodegenError, MegakernelError) as e:
             return _err(str(e))
+        except CudaCompileError as e:
+            return _err(f"the megakernel does not compile (an impl body?):\n{str(e)[-3000:]}")
+        report["rel_err_vs_eager"] = float((got - eager).norm() / eager.norm())
         weight_bytes = sum(p.numel() * p.element_size() for p in module.parameters())
         floor_us = weight_bytes / (copy_bandwidth_gbs() * 1e9) * 1e6
         report.update(backend="gpu", device=torch.cuda.get_device_name(0), measured_us=round(t["median_us"], 2),
@@ -337,7 +344,8 @@ def cmd_compile(args) -> int:
     elif args.backend == "gpu":
         summary += (f"; measured {report['measured_us']:.1f} us on {report['device']} (p10 {report['p10_us']:.1f}, "
                     f"p90 {report['p90_us']:.1f}); bandwidth floor {report['floor_us']:.1f} us, "
-                    f"{100 * report['floor_share']:.0f}% of it")
+                    f"{100 * report['floor_share']:.0f}% of it; relative L2 error vs eager "
+                    f"{report['rel_err_vs_eager']:.2e}")
     print(summary, file=sys.stderr if args.emit else sys.stdout)
     return 0
 

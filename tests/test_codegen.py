@@ -208,3 +208,65 @@ sys.exit(3)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr[-2000:]
     assert "ERROR:" in r.stdout and ("spin" in r.stdout or "trapped" in r.stdout)
+
+
+# ---------------------------------------------------------------------------------------------
+# `impl` edits: the agent's task body inside the megakernel
+
+# silu(gate) * up over one tile of mlp-1b's [1, 8192] bf16 silu_mul (tiled along the columns)
+SILU_MUL_BODY = """
+const long long w = hi - lo;
+for (long long i = threadIdx.x; i < out_shape[0] * w; i += blockDim.x) {
+  const long long k = (i / w) * out_shape[1] + lo + i % w;
+  const float a = bf2f(in0[k]);
+  out[k] = f2bf(a / (1.f + expf(-a)) * bf2f(in1[k]));
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mlp_1b():
+    return capture(*ZOO["mlp-1b"](device="meta"), "mlp-1b")
+
+
+def test_impl_body_compiles_into_the_megakernel(mlp_1b):
+    from megakernel_gym.compiler.codegen import SMEM_LIMIT
+    ir = apply_edits(make_ir(mlp_1b, num_sms=132), f"impl silu_mul <<<{SILU_MUL_BODY}>>>")
+    src, table = emit_cuda(ir.plan(), impls=ir.impls)
+    assert "impl silu_mul (elementwise, tiled along axis 1)" in src and "expf(-a)" in src
+    assert "const unsigned short* __restrict__ in0" in src and "out_shape[2] = {1, 8192}" in src
+    assert table.smem_bytes == SMEM_LIMIT                  # the contract's shared memory is really there
+    assert compile_cuda(src, "impl.cu", arch="sm_90")[:4] == b"\x7fELF"
+    # the generated body is gone: silu_mul has one function, and it is the agent's
+    assert src.count("the agent's task body") == 1
+
+
+def test_impl_body_that_does_not_compile_names_the_error(mlp_1b):
+    from megakernel_gym.rewards.nvrtc import CudaCompileError
+    ir = apply_edits(make_ir(mlp_1b, num_sms=132), "impl silu_mul <<<out[lo] = undefined_thing;>>>")
+    with pytest.raises(CudaCompileError, match="undefined_thing"):
+        compile_cuda(emit_cuda(ir.plan(), impls=ir.impls)[0], "impl.cu", arch="sm_90")
+    with pytest.raises(CodegenError, match="no op"):
+        emit_cuda(ir.plan(), impls={"nonexistent": "out[lo] = 0;"})
+
+
+@pytest.mark.parametrize("code, what", [
+    ("#include <cstdio>\nout[lo] = 0;", "preprocessor"),
+    ('asm volatile("trap;");', "asm"),
+    ('__asm__("exit;");', "asm"),
+    ("long long t = clock64(); out[lo] = t;", "timers"),
+    ("__nanosleep(1000000);", "sleeps"),
+    ("__trap();", "traps"),
+    ("((unsigned*)T[0])[0] = 0;", "own tables"),
+    ("atomicAdd((unsigned*)counters, 1u);", "own tables"),
+    ("extern __device__ int x; out[lo] = x;", "extern"),
+])
+def test_forbidden_impl_bodies_are_edit_errors(mlp_1b, code, what):
+    from megakernel_gym.compiler.codegen import impl_code_problem
+    from megakernel_gym.ir_exposure import EditError
+    ir = make_ir(mlp_1b, num_sms=132)
+    with pytest.raises(EditError, match="may not have"):
+        apply_edits(ir, f"impl silu_mul <<<{code}>>>")
+    assert what in impl_code_problem(code)
+    with pytest.raises(CodegenError):         # and codegen refuses them on its own, too
+        emit_cuda(ir.plan(), impls={"silu_mul": code})

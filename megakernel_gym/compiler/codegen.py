@@ -41,6 +41,37 @@ class CodegenError(ValueError):
     """The plan uses something this code generator cannot emit yet; says what."""
 
 
+IMPL_CONTRACT = f"""\
+An impl body is CUDA C that computes one task: the tile [lo, hi) of the op's output along its tile
+axis (every other axis whole), run by all {THREADS} threads of the SM's block (blockDim.x; use
+__syncthreads() freely, by every thread alike). In scope: in0, in1, ... (const pointers to the op's
+inputs, in the order the IR's in= lists them) and out (the output), typed float / unsigned short
+(bf16 bits) / long long / int by dtype, each with its shape as inN_shape[] / out_shape[] (row-major,
+contiguous); lo, hi; tile_axis; sm (float*, {SMEM_LIMIT} bytes of shared memory); helpers bf2f(u16) ->
+float, f2bf(float) -> u16, warp_sum, warp_max, block_sum(v, red) with red a __shared__ float[8].
+Not allowed: preprocessor lines, asm, __global__ / extern / __device__ definitions, timers, sleeps,
+traps, the kernel's own tables (T, S, counters)."""
+
+# what an impl body may not contain: new kernels or symbols, inline PTX, timers, preprocessor
+# tricks, or the megakernel's own pointer table and counters (the body gets its tensors by name)
+_IMPL_FORBIDDEN = [(r"(^|\n)\s*#", "preprocessor lines"), (r"asm", "inline assembly"),
+                   (r"__global__", "new kernels"), (r"\bextern\b", "extern declarations"),
+                   (r"__device__|__host__|__shared__\s+\w+\s*\(", "new functions"),
+                   (r"clock|globaltimer", "timers"), (r"__trap|\btrap\b", "traps"),
+                   (r"nanosleep", "sleeps"), (r"\b(T|S|counters|status|trace|q_task|slot_args)\b",
+                                              "the megakernel's own tables")]
+
+
+def impl_code_problem(code: str) -> str | None:
+    """Why an impl body may not go into the megakernel, or None."""
+    import re
+    for pattern, what in _IMPL_FORBIDDEN:
+        m = re.search(pattern, code)
+        if m:
+            return f"the code uses {m.group(0).strip()!r}, and a task body may not have {what}"
+    return None
+
+
 @dataclass
 class TaskTable:
     """What the runtime uploads beside the source: CSR arrays over SM queues and tasks."""
@@ -193,6 +224,35 @@ class _Emitter:
                 for bb in range(b) for kvh in range(lo // group, (hi - 1) // group + 1) for c in (kc, vc)]
 
     # -- one device function per op, over [lo, hi) along its tile axis ----------------------
+    def impl_body(self, op: Op, code: str) -> tuple[str, list[int]]:
+        """An agent's task body for op (the `impl` edit) inside the contract IMPL_CONTRACT states:
+        typed pointers in0.. and out, their shapes as constants, and the tile [lo, hi)."""
+        problem = impl_code_problem(code)
+        if problem:
+            raise CodegenError(f"impl {op.name}: {problem}")
+        axis = self.plan.tg.tiling[op.name][0] if op.name in self.plan.tg.tiling else 0
+        self._args = []
+        self.smem = SMEM_LIMIT           # the contract promises the body all of it
+        decls = []
+        for i, t in enumerate(op.inputs):
+            spec = self.g.tensors[t]
+            decls.append(f"  const {CTYPES[spec.dtype]}* __restrict__ in{i} = {self.ptr(t)};   // {t} "
+                         f"{list(spec.shape)} {spec.dtype}")
+            decls.append(f"  const long long in{i}_shape[{max(1, len(spec.shape))}] = "
+                         f"{{{', '.join(map(str, spec.shape)) or '1'}}};")
+        for i, t in enumerate(op.outputs):
+            spec = self.g.tensors[t]
+            name = "out" if i == 0 else f"out{i}"
+            decls.append(f"  {CTYPES[spec.dtype]}* __restrict__ {name} = {self.ptr(t)};   // {t} "
+                         f"{list(spec.shape)} {spec.dtype}")
+            decls.append(f"  const long long {name}_shape[{max(1, len(spec.shape))}] = "
+                         f"{{{', '.join(map(str, spec.shape)) or '1'}}};")
+        text = (f"// impl {op.name} ({op.kind}, tiled along axis {axis}): the agent's task body\n"
+                + "\n".join(decls) + f"\n  const int tile_axis = {axis};\n"
+                + "  (void)tile_axis;\n" + "".join(f"  (void)in{i}_shape;\n" for i in range(len(op.inputs)))
+                + "  (void)out_shape;\n  {\n" + textwrap.indent(code.strip("\n"), "    ") + "\n  }\n")
+        return text, [self.slots[b] for b in self._args]
+
     def op_body(self, op: Op) -> tuple[str, list[int]]:
         """(the op's function body over [lo, hi) along its tile axis, the slots of its tensors)."""
         axis = self.plan.tg.tiling[op.name][0] if op.name in self.plan.tg.tiling else 0
@@ -761,8 +821,11 @@ _PREFETCH = {
 PREFETCH_MODES = tuple(_PREFETCH)
 
 
-def emit_cuda(plan: Plan, prefetch_mode: str = "bulk") -> tuple[str, TaskTable]:
-    """The megakernel's CUDA C source and its task table, for a plan the validator accepted."""
+def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None
+              ) -> tuple[str, TaskTable]:
+    """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
+    `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies."""
+    impls = impls or {}
     if prefetch_mode not in _PREFETCH:
         raise CodegenError(f"prefetch mode {prefetch_mode!r} is not one of {', '.join(_PREFETCH)}")
     em = _Emitter(plan)
@@ -775,8 +838,11 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk") -> tuple[str, TaskTable]:
                 used.append(pname)
     bodies: dict[str, int] = {}
     op_ids, op_slots, users = {}, {}, {}
+    unknown = [n for n in impls if n not in ops]
+    if unknown:
+        raise CodegenError(f"impl for {unknown[0]!r}: the plan has no op of that name")
     for name in used:
-        body, slot_list = em.op_body(ops[name])
+        body, slot_list = em.impl_body(ops[name], impls[name]) if name in impls else em.op_body(ops[name])
         fid = bodies.setdefault(body, len(bodies))
         op_ids[name], op_slots[name] = fid, slot_list
         users.setdefault(fid, []).append(name)
@@ -863,4 +929,5 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk") -> tuple[str, TaskTable]:
     return source, table
 
 
-__all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PREFETCH_MODES"]
+__all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PREFETCH_MODES", "IMPL_CONTRACT",
+           "impl_code_problem", "SMEM_LIMIT"]

@@ -2,7 +2,7 @@
 launch it through CuPy on torch's stream, and report a trapped wait as an error naming the
 task and counter (never a hung GPU: the spin budget ends every wait).
 
-    mk = Megakernel(plan)                       # NVRTC compile (cubin cached by source hash)
+    mk = Megakernel(plan, impls=ir.impls)       # NVRTC compile (cubin cached by source hash)
     out = mk.run(params, inputs)                # {output or written buffer: tensor}, like run_graph
 """
 from __future__ import annotations
@@ -22,10 +22,12 @@ class MegakernelError(RuntimeError):
 
 
 class Megakernel:
-    def __init__(self, plan: Plan, spin_budget: int = DEFAULT_SPIN_BUDGET, prefetch_mode: str = "bulk"):
+    def __init__(self, plan: Plan, spin_budget: int = DEFAULT_SPIN_BUDGET, prefetch_mode: str = "bulk",
+                 impls: dict[str, str] | None = None):
+        """impls: op -> task body (the IR's `impl` edits, `ir.impls`), compiled in place of the generated one."""
         from megakernel_gym.rewards.nvrtc import load_cuda
         self.plan = plan
-        self.source, self.table = emit_cuda(plan, prefetch_mode)
+        self.source, self.table = emit_cuda(plan, prefetch_mode, impls)
         self.module = load_cuda(self.source, "megakernel.cu")
         self.spin_budget = spin_budget
         self._device_table = None
@@ -52,16 +54,19 @@ class Megakernel:
         env = bind_tensors(g, {k: v.to(device) for k, v in params.items()},
                            {k: v.to(device) for k, v in inputs.items()}, "Megakernel.bind")
         slots: list[Tensor] = [None] * len(self.table.slots)  # type: ignore[list-item]
+        fresh = []
         for name, i in self.table.slots.items():
             spec = g.tensors[name]
             t = env.get(name)
             if t is None:   # activations and outputs: poisoned so an unwritten element shows up
                 dt = torch_dtype(spec.dtype)
-                t = torch.full(spec.shape, float("nan"), dtype=dt, device=device) if dt.is_floating_point \
-                    else torch.zeros(spec.shape, dtype=dt, device=device)
+                t = torch.empty(spec.shape, dtype=dt, device=device)
+                fresh.append(i)
             t = t.contiguous()
             slots[i] = t if t.data_ptr() % 16 == 0 else t.clone()   # 16-byte loads need 16-byte alignment
-        return Launch(self, slots, device, trace)
+        launch = Launch(self, slots, device, trace, fresh)
+        launch.poison()
+        return launch
 
     def run(self, params: dict[str, Tensor], inputs: dict[str, Tensor], trace: bool = False) -> dict[str, Tensor]:
         """One decode step: {graph output or written buffer: tensor}, as run_graph returns."""
@@ -76,8 +81,8 @@ class Launch:
     """A megakernel bound to its tensors: call it to enqueue one run on torch's current stream
     (counters reset first); check() after a sync turns a failed wait into MegakernelError."""
 
-    def __init__(self, mk: Megakernel, slots: list[Tensor], device, trace: bool):
-        self.mk, self.slots = mk, slots
+    def __init__(self, mk: Megakernel, slots: list[Tensor], device, trace: bool, fresh: list[int] = ()):
+        self.mk, self.slots, self.fresh = mk, slots, list(fresh)
         self.ptrs = torch.tensor([t.data_ptr() for t in slots], dtype=torch.int64, device=device)
         self.tab = mk._upload(device)
         self.counters = torch.zeros(max(1, mk.table.num_counters), dtype=torch.int32, device=device)
@@ -98,6 +103,18 @@ class Launch:
                  tab["wait_target"], tab["signal_start"], tab["signal_counter"], tab["pf_start"], tab["pf_slot"],
                  tab["pf_offset"], tab["pf_bytes"], self.counters, self.mk.spin_budget,
                  self.status, self.trace if self.trace is not None else 0), shared_mem=self.smem)
+
+    def poison(self) -> None:
+        """Every activation and output buffer back to NaN (integers to 0), so the next run must
+        write all of it again: what an earlier run left there cannot pass for this run's result."""
+        for i in self.fresh:
+            t = self.slots[i]
+            t.fill_(float("nan")) if t.is_floating_point() else t.zero_()
+
+    def input(self, name: str) -> Tensor:
+        """The GPU tensor a graph input (or weight) is bound to: write into it to change the next run's input."""
+        table = self.mk.table
+        return self.slots[table.slots[table.aliases[name]]]
 
     def check(self) -> None:
         try:

@@ -4,8 +4,9 @@ One episode is one problem from the curriculum. Op-level problems (levels 1-4): 
 kernel code (a ```python block defining ModelNew), scored by the judge on the cpu or gpu
 backend. Megakernel problems (level 5): the action is edit-language text over the compiler's
 IR; `sim` scores it by the cost model's predicted latency against the default schedule, `cpu`
-by running the plan in the CPU VM against the graph's reference. `submit` ends an episode; the
-level's turn limit truncates it.
+by running the plan in the CPU VM against the graph's reference, `gpu` by running the megakernel
+(with any `impl` task bodies) on several seeds and timing it against the default schedule's
+(rewards/megakernel.py). `submit` ends an episode; the level's turn limit truncates it.
 
 Reward (default "improvement"): gated log-speedup of this turn's result, counted only by how
 much it raises the episode's best so far (the best starts at the failure tier, -1), so an
@@ -84,8 +85,30 @@ class _Megakernel:
                 graph = capture(module, inputs, problem.name)
         self._graphs[key] = graph
         self.graph = graph
+        self.config = config
         self.ir0 = make_ir(graph, num_sms=num_sms)
         self.default = predict(self.ir0.plan(), device)
+        self.gpu_judge = None
+
+    def compile_problem(self, ir) -> str | None:
+        """Off the GPU, `impl` task bodies are compiled (NVRTC, sm_90) for feedback, not run: why
+        the megakernel does not compile, or None."""
+        if not ir.impls:
+            return None
+        from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
+        from megakernel_gym.rewards.nvrtc import CudaCompileError, compile_cuda
+        try:
+            compile_cuda(emit_cuda(ir.plan(), impls=ir.impls)[0], "megakernel.cu")
+        except CodegenError as e:
+            return str(e)
+        except CudaCompileError as e:
+            return f"NVRTC refused the megakernel with your task body:\n{str(e)[-3000:]}"
+        return None
+
+    def close(self) -> None:
+        if self.gpu_judge is not None:
+            self.gpu_judge.close()
+            self.gpu_judge = None
 
     def score(self, ir, problem, cand_sha: str) -> EvalResult:
         from megakernel_gym.compiler import predict
@@ -93,6 +116,21 @@ class _Megakernel:
         timing = {"predicted_us": round(p.latency_us, 3), "floor_us": round(p.floor_us, 3),
                   "device": f"{self.device} (predicted)"}
         base = {"default_schedule": {"predicted_us": round(self.default.latency_us, 3)}}
+        if self.backend == "gpu":
+            if self.gpu_judge is None:
+                from megakernel_gym.rewards.megakernel import MegakernelJudge
+                self.gpu_judge = MegakernelJudge(self.block, self.config, self.ir0.plan())
+            res = self.gpu_judge.evaluate(ir.plan(), ir.impls, problem, cand_sha)
+            if res.timing is not None:
+                res.timing.update(predicted_us=timing["predicted_us"], floor_us=timing["floor_us"])
+            return res
+        problem_text = self.compile_problem(ir)
+        if problem_text:
+            return EvalResult(status="compile_error", reason=problem_text, problem=problem.name, backend=self.backend,
+                              candidate_sha256=cand_sha, problem_sha256=problem.sha256, category="compile")
+        if ir.impls:
+            timing["note"] = (f"impl bodies of {', '.join(ir.impls)} compiled; their numerics and speed are checked "
+                              "on the gpu backend only (the prediction uses the generated bodies' costs)")
         if self.backend == "sim":
             speedup = self.default.latency_us / p.latency_us
             return EvalResult(status="correct", reason=f"valid schedule, predicted {p.latency_us:.1f} us vs "
@@ -170,12 +208,10 @@ class MegaKernelEnv(gym.Env):
 
     # -- episodes ------------------------------------------------------------------------
     def _levels(self) -> list[int]:
-        """Levels this backend can score: sim only megakernels, gpu (until the megakernel runtime) only ops."""
+        """Levels this backend can score: sim only megakernels, cpu and gpu all."""
         active = self.curriculum.active
         if self.backend == "sim":
             return [lv for lv in active if lv == 5]
-        if self.backend == "gpu":
-            return [lv for lv in active if lv != 5]
         return active
 
     def _draw(self, options: dict | None):
@@ -303,8 +339,10 @@ class MegaKernelEnv(gym.Env):
             return head + ("\nWrite ModelNew: same constructor as Model, same outputs within tolerance, your own "
                            "Triton or CUDA C kernels (torch compute in forward is rejected).\n\n```python\n"
                            + p.source.rstrip() + "\n```\n")
+        from megakernel_gym.compiler.codegen import IMPL_CONTRACT
         from megakernel_gym.ir_exposure import LEGEND
-        return head + "\nThe megakernel IR below runs this model as one persistent kernel. " + LEGEND
+        return (head + "\nThe megakernel IR below runs this model as one persistent kernel. " + LEGEND + "\n"
+                + IMPL_CONTRACT + "\n")
 
     def _obs(self) -> dict[str, str]:
         return {"problem": printable(self._statement(), MAX_PROBLEM), "code": printable(self.code, MAX_CODE),
@@ -341,3 +379,5 @@ class MegaKernelEnv(gym.Env):
         if self._judge is not None:
             self._judge.close()
             self._judge = None
+        for mk in self._mk.values():
+            mk.close()

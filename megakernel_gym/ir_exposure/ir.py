@@ -341,7 +341,9 @@ def impl_problem(name: str, code) -> str | None:
         return f"the code for {name} is {len(code)} characters; the limit is {MAX_IMPL_CHARS}"
     if ">>>" in code or "<<<" in code:
         return f"the code for {name} contains <<< or >>>, which delimit code blocks; rewrite it without them"
-    return None
+    from megakernel_gym.compiler.codegen import impl_code_problem
+    msg = impl_code_problem(code)
+    return f"impl {name}: {msg}" if msg else None
 
 
 class _KnobError(Exception):

@@ -1,0 +1,278 @@
+"""The judge for level-5 schedules on the GPU: the megakernel a schedule (and its `impl` task
+bodies) compiles to, run on several seeds, checked against the float32 truth, and timed against
+the compiler's default schedule and CUDA-graph replay of eager PyTorch.
+
+    judge = MegakernelJudge("llama", config, default_plan)      # one worker process, started lazily
+    result = judge.evaluate(ir.plan(), ir.impls, problem)       # EvalResult
+    judge.close()
+
+Everything that touches the GPU runs in one worker process (multiprocessing, spawn), so that what
+an agent's schedule or task body does to a CUDA context (a trap, an illegal address, a loop that
+never ends) ends that process only: the host side waits with a watchdog, kills a worker that
+overruns, answers `timeout` or `runtime_error`, and starts a fresh worker for the next schedule.
+Task bodies cannot reach the host at all: they are CUDA C inside one kernel, filtered by
+codegen.impl_code_problem (no asm, no new symbols, no access to the kernel's own tables).
+
+Correctness, per seed (weights and inputs from the seed): the megakernel's output must be finite
+and no farther from the float32 truth (the same weights upcast) than max(1.5 x eager bf16's error,
+1e-3) in relative L2 norm; the same rule the GPU tests apply. Every checked run starts from
+poisoned (NaN) activations. Timing alternates seed 0's input with a secret fresh one (copied in
+outside the timed region), and afterwards the timed launch is re-checked on each input without
+poisoning and once more poisoned: a task body that skips work once its buffers hold values from an
+earlier run is stale on one of them.
+
+The speedup is the default schedule's measured latency over this schedule's, both timed the
+judge's way (rewards/timing.time_gpu: L2 flushed before every call, launch latency hidden).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+import traceback
+from typing import Any
+
+from megakernel_gym.rewards.result import EvalResult
+
+SETUP_TIMEOUT_S = 900.0     # building 3 seeds of a 1B-shaped model, baselines, the default megakernel
+EVAL_TIMEOUT_S = 60.0       # one schedule: compile, 3 seeds, timing, the re-check
+SEEDS = (0, 1, 2)
+
+
+def _rel(a, b) -> float:
+    a, b = a.float(), b.float()
+    return float((a - b).norm() / b.norm())
+
+
+def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) -> None:  # pragma: no cover - GPU
+    """The GPU side. Messages in: ("setup", default_plan) then ("eval", plan, impls) ...; out: dicts."""
+    import copy
+
+    import torch
+
+    from megakernel_gym.compiler import module_tensors
+    from megakernel_gym.compiler.codegen import CodegenError
+    from megakernel_gym.compiler.runtime import Megakernel, MegakernelError, time_us
+    from megakernel_gym.compiler.zoo import LlamaConfig, make_block
+    from megakernel_gym.rewards.nvrtc import CudaCompileError
+    from megakernel_gym.rewards.timing import time_gpu
+
+    cfg = LlamaConfig(**config)
+
+    def truth_of(model, inputs):
+        with torch.no_grad():
+            ref = model(*inputs)
+            truth = copy.deepcopy(model).float()(*[x.float() if x.is_floating_point() else x for x in inputs])
+        return truth, max(_rel(ref, truth), 1e-12)
+
+    cases = []
+    for s in seeds:
+        model, inputs = make_block(block, cfg, seed=s, device="cuda")
+        truth, eager_err = truth_of(model, inputs)
+        cases.append({"seed": s, "model": model, "inputs": inputs, "truth": truth, "eager_err": eager_err})
+    # the secret input of the re-check after timing: seed 0's weights, a fresh first input
+    gen = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(4), "little"))
+    first = cases[0]["inputs"][0]
+    secret = (torch.randint(0, cfg.vocab, first.shape, generator=gen, device="cuda", dtype=first.dtype)
+              if not first.is_floating_point() else
+              torch.randn(first.shape, generator=gen, device="cuda").to(first.dtype))
+    s_truth, s_err = truth_of(cases[0]["model"], (secret, *cases[0]["inputs"][1:]))
+
+    def check(out, truth, eager_err) -> tuple[bool, float, float]:
+        err = _rel(out, truth) if torch.isfinite(out.float()).all() else float("inf")
+        tol = max(1.5 * eager_err, 1e-3)
+        return err <= tol, err, tol
+
+    def run(plan, impls) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        try:
+            mk = Megakernel(plan, impls=impls)
+        except CodegenError as e:
+            return {"status": "compile_error", "reason": f"the schedule cannot be emitted: {e}"}
+        except CudaCompileError as e:
+            return {"status": "compile_error", "reason": "NVRTC refused the megakernel (an impl body?)",
+                    "compile_log": str(e)[-4000:]}
+        compile_s = time.perf_counter() - t0
+        out_name = plan.tg.graph.outputs[0]
+        seeds_out, launch0 = [], None
+        for c in cases:
+            launch = mk.bind(module_tensors(c["model"]), dict(zip(plan.tg.graph.inputs, c["inputs"])))
+            launch()
+            launch.check()
+            ok, err, tol = check(launch.outputs()[out_name], c["truth"], c["eager_err"])
+            seeds_out.append({"seed": c["seed"], "rel_l2_err_vs_fp32": err, "tolerance": tol,
+                              "eager_rel_l2_err": c["eager_err"], "ok": ok})
+            if not ok:
+                return {"status": "incorrect", "seeds": seeds_out, "compile_s": compile_s,
+                        "reason": f"seed {c['seed']}: relative L2 error {err:.3g} from the float32 truth; the "
+                                  f"tolerance is {tol:.3g} (1.5x eager bf16's)" + ("" if err < float("inf") else
+                                                                                   " (NaN/Inf or unwritten elements)")}
+            launch0 = launch0 or launch
+        # timed on two inputs in turn (seed 0's and the secret one), then re-checked on each without
+        # poisoning (a body that reuses the last run's values is stale on one of them) and once poisoned
+        x = launch0.input(plan.tg.graph.inputs[0])
+        pair = [x.clone(), secret.view(x.shape)]
+        truths = [(cases[0]["truth"], cases[0]["eager_err"]), (s_truth, s_err)]
+        t = time_gpu(torch, lambda _: launch0(), lambda k: x.copy_(pair[k % 2]), min_iters=iters,
+                     max_iters=max(iters, 300))
+        timing = {"median_us": t["median_ms"] * 1e3, "p10_us": t["p10_ms"] * 1e3, "p90_us": t["p90_ms"] * 1e3,
+                  "n": t["samples"]}
+        launch0.check()
+        for j, poison in ((1, False), (0, False), (1, True)):
+            x.copy_(pair[j])
+            if poison:
+                launch0.poison()
+            launch0()
+            launch0.check()
+            ok, err, tol = check(launch0.outputs()[out_name], *truths[j])
+            seeds_out.append({"seed": "secret" if j else cases[0]["seed"], "rel_l2_err_vs_fp32": err, "tolerance": tol,
+                              "eager_rel_l2_err": truths[j][1], "ok": ok, "after_timing": True, "poisoned": poison})
+            if not ok:
+                x.copy_(pair[0])
+                return {"status": "incorrect", "seeds": seeds_out, "timing": timing, "compile_s": compile_s,
+                        "reason": f"correct on the seeds, but after timing a{' poisoned' if poison else ''} run on "
+                                  f"{'a fresh' if j else 'the first'} input gave relative L2 error {err:.3g} (tolerance "
+                                  f"{tol:.3g}): every run must compute its result, not reuse an earlier one"}
+        x.copy_(pair[0])
+        return {"status": "correct", "seeds": seeds_out, "timing": timing, "compile_s": compile_s}
+
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg[0] == "bye":
+            return
+        try:
+            if msg[0] == "setup":
+                default = run(msg[1], {})
+                if default["status"] != "correct":
+                    conn.send({"status": "setup_error", "reason": f"the default schedule is not correct: {default}"})
+                    return
+                model, inputs = cases[0]["model"], cases[0]["inputs"]
+                static = [x.clone() for x in inputs]
+                with torch.no_grad():
+                    eager = time_us(lambda: model(*static), iters)
+                    s = torch.cuda.Stream()
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        for _ in range(3):
+                            model(*static)
+                    torch.cuda.current_stream().wait_stream(s)
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        model(*static)
+                    cuda_graph = time_us(graph.replay, iters)
+                conn.send({"status": "ready", "device": torch.cuda.get_device_name(0),
+                           "baselines": {"default_schedule": default["timing"], "eager": eager,
+                                         "cuda_graph": cuda_graph}})
+            elif msg[0] == "eval":
+                conn.send(run(msg[1], msg[2]))
+            else:
+                conn.send({"status": "runtime_error", "reason": f"unknown message {msg[0]!r}"})
+        except MegakernelError as e:
+            # a trap or a fault leaves this process's CUDA context unusable: answer, then end
+            conn.send({"status": "runtime_error", "reason": str(e)[:2000], "fatal": True})
+            return
+        except Exception as e:  # noqa: BLE001 - the host side turns it into a result
+            conn.send({"status": "runtime_error", "reason": f"{type(e).__name__}: {e}"[:2000],
+                       "log_tail": traceback.format_exc()[-3000:], "fatal": True})
+            return
+
+
+class MegakernelJudge:
+    """Scores schedules of one level-5 problem on the GPU (see the module doc)."""
+
+    def __init__(self, block: str, config: dict, default_plan, *, seeds: tuple[int, ...] = SEEDS, iters: int = 30,
+                 timeout_s: float = EVAL_TIMEOUT_S, setup_timeout_s: float = SETUP_TIMEOUT_S):
+        self.block, self.config, self.default_plan = block, dict(config), default_plan
+        self.seeds, self.iters = tuple(seeds), iters
+        self.timeout_s, self.setup_timeout_s = timeout_s, setup_timeout_s
+        self._proc = self._conn = None
+        self.ready: dict | None = None
+        self.restarts = 0
+
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_worker, args=(child, self.block, self.config, self.seeds, self.iters),
+                           daemon=True, name="mkgym-megakernel-judge")
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        reply = self._ask(("setup", self.default_plan), self.setup_timeout_s)
+        if reply.get("status") != "ready":
+            self._stop()
+            raise RuntimeError(f"the megakernel judge could not start: {reply.get('reason', reply)}")
+        self.ready = reply
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(10)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def _ask(self, msg, timeout_s: float) -> dict:
+        try:
+            self._conn.send(msg)
+            if not self._conn.poll(timeout_s):
+                self._stop()
+                return {"status": "timeout", "reason": f"no answer within {timeout_s:.0f} s (a task body that "
+                                                       "never ends?); the worker was killed", "fatal": True}
+            reply = self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = self._proc.exitcode if self._proc is not None else None
+            self._stop()
+            return {"status": "runtime_error", "reason": f"the GPU worker died (exit code {code})", "fatal": True}
+        if reply.get("fatal"):
+            self._stop()
+        return reply
+
+    def evaluate(self, plan, impls: dict[str, str] | None, problem, candidate_sha256: str = "") -> EvalResult:
+        t0 = time.perf_counter()
+        if self._proc is None or not self._proc.is_alive():
+            if self.ready is not None:
+                self.restarts += 1
+            self._start()
+        r = self._ask(("eval", plan, dict(impls or {})), self.timeout_s)
+        base = self.ready["baselines"]
+        baselines = {k: {"median_us": v["median_us"], "p10_us": v["p10_us"], "p90_us": v["p90_us"]}
+                     for k, v in base.items()}
+        common = dict(problem=problem.name, backend="gpu", candidate_sha256=candidate_sha256,
+                      problem_sha256=problem.sha256, device=self.ready["device"], baselines=baselines,
+                      seeds=r.get("seeds", []), compile_log=r.get("compile_log"), log_tail=r.get("log_tail"),
+                      elapsed_s=time.perf_counter() - t0)
+        if r["status"] != "correct":
+            return EvalResult(status=r["status"], reason=r["reason"],
+                              category={"timeout": "hang", "compile_error": "compile",
+                                        "incorrect": "mismatch"}.get(r["status"], "crash"), **common)
+        t = r["timing"]
+        speedups = {k: v["median_us"] / t["median_us"] for k, v in base.items()}
+        timing = {"median_us": t["median_us"], "p10_us": t["p10_us"], "p90_us": t["p90_us"], "samples": t["n"],
+                  "device": self.ready["device"], "compile_s": r.get("compile_s")}
+        sp = speedups["default_schedule"]
+        return EvalResult(status="correct", reason=f"correct on {len(self.seeds)} seeds and a fresh input after timing; "
+                          f"{t['median_us']:.1f} us vs {base['default_schedule']['median_us']:.1f} us for the default "
+                          f"schedule ({sp:.3f}x) and {base['cuda_graph']['median_us']:.1f} us for CUDA-graph replay "
+                          f"of eager PyTorch ({speedups['cuda_graph']:.2f}x)", speedup=sp, speedups=speedups,
+                          timing=timing, **common)
+
+    def close(self) -> None:
+        if self._conn is not None and self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(("bye",))
+            except OSError:
+                pass
+        self._stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+__all__ = ["MegakernelJudge", "SEEDS", "EVAL_TIMEOUT_S", "SETUP_TIMEOUT_S"]

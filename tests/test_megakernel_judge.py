@@ -1,0 +1,88 @@
+"""rewards/megakernel.py: level-5 schedules and `impl` task bodies judged on the GPU, in a worker
+process the host side can lose: legit, wrong, stale-result, hanging and faulting candidates."""
+import pytest
+import torch
+
+from megakernel_gym.compiler import ZOO, capture
+from megakernel_gym.compiler.zoo import LlamaConfig
+from megakernel_gym.curriculum import get_problem
+from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
+
+from test_codegen import SILU_MUL_BODY
+
+WRONG_BODY = SILU_MUL_BODY.replace("a / (1.f + expf(-a))", "a")                 # forgets the silu
+# computes only into poisoned (NaN) buffers: right on every fresh check, stale once timed
+STALE_BODY = "{ const float o = bf2f(out[lo]); if (o == o) return; }\n" + SILU_MUL_BODY
+HANG_BODY = "volatile int spin = 1;\nwhile (spin) { }\n" + SILU_MUL_BODY
+FAULT_BODY = "out[1LL << 40] = 0;\n" + SILU_MUL_BODY                           # far outside any buffer
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def judge():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from megakernel_gym.rewards.megakernel import MegakernelJudge
+    g = capture(*ZOO["mlp-1b"](device="meta"), "mlp-1b")
+    ir = make_ir(g, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
+    with MegakernelJudge("mlp", LlamaConfig.llama_1b().__dict__, ir.plan(), timeout_s=30) as j:
+        yield j, ir, get_problem("mk_mlp_block")
+
+
+def _eval(judge, ir, problem):
+    j, _, _ = judge
+    return j.evaluate(ir.plan(), ir.impls, problem, "test")
+
+
+def test_default_and_tuned_schedules(judge):
+    j, ir, problem = judge
+    r = _eval(judge, ir, problem)
+    assert r.status == "correct", r.reason
+    assert 0.9 < r.speedup < 1.1 and {"default_schedule", "cuda_graph", "eager"} <= set(r.baselines)
+    assert len(r.seeds) == 6 and all(s["ok"] for s in r.seeds)      # 3 seeds, 3 re-checks after timing
+    tuned = apply_edits(ir, tuned_edits(ir))
+    r = _eval(judge, tuned, problem)
+    assert r.status == "correct" and r.speedup > 1.0, r.reason
+
+
+def test_impl_body_scored_like_any_candidate(judge):
+    j, ir, problem = judge
+    r = _eval(judge, apply_edits(ir, f"impl silu_mul <<<{SILU_MUL_BODY}>>>"), problem)
+    assert r.status == "correct" and 0.8 < r.speedup < 1.25, r.reason
+    r = _eval(judge, apply_edits(ir, f"impl silu_mul <<<{WRONG_BODY}>>>"), problem)
+    assert r.status == "incorrect" and "relative L2 error" in r.reason
+
+
+def test_a_body_that_reuses_earlier_results_is_caught_after_timing(judge):
+    j, ir, problem = judge
+    r = _eval(judge, apply_edits(ir, f"impl silu_mul <<<{STALE_BODY}>>>"), problem)
+    assert r.status == "incorrect", r.reason
+    assert "after timing" in r.reason and any(s.get("after_timing") and not s["ok"] for s in r.seeds)
+
+
+def test_hang_and_fault_end_the_worker_not_the_judge(judge):
+    j, ir, problem = judge
+    r = _eval(judge, apply_edits(ir, f"impl silu_mul <<<{HANG_BODY}>>>"), problem)
+    assert r.status == "timeout", r.reason
+    r = _eval(judge, apply_edits(ir, f"impl silu_mul <<<{FAULT_BODY}>>>"), problem)
+    assert r.status == "runtime_error", r.reason
+    restarts = j.restarts
+    r = _eval(judge, ir, problem)                                      # a fresh worker, same answers
+    assert r.status == "correct" and j.restarts == restarts + 1, r.reason
+
+
+def test_gpu_env_serves_level_5():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    import gymnasium as gym
+    env = gym.make("MegaKernel-v0", backend="gpu")
+    try:
+        obs, info = env.reset(seed=0, options={"problem": "mk_mlp_block"})
+        _, r, _, _, info = env.step("\n".join(f"prefetch {op} depth=2" for op in ("gate_proj", "up_proj", "down_proj")))
+        assert info["eval"]["backend"] == "gpu" and info["eval"]["status"] == "correct", info["eval"]["reason"]
+        assert info["eval"]["timing"]["median_us"] > 0 and "predicted_us" in info["eval"]["timing"]
+        _, r, _, _, info = env.step(f"impl silu_mul <<<{WRONG_BODY}>>>")
+        assert info["eval"]["status"] == "incorrect" and r == 0.0
+    finally:
+        env.close()
