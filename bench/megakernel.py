@@ -29,6 +29,7 @@ from megakernel_gym.compiler import ZOO, capture, module_tensors  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, copy_bandwidth_gbs, time_us  # noqa: E402
 from megakernel_gym.env.timeline import save_png, timeline_image  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits  # noqa: E402
+from megakernel_gym.rewards.timing import capture_cuda_graph  # noqa: E402
 
 
 def bench_model(name: str, iters: int, bw_gbs: float) -> tuple[dict, object, object]:
@@ -46,16 +47,7 @@ def bench_model(name: str, iters: int, bw_gbs: float) -> tuple[dict, object, obj
         truth = copy.deepcopy(model).float()(*[x.float() if x.is_floating_point() else x for x in inputs])
         row["eager_rel_err_vs_fp32"] = rel_err(ref, truth)
         row["eager"] = time_us(eager, iters)
-        static = [x.clone() for x in inputs]
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                model(*static)
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            model(*static)
+        g = capture_cuda_graph(torch, model, [x.clone() for x in inputs])
         row["cuda_graph"] = time_us(g.replay, iters)
         try:
             compiled = torch.compile(model, mode="reduce-overhead")

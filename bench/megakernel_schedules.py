@@ -40,7 +40,7 @@ import torch  # noqa: E402
 from megakernel_gym.compiler import ZOO, capture, module_tensors  # noqa: E402
 from megakernel_gym.compiler.calibrate import (agreement, fit_device, sample_schedules,  # noqa: E402
                                                spec_literal)
-from megakernel_gym.compiler.costmodel import DEVICES, predict, task_costs  # noqa: E402
+from megakernel_gym.compiler.costmodel import DATASHEET, DEVICES, predict, task_costs  # noqa: E402
 
 SPEARMAN_TARGET = 0.9
 MIN_SCHEDULES = 30
@@ -162,10 +162,14 @@ def main():
     t_start = time.perf_counter()
     if not args.dry_run and not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU here: run on the device, or pass --dry-run to check the pipeline on the CPU")
-    base = DEVICES[pick_device(args.device_name)]
+    # the fit starts from the datasheet constants, so before/after and the held-out check do not
+    # lean on constants an earlier fit of these same schedules produced; the constants the project
+    # ships (costmodel.DEVICES) are scored beside them
+    base = DATASHEET[pick_device(args.device_name)]
+    shipped_dev = DEVICES[base.name]
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count if not args.dry_run else base.num_sms
     if num_sms != base.num_sms:
-        base = replace(base, num_sms=num_sms)
+        base, shipped_dev = replace(base, num_sms=num_sms), replace(shipped_dev, num_sms=num_sms)
 
     graph = capture(*ZOO[args.model](device="meta"), args.model)
     schedules = sample_schedules(graph, args.n, seed=args.seed, num_sms=num_sms)
@@ -187,7 +191,8 @@ def main():
         costs = task_costs(plan)
         plans_costs.append((plan, costs))
         row = {"label": label, "tasks": len(plan.tg.tasks),
-               "predicted_us": predict(plan, base, costs=costs).latency_us}
+               "predicted_us": predict(plan, base, costs=costs).latency_us,
+               "predicted_shipped_us": predict(plan, shipped_dev, costs=costs).latency_us}
         if not args.dry_run and alive:
             try:
                 row.update(measure(plan, params, feeds, out_name, ref, args.iters))
@@ -229,6 +234,7 @@ def main():
         row["predicted_fit_us"] = predict(plan, fitted, costs=costs).latency_us
     held = holdout([plans_costs[i] for i in use], [rows[i]["measured"]["median_us"] for i in use], base)
     before, after = report["before"], report["after"]
+    shipped = agreement([rows[i]["predicted_shipped_us"] for i in use], [rows[i]["measured"]["median_us"] for i in use])
 
     print(f"\n{'schedule':64s} {'tasks':>6s} {'pred us':>9s} {'fit us':>9s} {'measured':>9s}")
     for r in rows:
@@ -241,7 +247,9 @@ def main():
     print(f"fit on {len(use)} schedules in {fit_s:.1f} s ({len(report['rounds']) - 1} rounds): "
           f"Spearman {before['spearman']:.3f} -> {after['spearman']:.3f}, median abs error "
           f"{before['median_abs_pct_err']:.1f}% -> {after['median_abs_pct_err']:.1f}%, "
-          f"held-out Spearman {held['spearman']:.3f} (fit on {held['train']}, scored on {held['test']})")
+          f"held-out Spearman {held['spearman']:.3f} (fit on {held['train']}, scored on {held['test']}); "
+          f"the shipped constants (costmodel.DEVICES[{base.name!r}]): Spearman {shipped['spearman']:.3f}, median "
+          f"abs error {shipped['median_abs_pct_err']:.1f}%")
     if args.dry_run:
         print("synthetic check: hidden constants "
               + ", ".join(f"{k}={getattr(hidden, k):.4g}" for k in report["fitted"]) + "\n           fitted "
@@ -260,8 +268,10 @@ def main():
                    f"{args.model}, with the fitted constants",
          "measured": round(after["spearman"], 4), "schedules": len(use),
          "met": after["spearman"] >= SPEARMAN_TARGET and len(use) >= MIN_SCHEDULES},
-        {"target": f"Spearman >= {SPEARMAN_TARGET} with the datasheet constants (before the fit)",
-         "measured": round(before["spearman"], 4), "met": before["spearman"] >= SPEARMAN_TARGET},
+        {"target": f"Spearman >= {SPEARMAN_TARGET} on held-out schedules (fit on the even-numbered, scored on the odd)",
+         "measured": round(held["spearman"], 4), "met": held["spearman"] >= SPEARMAN_TARGET},
+        {"target": f"Spearman >= {SPEARMAN_TARGET} with the constants the project ships (costmodel.DEVICES)",
+         "measured": round(shipped["spearman"], 4), "met": shipped["spearman"] >= SPEARMAN_TARGET},
         {"target": "the fit lowers the median absolute % error of the predictions",
          "measured": f"{before['median_abs_pct_err']:.1f}% -> {after['median_abs_pct_err']:.1f}%",
          "met": after["median_abs_pct_err"] < before["median_abs_pct_err"]},
@@ -274,12 +284,12 @@ def main():
                                      "wrong_or_failed": sum(not r.get("correct") for r in rows)},
                         "met": all(r.get("correct") for r in rows)})
     notes = (f"{'SYNTHETIC measurements (dry run on the CPU). ' if args.dry_run else ''}"
-             f"model {args.model}, {num_sms} SMs, seed {args.seed}; started from costmodel.DEVICES[{base.name!r}]; "
+             f"model {args.model}, {num_sms} SMs, seed {args.seed}; started from costmodel.DATASHEET[{base.name!r}]; "
              f"fitted: {spec_literal(fitted)}"
              + (f"; device copy bandwidth measured in this run: {bw:.0f} GB/s" if bw else ""))
     doc = write("schedules" + suffix, rows, targets, out, notes=notes, prefix="megakernel_")
     doc["fit"] = {"fitted": report["fitted"], "base": report["base"], "device_spec": spec_literal(fitted),
-                  "before": before, "after": after, "holdout": held, "rounds": report["rounds"],
+                  "before": before, "after": after, "holdout": held, "shipped": shipped, "rounds": report["rounds"],
                   "schedules_fitted": len(use), "fit_s": round(fit_s, 1)}
     (out / f"megakernel_schedules{suffix}.json").write_text(json.dumps(doc, indent=2))
     scatter_png(rows, out / f"megakernel_schedules{suffix}.png",

@@ -42,17 +42,32 @@ def test_weight_bytes_counted_once(big):
 
 
 def test_more_sms_prefetch_and_counter_granularity(big):
-    base = predict(build_plan(big, default_knobs(big, 132)), "H200")
+    from dataclasses import replace
+
+    from megakernel_gym.compiler.costmodel import DEVICES
+    base_plan = build_plan(big, default_knobs(big, 132))
+    base = predict(base_plan, "H200")
     few = predict(build_plan(big, Knobs(num_sms=16)), "H200")
     assert few.latency_us > 2 * base.latency_us
+    # prefetching trades a task's memory latency for the cost of issuing the prefetch: the model
+    # lets it help exactly when issuing is the cheaper of the two (measured on an H100, it is not)
     k = default_knobs(big, 132)
     k.prefetch = {op: 2 for op in k.order}
-    assert predict(build_plan(big, k), "H200").latency_us < base.latency_us
+    pf_plan = build_plan(big, k)
+    h200 = DEVICES["H200"]
+    for prefetch_us, faster in ((0.0, True), (5 * h200.mem_latency_us, False)):
+        dev = replace(h200, prefetch_us=prefetch_us)
+        assert (predict(pf_plan, dev).latency_us < predict(base_plan, dev).latency_us) == faster
+    # op-wide counters: a consumer polls one counter per producer op instead of one per tile, but
+    # cannot start on early tiles; free polling makes them no faster, the measured cost makes them so
     k = default_knobs(big, 132)
     k.counters = {op: "op" for op in k.order}
-    assert predict(build_plan(big, k), "H200").latency_us >= base.latency_us - 1e-6
+    op_plan = build_plan(big, k)
+    free = replace(h200, counter_us=0.0)
+    assert predict(op_plan, free).latency_us >= predict(base_plan, free).latency_us - 1e-6
+    assert predict(op_plan, "H100").latency_us < predict(base_plan, "H100").latency_us
     assert base.floor_us < base.latency_us and 0.2 < base.efficiency < 1.0
-    assert predict(build_plan(big, default_knobs(big, 132)), "H100").latency_us > base.latency_us
+    assert predict(base_plan, "H100").latency_us > base.latency_us
 
 
 def test_deadlocked_plan_is_refused(tiny):

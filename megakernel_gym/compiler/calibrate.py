@@ -5,7 +5,8 @@
     device, report = fit_device(plans, measured_us, DEVICES["H100"])
     report["after"]["spearman"]                                  # rank agreement, predicted vs measured
 
-What is fitted: hbm_gbs, task_overhead_us, wait_latency_us, mem_latency_us and launch_us. tflops
+What is fitted: FIT_FIELDS (bandwidth of the chip and of one SM, per-task overhead, wait, memory
+and launch latencies, the cost of polling a counter and of issuing a prefetch). tflops
 and num_sms stay as the datasheet gives them: a batch-1 decode step is bound by memory and
 latency, so its measurements say nothing about the tensor-core rate.
 
@@ -30,7 +31,7 @@ import numpy as np
 from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max over paths)
 from scipy.stats import spearmanr
 
-from megakernel_gym.compiler.costmodel import DeviceSpec, Prediction, predict, task_costs
+from megakernel_gym.compiler.costmodel import DeviceSpec, Prediction, predict, task_bandwidth_terms, task_costs
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
 from megakernel_gym.ir_exposure.ir import IR, MAX_TASKS, IRError, facts_of, fusion_problem, task_count, tile_size
@@ -265,20 +266,25 @@ def agreement(predicted, measured) -> dict:
 # ---------------------------------------------------------------------------------------
 # fitting
 
-FIT_FIELDS = ("hbm_gbs", "task_overhead_us", "wait_latency_us", "mem_latency_us", "launch_us")
-# sane ranges: a tenth of a GPU's bandwidth to several times a B200's; latencies from 10 ns to 100 us
+FIT_FIELDS = ("hbm_gbs", "task_overhead_us", "wait_latency_us", "mem_latency_us", "launch_us", "sm_gbs",
+              "counter_us", "prefetch_us")
+# sane ranges: a tenth of a GPU's bandwidth to several times a B200's; latencies from 1 ns to 100 us
 FIT_BOUNDS = {"hbm_gbs": (100.0, 20000.0), "task_overhead_us": (0.01, 100.0), "wait_latency_us": (0.01, 100.0),
-              "mem_latency_us": (0.01, 100.0), "launch_us": (0.1, 1000.0)}
+              "mem_latency_us": (0.001, 100.0), "launch_us": (0.1, 20.0), "sm_gbs": (1.0, 1000.0),
+              "counter_us": (0.001, 10.0), "prefetch_us": (0.001, 100.0)}
 
 
 @dataclass
 class _PlanTerms:
-    """What a plan's critical paths need, computed once: per task its bytes, its compute time
-    at the (fixed) tensor-core rate, whether it pays the memory latency (no prefetch), its SM
-    predecessor and the producers it waits for."""
+    """What a plan's critical paths need, computed once: per task its bytes (alone, and times
+    its op's SM spread: costmodel.task_bandwidth_terms), its compute time at the (fixed)
+    tensor-core rate, whether it pays the memory latency (no prefetch), how many counters it
+    polls, its SM predecessor and the producers it waits for."""
     nbytes: np.ndarray
+    shared_bytes: np.ndarray
     compute_us: np.ndarray
     pays_latency: np.ndarray
+    counters: np.ndarray
     prev: list[int]
     needs: list[list[int]]
 
@@ -295,7 +301,10 @@ def _terms(plan: Plan, costs, dev: DeviceSpec) -> _PlanTerms:
     counters = {c.id: c for c in plan.counters}
     needs = [[p for cid, _ in plan.waits.get(t, ()) for p in counters[cid].producers] for t in range(n)]
     sm_rate = dev.tflops * 1e6 / dev.num_sms
-    return _PlanTerms(np.asarray(nbytes, dtype=float), np.asarray(flops, dtype=float) / sm_rate, pays, prev, needs)
+    own, shared = task_bandwidth_terms(plan, nbytes)
+    polls = np.array([len(plan.waits.get(t, ())) for t in range(n)], dtype=float)
+    return _PlanTerms(np.asarray(own), np.asarray(shared), np.asarray(flops, dtype=float) / sm_rate, pays, polls,
+                      prev, needs)
 
 
 def _critical_path(terms: _PlanTerms, pred: Prediction, lat: float) -> tuple[tuple[int, ...], int]:
@@ -337,17 +346,19 @@ class _PathModel:
             return False
         self.seen[i].add(path)
         idx = np.asarray(path)
-        self.paths[i].append((terms.nbytes[idx], terms.compute_us[idx], terms.pays_latency[idx], len(path), waits))
+        self.paths[i].append((terms.nbytes[idx], terms.shared_bytes[idx], terms.compute_us[idx],
+                              terms.pays_latency[idx], float(terms.counters[idx].sum()), len(path), waits))
         return True
 
     def latency(self, v: dict) -> np.ndarray:
-        sm_bw = v["hbm_gbs"] * 1e3 / self.num_sms
         out = np.empty(len(self.paths))
         for i, paths in enumerate(self.paths):
             best = 0.0
-            for nbytes, compute, pays, count, waits in paths:
-                mem = nbytes / sm_bw + pays * v["mem_latency_us"]
-                total = np.maximum(mem, compute).sum() + count * v["task_overhead_us"] + waits * v["wait_latency_us"]
+            for nbytes, shared, compute, pays, polls, count, waits in paths:
+                mem = (np.maximum(nbytes / (v["sm_gbs"] * 1e3), shared / (v["hbm_gbs"] * 1e3))
+                       + pays * v["mem_latency_us"] + (1 - pays) * v["prefetch_us"])
+                total = (np.maximum(mem, compute).sum() + count * v["task_overhead_us"] + waits * v["wait_latency_us"]
+                         + polls * v["counter_us"])
                 best = max(best, total)
             out[i] = best + v["launch_us"]
         return out
@@ -372,7 +383,7 @@ def _spec(base: DeviceSpec, v: dict, name: str | None = None) -> DeviceSpec:
 
 
 def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], base: DeviceSpec, *,
-               prior: float = 1e-3, rounds: int = 12, starts: int = 8, seed: int = 0,
+               prior: float = 1e-4, rounds: int = 12, starts: int = 24, seed: int = 0,
                name: str | None = None) -> tuple[DeviceSpec, dict]:
     """Fit FIT_FIELDS of `base` so predict() matches the measured latencies of the plans.
 
@@ -458,7 +469,8 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
 def spec_literal(dev: DeviceSpec) -> str:
     """The DeviceSpec as the line costmodel.DEVICES holds, ready to paste."""
     return (f'"{dev.name}": DeviceSpec("{dev.name}", {dev.num_sms}, {dev.hbm_gbs:.1f}, {dev.tflops:.1f}, '
-            f'{dev.task_overhead_us:.3g}, {dev.wait_latency_us:.3g}, {dev.launch_us:.3g}, {dev.mem_latency_us:.3g}),')
+            f'{dev.task_overhead_us:.3g}, {dev.wait_latency_us:.3g}, {dev.launch_us:.3g}, {dev.mem_latency_us:.3g}, '
+            f'sm_gbs={dev.sm_gbs:.1f}, counter_us={dev.counter_us:.3g}, prefetch_us={dev.prefetch_us:.3g}),')
 
 
 def plans_and_costs(schedules: list[tuple[str, IR]]) -> list[tuple[Plan, tuple]]:

@@ -92,7 +92,7 @@ class Launch:
         self.fn = mk.module.get_function("megakernel")
         self.smem = mk.table.smem_bytes
         if self.smem > 48 * 1024:   # past the default limit a kernel must ask for its dynamic shared memory
-            mk.module._function("megakernel").max_dynamic_shared_size_bytes = self.smem
+            mk.module.set_max_dynamic_smem("megakernel", self.smem)
 
     def __call__(self) -> None:
         tab = self.tab

@@ -55,7 +55,7 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
     from megakernel_gym.compiler.runtime import Megakernel, MegakernelError, time_us
     from megakernel_gym.compiler.zoo import LlamaConfig, make_block
     from megakernel_gym.rewards.nvrtc import CudaCompileError
-    from megakernel_gym.rewards.timing import time_gpu
+    from megakernel_gym.rewards.timing import capture_cuda_graph, time_gpu
 
     cfg = LlamaConfig(**config)
 
@@ -153,16 +153,7 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
                 static = [x.clone() for x in inputs]
                 with torch.no_grad():
                     eager = time_us(lambda: model(*static), iters)
-                    s = torch.cuda.Stream()
-                    s.wait_stream(torch.cuda.current_stream())
-                    with torch.cuda.stream(s):
-                        for _ in range(3):
-                            model(*static)
-                    torch.cuda.current_stream().wait_stream(s)
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph):
-                        model(*static)
-                    cuda_graph = time_us(graph.replay, iters)
+                    cuda_graph = time_us(capture_cuda_graph(torch, model, static).replay, iters)
                 conn.send({"status": "ready", "device": torch.cuda.get_device_name(0),
                            "baselines": {"default_schedule": default["timing"], "eager": eager,
                                          "cuda_graph": cuda_graph}})

@@ -283,6 +283,12 @@ class CudaModule:
             fn = self._fns[name] = self._load().get_function(name)
         return fn
 
+    def set_max_dynamic_smem(self, name: str, nbytes: int) -> None:
+        """Let kernel `name` launch with more than 48 KB of dynamic shared memory (a kernel must ask)."""
+        from cupy.cuda import driver
+        attr = getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8)
+        driver.funcSetAttribute(self._function(name).ptr, attr, int(nbytes))
+
     def _stream(self, ptr: int):
         s = self._streams.get(ptr)
         if s is None:

@@ -436,7 +436,7 @@ def handle_check(env: Env, msg: dict, workdir: str) -> dict:
 
 def handle_baselines(env: Env, msg: dict, workdir: str) -> dict:
     """Time eager PyTorch, CUDA-graph replay of eager, and torch.compile on the problem."""
-    from megakernel_gym.rewards.timing import time_gpu
+    from megakernel_gym.rewards.timing import capture_cuda_graph, time_gpu
     torch = env.torch
     mod = env.problem(msg["problem_source"], msg["problem_name"], workdir)
     specs = msg["specs"]
@@ -452,15 +452,7 @@ def handle_baselines(env: Env, msg: dict, workdir: str) -> dict:
         # CUDA graph of eager: static input buffers, refilled outside the timed region.
         try:
             static = [x.clone() if isinstance(x, torch.Tensor) else x for x in bases[0]]
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    model(*static)
-            torch.cuda.current_stream().wait_stream(s)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                model(*static)
+            graph = capture_cuda_graph(torch, model, static)
 
             def refill(k):
                 for dst, src in zip(static, prepare(k)):
