@@ -270,3 +270,32 @@ def test_forbidden_impl_bodies_are_edit_errors(mlp_1b, code, what):
     assert what in impl_code_problem(code)
     with pytest.raises(CodegenError):         # and codegen refuses them on its own, too
         emit_cuda(ir.plan(), impls={"silu_mul": code})
+
+
+# ---------------------------------------------------------------------------------------------
+# prefetch: the knob's bytes in the task table, each instruction mode compiles
+
+
+def test_prefetch_table_follows_depth_and_fused_producers(mlp_1b):
+    """A prefetched op's weight tiles are listed at the queue position `depth - 1` places ahead;
+    a matmul fused into an elementwise consumer (which reads no weight) keeps its own depth."""
+    from megakernel_gym.compiler.codegen import PREFETCH_MODES
+    from megakernel_gym.compiler.costmodel import prefetched
+    base = make_ir(mlp_1b, num_sms=132)
+    _, none = emit_cuda(base.plan())
+    assert none.pf_slot == []                                        # no knob, no prefetch
+    ir = apply_edits(base, "prefetch gate_proj depth=2\nprefetch up_proj depth=2\nprefetch down_proj depth=1")
+    _, t = emit_cuda(ir.plan())
+    weights = 2 * (8192 * 2048 * 2) + 2048 * 8192 * 2               # gate, up, down in bf16
+    assert sum(t.pf_bytes) == weights
+    fused = apply_edits(ir, "fuse gate_proj into silu_mul\nfuse up_proj into silu_mul\nfuse down_proj into add")
+    plan = fused.plan()
+    _, tf = emit_cuda(plan)
+    assert sum(tf.pf_bytes) == weights                               # the fused producers still prefetch
+    pf = prefetched(plan)
+    assert all(pf[i] for i in plan.tg.by_op["silu_mul"]) and all(pf[i] for i in plan.tg.by_op["add"])
+    assert not any(pf[i] for i in plan.tg.by_op["norm"])
+    for mode in PREFETCH_MODES:                                      # bulk, idle, lines: all compile for sm_90
+        src, _ = emit_cuda(plan, mode)
+        assert compile_cuda(src, f"pf_{mode}.cu", arch="sm_90")[:4] == b"\x7fELF"
+    assert "__any_sync" in emit_cuda(plan, "idle")[0] and "__any_sync" not in emit_cuda(plan, "bulk")[0]

@@ -31,7 +31,8 @@ import numpy as np
 from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max over paths)
 from scipy.stats import spearmanr
 
-from megakernel_gym.compiler.costmodel import DeviceSpec, Prediction, predict, task_bandwidth_terms, task_costs
+from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, predict, prefetched, task_bandwidth_terms,
+                                                task_costs)
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
 from megakernel_gym.ir_exposure.ir import IR, MAX_TASKS, IRError, facts_of, fusion_problem, task_count, tile_size
@@ -292,8 +293,7 @@ class _PlanTerms:
 def _terms(plan: Plan, costs, dev: DeviceSpec) -> _PlanTerms:
     nbytes, flops = costs
     n = len(plan.tg.tasks)
-    prefetch = (plan.knobs.prefetch if plan.knobs else {}) or {}
-    pays = np.array([0.0 if prefetch.get(t.op, 0) > 0 else 1.0 for t in plan.tg.tasks])
+    pays = np.array([0.0 if p else 1.0 for p in prefetched(plan)])
     prev = [-1] * n
     for q in plan.queues:
         for a, b in zip(q, q[1:]):

@@ -811,6 +811,21 @@ _PREFETCH = {
           prefetch_l2(base + c, (unsigned)min(%(chunk)d, pf_bytes[f] - c));
       }
     }""",
+    # bulk L2 prefetch only when the task must wait: warp 0 looks at its counters once, and a task
+    # whose inputs are ready issues nothing (its bytes would compete with its own loads), while one
+    # that waits (most SMs during a layer's attention) streams its weights to L2 in the meantime
+    "idle": """    if (threadIdx.x < 32) {
+      bool must_wait = false;
+      for (int w = wait_start[t] + threadIdx.x; w < wait_start[t + 1]; w += 32)
+        must_wait |= ld_acquire(&counters[wait_counter[w]]) < wait_target[w];
+      if (__any_sync(0xffffffffu, must_wait)) {
+        for (int f = pf_start[i]; f < pf_start[i + 1]; ++f) {
+          const char* base = (const char*)T[pf_slot[f]] + pf_offset[f];
+          for (int c = threadIdx.x * %(chunk)d; c < pf_bytes[f]; c += 32 * %(chunk)d)
+            prefetch_l2(base + c, (unsigned)min(%(chunk)d, pf_bytes[f] - c));
+        }
+      }
+    }""",
     # every thread prefetches 128-byte lines (prefetch.global.L2::evict_last), before the barrier
     "lines": """    for (int f = pf_start[i]; f < pf_start[i + 1]; ++f) {
       const char* base = (const char*)T[pf_slot[f]] + pf_offset[f];
@@ -897,13 +912,14 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     at: dict[int, list[tuple[int, int, int]]] = {}
     for qi, q in enumerate(plan.queues):
         for j, t in enumerate(q):
-            d = depth.get(plan.tg.tasks[t].op, 0)
             own = call_start[t + 1] - 1
             at.setdefault(q_start[qi] + j, []).extend(em.cache_bytes(ops[call_names[own]], call_lo[own], call_hi[own]))
-            if d <= 0:
-                continue
             for c in range(call_start[t], call_start[t + 1]):
                 name = call_names[c]
+                # a fused producer's weights follow its own depth (the consumer may read no weight)
+                d = max(depth.get(name, 0), depth.get(plan.tg.tasks[t].op, 0))
+                if d <= 0:
+                    continue
                 item = em.weight_bytes(ops[name], call_lo[c], call_hi[c])
                 if item:
                     at.setdefault(q_start[qi] + max(0, j - (d - 1)), []).append(item)

@@ -63,6 +63,12 @@ def op_spread(plan: Plan) -> dict[str, int]:
     return {op: len(v) for op, v in sms.items()}
 
 
+def prefetched(plan: Plan) -> list[bool]:
+    """Per task, whether the schedule prefetches its weights: its op's depth, or a fused producer's."""
+    depth = (plan.knobs.prefetch if plan.knobs else {}) or {}
+    return [depth.get(t.op, 0) > 0 or any(depth.get(p, 0) > 0 for p, _ in t.prologue) for t in plan.tg.tasks]
+
+
 def task_bandwidth_terms(plan: Plan, nbytes: list[int]) -> tuple[list[float], list[float]]:
     """Per task (its bytes at one SM's cap, its bytes x its op's spread at the chip's bandwidth):
     a task streams at min(sm_gbs, hbm_gbs / spread), so its memory time is the larger of
@@ -149,12 +155,12 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     n = len(tg.tasks)
     nbytes, flops = costs or task_costs(plan)
     sm_rate = dev.tflops * 1e6 / dev.num_sms          # flops per us per SM
-    prefetch = (plan.knobs.prefetch if plan.knobs else {}) or {}
+    pf = prefetched(plan)
     own, shared = task_bandwidth_terms(plan, nbytes)
     dur = [0.0] * n
     for t in tg.tasks:
         mem = (max(own[t.id] / (dev.sm_gbs * 1e3), shared[t.id] / (dev.hbm_gbs * 1e3))
-               + (dev.prefetch_us if prefetch.get(t.op, 0) > 0 else dev.mem_latency_us))
+               + (dev.prefetch_us if pf[t.id] else dev.mem_latency_us))
         dur[t.id] = (max(mem, flops[t.id] / sm_rate) + dev.task_overhead_us
                      + dev.counter_us * len(plan.waits.get(t.id, ())))
     counters = {c.id: c for c in plan.counters}
@@ -200,4 +206,4 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     return Prediction(dev.name, latency, floor, busy, start, finish)
 
 
-__all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "task_bandwidth_terms"]
+__all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched", "task_bandwidth_terms"]
