@@ -27,7 +27,7 @@ import torch  # noqa: E402
 from judge_bench import write  # noqa: E402
 from megakernel_gym.compiler import ZOO, capture, module_tensors  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, copy_bandwidth_gbs, time_us  # noqa: E402
-from megakernel_gym.env.timeline import save_png, timeline_image  # noqa: E402
+from megakernel_gym.env.timeline import save_png, timeline_image, with_axes  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits  # noqa: E402
 from megakernel_gym.rewards.timing import capture_cuda_graph  # noqa: E402
 
@@ -95,8 +95,10 @@ def main():
     if last is not None:
         plan, launch = last
         start, finish = launch.task_times_us()
-        save_png(timeline_image(plan, SimpleNamespace(start_us=start, finish_us=finish)),
-                 str(out / "megakernel_timeline.png"))
+        measured = SimpleNamespace(start_us=start, finish_us=finish)
+        save_png(with_axes(timeline_image(plan, measured), plan, measured,
+                           f"{plan.tg.graph.name}: one megakernel run on {torch.cuda.get_device_name(0)}, task start/end "
+                           "read in-kernel (%globaltimer), tuned schedule"), str(out / "megakernel_timeline.png"))
     big = next((r for r in rows if r["model"] == "llama-1b"), None)
     targets = [{"target": f"{r['model']}: megakernel as close to the float32 truth as eager bf16 (x1.5)",
                 "measured": round(r[k]["rel_err_vs_fp32"], 5), "eager": round(r["eager_rel_err_vs_fp32"], 5),

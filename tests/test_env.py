@@ -224,3 +224,23 @@ def test_vector_env_on_sim_scores_edits():
         assert rewards[0] > rewards[1] > rewards[2] == 0.0
     finally:
         envs.close()
+
+
+def test_timeline_with_axes_adds_title_axis_and_legend():
+    """The saved timeline (mkgym demo, bench/megakernel.py) has a margin for the title, the time axis
+    and a legend; the plot itself is the rgb_array picture, unchanged, inside it."""
+    import numpy as np
+
+    from megakernel_gym.compiler import ZOO, capture, predict
+    from megakernel_gym.env.timeline import IDLE, timeline_image, with_axes
+    from megakernel_gym.ir_exposure import make_ir
+    g = capture(*ZOO["mlp-tiny"](), "mlp-tiny")
+    plan = make_ir(g, num_sms=8).plan()
+    pred = predict(plan, "H100")
+    img = timeline_image(plan, pred, width=400)
+    out = with_axes(img, plan, pred, "mlp-tiny")
+    assert out.shape[0] > img.shape[0] + 40 and out.shape[1] > img.shape[1] and out.dtype == np.uint8
+    assert (out[34:34 + img.shape[0], 56:56 + img.shape[1]] == img).all()       # pasted as it is
+    below = out[34 + img.shape[0]:]
+    assert (below == np.array(IDLE, dtype=np.uint8)).all(axis=-1).any()         # the legend's idle swatch
+    assert (below < 100).all(axis=-1).sum() > 100                                # axis ticks and labels

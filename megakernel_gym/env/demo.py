@@ -70,6 +70,12 @@ def run_demo(problem: str = DEFAULT_PROBLEM, backend: str | None = None, out: st
             if term or trunc:
                 break
         img = env.render()
+        if kind == "edits":       # the timeline with a title, a time axis and a legend
+            from megakernel_gym.compiler import predict
+            from megakernel_gym.env.timeline import with_axes
+            plan = u.ir.plan()
+            img = with_axes(img, plan, predict(plan, u.device),
+                            f"{problem}: per-SM timeline of the final schedule, predicted for {u.device} (sim)")
         save_png(img, out)
         print(f"\nsaved the {'schedule timeline' if kind == 'edits' else 'timing bars'} to {out} "
               f"({img.shape[1]}x{img.shape[0]})", file=log)

@@ -33,6 +33,42 @@ def timeline_image(plan, prediction, width: int = 1200, row_px: int = 4, gap_px:
     return img
 
 
+def with_axes(img: np.ndarray, plan, prediction, title: str = "") -> np.ndarray:
+    """The timeline with what a reader needs around it: a title, a time axis in us, the SM axis,
+    and a legend of the op kinds that appear (Pillow draws the text)."""
+    from PIL import Image, ImageDraw
+    kinds = {o.name: o.kind for o in plan.tg.graph.ops}
+    present = [k for k in KIND_COLORS if k in {kinds.get(t.op) for t in plan.tg.tasks}]
+    end = max(prediction.finish_us, default=0.0) or 1.0
+    left, top, bottom = 56, 34, 58
+    h, w = img.shape[:2]
+    canvas = Image.new("RGB", (w + left + 16, h + top + bottom), BACKGROUND)
+    canvas.paste(Image.fromarray(img), (left, top))
+    d = ImageDraw.Draw(canvas)
+    d.text((left, 8), title, fill=(0, 0, 0))
+    step = 10 ** int(np.floor(np.log10(end / 4))) if end > 0 else 1.0
+    for mult in (1, 2, 5):
+        if end / (step * mult) <= 8:
+            step *= mult
+            break
+    t = 0.0
+    while t <= end:
+        x = left + int(t * (w - 1) / end)
+        d.line([x, top + h, x, top + h + 4], fill=(0, 0, 0))
+        d.text((x - 10, top + h + 6), f"{t:g}", fill=(0, 0, 0))
+        t += step
+    d.text((left + w // 2 - 30, top + h + 20), "time (us)", fill=(0, 0, 0))
+    d.text((4, top), "SM 0", fill=(0, 0, 0))
+    d.text((4, top + h - 12), f"SM {len(plan.queues) - 1}", fill=(0, 0, 0))
+    x = left
+    for k in present + ["idle"]:
+        color = IDLE if k == "idle" else KIND_COLORS[k]
+        d.rectangle([x, top + h + 40, x + 10, top + h + 50], fill=color, outline=(120, 120, 120))
+        d.text((x + 14, top + h + 39), k, fill=(0, 0, 0))
+        x += 24 + 7 * len(k)
+    return np.asarray(canvas)
+
+
 def save_png(img: np.ndarray, path: str) -> None:
     from PIL import Image   # Pillow: the PNG writer everyone has
     Image.fromarray(img).save(path)
