@@ -362,6 +362,33 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def cmd_eval(args) -> int:
+    from megakernel_gym.policies import POLICIES, evaluate_policy, format_board
+    from megakernel_gym.rewards import ProblemError
+    names = list(POLICIES) if args.policy == "all" else args.policy.split(",")
+    unknown = [n for n in names if n not in POLICIES]
+    if unknown:
+        return _err(f"unknown policy {unknown[0]!r}; one of {', '.join(POLICIES)}, or all")
+    rows = []
+    try:
+        for name in names:
+            print(f"== {name}", file=sys.stderr, flush=True)
+            rows.append(evaluate_policy(name, backend=args.backend, split=args.split, levels=args.level,
+                                        problems=args.problem, episodes=args.episodes, seed=args.seed, log=sys.stderr))
+    except (ProblemError, ValueError) as e:
+        return _err(str(e))
+    doc = {"command": "mkgym " + " ".join(sys.argv[1:]), "backend": rows[0]["backend"], "split": args.split,
+           "board": rows}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=2)
+    if args.json:
+        print(json.dumps(doc))
+    else:
+        print(format_board(rows))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mkgym", description="megakernel-gym: score GPU kernels, train policies")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -405,6 +432,20 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="timeline.png", help="where to save the final schedule timeline (PNG)")
     d.add_argument("--json", action="store_true", help="print one JSON summary on stdout (the episode goes to stderr)")
     d.set_defaults(func=cmd_demo)
+
+    e = sub.add_parser("eval", help="a leaderboard: baseline policies' episodes over a suite split")
+    e.add_argument("--policy", default="all", help="default, random, heuristic, search, reference; comma-separated, "
+                                                   "or all (default)")
+    e.add_argument("--backend", default="sim", help="sim (default), cpu or gpu")
+    e.add_argument("--split", choices=["train", "heldout"], default=None, help="only this split (default: both)")
+    e.add_argument("--level", type=int, action="append", help="only this level (repeatable; default: what the "
+                                                              "backend serves)")
+    e.add_argument("--problem", action="append", help="only this problem (repeatable)")
+    e.add_argument("--episodes", type=int, default=1, help="episodes per problem (seeds seed, seed+1, ...)")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--out", default=None, help="also write the leaderboard as JSON to this file")
+    e.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress on stderr)")
+    e.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("problems", help="problem suites: list, show, check")
     psub = p.add_subparsers(dest="problems_command", required=True)

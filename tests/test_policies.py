@@ -1,0 +1,77 @@
+"""policies/: the baselines' one interface, their episodes on sim, and `mkgym eval`'s leaderboard."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from megakernel_gym.compiler import ZOO, capture
+from megakernel_gym.ir_exposure import make_ir
+from megakernel_gym.policies import POLICIES, edit_menu, evaluate_policy, format_board, make_policy
+from megakernel_gym.policies.baselines import try_edit
+
+
+@pytest.fixture(scope="module")
+def mlp_board():
+    return {name: evaluate_policy(name, backend="sim", problems=["mk_mlp_block"]) for name in
+            ("default", "random", "heuristic", "search")}
+
+
+def test_baselines_rank_as_they_should_on_sim(mlp_board):
+    level = {name: row["levels"][5] for name, row in mlp_board.items()}
+    assert all(s["episodes"] == 1 and s["pass_rate"] == 1.0 for s in level.values())
+    assert level["default"]["geomean_speedup"] == 1.0 and level["default"]["fast_1"] == 0.0
+    assert level["heuristic"]["geomean_speedup"] > 1.1 and level["heuristic"]["fast_1"] == 1.0
+    assert level["search"]["geomean_speedup"] >= level["heuristic"]["geomean_speedup"] - 1e-9
+    ep = mlp_board["random"]["episodes"][0]
+    assert ep["turns"] == 4 and ep["status"] == "correct"       # three valid random edits, then submit
+    text = format_board(list(mlp_board.values()))
+    assert text.splitlines()[0].split()[:3] == ["policy", "level", "episodes"] and "heuristic" in text
+
+
+def test_edit_menu_is_mostly_valid_and_the_invalid_are_refused(graphs):
+    ir = make_ir(graphs["llama-tiny"], num_sms=8)
+    menu = edit_menu(ir)
+    verbs = {m.split()[0] for m in menu}
+    assert {"tile", "counter", "prefetch", "fuse"} <= verbs
+    assert any(m.startswith("tile layers.*.") for m in menu)          # one edit for every layer alike
+    valid = [m for m in menu if try_edit(ir, m) is not None]
+    assert len(valid) >= len(menu) // 2
+
+
+def test_search_improves_the_prediction_and_keeps_a_trace():
+    g = capture(*ZOO["llama-tiny"](), "llama-tiny")
+    pol = make_policy("search", seed=0, rounds=2, device="H100")
+    batch, before, after = pol.search(make_ir(g, num_sms=8))
+    assert after < before and batch
+    assert [t["round"] for t in pol.trace] == list(range(len(pol.trace)))
+    assert all(b["predicted_us"] <= a["predicted_us"] for a, b in zip(pol.trace, pol.trace[1:]))
+
+
+def test_reference_policy_on_an_op_level_problem():
+    row = evaluate_policy("reference", backend="cpu", problems=["softmax"])
+    assert row["levels"][1]["pass_rate"] == 1.0
+    row = evaluate_policy("default", backend="cpu", problems=["softmax"])
+    assert row["levels"][1]["pass_rate"] == 0.0 and row["episodes"][0]["status"] == "no_result"
+
+
+def test_unknown_policy_and_empty_selection_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown policy 'greedy'"):
+        make_policy("greedy")
+    with pytest.raises(ValueError, match="no problems match"):
+        evaluate_policy("default", backend="sim", levels=[2])
+    assert set(POLICIES) == {"default", "random", "heuristic", "search", "reference"}
+
+
+def test_eval_command_prints_and_writes_the_leaderboard(tmp_path):
+    out = tmp_path / "board.json"
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "eval", "--policy", "default,heuristic",
+                        "--problem", "mk_mlp_block", "--json", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    assert [row["policy"] for row in doc["board"]] == ["default", "heuristic"] and doc["backend"] == "sim"
+    assert json.loads(out.read_text()) == doc
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "eval", "--policy", "nope"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "unknown policy 'nope'" in r.stderr
