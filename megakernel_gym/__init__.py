@@ -11,4 +11,11 @@ from _megakernel_gym_gymnasium import install as _install_gym_registration
 _install_gym_registration()
 
 __version__ = "0.1.0"
-__all__ = ["load_cuda", "CudaCompileError", "CudaUnavailableError", "__version__"]
+__all__ = ["load_cuda", "load_kernel", "CudaCompileError", "CudaUnavailableError", "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "load_kernel":   # an exported kernel as a drop-in module (policies/export.py), imported on use
+        from megakernel_gym.policies.export import load_kernel
+        return load_kernel
+    raise AttributeError(f"module 'megakernel_gym' has no attribute {name!r}")

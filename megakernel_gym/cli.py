@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -389,6 +390,30 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from megakernel_gym.policies.export import ExportError, export_kernels
+    from megakernel_gym.rewards.store import ResultsStore
+    if args.store and not os.path.exists(args.store):
+        return _err(f"--store {args.store!r} does not exist; give the path of a results database (MKGYM_STORE)")
+    store = ResultsStore(args.store) if args.store else None
+    try:
+        index = export_kernels(args.out, store=store, backend=args.backend)
+    except ExportError as e:
+        return _err(str(e))
+    finally:
+        if store is not None:
+            store.close()
+    if args.json:
+        print(json.dumps(index))
+        return 0
+    for k in index["kernels"]:
+        sp = f"{k['speedup']:.2f}x" if k["speedup"] else "correct"
+        print(f"{k['problem']:28s} {sp:>9s}  {k['backend']:4s} {k['device'][:30]:30s} -> {args.out}/{k['folder']}")
+    print(f"{len(index['kernels'])} kernel(s) exported to {args.out}"
+          + (f"; dataset at {index['dataset']}" if index.get("dataset") else " (pip install datasets for the dataset)"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mkgym", description="megakernel-gym: score GPU kernels, train policies")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -446,6 +471,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default=None, help="also write the leaderboard as JSON to this file")
     e.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress on stderr)")
     e.set_defaults(func=cmd_eval)
+
+    x = sub.add_parser("export", help="the best correct kernel per problem from the results store, as files and "
+                                      "a datasets dataset")
+    x.add_argument("--out", required=True, help="folder to write (one subfolder per problem, index.json, dataset/)")
+    x.add_argument("--store", default=None, help="results database (default: MKGYM_STORE or the user cache)")
+    x.add_argument("--backend", choices=["cpu", "gpu"], default=None, help="only results from this backend")
+    x.add_argument("--json", action="store_true", help="print the index as one JSON object")
+    x.set_defaults(func=cmd_export)
 
     p = sub.add_parser("problems", help="problem suites: list, show, check")
     psub = p.add_subparsers(dest="problems_command", required=True)

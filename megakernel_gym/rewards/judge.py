@@ -175,7 +175,7 @@ class Judge:
         if not res.cached:
             res.phases = self._phases
         if self.store is not None and not res.cached and res.status in CACHEABLE | {"timeout"}:
-            self.store.put(res, self._device_key())
+            self.store.put(res, self._device_key(), source=candidate.source)
         return res
 
     def _phase(self, name: str) -> None:

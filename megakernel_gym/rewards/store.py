@@ -29,6 +29,11 @@ CREATE TABLE IF NOT EXISTS evaluations (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS evaluations_key ON evaluations (problem_sha256, candidate_sha256, device);
+CREATE TABLE IF NOT EXISTS sources (
+    candidate_sha256 TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    created REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS baselines (
     problem_sha256 TEXT NOT NULL,
     device TEXT NOT NULL,
@@ -67,12 +72,41 @@ class ResultsStore:
         with self._lock:
             self._conn.close()
 
-    def put(self, result: EvalResult, device: str) -> None:
+    def put(self, result: EvalResult, device: str, source: str | None = None) -> None:
+        """One evaluation; with `source`, the candidate's code too (kept once per hash: what export ships)."""
         row = (result.problem, result.problem_sha256, result.candidate_sha256, device, result.backend,
                result.status, result.speedup, result.to_json(), time.time())
         with self._lock:
-            self._conn.execute("INSERT INTO evaluations (problem, problem_sha256, candidate_sha256, device, "
-                               "backend, status, speedup, result, created) VALUES (?,?,?,?,?,?,?,?,?)", row)
+            self._conn.execute("BEGIN")
+            try:
+                self._conn.execute("INSERT INTO evaluations (problem, problem_sha256, candidate_sha256, device, "
+                                   "backend, status, speedup, result, created) VALUES (?,?,?,?,?,?,?,?,?)", row)
+                if source is not None:
+                    self._conn.execute("INSERT OR IGNORE INTO sources VALUES (?,?,?)",
+                                       (result.candidate_sha256, source, time.time()))
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def best(self, backend: str | None = None) -> list[tuple[EvalResult, str]]:
+        """Per problem, the best correct result whose source is kept, with that source: the fastest
+        measured speedup (a result without one, as on the cpu backend, ranks below any measured)."""
+        q = ("SELECT e.problem, e.result, s.source FROM evaluations e JOIN sources s "
+             "ON e.candidate_sha256 = s.candidate_sha256 WHERE e.status = 'correct'")
+        args: tuple = ()
+        if backend:
+            q += " AND e.backend = ?"
+            args = (backend,)
+        q += " ORDER BY e.problem, COALESCE(e.speedup, -1) DESC, e.id DESC"
+        with self._lock:
+            rows = self._conn.execute(q, args).fetchall()
+        out, seen = [], set()
+        for problem, result, source in rows:
+            if problem not in seen:
+                seen.add(problem)
+                out.append((EvalResult.from_dict(json.loads(result)), source))
+        return out
 
     def get(self, problem_sha256: str, candidate_sha256: str, device: str) -> EvalResult | None:
         with self._lock:

@@ -1,0 +1,93 @@
+"""policies/export.py and `mkgym export`: the best correct kernel per problem from the results store,
+as files and a datasets dataset, loaded back as a drop-in module that matches the reference."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from megakernel_gym.curriculum import get_problem, reference_candidates
+from megakernel_gym.policies.export import ExportError, export_kernels, load_kernel
+from megakernel_gym.rewards import Judge, ResultsStore
+
+WRONG = "\n".join([
+    "import torch", "import triton", "import triton.language as tl", "", "",
+    "@triton.jit", "def _zero(o, n, B: tl.constexpr):",
+    "    i = tl.program_id(0) * B + tl.arange(0, B)", "    tl.store(o + i, tl.zeros([B], tl.float32), mask=i < n)",
+    "", "", "class ModelNew(torch.nn.Module):", "    def __init__(self, *args):", "        super().__init__()", "",
+    "    def forward(self, x):", "        o = torch.empty_like(x)", "        n = x.numel()",
+    "        _zero[(triton.cdiv(n, 1024),)](o, n, B=1024)", "        return o", ""])
+
+
+@pytest.fixture(scope="module")
+def store_with_results(tmp_path_factory):
+    path = tmp_path_factory.mktemp("store") / "results.sqlite"
+    store = ResultsStore(path)
+    ref = reference_candidates("softmax")["triton"]
+    with Judge("cpu", store=store) as j:
+        good = j.evaluate(get_problem("softmax"), ref)
+        bad = j.evaluate(get_problem("softmax"), WRONG)
+    assert good.status == "correct" and bad.status == "incorrect", (good.reason, bad.reason)
+    yield store, ref.source
+    store.close()
+
+
+def test_export_writes_the_best_correct_kernel_and_a_dataset(store_with_results, tmp_path):
+    store, source = store_with_results
+    index = export_kernels(tmp_path / "out", store=store)
+    assert [k["problem"] for k in index["kernels"]] == ["softmax"]          # the wrong one is not shipped
+    folder = tmp_path / "out" / "softmax"
+    assert (folder / "kernel.py").read_text() == source
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["level"] == 1 and meta["backend"] == "cpu"
+    assert json.loads((folder / "result.json").read_text())["status"] == "correct"
+    import datasets
+    ds = datasets.load_from_disk(index["dataset"])
+    assert ds.num_rows == 1 and ds[0]["problem"] == "softmax" and ds[0]["source"] == source
+
+
+def test_loaded_kernel_is_a_drop_in_module_for_the_reference(store_with_results, tmp_path):
+    """ModelNew from the export, with Model's init inputs and state_dict, computes what Model
+    computes (Triton's CPU interpreter, in a fresh process so TRITON_INTERPRET is set first)."""
+    store, _ = store_with_results
+    export_kernels(tmp_path / "out", store=store)
+    code = f"""
+import importlib.util, torch, megakernel_gym
+from megakernel_gym.curriculum import get_problem
+p = get_problem("softmax")
+spec = importlib.util.spec_from_file_location("softmax_problem", p.path)
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+ModelNew = megakernel_gym.load_kernel({str(tmp_path / "out" / "softmax")!r})
+torch.manual_seed(0)
+ref = mod.Model(*mod.get_init_inputs())
+new = ModelNew(*mod.get_init_inputs())
+new.load_state_dict(ref.state_dict())
+x = [t for t in mod.get_inputs()]
+torch.testing.assert_close(new(*x), ref(*x), atol=1e-5, rtol=1e-4)
+print("MATCH")
+"""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0 and "MATCH" in r.stdout, r.stderr[-3000:]
+
+
+def test_empty_store_and_bad_paths_are_clear_errors(tmp_path):
+    empty = ResultsStore(tmp_path / "empty.sqlite")
+    with pytest.raises(ExportError, match="no correct kernel"):
+        export_kernels(tmp_path / "out", store=empty)
+    empty.close()
+    with pytest.raises(ExportError, match="no kernel at"):
+        load_kernel(tmp_path / "nowhere")
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "export", "--out", str(tmp_path / "o"),
+                        "--store", str(tmp_path / "missing.sqlite")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_export_command(store_with_results, tmp_path):
+    store, _ = store_with_results
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "export", "--out", str(tmp_path / "o"),
+                        "--store", str(store.path), "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [k["folder"] for k in json.loads(r.stdout)["kernels"]] == ["softmax"]
