@@ -414,6 +414,39 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_train_grpo(args) -> int:
+    try:
+        from megakernel_gym.policies.train import TrainConfigError, train_grpo
+    except ImportError as e:
+        return _err(f"training needs TRL ({e}); pip install 'megakernel-gym[train]'")
+    if args.tiny:
+        from megakernel_gym.policies.tiny import make_tiny_model
+        from megakernel_gym.policies.train import load_config, prompt_dataset
+        try:
+            own, _ = load_config(args.config)
+            args.model = make_tiny_model(args.tiny, [r["prompt"] for r in prompt_dataset(own)])
+        except TrainConfigError as e:
+            return _err(str(e))
+        print(f"made a tiny model at {args.model}", file=sys.stderr)
+    if not args.model:
+        return _err("give --model PATH_OR_NAME (a local causal LM), or --tiny DIR to make a tiny one here")
+    import contextlib
+    try:
+        with contextlib.redirect_stdout(sys.stderr):   # the trainer prints its logs: stdout stays the result's
+            trainer = train_grpo(args.model, args.config, out_dir=args.out, resume=args.resume)
+    except TrainConfigError as e:
+        return _err(str(e))
+    last = next((h for h in reversed(trainer.state.log_history) if "reward" in h), {})
+    summary = {"model": args.model, "out": args.out, "steps": trainer.state.global_step,
+               "last_reward": last.get("reward"), "log_history": trainer.state.log_history}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"trained {summary['steps']} GRPO step(s); last mean reward {summary['last_reward']}; "
+              f"checkpoints and the W&B run under {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mkgym", description="megakernel-gym: score GPU kernels, train policies")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -479,6 +512,19 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--backend", choices=["cpu", "gpu"], default=None, help="only results from this backend")
     x.add_argument("--json", action="store_true", help="print the index as one JSON object")
     x.set_defaults(func=cmd_export)
+
+    tr = sub.add_parser("train", help="train a policy (TRL)")
+    trsub = tr.add_subparsers(dest="train_command", required=True)
+    g = trsub.add_parser("grpo", help="GRPO (TRL's GRPOTrainer) on the env's problems, rewarded by the env")
+    g.add_argument("--model", default=None, help="a local Hugging Face causal LM folder (or a cached hub name)")
+    g.add_argument("--tiny", default=None, metavar="DIR", help="make a tiny GPT-2 (tokenizer trained on the prompts) "
+                                                               "in DIR and train that")
+    g.add_argument("--config", default=None, help="TOML: GRPOConfig fields plus levels, split, problems, backend, "
+                                                  "repeat")
+    g.add_argument("--out", default="runs/grpo", help="checkpoints and the W&B run (offline unless you have a key)")
+    g.add_argument("--resume", action="store_true", help="resume from the last checkpoint in --out")
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(func=cmd_train_grpo)
 
     p = sub.add_parser("problems", help="problem suites: list, show, check")
     psub = p.add_subparsers(dest="problems_command", required=True)
