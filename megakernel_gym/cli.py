@@ -424,7 +424,9 @@ def cmd_train_grpo(args) -> int:
         from megakernel_gym.policies.train import load_config, prompt_dataset
         try:
             own, _ = load_config(args.config)
-            args.model = make_tiny_model(args.tiny, [r["prompt"] for r in prompt_dataset(own)])
+            texts = [r["prompt"] if isinstance(r["prompt"], str) else r["prompt"][-1]["content"]
+                     for r in prompt_dataset(own)]
+            args.model = make_tiny_model(args.tiny, texts, chat=bool(own["multi_turn"]))
         except TrainConfigError as e:
             return _err(str(e))
         print(f"made a tiny model at {args.model}", file=sys.stderr)

@@ -10,9 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 
+CHAT_SPECIALS = ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>",
+                 "</tool_response>", "<think>", "</think>"]
+
+
 def make_tiny_model(out: str | Path, texts: list[str], vocab_size: int = 512, n_layer: int = 2, n_embd: int = 64,
-                    n_positions: int = 8192, seed: int = 0) -> str:
-    """Save a tokenizer trained on `texts` and a randomly initialised GPT-2 beside it; return the folder."""
+                    n_positions: int = 8192, seed: int = 0, chat: bool = False) -> str:
+    """Save a tokenizer trained on `texts` and a randomly initialised GPT-2 beside it; return the folder.
+    chat=True gives the tokenizer Qwen3's chat template (the copy TRL ships), whose tool-call format
+    TRL knows how to parse: what multi-turn training with tools needs."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
@@ -26,6 +32,10 @@ def make_tiny_model(out: str | Path, texts: list[str], vocab_size: int = 512, n_
                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
                                    bos_token="<|endoftext|>")
+    if chat:
+        from trl.chat_template_utils import qwen3_chat_template
+        fast.add_special_tokens({"additional_special_tokens": CHAT_SPECIALS, "eos_token": "<|im_end|>"})
+        fast.chat_template = qwen3_chat_template
     fast.save_pretrained(out)
     torch.manual_seed(seed)
     cfg = GPT2Config(vocab_size=len(fast), n_positions=n_positions, n_embd=n_embd, n_layer=n_layer, n_head=2,

@@ -9,8 +9,10 @@ one action of a fresh episode of that problem (the same judge, sim cost model or
 measurement an RL loop on the env would get: gated log-speedup); GRPOTrainer does the rest.
 W&B is offline unless the user has a key or sets WANDB_MODE.
 
-Single-turn: one completion is one action. (Multi-turn through TRL's environment_factory is the
-next step.)
+Single-turn (default): one completion is one action. Multi-turn (`multi_turn = true`): TRL's
+environment_factory drives the env through two tools, apply_edit and submit_kernel, and the
+episode's best score is the reward (get_reward); the model's tokenizer needs a chat template
+with tool calls.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 # our keys; every other key in the config file is a GRPOConfig field
-OWN_KEYS = {"levels": [5], "split": "train", "problems": None, "backend": "sim", "repeat": 8}
+OWN_KEYS = {"levels": [5], "split": "train", "problems": None, "backend": "sim", "repeat": 8, "multi_turn": False}
 
 
 class TrainConfigError(ValueError):
@@ -74,7 +76,11 @@ def prompt_dataset(own: dict[str, Any]):
         rows = []
         for name in names:
             _, info = env.reset(seed=0, options={"problem": name})
-            rows.append({"prompt": info["prompt"], "problem": name, "level": info["level"], "kind": info["kind"]})
+            text = info["prompt"]
+            if own.get("multi_turn"):   # a chat: the tools (apply_edit, submit_kernel) come from the env class
+                text = [{"role": "user", "content": text + "\n\nUse the tools: apply_edit for IR edits, "
+                                                           "submit_kernel for kernel code."}]
+            rows.append({"prompt": text, "problem": name, "level": info["level"], "kind": info["kind"]})
     finally:
         env.close()
     return datasets.Dataset.from_list(rows * max(1, int(own["repeat"])))
@@ -110,6 +116,57 @@ class EnvReward:
         self.env.close()
 
 
+def tool_env_class(backend: str = "sim"):
+    """The env as TRL's environment_factory wants it: reset(**row), public methods as tools, and
+    get_reward() owning the reward (the episode's best gated log-speedup so far)."""
+    from megakernel_gym.env.megakernel import FLOOR_SCORE, MegaKernelEnv
+
+    class MegaKernelTools:
+        def __init__(self):
+            self._env = MegaKernelEnv(backend=backend)
+            self._done = True
+
+        def reset(self, **row) -> str | None:
+            self._env.reset(options={"problem": row["problem"]})
+            self._done = False
+            return None              # the row's prompt already holds the first observation
+
+        def _step(self, action: str) -> str:
+            if self._done:
+                return "The episode has ended; no more actions are taken."
+            obs, _, term, trunc, _ = self._env.step(action if action.strip() else "(empty)")
+            self._done = term or trunc
+            return obs["feedback"]
+
+        def apply_edit(self, edits: str) -> str:
+            """Apply megakernel IR edits and score the new schedule.
+
+            Args:
+                edits: Edit commands, one per line, e.g. "fuse gate_proj into silu_mul".
+
+            Returns:
+                Feedback on the edits: the new score and speedup, or why they were refused.
+            """
+            return self._step(edits)
+
+        def submit_kernel(self, code: str) -> str:
+            """Submit a Python module defining ModelNew (Triton or CUDA C kernels) to the judge.
+
+            Args:
+                code: The module's source code.
+
+            Returns:
+                The judge's feedback: correctness per seed, speedup, or the failure and its reason.
+            """
+            return self._step(f"```python\n{code}\n```")
+
+        def get_reward(self) -> float:
+            best = self._env.best
+            return float(best if best > FLOOR_SCORE else FLOOR_SCORE)
+
+    return MegaKernelTools
+
+
 def _wandb_default(report_to) -> None:
     """W&B offline unless the user chose: with no key and no WANDB_MODE it would fail at once."""
     wants = report_to == "wandb" or (isinstance(report_to, list) and "wandb" in report_to)
@@ -143,7 +200,17 @@ def train_grpo(model: str, config: str | Path | dict | None = None, out_dir: str
     args = GRPOConfig(**grpo)
     reward = EnvReward(own["backend"])
     try:
-        trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=prompt_dataset(own))
+        if own["multi_turn"]:
+            from transformers import AutoTokenizer
+            tok = AutoTokenizer.from_pretrained(model)
+            if not tok.chat_template:
+                raise TrainConfigError(f"the tokenizer of {model!r} has no chat template; multi-turn training calls "
+                                       "the env's tools, which needs one that supports tool calls (Qwen3's, Llama 3's; "
+                                       "make_tiny_model(..., chat=True) for a tiny one), or set multi_turn = false")
+            trainer = GRPOTrainer(model=model, reward_funcs=None, args=args, train_dataset=prompt_dataset(own),
+                                  processing_class=tok, environment_factory=tool_env_class(own["backend"]))
+        else:
+            trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=prompt_dataset(own))
         trainer.train(resume_from_checkpoint=True if resume else None)
     finally:
         reward.close()
@@ -156,4 +223,5 @@ def train_grpo(model: str, config: str | Path | dict | None = None, out_dir: str
     return trainer
 
 
-__all__ = ["train_grpo", "load_config", "prompt_dataset", "EnvReward", "TrainConfigError", "OWN_KEYS"]
+__all__ = ["train_grpo", "load_config", "prompt_dataset", "EnvReward", "TrainConfigError", "OWN_KEYS",
+           "tool_env_class"]
