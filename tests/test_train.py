@@ -24,18 +24,24 @@ save_steps = 2
 """
 
 
-def test_grpo_trains_a_tiny_model_offline_end_to_end(tmp_path):
-    """The README's command: a tiny GPT-2 made on the spot, two GRPO steps on CPU, W&B offline, a
-    checkpoint written; the rewards in the log are the env's (a random model's text fails to parse,
-    the failure tier)."""
-    cfg = tmp_path / "grpo.toml"
-    cfg.write_text(TINY_CONFIG)
+def _train_tiny(tmp_path, cfg):
+    """`mkgym train grpo --tiny` in a fresh process, W&B left to its default (offline: no key here)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env["TRL_EXPERIMENTAL_SILENCE"] = "1"
     r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "train", "grpo", "--tiny", str(tmp_path / "tiny"),
                         "--config", str(cfg), "--out", str(tmp_path / "run"), "--json"],
                        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
+def test_grpo_trains_a_tiny_model_offline_end_to_end(tmp_path):
+    """The README's command: a tiny GPT-2 made on the spot, two GRPO steps on CPU, W&B offline, a
+    checkpoint written; the rewards in the log are the env's (a random model's text fails to parse,
+    the failure tier)."""
+    cfg = tmp_path / "grpo.toml"
+    cfg.write_text(TINY_CONFIG)
+    r = _train_tiny(tmp_path, cfg)
     summary = json.loads(r.stdout)
     assert summary["steps"] == 2 and summary["last_reward"] == pytest.approx(-1.0)
     rewarded = [h for h in summary["log_history"] if "rewards/env_reward/mean" in h]
@@ -99,12 +105,7 @@ def test_multi_turn_grpo_end_to_end_and_its_chat_template_check(tmp_path):
     cfg = tmp_path / "mt.toml"
     cfg.write_text(TINY_CONFIG.replace("max_steps = 2", "max_steps = 1").replace('save_strategy = "steps"', "")
                    .replace("save_steps = 2", "") + "multi_turn = true\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env["TRL_EXPERIMENTAL_SILENCE"] = "1"
-    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "train", "grpo", "--tiny", str(tmp_path / "tiny"),
-                        "--config", str(cfg), "--out", str(tmp_path / "run"), "--json"],
-                       capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _train_tiny(tmp_path, cfg)
     hist = [h for h in json.loads(r.stdout)["log_history"] if "rewards/MegaKernelTools/mean" in h]
     assert hist and "tools/call_frequency" in hist[0]             # the tool loop ran (a random model calls none)
     plain = make_tiny_model(tmp_path / "plain", ["tile a n=1", "fuse a into b"])
