@@ -14,6 +14,7 @@ import ast
 import re
 from collections.abc import Iterable
 
+from megakernel_gym.rewards.problem import parse_python
 from megakernel_gym.rewards.result import Flag
 
 # Modules a candidate may import (top-level name). Everything else is `forbidden_import`,
@@ -342,12 +343,12 @@ def check_source_text(text: str, checker: _Checker | None = None, node: ast.AST 
 
 def check_candidate(source: str, extra_forbidden: Iterable[str] = ()) -> list[Flag]:
     """All static flags for a candidate's Python source. Raises SyntaxError if it does not parse."""
-    tree = ast.parse(source)
+    tree = parse_python(source, "<candidate>")
     checker = _Checker(extra_forbidden)
     checker.visit(tree)
     return checker.flags
 
 
 def defines_modelnew(source: str) -> bool:
-    tree = ast.parse(source)
+    tree = parse_python(source, "<candidate>")
     return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,17 @@ class ProblemError(ValueError):
 
 class CandidateError(ValueError):
     """The candidate text is unusable before anything runs (not a module, no ModelNew...)."""
+
+
+_AST_LOCK = threading.Lock()
+
+
+def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
+    """ast.parse, one thread at a time: CPython 3.11 keeps the AST builder's recursion depth in
+    interpreter-wide state, and two threads parsing at once (a LocalPool's judges) can fail with
+    "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905)."""
+    with _AST_LOCK:
+        return ast.parse(source, filename=filename)
 
 
 def sha256(text: str) -> str:
@@ -78,7 +90,7 @@ class Problem:
     def from_source(cls, source: str, name: str, path: str | None = None) -> "Problem":
         where = path or f"problem {name!r}"
         try:
-            tree = ast.parse(source, filename=path or name)
+            tree = parse_python(source, filename=path or name)
         except SyntaxError as e:
             raise ProblemError(f"{where}: syntax error at line {e.lineno}: {e.msg}; fix the problem file") from e
         names = _top_level_names(tree)
