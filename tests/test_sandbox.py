@@ -119,3 +119,42 @@ def test_wire_protocol_refuses_pickles():
         sandbox.recv(b)
     sandbox.send(a, {"ok": True, "n": 1})
     assert sandbox.recv(b) == {"ok": True, "n": 1}
+
+
+def _candidate_workers() -> dict[int, str]:
+    """pid -> the candidate-worker folder its stdout goes to, for every live candidate worker
+    process (the namespace's PID 1 included) on this machine."""
+    import os
+    out = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/1")
+            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if "mkgym-candidate-" in target and state != "Z":
+            out[int(pid)] = target.split("mkgym-candidate-")[1].split("/")[0]
+    return out
+
+
+def test_a_timed_out_worker_is_gone_not_orphaned(tmp_path):
+    """A candidate that spins forever times out; every process of that worker must end, also the
+    one inside the PID namespace that runs the candidate (as `nobody` where privileges are dropped,
+    which clears PR_SET_PDEATHSIG: found leaking in a fresh-venv CI run)."""
+    import time
+    hang = ("import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n    def __init__(self, *a):\n"
+            "        super().__init__()\n    def forward(self, x):\n        while True:\n            pass\n")
+    with Judge(backend="cpu", store=tmp_path / "r.sqlite", timeout_s=8, use_cache=False, static_checks=False) as j:
+        j.warm()
+        before = _candidate_workers()
+        mine = {d for pid, d in before.items() if pid == j.cand.proc.pid or d in
+                {before.get(j.cand.proc.pid)}}
+        assert mine, before
+        res = j.evaluate(get_problem("softmax"), Candidate(hang))
+        assert res.status == "timeout", res.reason
+        deadline = time.time() + 15
+        left = {pid for pid, d in _candidate_workers().items() if d in mine}
+        while left and time.time() < deadline:
+            time.sleep(0.3)
+            left = {pid for pid, d in _candidate_workers().items() if d in mine}
+        assert not left, f"orphaned candidate worker(s) still running: {sorted(left)}"

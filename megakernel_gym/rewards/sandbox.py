@@ -194,6 +194,9 @@ def _drop_privileges(workdir: str) -> bool:
     os.setgroups([])
     os.setgid(nobody.pw_gid)
     os.setuid(nobody.pw_uid)
+    # the kernel clears PR_SET_PDEATHSIG when the effective uid changes (prctl(2)): arm it again, or a
+    # worker whose judge or wrapper is killed (a timeout) would outlive it, spinning in the candidate
+    _die_with_parent()
     os.environ["HOME"] = workdir
     return True
 
