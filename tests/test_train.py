@@ -45,7 +45,7 @@ def test_grpo_trains_a_tiny_model_offline_end_to_end(tmp_path):
     summary = json.loads(r.stdout)
     assert summary["steps"] == 2 and summary["last_reward"] == pytest.approx(-1.0)
     rewarded = [h for h in summary["log_history"] if "rewards/env_reward/mean" in h]
-    assert len(rewarded) == 2 and all("env/pass_rate" in h for h in rewarded)
+    assert len(rewarded) == 2 and all("env/pass_rate" in h and "env/L5/pass_rate" in h for h in rewarded)
     assert (tmp_path / "run" / "checkpoint-2").is_dir()
     assert list((tmp_path / "run" / "wandb").glob("offline-run-*")), "W&B ran offline beside the checkpoints"
 

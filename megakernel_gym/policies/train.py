@@ -97,19 +97,31 @@ class EnvReward:
         self.seen = 0
         self.correct = 0
 
-    def __call__(self, prompts=None, completions=None, problem=None, **kwargs) -> list[float]:
-        out = []
-        for text, name in zip(completions, problem):
+    def __call__(self, prompts=None, completions=None, problem=None, level=None, **kwargs) -> list[float]:
+        out, statuses, speedups, feedback = [], [], [], []
+        by_level: dict[int, list[bool]] = {}
+        for i, (text, name) in enumerate(zip(completions, problem)):
             if isinstance(text, list):         # conversational datasets: the assistant message
                 text = text[-1]["content"] if text else ""
             self.env.reset(options={"problem": name})
-            _, reward, _, _, info = self.env.step(text if text.strip() else "(empty)")
+            obs, reward, _, _, info = self.env.step(text if text.strip() else "(empty)")
             ev = info.get("eval") or {}
             self.seen += 1
             self.correct += bool(ev.get("correct"))
+            by_level.setdefault(info["level"], []).append(bool(ev.get("correct")))
+            statuses.append(ev.get("status", "none"))
+            speedups.append(ev.get("speedup"))
+            feedback.append(obs["feedback"][:400])
             out.append(float(reward))
-        if "log_metric" in kwargs and callable(kwargs["log_metric"]):
-            kwargs["log_metric"]("env/pass_rate", self.correct / max(1, self.seen))
+        log_metric, log_extra = kwargs.get("log_metric"), kwargs.get("log_extra")
+        if callable(log_metric):               # W&B: pass rate overall and per level
+            log_metric("env/pass_rate", self.correct / max(1, self.seen))
+            for lv, oks in by_level.items():
+                log_metric(f"env/L{lv}/pass_rate", sum(oks) / len(oks))
+        if callable(log_extra):                # columns of the completions table: what the env said
+            log_extra("status", statuses)
+            log_extra("speedup", speedups)
+            log_extra("feedback", feedback)
         return out
 
     def close(self) -> None:
@@ -187,6 +199,7 @@ def train_grpo(model: str, config: str | Path | dict | None = None, out_dir: str
     grpo.setdefault("output_dir", str(out_dir))
     grpo.setdefault("report_to", "wandb")
     grpo.setdefault("logging_steps", 1)
+    grpo.setdefault("log_completions", True)      # W&B gets a table of sample actions with the env's verdicts
     _wandb_default(grpo["report_to"])
     os.environ.setdefault("WANDB_DIR", str(Path(grpo["output_dir"]).resolve()))   # runs beside the checkpoints
     Path(grpo["output_dir"]).mkdir(parents=True, exist_ok=True)
