@@ -49,30 +49,35 @@ def summarize(episodes: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return out
 
 
+def select_problems(env, problems: list[str] | None = None, split: str | None = None,
+                    levels: list[int] | None = None) -> list[str]:
+    """The named problems (each checked against the env's suite), or those of the split and levels
+    the env's backend can score; a ValueError when nothing is left."""
+    suite = env.curriculum.suite
+    served = set(env._levels())
+    if problems:
+        for n in problems:
+            suite.get(n)                    # an unknown name fails here, with the suite's message
+        return list(problems)
+    names = [p.name for p in suite.filter(split=split).problems
+             if (not levels or p.level in levels) and p.level in served]
+    if not names:
+        raise ValueError(f"no problems match split={split!r} levels={levels} on the {env.backend} backend "
+                         f"(it serves levels {sorted(served)})")
+    return names
+
+
 def evaluate_policy(policy: str, backend: str = "sim", split: str | None = None, levels: list[int] | None = None,
                     problems: list[str] | None = None, episodes: int = 1, seed: int = 0, log=None,
                     **policy_kw) -> dict[str, Any]:
     """Run `episodes` episodes of `policy` on each chosen problem; return the leaderboard row."""
-    from megakernel_gym.curriculum import builtin_suite
     from megakernel_gym.env.megakernel import MegaKernelEnv
     from megakernel_gym.policies.baselines import make_policy
     pol = make_policy(policy, seed=seed, **policy_kw)
     env = MegaKernelEnv(backend=backend)
     eps: list[dict[str, Any]] = []
     try:
-        served = set(env._levels())
-        if problems:
-            names = list(problems)
-            for n in names:
-                env.curriculum.suite.get(n)      # an unknown name fails here, with the suite's message
-        else:
-            suite = builtin_suite()
-            names = [p.name for p in suite.filter(split=split).problems
-                     if (levels is None or p.level in levels) and p.level in served]
-        if not names:
-            raise ValueError(f"no problems match split={split!r} levels={levels} on the {env.backend} backend "
-                             f"(it serves levels {sorted(served)})")
-        for name in names:
+        for name in select_problems(env, problems, split, levels):
             for k in range(episodes):
                 e = _episode(env, pol, name, seed + k)
                 eps.append(e)
@@ -96,4 +101,4 @@ def format_board(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["evaluate_policy", "summarize", "format_board"]
+__all__ = ["evaluate_policy", "select_problems", "summarize", "format_board"]

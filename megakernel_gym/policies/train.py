@@ -62,17 +62,13 @@ def prompt_dataset(own: dict[str, Any]):
     import datasets
 
     from megakernel_gym.env.megakernel import MegaKernelEnv
+    from megakernel_gym.policies.evaluate import select_problems
     env = MegaKernelEnv(backend=own["backend"])
     try:
-        served = set(env._levels())
-        if own["problems"]:
-            names = list(own["problems"])
-        else:
-            suite = env.curriculum.suite.filter(split=own["split"]) if own["split"] else env.curriculum.suite
-            names = [p.name for p in suite.problems if p.level in (own["levels"] or served) and p.level in served]
-        if not names:
-            raise TrainConfigError(f"no problems for levels {own['levels']} split {own['split']!r} on the "
-                                   f"{env.backend} backend (it serves levels {sorted(served)})")
+        try:
+            names = select_problems(env, own["problems"], own["split"], own["levels"])
+        except ValueError as e:
+            raise TrainConfigError(f"{e}; change problems, levels or split in the config") from e
         rows = []
         for name in names:
             _, info = env.reset(seed=0, options={"problem": name})
