@@ -112,9 +112,10 @@ class Launch:
             t.fill_(float("nan")) if t.is_floating_point() else t.zero_()
 
     def input(self, name: str) -> Tensor:
-        """The GPU tensor a graph input (or weight) is bound to: write into it to change the next run's input."""
-        table = self.mk.table
-        return self.slots[table.slots[table.aliases[name]]]
+        """The GPU tensor a graph tensor is bound to (views: their base's memory, in the tensor's
+        shape); write into an input's to change the next run's input."""
+        g, table = self.mk.plan.tg.graph, self.mk.table
+        return self.slots[table.slots[table.aliases[name]]].view(g.tensors[name].shape)
 
     def check(self) -> None:
         try:
@@ -129,10 +130,9 @@ class Launch:
                                   "past the spin budget")
 
     def outputs(self) -> dict[str, Tensor]:
-        g, table = self.mk.plan.tg.graph, self.mk.table
-        mem = lambda n: self.slots[table.slots[table.aliases[n]]].view(g.tensors[n].shape)  # noqa: E731
-        out = {name: mem(name) for name in g.outputs}
-        out.update({name: mem(name) for name in g.written_buffers()})
+        g = self.mk.plan.tg.graph
+        out = {name: self.input(name) for name in g.outputs}
+        out.update({name: self.input(name) for name in g.written_buffers()})
         return out
 
     def task_times_us(self) -> tuple[list[float], list[float]]:
@@ -144,11 +144,12 @@ class Launch:
         return ((t[:, 0] - t0) / 1e3).tolist(), ((t[:, 1] - t0) / 1e3).tolist()
 
 
-def time_us(fn, iters: int = 50) -> dict:
+def time_us(fn, iters: int = 50, prepare=None) -> dict:
     """fn's GPU time in us, measured the judge's way (rewards/timing.time_gpu: L2 flushed, launch
-    latency hidden, at least `iters` calls): median and spread."""
+    latency hidden, at least `iters` calls): median and spread. prepare(k), if given, runs before
+    call k outside the timed region (to change the inputs from call to call)."""
     from megakernel_gym.rewards.timing import time_gpu
-    t = time_gpu(torch, lambda _: fn(), lambda k: None, min_iters=iters, max_iters=max(iters, 300))
+    t = time_gpu(torch, lambda _: fn(), prepare or (lambda k: None), min_iters=iters, max_iters=max(iters, 300))
     return {"median_us": t["median_ms"] * 1e3, "p10_us": t["p10_ms"] * 1e3, "p90_us": t["p90_ms"] * 1e3,
             "n": t["samples"]}
 

@@ -55,7 +55,7 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
     from megakernel_gym.compiler.runtime import Megakernel, MegakernelError, time_us
     from megakernel_gym.compiler.zoo import LlamaConfig, make_block
     from megakernel_gym.rewards.nvrtc import CudaCompileError
-    from megakernel_gym.rewards.timing import capture_cuda_graph, time_gpu
+    from megakernel_gym.rewards.timing import capture_cuda_graph
 
     cfg = LlamaConfig(**config)
 
@@ -113,10 +113,7 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
         x = launch0.input(plan.tg.graph.inputs[0])
         pair = [x.clone(), secret.view(x.shape)]
         truths = [(cases[0]["truth"], cases[0]["eager_err"]), (s_truth, s_err)]
-        t = time_gpu(torch, lambda _: launch0(), lambda k: x.copy_(pair[k % 2]), min_iters=iters,
-                     max_iters=max(iters, 300))
-        timing = {"median_us": t["median_ms"] * 1e3, "p10_us": t["p10_ms"] * 1e3, "p90_us": t["p90_ms"] * 1e3,
-                  "n": t["samples"]}
+        timing = time_us(launch0, iters, prepare=lambda k: x.copy_(pair[k % 2]))
         launch0.check()
         for j, poison in ((1, False), (0, False), (1, True)):
             x.copy_(pair[j])
