@@ -83,9 +83,7 @@ def _tiles(pick, factor: float) -> Change:
     """Every picked op's tile becomes the allowed size nearest (in ratio) to factor x its default."""
     def change(ctx: _Ctx, k: Knobs, fused: dict) -> None:
         for n in ctx.ops(pick):
-            f = ctx.facts.info[n]
-            want = tile_size(ctx.facts, k, n) * factor
-            k.tiles[n] = min(f.allowed(), key=lambda t: (abs(math.log(t / want)), t))
+            k.tiles[n] = ctx.facts.info[n].nearest_allowed(tile_size(ctx.facts, k, n) * factor)
     return change
 
 

@@ -17,9 +17,8 @@ DEFAULT_PROBLEM = "mk_mlp_block"
 
 def megakernel_policy(ir) -> list[str]:
     matmuls = [o.name for o in ir.graph.ops if o.kind == "matmul"]
-    f = ir.facts
-    fuse = [f"fuse {m} into {f.consumers[m][0]}" for m in matmuls
-            if len(f.consumers.get(m, [])) == 1 and f.info[f.consumers[m][0]].op.kind == "elementwise"]
+    from megakernel_gym.ir_exposure.edits import sole_consumer
+    fuse = [f"fuse {m} into {c}" for m in matmuls if (c := sole_consumer(ir, m, ("elementwise",)))]
     return ["\n".join(fuse),
             "\n".join(f"prefetch {m} depth=2" for m in matmuls),
             f"assign * sms=0-{ir.plan().num_sms // 2 - 1}",

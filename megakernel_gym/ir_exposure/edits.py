@@ -505,6 +505,13 @@ def apply_json(ir: IR, obj) -> IR:
     return apply_edits(ir, edits_from_json(obj))
 
 
+def sole_consumer(ir: IR, name: str, kinds: tuple[str, ...]) -> str | None:
+    """The one op that consumes `name`'s output, if there is exactly one and its kind is in
+    `kinds` (the fusions tuned_edits makes: a matmul into the elementwise op it feeds), else None."""
+    cons = ir.facts.consumers.get(name, [])
+    return cons[0] if len(cons) == 1 and ir.facts.info[cons[0]].op.kind in kinds else None
+
+
 def tuned_edits(ir: IR) -> str:
     """The compiler's own schedule heuristics, spelled in the edit language (so an agent can read,
     keep or undo them), from what measured best on an H100 (bench/megakernel_edits.py):
@@ -520,11 +527,11 @@ def tuned_edits(ir: IR) -> str:
     f = ir.facts
     kind = lambda n: f.info[n].op.kind  # noqa: E731
     lines = []
+    sinks = {"matmul": ("elementwise",), "rope": ("cache_write", "decode_attention")}
     for name in ir.ops:
-        cons = f.consumers.get(name, [])
-        if len(cons) == 1 and ((kind(name) == "matmul" and kind(cons[0]) == "elementwise")
-                               or (kind(name) == "rope" and kind(cons[0]) in ("cache_write", "decode_attention"))):
-            lines.append(f"fuse {name} into {cons[0]}")
+        into = sole_consumer(ir, name, sinks.get(kind(name), ()))
+        if into:
+            lines.append(f"fuse {name} into {into}")
     for name in ir.ops:
         cons = f.consumers.get(name, [])
         reads_all = any(kind(c) == "rmsnorm" or (kind(c) == "matmul" and f.info[c].op.inputs[0] == f.info[name].out_name)
@@ -547,4 +554,4 @@ def tuned_edits(ir: IR) -> str:
 
 
 __all__ = ["Edit", "EditError", "parse_edits", "format_edits", "apply_edits", "apply_json", "edits_to_json",
-           "edits_from_json", "VERBS", "USAGE", "MAX_EDITS", "tuned_edits"]
+           "edits_from_json", "VERBS", "USAGE", "MAX_EDITS", "tuned_edits", "sole_consumer"]

@@ -20,6 +20,8 @@ waited on, and the SM each runs on.
 """
 from __future__ import annotations
 
+import math
+
 import difflib
 import re
 from collections import Counter as _Tally
@@ -97,6 +99,10 @@ class OpFacts:
 
     def allowed(self) -> list[int]:
         return allowed_tiles(self.op, self.extent, self.group)
+
+    def nearest_allowed(self, want: float) -> int:
+        """The allowed tile size nearest `want` in ratio (the smaller one on a tie)."""
+        return min(self.allowed(), key=lambda t: (abs(math.log(t / want)), t))
 
     def why(self, dep: str) -> str:
         return _DEP_WHY[self.deps[dep]].format(p=dep)

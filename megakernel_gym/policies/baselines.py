@@ -24,7 +24,6 @@ Baselines are privileged: they read the env's current IR object and device (`env
 """
 from __future__ import annotations
 
-import math
 import random
 from typing import Any
 
@@ -36,32 +35,32 @@ def edit_menu(ir) -> list[str]:
     tile sizes halved or doubled, op-wide or per-tile counters, prefetch depth 1 on weight readers,
     and fusing a matmul into its sole elementwise consumer. Not every one is valid for every IR:
     apply_edits says which are."""
+    from megakernel_gym.ir_exposure.edits import sole_consumer
     from megakernel_gym.ir_exposure.ir import tile_size
-    f = ir.facts
     groups: dict[str, str] = {}
     for name in ir.ops:
-        parts = name.split(".")
-        pattern = ".".join(["layers", "*"] + parts[2:]) if parts[0] == "layers" and len(parts) > 2 else name
-        groups.setdefault(pattern, name)
+        groups.setdefault(_every_layer(name), name)
     out = []
     for pattern, name in groups.items():
-        info = f.info[name]
-        size = tile_size(f, ir.knobs, name)
-        allowed = info.allowed()
+        info = ir.facts.info[name]
+        size = tile_size(ir.facts, ir.knobs, name)
         for factor in MENU_FACTORS:
-            want = size * factor
-            best = min(allowed, key=lambda a: (abs(math.log(a / want)), a))
+            best = info.nearest_allowed(size * factor)
             if best != size:
                 out.append(f"tile {pattern} n={best}")
         out.append(f"counter {pattern} {'tile' if ir.knobs.counters.get(name) == 'op' else 'op'}")
         if info.reads_weight and not ir.knobs.prefetch.get(name):
             out.append(f"prefetch {pattern} depth=1")
-        cons = f.consumers.get(name, [])
-        if info.op.kind == "matmul" and len(cons) == 1 and f.info[cons[0]].op.kind == "elementwise" \
-                and name not in ir.fused:
-            cpat = ".".join(["layers", "*"] + cons[0].split(".")[2:]) if pattern.startswith("layers.*.") else cons[0]
-            out.append(f"fuse {pattern} into {cpat}")
+        into = sole_consumer(ir, name, ("elementwise",)) if info.op.kind == "matmul" else None
+        if into and name not in ir.fused:
+            out.append(f"fuse {pattern} into {_every_layer(into)}")
     return list(dict.fromkeys(out))
+
+
+def _every_layer(name: str) -> str:
+    """`layers.3.mlp.up_proj` -> `layers.*.mlp.up_proj` (one edit for every layer alike); others as they are."""
+    parts = name.split(".")
+    return ".".join(["layers", "*"] + parts[2:]) if parts[0] == "layers" and len(parts) > 2 else name
 
 
 def try_edit(ir, text: str):
