@@ -233,17 +233,12 @@ class _Emitter:
         axis = self.plan.tg.tiling[op.name][0] if op.name in self.plan.tg.tiling else 0
         self._args = []
         self.smem = SMEM_LIMIT           # the contract promises the body all of it
+        named = ([(f"in{i}", t, "const ") for i, t in enumerate(op.inputs)]
+                 + [("out" if i == 0 else f"out{i}", t, "") for i, t in enumerate(op.outputs)])
         decls = []
-        for i, t in enumerate(op.inputs):
+        for name, t, const in named:    # a typed pointer and its shape, per tensor
             spec = self.g.tensors[t]
-            decls.append(f"  const {CTYPES[spec.dtype]}* __restrict__ in{i} = {self.ptr(t)};   // {t} "
-                         f"{list(spec.shape)} {spec.dtype}")
-            decls.append(f"  const long long in{i}_shape[{max(1, len(spec.shape))}] = "
-                         f"{{{', '.join(map(str, spec.shape)) or '1'}}};")
-        for i, t in enumerate(op.outputs):
-            spec = self.g.tensors[t]
-            name = "out" if i == 0 else f"out{i}"
-            decls.append(f"  {CTYPES[spec.dtype]}* __restrict__ {name} = {self.ptr(t)};   // {t} "
+            decls.append(f"  {const}{CTYPES[spec.dtype]}* __restrict__ {name} = {self.ptr(t)};   // {t} "
                          f"{list(spec.shape)} {spec.dtype}")
             decls.append(f"  const long long {name}_shape[{max(1, len(spec.shape))}] = "
                          f"{{{', '.join(map(str, spec.shape)) or '1'}}};")
@@ -802,15 +797,15 @@ extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
 """
 
 
+# warp 0 issues one bulk L2 prefetch per 32 KB (sm_90's cp.async.bulk.prefetch.L2) for the weight
+# tiles scheduled at queue position i
+_BULK_LOOP = """for (int f = pf_start[i]; f < pf_start[i + 1]; ++f) {
+  const char* base = (const char*)T[pf_slot[f]] + pf_offset[f];
+  for (int c = threadIdx.x * %(chunk)d; c < pf_bytes[f]; c += 32 * %(chunk)d)
+    prefetch_l2(base + c, (unsigned)min(%(chunk)d, pf_bytes[f] - c));
+}"""
 _PREFETCH = {
-    # warp 0 issues one bulk L2 prefetch per 32 KB (sm_90's cp.async.bulk.prefetch.L2)
-    "bulk": """    if (threadIdx.x < 32) {
-      for (int f = pf_start[i]; f < pf_start[i + 1]; ++f) {
-        const char* base = (const char*)T[pf_slot[f]] + pf_offset[f];
-        for (int c = threadIdx.x * %(chunk)d; c < pf_bytes[f]; c += 32 * %(chunk)d)
-          prefetch_l2(base + c, (unsigned)min(%(chunk)d, pf_bytes[f] - c));
-      }
-    }""",
+    "bulk": "    if (threadIdx.x < 32) {\n" + textwrap.indent(_BULK_LOOP, " " * 6) + "\n    }",
     # bulk L2 prefetch only when the task must wait: warp 0 looks at its counters once, and a task
     # whose inputs are ready issues nothing (its bytes would compete with its own loads), while one
     # that waits (most SMs during a layer's attention) streams its weights to L2 in the meantime
@@ -819,13 +814,7 @@ _PREFETCH = {
       for (int w = wait_start[t] + threadIdx.x; w < wait_start[t + 1]; w += 32)
         must_wait |= ld_acquire(&counters[wait_counter[w]]) < wait_target[w];
       if (__any_sync(0xffffffffu, must_wait)) {
-        for (int f = pf_start[i]; f < pf_start[i + 1]; ++f) {
-          const char* base = (const char*)T[pf_slot[f]] + pf_offset[f];
-          for (int c = threadIdx.x * %(chunk)d; c < pf_bytes[f]; c += 32 * %(chunk)d)
-            prefetch_l2(base + c, (unsigned)min(%(chunk)d, pf_bytes[f] - c));
-        }
-      }
-    }""",
+""" + textwrap.indent(_BULK_LOOP, " " * 8) + "\n      }\n    }",
     # every thread prefetches 128-byte lines (prefetch.global.L2::evict_last), before the barrier
     "lines": """    for (int f = pf_start[i]; f < pf_start[i + 1]; ++f) {
       const char* base = (const char*)T[pf_slot[f]] + pf_offset[f];
