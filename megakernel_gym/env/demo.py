@@ -68,13 +68,15 @@ def run_demo(problem: str = DEFAULT_PROBLEM, backend: str | None = None, out: st
                           "speedup": info.get("eval", {}).get("speedup")})
             if term or trunc:
                 break
-        img = env.render()
-        if kind == "edits":       # the timeline with a title, a time axis and a legend
+        if kind == "edits":       # the timeline with a title, a time axis and a legend (one prediction)
             from megakernel_gym.compiler import predict
-            from megakernel_gym.env.timeline import with_axes
+            from megakernel_gym.env.timeline import timeline_image, with_axes
             plan = u.ir.plan()
-            img = with_axes(img, plan, predict(plan, u.device),
+            pred = predict(plan, u.device)
+            img = with_axes(timeline_image(plan, pred), plan, pred,
                             f"{problem}: per-SM timeline of the final schedule, predicted for {u.device} (sim)")
+        else:
+            img = env.render()
         save_png(img, out)
         print(f"\nsaved the {'schedule timeline' if kind == 'edits' else 'timing bars'} to {out} "
               f"({img.shape[1]}x{img.shape[0]})", file=log)
