@@ -255,6 +255,9 @@ BAD_EDITS = [
     ("fuse layers.0.mlp.gate_proj into layers.0.mlp.silu_mul\nfuse layers.0.mlp.gate_proj into layers.0.mlp.silu_mul",
      r"edit 2 .*already fused into layers.0.mlp.silu_mul; unfuse it first"),
     ("unfuse lm_head", r"not fused"),
+    ("fuse layers.*.mlp.gate_proj into layers.*.attn.add",
+     r"cannot fuse layers.0.mlp.gate_proj: it feeds none of the 2 ops layers.\*.attn.add matches.*its consumers are "
+     r"layers.0.mlp.silu_mul"),
     ("impl lm_head <<<   >>>", r"code for lm_head is empty"),
     ("impl lm_head <<<" + "x" * 20001 + ">>>", r"the limit is 20000"),
     ("impl lm_head <<<y = a", r"edit line 1: .*never closed with >>>"),
@@ -326,6 +329,9 @@ def test_patterns_and_resets(tiny):
     back = apply_edits(ir, "tile layers.*.attn.q_proj n=8\nassign layers.*.mlp.* sms=all\nunfuse layers.0.mlp.silu_mul")
     assert back == tiny and back.text == tiny.text                  # defaults are implicit: back to the same IR
     assert apply_edits(tiny, "") is tiny and apply_edits(tiny, "# nothing\n\n") is tiny
+    # a fuse over patterns pairs each layer's producer with the consumer it feeds (every layer alike in one line)
+    every = apply_edits(tiny, "fuse layers.*.mlp.up_proj into layers.*.mlp.silu_mul")
+    assert every.fused == {f"layers.{i}.mlp.up_proj": f"layers.{i}.mlp.silu_mul" for i in (0, 1)}
 
 
 # -- bad IR text: line-numbered, never a trace ---------------------------------------------

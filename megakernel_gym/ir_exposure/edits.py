@@ -8,12 +8,13 @@ One edit per line (blank lines and `#` comments are skipped):
                                   depends on and before what depends on it)
     counter OP tile|op            one counter per tile, or one counter for the whole op
     prefetch OP depth=N           weight tiles loaded ahead (0-8; ops that read a weight)
-    fuse OP into CONSUMER         fold OP into its sole consumer
+    fuse OP into CONSUMER         fold OP into its sole consumer (patterns pair each op with the
+                                  consumer it feeds: `fuse layers.*.mlp.up_proj into layers.*.mlp.silu_mul`)
     unfuse OP                     undo a fusion (OP is the fused producer, or the consumer)
     impl OP <<<code>>>            replace OP's task body (code may span lines)
     unimpl OP                     go back to the generated task body
 
-OP may be a pattern for every verb but `order` and `fuse`: `*` matches any text, `{i}` any layer
+OP may be a pattern for every verb but `order`: `*` matches any text, `{i}` any layer
 number, `{3..7}` a number in a range (`tile layers.*.attn.q_proj n=32`, `assign layers.{0..7}.mlp.*
 sms=0-65`). The same edits as JSON, for structured policies: a list of objects such as
 {"verb": "tile", "op": OP, "n": 64} (see `Edit.to_json`).
@@ -49,7 +50,7 @@ USAGE = {
     "unimpl": "unimpl OP",
 }
 VERBS = tuple(USAGE)
-_SINGLE = ("order", "fuse")          # verbs whose ops must be named exactly, one each
+_SINGLE = ("order",)                 # verbs whose ops must be named exactly, one each
 
 
 class EditError(ValueError):
@@ -414,11 +415,18 @@ def _apply(st: _State, e: Edit) -> None:
                 raise _Reject(msg)
             k.prefetch[name] = e.depth
     elif e.verb == "fuse":
-        b = _resolve(st.ir, e.other or "", "fuse")[0]
-        msg = fusion_problem(facts, st.fused, ops[0], b)
-        if msg:
-            raise _Reject(msg)
-        st.fused[ops[0]] = b
+        into = _resolve(st.ir, e.other or "", "fuse")
+        for a in ops:
+            # one consumer named: that one (fusion_problem says why not); a pattern: the op a feeds among its hits
+            fed = into if len(into) == 1 else [b for b in into if b in facts.consumers.get(a, [])]
+            if not fed:
+                raise _Reject(f"cannot fuse {a}: it feeds none of the {len(into)} ops {e.other} matches "
+                              f"({', '.join(into[:4])}{' ...' if len(into) > 4 else ''}); its consumers are "
+                              f"{', '.join(facts.consumers.get(a, [])) or 'none'}")
+            msg = fusion_problem(facts, st.fused, a, fed[0])
+            if msg:
+                raise _Reject(msg)
+            st.fused[a] = fed[0]
     elif e.verb == "unfuse":
         for name in ops:
             into = [a for a, b in st.fused.items() if b == name]
