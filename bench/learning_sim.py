@@ -1,9 +1,10 @@
 """Learning that shows, on the sim: a small policy over the edit menu trained from scratch with
 REINFORCE (policies/learn.py), scored on held-out zoo models as it trains.
 
-    python bench/learning_sim.py [--out DIR] [--episodes 300] [--seed 0]
+    python bench/learning_sim.py [--out DIR] [--episodes 300] [--seed 0] [--save PATH]
 
-Writes learning_sim.json (the curve: held-out greedy geomean speedup over the default schedule,
+Writes the trained weights (--save; by default the package's policies/menu_policy.json, which
+`mkgym eval --policy learned` plays and bench/learning_gpu.py measures on a GPU), learning_sim.json (the curve: held-out greedy geomean speedup over the default schedule,
 predicted with the calibrated H100 cost model, and the mean training return) and
 learning_curve.png, with the compiler's default (1.0x) and its heuristic (tuned_edits) as
 reference lines. CPU only; about half a minute.
@@ -22,7 +23,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from judge_bench import write  # noqa: E402
 from megakernel_gym.compiler import predict  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, tuned_edits  # noqa: E402
-from megakernel_gym.policies.learn import train_menu_policy, zoo_irs  # noqa: E402
+from megakernel_gym.policies.learn import SHIPPED_WEIGHTS, train_menu_policy, zoo_irs  # noqa: E402
 
 TRAIN = ["mlp-1b", "llama-tiny"]
 HELDOUT = ["attention-1b", "attention-tiny"]
@@ -64,6 +65,7 @@ def main():
     ap.add_argument("--episodes", type=int, default=300)
     ap.add_argument("--eval-every", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--save", default=str(SHIPPED_WEIGHTS), help="where the trained weights go ('' to keep none)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -89,6 +91,10 @@ def main():
                       f"{args.episodes} episodes of 3 edits, seed {args.seed}; heuristic (tuned_edits) on the held-out "
                       f"models: {heur_geo:.3f}x geomean ({', '.join(f'{k} {v:.3f}x' for k, v in heur.items())}); "
                       f"the learned greedy edits: {curve[-1]['heldout_edits']}")
+    if args.save:
+        policy.save(args.save, trained_on=TRAIN, heldout=HELDOUT, episodes=args.episodes, seed=args.seed,
+                    command=" ".join(["python bench/learning_sim.py"] + sys.argv[1:]),
+                    heldout_predicted_speedup=curve[-1]["heldout_speedup"])
     curve_png(curve, heur_geo, out / "learning_curve.png",
               f"held-out predicted speedup (greedy) vs training: {HELDOUT}, trained on {TRAIN}")
     print(f"held-out geomean speedup {first:.3f}x -> {last:.3f}x (heuristic {heur_geo:.3f}x); "

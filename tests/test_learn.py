@@ -53,8 +53,11 @@ def test_training_runs_and_records_a_curve(graphs):
 
 def test_bench_writes_the_curve(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "learning_sim.py"), "--episodes", "20", "--eval-every",
-                        "10", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+                        "10", "--out", str(tmp_path), "--save", str(tmp_path / "w.json")],
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads((tmp_path / "learning_sim.json").read_text())
     assert len(doc["rows"]) == 3 and doc["targets"] and "heuristic" in doc["notes"]
     assert (tmp_path / "learning_curve.png").stat().st_size > 0
+    # the saved weights load back into the policy that `mkgym eval --policy learned` plays
+    assert MenuPolicy.load(tmp_path / "w.json").theta.shape == (N_FEATURES,)

@@ -37,6 +37,8 @@ def test_edit_menu_is_mostly_valid_and_the_invalid_are_refused(graphs):
     assert any(m.startswith("tile layers.*.") for m in menu)          # one edit for every layer alike
     valid = [m for m in menu if try_edit(ir, m) is not None]
     assert len(valid) >= len(menu) // 2
+    # a fusion for every layer alike is one valid edit (the edit language pairs each layer's ops)
+    assert all(try_edit(ir, m) is not None for m in menu if m.startswith("fuse layers.*."))
 
 
 def test_search_improves_the_prediction_and_keeps_a_trace():
@@ -60,7 +62,21 @@ def test_unknown_policy_and_empty_selection_are_clear_errors():
         make_policy("greedy")
     with pytest.raises(ValueError, match="no problems match"):
         evaluate_policy("default", backend="sim", levels=[2])
-    assert set(POLICIES) == {"default", "random", "heuristic", "search", "reference"}
+    assert set(POLICIES) == {"default", "random", "heuristic", "search", "learned", "reference"}
+    with pytest.raises(FileNotFoundError, match="bench/learning_sim.py --save"):
+        make_policy("learned", weights="/nonexistent/w.json")
+
+
+def test_learned_policy_plays_the_shipped_weights_and_beats_the_default(tmp_path):
+    """`mkgym eval --policy learned` plays the weights bench/learning_sim.py ships, greedily, as one
+    edit batch; on the held-out attention block it is ahead of the default schedule (sim). Weights
+    for another feature layout are refused with the command that makes new ones."""
+    row = evaluate_policy("learned", backend="sim", problems=["mk_attention_block"])
+    assert row["episodes"][0]["status"] == "correct" and row["levels"][5]["geomean_speedup"] > 1.0
+    bad = tmp_path / "w.json"
+    bad.write_text(json.dumps({"features": {"verbs": ["tile"]}, "theta": [0.0]}))
+    with pytest.raises(ValueError, match="another feature layout"):
+        make_policy("learned", weights=str(bad))
 
 
 def test_eval_command_prints_and_writes_the_leaderboard(tmp_path):

@@ -16,6 +16,8 @@ Level-5 (megakernel IR) policies:
   edit batch per round while the prediction improves; sends the best schedule it found, then
   submits. On the gpu backend the env then measures what the model predicted ("sim first, gpu
   to confirm").
+- learned: the menu policy trained from scratch on the sim (policies/learn.py, weights made by
+  `python bench/learning_sim.py`), played greedily: its edits as one batch, then submits.
 Op-level problems (levels 1-4): default submits no kernel; reference replays the problem's shipped
 reference kernel where there is one (an upper bound for the harness, not a policy to learn from).
 
@@ -176,6 +178,20 @@ class SearchPolicy(Policy):
         return batch or None
 
 
+class LearnedPolicy(Policy):
+    name = "learned"
+
+    def __init__(self, seed: int = 0, weights: str | None = None, steps: int = 3):
+        from megakernel_gym.policies.learn import MenuPolicy
+        super().__init__(seed)
+        self.menu_policy, self.steps = MenuPolicy.load(weights), steps
+
+    def plan_turn(self, obs, info):
+        if self.kind != "edits" or self.turn > 1:
+            return None
+        return "\n".join(self.menu_policy.greedy_edits(self.env.ir, self.steps)) or None
+
+
 class ReferencePolicy(Policy):
     name = "reference"
 
@@ -188,7 +204,8 @@ class ReferencePolicy(Policy):
         return f"```python\n{cand.source}\n```" if cand else None
 
 
-POLICIES = {p.name: p for p in (DefaultPolicy, RandomPolicy, HeuristicPolicy, SearchPolicy, ReferencePolicy)}
+POLICIES = {p.name: p for p in (DefaultPolicy, RandomPolicy, HeuristicPolicy, SearchPolicy, LearnedPolicy,
+                                ReferencePolicy)}
 
 
 def make_policy(name: str, seed: int = 0, **kw) -> Policy:
@@ -197,5 +214,6 @@ def make_policy(name: str, seed: int = 0, **kw) -> Policy:
     return POLICIES[name](seed=seed, **kw)
 
 
-__all__ = ["Policy", "DefaultPolicy", "RandomPolicy", "HeuristicPolicy", "SearchPolicy", "ReferencePolicy",
+__all__ = ["Policy", "DefaultPolicy", "RandomPolicy", "HeuristicPolicy", "SearchPolicy", "LearnedPolicy",
+           "ReferencePolicy",
            "POLICIES", "make_policy", "edit_menu", "try_edit"]

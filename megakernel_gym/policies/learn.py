@@ -12,9 +12,11 @@ models are scored with the greedy policy during training: the learning curve.
 """
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,8 @@ VERBS = ("tile", "counter", "prefetch", "fuse")
 KINDS = ("matmul", "elementwise", "rmsnorm", "rope", "decode_attention", "cache_write", "embedding", "other")
 DIRECTIONS = ("up", "down", "op", "tile", "on", "into_elementwise", "into_other")
 N_FEATURES = len(VERBS) * len(KINDS) * len(DIRECTIONS)
+# the weights `mkgym eval --policy learned` plays: written by `python bench/learning_sim.py`
+SHIPPED_WEIGHTS = Path(__file__).with_name("menu_policy.json")
 
 
 def _resolve(ir, pattern: str) -> str | None:
@@ -71,22 +75,71 @@ class MenuPolicy:
         grad[idx[k]] += 1.0
         return menu[k], grad
 
+    def save(self, path: str | Path, **provenance) -> None:
+        """theta with the feature layout it indexes (a file from another layout is refused on load)."""
+        doc = {"features": {"verbs": VERBS, "kinds": KINDS, "directions": DIRECTIONS},
+               "theta": [round(float(t), 6) for t in self.theta], **provenance}
+        Path(path).write_text(json.dumps(doc, indent=1) + "\n")
 
-def rollout(policy: MenuPolicy, ir0, steps: int, rng: random.Random, greedy: bool, device: str
-            ) -> tuple[float, np.ndarray, list[str]]:
-    """(log predicted speedup over the default schedule, summed log-prob gradient, edits applied)."""
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "MenuPolicy":
+        path = Path(path or SHIPPED_WEIGHTS)
+        if not path.is_file():
+            raise FileNotFoundError(f"menu-policy weights {str(path)!r} do not exist; train them with "
+                                    "`python bench/learning_sim.py --save PATH`")
+        doc = json.loads(path.read_text())
+        layout = {"verbs": list(VERBS), "kinds": list(KINDS), "directions": list(DIRECTIONS)}
+        if doc.get("features") != layout or len(doc.get("theta", [])) != N_FEATURES:
+            raise ValueError(f"menu-policy weights {str(path)!r} index another feature layout than this version's "
+                             f"{layout}; train them again with `python bench/learning_sim.py --save {path}`")
+        return cls(np.array(doc["theta"], dtype=float))
+
+    def greedy_edits(self, ir0, steps: int = 3) -> list[str]:
+        """The edits a greedy rollout applies (the held-out score's edits): `steps` picks, each applied
+        where the IR takes it."""
+        return rollout(self, ir0, steps, random.Random(0), True, None)[2]
+
+
+def episode(policy: MenuPolicy, ir0, steps: int, rng: random.Random, greedy: bool, device: str | None
+            ) -> tuple[list[tuple[np.ndarray, float]], list[str]]:
+    """([(grad of the step's log-probability, the step's reward)], edits applied). A step's reward is
+    the log of its predicted speedup (latency before / after; 0 for an edit the IR refuses; no
+    predictions when device is None). Sampled steps may pick an edit the IR refuses, a no-op the
+    policy learns to avoid; a greedy step takes the likeliest edit the IR accepts."""
     from megakernel_gym.compiler import predict
     from megakernel_gym.policies.baselines import try_edit
-    base = predict(ir0.plan(), device).latency_us
-    ir, grad, applied = ir0, np.zeros(N_FEATURES), []
+    ir, trace, applied = ir0, [], []
+    lat = predict(ir0.plan(), device).latency_us if device else 0.0
     for _ in range(steps):
-        edit, g = policy.choose(ir, rng, greedy)
-        grad += g
-        new = try_edit(ir, edit)
+        if greedy:
+            menu, idx, p = policy.distribution(ir)
+            new, k = None, -1
+            for k in np.argsort(-p, kind="stable"):
+                new = try_edit(ir, menu[k])
+                if new is not None:
+                    break
+            if new is None:
+                break
+            edit, g = menu[k], np.zeros(N_FEATURES)
+        else:
+            edit, g = policy.choose(ir, rng)
+            new = try_edit(ir, edit)
+        r = 0.0
         if new is not None:
             ir = new
             applied.append(edit)
-    return math.log(base / predict(ir.plan(), device).latency_us), grad, applied
+            if device:
+                before, lat = lat, predict(ir.plan(), device).latency_us
+                r = math.log(before / lat)
+        trace.append((g, r))
+    return trace, applied
+
+
+def rollout(policy: MenuPolicy, ir0, steps: int, rng: random.Random, greedy: bool, device: str | None
+            ) -> tuple[float, np.ndarray, list[str]]:
+    """(log predicted speedup over the default schedule, summed log-prob gradient, edits applied)."""
+    trace, applied = episode(policy, ir0, steps, rng, greedy, device)
+    return sum(r for _, r in trace), sum((g for g, _ in trace), np.zeros(N_FEATURES)), applied
 
 
 def zoo_irs(names: list[str], num_sms: int = 132) -> dict[str, Any]:
@@ -98,10 +151,13 @@ def zoo_irs(names: list[str], num_sms: int = 132) -> dict[str, Any]:
 def train_menu_policy(train: list[str], heldout: list[str], episodes: int = 200, steps: int = 3, lr: float = 0.5,
                       eval_every: int = 10, seed: int = 0, device: str = "H100", log=None
                       ) -> tuple[MenuPolicy, list[dict[str, Any]]]:
-    """REINFORCE from scratch; returns the policy and the curve (held-out greedy score by episode)."""
+    """REINFORCE from scratch with reward-to-go (each edit is credited with what it and the edits
+    after it gained, not what came before) and a running-mean baseline per model and step (models'
+    gains differ in scale); returns the policy and the curve (held-out greedy score by episode)."""
     rng = random.Random(seed)
     train_irs, held_irs = zoo_irs(train), zoo_irs(heldout)
-    policy, baseline, curve = MenuPolicy(), 0.0, []
+    policy, curve = MenuPolicy(), []
+    baselines = {(n, t): 0.0 for n in train for t in range(steps)}
 
     def evaluate(ep: int, returns: list[float]) -> None:
         held = {n: rollout(policy, ir, steps, rng, True, device) for n, ir in held_irs.items()}
@@ -118,13 +174,16 @@ def train_menu_policy(train: list[str], heldout: list[str], episodes: int = 200,
     evaluate(0, returns)
     for ep in range(1, episodes + 1):
         name = rng.choice(train)
-        r, grad, _ = rollout(policy, train_irs[name], steps, rng, False, device)
-        returns.append(r)
-        baseline += 0.1 * (r - baseline)
-        policy.theta += lr * (r - baseline) * grad
+        trace, _ = episode(policy, train_irs[name], steps, rng, False, device)
+        returns.append(sum(r for _, r in trace))
+        to_go = np.cumsum([r for _, r in trace][::-1])[::-1]
+        for t, ((grad, _), g) in enumerate(zip(trace, to_go)):
+            b = baselines[(name, t)]
+            baselines[(name, t)] = b + 0.1 * (g - b)
+            policy.theta += lr * (g - b) * grad
         if ep % eval_every == 0:
             evaluate(ep, returns)
     return policy, curve
 
 
-__all__ = ["MenuPolicy", "features", "rollout", "train_menu_policy", "zoo_irs", "N_FEATURES"]
+__all__ = ["MenuPolicy", "features", "episode", "rollout", "train_menu_policy", "zoo_irs", "N_FEATURES", "SHIPPED_WEIGHTS"]
