@@ -24,12 +24,12 @@ save_steps = 2
 """
 
 
-def _train_tiny(tmp_path, cfg):
+def _train_tiny(tmp_path, cfg, *extra):
     """`mkgym train grpo --tiny` in a fresh process, W&B left to its default (offline: no key here)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env["TRL_EXPERIMENTAL_SILENCE"] = "1"
     r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "train", "grpo", "--tiny", str(tmp_path / "tiny"),
-                        "--config", str(cfg), "--out", str(tmp_path / "run"), "--json"],
+                        "--config", str(cfg), "--out", str(tmp_path / "run"), "--json", *extra],
                        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     return r
@@ -50,9 +50,12 @@ def test_grpo_trains_a_tiny_model_offline_end_to_end(tmp_path):
     assert list((tmp_path / "run" / "wandb").glob("offline-run-*")), "W&B ran offline beside the checkpoints"
 
 
-def test_env_reward_scores_completions_like_the_env():
+def test_env_reward_scores_completions_like_the_env(tmp_path):
+    """Edits scored on the sim, kernels judged together on the pool (cpu), and the best megakernel's
+    timeline saved beside the run."""
     from test_env import FUSED_MLP
-    reward = EnvReward("sim")
+    from megakernel_gym.curriculum import reference_candidates
+    reward = EnvReward("sim", out_dir=tmp_path)
     try:
         got = reward(prompts=["p"] * 3, completions=[FUSED_MLP, "tile * n=32", ""],
                      problem=["mk_mlp_block"] * 3)
@@ -60,6 +63,17 @@ def test_env_reward_scores_completions_like_the_env():
         reward.close()
     assert got[0] > 0.2 and got[1] == -1.0 and got[2] == -1.0       # a faster schedule, a bad edit, nothing
     assert reward.seen == 3 and reward.correct == 1
+    from PIL import Image
+    assert Image.open(tmp_path / "best_megakernel_timeline.png").size[0] > 100
+    ref = "```python\n" + reference_candidates("softmax")["triton"].source + "\n```"
+    reward = EnvReward("cpu")
+    try:
+        got = reward(prompts=["p"] * 3, completions=[ref, "```python\nimport os\n```", ref],
+                     problem=["softmax", "softmax", "rmsnorm"])
+    finally:
+        reward.close()
+    assert got[0] == 0.0 and got[1] == -1.0 and -1.0 < got[2] < 0   # correct (cpu: no speedup), no kernel, wrong
+    assert len(reward.envs) == 4 and reward.correct == 1          # one env per kernel, one batch on the pool
 
 
 def test_bad_models_and_configs_are_named(tmp_path):
@@ -112,3 +126,73 @@ def test_multi_turn_grpo_end_to_end_and_its_chat_template_check(tmp_path):
     with pytest.raises(TrainConfigError, match="no chat template"):
         train_grpo(plain, {"multi_turn": True, "problems": ["mk_mlp_block"], "max_steps": 1, "num_generations": 2,
                            "per_device_train_batch_size": 2, "report_to": "none"}, out_dir=tmp_path / "r2")
+
+
+CURRICULUM_TOML = """
+suite = "builtin"
+[[levels]]
+level = 1
+window = 2
+min_heldout = 2
+promote_pass_rate = 0.5
+promote_milestone = "none"
+[[levels]]
+level = 2
+"""
+
+
+def test_curriculum_promotes_from_the_rewards_and_changes_the_prompts(tmp_path):
+    """With a curriculum, the reward function records each outcome; held-out rows are scored and
+    recorded but rewarded None (GRPO learns nothing from them); two correct held-out kernels promote
+    level 1 -> 2 and the slots the trainer reads next hold level-2 problems."""
+    from types import SimpleNamespace
+
+    from megakernel_gym.curriculum import reference_candidates
+    from megakernel_gym.policies.train import curriculum_dataset
+    (tmp_path / "cur.toml").write_text(CURRICULUM_TOML)
+    own = load_config({"curriculum": str(tmp_path / "cur.toml"), "backend": "cpu", "heldout_share": 0.5})[0]
+    cur, ds = curriculum_dataset(own)
+    assert cur.level == 1 and {ds[i]["level"] for i in range(16)} == {1}
+    assert any(ds[i]["heldout"] for i in range(16)) and not all(ds[i]["heldout"] for i in range(16))
+    assert ds[3]["problem"] == ds[3]["problem"]                      # a slot read twice: the same draw
+    ref = "```python\n" + reference_candidates("rmsnorm")["triton"].source + "\n```"
+    metrics = {}
+    reward = EnvReward("cpu", curriculum=cur, out_dir=tmp_path)
+    try:
+        got = reward(prompts=["p"] * 3, completions=[ref, ref, "no kernel"], problem=["rmsnorm", "rmsnorm", "softmax"],
+                     heldout=[True, True, False], trainer_state=SimpleNamespace(global_step=7),
+                     log_metric=lambda k, v: metrics.__setitem__(k, v))
+    finally:
+        reward.close()
+    assert got[:2] == [None, None] and got[2] == -1.0
+    assert cur.level == 2 and cur.promotions[-1]["step"] == 7
+    assert metrics["curriculum/level"] == 2.0 and metrics["curriculum/L1/heldout_pass_rate"] == 1.0
+    assert {ds[i]["level"] for i in range(16)} <= {1, 2} and any(ds[i]["level"] == 2 for i in range(16))
+
+
+def test_curriculum_needs_levels_the_backend_scores():
+    from megakernel_gym.policies.train import curriculum_dataset
+    with pytest.raises(TrainConfigError, match=r"levels \[1, 2, 3, 4\] that the sim backend cannot score"):
+        curriculum_dataset(load_config({"curriculum": True, "backend": "sim"})[0])
+
+
+def test_curriculum_training_saves_its_state_and_resumes(tmp_path):
+    """`mkgym train grpo` with a curriculum on the cpu backend: the state rides in each checkpoint,
+    and --resume goes on from the last one (the step count and the curriculum's episodes carry on)."""
+    (tmp_path / "cur.toml").write_text(CURRICULUM_TOML)
+    cfg = tmp_path / "grpo.toml"
+    cfg.write_text(TINY_CONFIG.replace('problems = ["mk_mlp_block"]', 'backend = "cpu"\nlevels = [1]')
+                   + f'curriculum = "{tmp_path / "cur.toml"}"\n')
+    r = _train_tiny(tmp_path, cfg)
+    state = json.loads((tmp_path / "run" / "checkpoint-2" / "curriculum.json").read_text())
+    hist = json.loads(r.stdout)["log_history"]
+    assert any("curriculum/level" in h for h in hist)
+    cfg.write_text(cfg.read_text().replace("max_steps = 2", "max_steps = 4"))
+    r = _train_tiny(tmp_path, cfg, "--resume")
+    summary = json.loads(r.stdout)
+    steps = [h for h in summary["log_history"] if "reward" in h]
+    # resumed, not retrained: steps 1-2 are the first run's own log entries, restored from checkpoint-2
+    assert summary["steps"] == 4 and [h["step"] for h in steps] == [1, 2, 3, 4]
+    assert steps[:2] == [h for h in hist if "reward" in h]
+    after = json.loads((tmp_path / "run" / "checkpoint-4" / "curriculum.json").read_text())
+    assert after["episodes"] > state["episodes"] > 0

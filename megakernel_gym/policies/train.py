@@ -17,12 +17,14 @@ with tool calls.
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 # our keys; every other key in the config file is a GRPOConfig field
-OWN_KEYS = {"levels": [5], "split": "train", "problems": None, "backend": "sim", "repeat": 8, "multi_turn": False}
+OWN_KEYS = {"levels": [5], "split": "train", "problems": None, "backend": "sim", "repeat": 8, "multi_turn": False,
+            "curriculum": False, "heldout_share": 0.25}
 
 
 class TrainConfigError(ValueError):
@@ -82,25 +84,156 @@ def prompt_dataset(own: dict[str, Any]):
     return datasets.Dataset.from_list(rows * max(1, int(own["repeat"])))
 
 
+class CurriculumPrompts:
+    """Prompts drawn by the curriculum as the trainer reads them. The dataset's rows are slots; a
+    slot's problem is drawn when its row is read (datasets' set_transform), from the curriculum's
+    current level (or a review of one passed), so a promotion changes what the next batches train
+    on. The draw depends only on the slot, the level and the weights at that moment, so the
+    num_generations copies of a slot that GRPO reads together get the same problem. A share
+    `heldout_share` of draws are the level's held-out problems: scored and recorded (that is what
+    promotes) but rewarded None, so the policy never learns from them."""
+
+    def __init__(self, curriculum, prompts: dict[str, dict[str, Any]], heldout_share: float = 0.25, seed: int = 0):
+        self.curriculum, self.prompts, self.heldout_share, self.seed = curriculum, prompts, heldout_share, seed
+
+    def draw(self, slot: int) -> dict[str, Any]:
+        import numpy as np
+        cur = self.curriculum
+        rng = np.random.default_rng([self.seed, slot, cur.level, len(cur.promotions)])
+        held = bool(rng.random() < self.heldout_share)
+        if held:
+            names = cur.pools[cur.level]["heldout"]
+            name = names[int(rng.integers(len(names)))]
+        else:
+            name = cur.sample(rng=rng).problem
+        return {**self.prompts[name], "problem": name, "heldout": held, "slot": slot}
+
+    def transform(self, batch: dict[str, list]) -> dict[str, list]:
+        rows = [self.draw(int(s)) for s in batch["slot"]]
+        return {k: [r[k] for r in rows] for k in rows[0]}
+
+    def dataset(self, slots: int):
+        import datasets
+        first = self.draw(0)
+        ds = datasets.Dataset.from_list([{**first, "slot": i} for i in range(slots)])
+        ds.set_transform(self.transform)
+        return ds
+
+
+def curriculum_dataset(own: dict[str, Any], state_dir: str | Path | None = None):
+    """(the curriculum, its slot dataset): the curriculum from the config (`curriculum = true` for
+    the default levels, or a TOML path), restored from `state_dir/curriculum.json` when resuming;
+    each level must be one the backend scores."""
+    from megakernel_gym.curriculum.curriculum import Curriculum, CurriculumError
+    from megakernel_gym.env.megakernel import MegaKernelEnv
+    try:
+        cur = Curriculum(None if own["curriculum"] is True else own["curriculum"])
+        if state_dir and (Path(state_dir) / "curriculum.json").is_file():
+            cur = Curriculum.load(Path(state_dir) / "curriculum.json", cur.config)
+    except CurriculumError as e:
+        raise TrainConfigError(f"{e}; fix the file `curriculum` names in the config") from e
+    env = MegaKernelEnv(backend=own["backend"], curriculum=cur)
+    try:
+        served = set(env._levels())
+        missing = [lv for lv in cur.active if lv not in served]
+        if missing:
+            raise TrainConfigError(f"the curriculum has levels {missing} that the {env.backend} backend cannot score "
+                                   f"(it scores levels {sorted(served)}); set backend = \"cpu\" or \"gpu\", or give "
+                                   f"`curriculum` a TOML file with only levels {sorted(served)}")
+        prompts = {}
+        for lv in cur.active:
+            for name in dict.fromkeys(cur.pools[lv]["train"] + cur.pools[lv]["heldout"]):
+                _, info = env.reset(seed=0, options={"problem": name})
+                prompts[name] = {"prompt": info["prompt"], "level": info["level"], "kind": info["kind"]}
+    finally:
+        env.close()
+    slots = max(64, int(own["repeat"]) * len(prompts))
+    return cur, CurriculumPrompts(cur, prompts, float(own["heldout_share"])).dataset(slots)
+
+
+def curriculum_callback(curriculum):
+    """A TrainerCallback that saves the curriculum's state into each checkpoint (curriculum.json),
+    so `--resume` goes on at the level and with the statistics training had reached."""
+    from transformers import TrainerCallback
+
+    class CurriculumCallback(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if ckpt.is_dir():
+                curriculum.save(ckpt / "curriculum.json")
+
+    return CurriculumCallback()
+
+
 class EnvReward:
     """A TRL reward function: each completion is played as the one action of a fresh episode of
-    its row's problem; the reward is that step's gated log-speedup (failure tiers below 0)."""
+    its row's problem; the reward is that step's gated log-speedup (failure tiers below 0).
 
-    def __init__(self, backend: str = "sim"):
+    The kernels of one call go to a judge pool together (LocalPool: one evaluation's latency per
+    pool-sized batch, not one per completion); IR edits are scored in this process. With a
+    curriculum, every outcome is recorded in it (rows marked `heldout` as held-out draws, which may
+    promote; they are scored but return None, so GRPO learns nothing from them), and W&B gets the
+    curriculum's numbers. The best megakernel's timeline so far goes to W&B and to
+    `best_megakernel_timeline.png` in `out_dir`."""
+
+    def __init__(self, backend: str = "sim", curriculum=None, out_dir: str | Path | None = None, pool=None):
         from megakernel_gym.env.megakernel import MegaKernelEnv
-        self.env = MegaKernelEnv(backend=backend, reward="score")
+        self._make_env = lambda: MegaKernelEnv(backend=backend, reward="score")
+        self.envs = [self._make_env()]
+        self.backend = self.envs[0].backend
+        self.curriculum, self.out_dir = curriculum, Path(out_dir) if out_dir else None
+        self._pool, self._own_pool = pool, pool is None
         self.__name__ = "env_reward"          # TRL logs each reward function under its name
         self.seen = 0
         self.correct = 0
+        self.best_megakernel = float("-inf")   # the best level-5 score so far (its timeline is logged)
 
-    def __call__(self, prompts=None, completions=None, problem=None, level=None, **kwargs) -> list[float]:
-        out, statuses, speedups, feedback = [], [], [], []
-        by_level: dict[int, list[bool]] = {}
-        for i, (text, name) in enumerate(zip(completions, problem)):
+    @property
+    def env(self):
+        return self.envs[0]
+
+    @property
+    def pool(self):
+        if self._pool is None:
+            from megakernel_gym.rewards.pool import LocalPool
+            self._pool = LocalPool(self.backend, store=None)
+        return self._pool
+
+    def play(self, completions, problems) -> list[tuple[dict, float, dict, Any]]:
+        """(obs, reward, info, the IR for edits or None) of each completion played as its problem's
+        first action. IR edits are scored in this process on the first env (it keeps each
+        megakernel's compiled default); the kernels go to the pool as one batch, from one env each."""
+        out: list = [None] * len(completions)
+        pendings, jobs, first = {}, [], self.envs[0]
+        for i, (text, name) in enumerate(zip(completions, problems)):
             if isinstance(text, list):         # conversational datasets: the assistant message
                 text = text[-1]["content"] if text else ""
-            self.env.reset(options={"problem": name})
-            obs, reward, _, _, info = self.env.step(text if text.strip() else "(empty)")
+            text = text if text.strip() else "(empty)"
+            first.reset(options={"problem": name})
+            if first.kind == "edits":
+                obs, reward, _, _, info = first.step(text)
+                out[i] = (obs, reward, info, first.ir)      # IRs are values: this schedule, for its timeline
+                continue
+            k = len(pendings) + 1
+            if k == len(self.envs):
+                self.envs.append(self._make_env())
+            self.envs[k].reset(options={"problem": name})
+            pendings[i] = (self.envs[k], self.envs[k].begin_step(text))
+            if pendings[i][1].job is not None:
+                jobs.append((i, pendings[i][1].job))
+        results = dict(zip((i for i, _ in jobs), self.pool.evaluate_many([j for _, j in jobs]))) if jobs else {}
+        for i, (env, p) in pendings.items():
+            obs, reward, _, _, info = env.end_step(p, results.get(i, p.result))
+            out[i] = (obs, reward, info, None)
+        return out
+
+    def __call__(self, prompts=None, completions=None, problem=None, level=None, heldout=None, **kwargs
+                 ) -> list[float | None]:
+        out, statuses, speedups, feedback = [], [], [], []
+        by_level: dict[int, list[bool]] = {}
+        heldout = heldout or [False] * len(completions)
+        state = kwargs.get("trainer_state")
+        for i, (obs, reward, info, ir) in enumerate(self.play(completions, problem)):
             ev = info.get("eval") or {}
             self.seen += 1
             self.correct += bool(ev.get("correct"))
@@ -108,20 +241,52 @@ class EnvReward:
             statuses.append(ev.get("status", "none"))
             speedups.append(ev.get("speedup"))
             feedback.append(obs["feedback"][:400])
-            out.append(float(reward))
+            if self.curriculum is not None:
+                was = self.curriculum.level
+                if self.curriculum.record(problem[i], ev or False, heldout=bool(heldout[i])):
+                    step = getattr(state, "global_step", None)
+                    self.curriculum.promotions[-1]["step"] = step
+                    print(f"curriculum: level {was} -> {self.curriculum.level} at step {step}", file=sys.stderr,
+                          flush=True)
+            if ir is not None and ev.get("correct") and reward > self.best_megakernel:
+                self.best_megakernel = reward
+                self._log_timeline(ir, problem[i], ev.get("speedup"), state)
+            out.append(None if heldout[i] else float(reward))
         log_metric, log_extra = kwargs.get("log_metric"), kwargs.get("log_extra")
-        if callable(log_metric):               # W&B: pass rate overall and per level
+        if callable(log_metric):               # W&B: pass rate overall and per level, the curriculum's numbers
             log_metric("env/pass_rate", self.correct / max(1, self.seen))
             for lv, oks in by_level.items():
                 log_metric(f"env/L{lv}/pass_rate", sum(oks) / len(oks))
+            for k, v in (self.curriculum.metrics() if self.curriculum is not None else {}).items():
+                log_metric(k, v)
         if callable(log_extra):                # columns of the completions table: what the env said
             log_extra("status", statuses)
             log_extra("speedup", speedups)
             log_extra("feedback", feedback)
         return out
 
+    def _log_timeline(self, ir, name: str, speedup, state) -> None:
+        from megakernel_gym.compiler import predict
+        from megakernel_gym.env.timeline import timeline_image
+        plan = ir.plan()
+        img = timeline_image(plan, predict(plan, self.env.device))
+        caption = f"{name}: {speedup or 0:.3f}x over the default schedule (step {getattr(state, 'global_step', 0)})"
+        if self.out_dir is not None:
+            from megakernel_gym.env.timeline import save_png
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            save_png(img, str(self.out_dir / "best_megakernel_timeline.png"))
+        try:
+            import wandb
+            if wandb.run is not None:
+                wandb.log({"env/best_megakernel_timeline": wandb.Image(img, caption=caption)}, commit=False)
+        except ImportError:
+            pass
+
     def close(self) -> None:
-        self.env.close()
+        for env in self.envs:
+            env.close()
+        if self._own_pool and self._pool is not None:
+            self._pool.close()
 
 
 def tool_env_class(backend: str = "sim"):
@@ -207,7 +372,18 @@ def train_grpo(model: str, config: str | Path | dict | None = None, out_dir: str
     except ImportError:
         pass
     args = GRPOConfig(**grpo)
-    reward = EnvReward(own["backend"])
+    curriculum, callbacks = None, []
+    if own["curriculum"]:
+        if own["multi_turn"]:
+            raise TrainConfigError("curriculum = true is for single-turn training; set multi_turn = false, or name "
+                                   "the problems (problems, levels, split) for multi-turn")
+        from transformers.trainer_utils import get_last_checkpoint
+        last = get_last_checkpoint(grpo["output_dir"]) if resume and Path(grpo["output_dir"]).is_dir() else None
+        curriculum, train_dataset = curriculum_dataset(own, last)
+        callbacks.append(curriculum_callback(curriculum))
+    else:
+        train_dataset = prompt_dataset(own)
+    reward = EnvReward(own["backend"], curriculum=curriculum, out_dir=grpo["output_dir"])
     try:
         if own["multi_turn"]:
             from transformers import AutoTokenizer
@@ -216,10 +392,12 @@ def train_grpo(model: str, config: str | Path | dict | None = None, out_dir: str
                 raise TrainConfigError(f"the tokenizer of {model!r} has no chat template; multi-turn training calls "
                                        "the env's tools, which needs one that supports tool calls (Qwen3's, Llama 3's; "
                                        "make_tiny_model(..., chat=True) for a tiny one), or set multi_turn = false")
-            trainer = GRPOTrainer(model=model, reward_funcs=None, args=args, train_dataset=prompt_dataset(own),
+            trainer = GRPOTrainer(model=model, reward_funcs=None, args=args, train_dataset=train_dataset,
                                   processing_class=tok, environment_factory=tool_env_class(own["backend"]))
         else:
-            trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=prompt_dataset(own))
+            trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=train_dataset,
+                                  callbacks=callbacks)
+        trainer.curriculum = curriculum
         trainer.train(resume_from_checkpoint=True if resume else None)
     finally:
         reward.close()
@@ -232,5 +410,5 @@ def train_grpo(model: str, config: str | Path | dict | None = None, out_dir: str
     return trainer
 
 
-__all__ = ["train_grpo", "load_config", "prompt_dataset", "EnvReward", "TrainConfigError", "OWN_KEYS",
-           "tool_env_class"]
+__all__ = ["train_grpo", "load_config", "prompt_dataset", "curriculum_dataset", "CurriculumPrompts", "EnvReward",
+           "TrainConfigError", "OWN_KEYS", "tool_env_class"]
