@@ -37,6 +37,9 @@ def rules(src: str, extra=()) -> set[str]:
     ("import random", "seed_access"),
     ("import os", "forbidden_import"),
     ("import numpy", "forbidden_import"),
+    ("from megakernel_gym.curriculum.references import softmax_triton", "forbidden_import"),
+    ("import megakernel_gym\nk = megakernel_gym.load_kernel('x')", "forbidden_import"),
+    ("from megakernel_gym.rewards import judge", "forbidden_import"),
     ("from . import x", "forbidden_import"),
     ("import sys", "introspection"),
     ("k = torch.os", "introspection"),
@@ -110,3 +113,12 @@ def test_cuda_string_inside_candidate_is_scanned():
 def test_syntax_error_raises():
     with pytest.raises(SyntaxError):
         check_candidate("def (:")
+
+
+def test_the_nvrtc_loader_is_all_a_candidate_may_use_of_the_package():
+    for src in ("from megakernel_gym import load_cuda\nm = load_cuda('src', 'k')",
+                "import megakernel_gym\nm = megakernel_gym.load_cuda('src', 'k')",
+                "import megakernel_gym as mg\nm = mg.load_cuda('src', 'k')"):
+        assert rules(src) == set(), src
+    assert rules("import megakernel_gym as mg\nr = mg.curriculum.reference_candidates('softmax')") == \
+        {"forbidden_import"}

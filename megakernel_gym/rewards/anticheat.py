@@ -23,6 +23,10 @@ ALLOWED_IMPORTS = {
     "torch", "triton", "math", "megakernel_gym", "typing", "functools", "__future__",
     "dataclasses", "collections", "itertools", "operator", "enum", "abc", "numbers",
 }
+# What a candidate may use of this package: the NVRTC loader. The judge, the problems, their
+# reference kernels and the export loader are off limits (an import of a shipped reference
+# kernel would score someone else's kernel as the candidate's own).
+CANDIDATE_API = ("megakernel_gym.load_cuda",)
 _IMPORT_RULES = {
     "time": "timing", "timeit": "timing", "datetime": "timing",
     "threading": "concurrency", "multiprocessing": "concurrency", "concurrent": "concurrency",
@@ -189,6 +193,10 @@ class _Checker(ast.NodeVisitor):
 
     def _check_path(self, full: str, node: ast.AST) -> None:
         """A reference to a module attribute path, e.g. torch.nn.functional.softmax."""
+        if full.startswith("megakernel_gym.") and not any(full == a or full.startswith(a + ".") for a in CANDIDATE_API):
+            self.flag("forbidden_import", f"use of {full}: of megakernel_gym a candidate may use "
+                                          f"{', '.join(CANDIDATE_API)} alone", node)
+            return
         if full.startswith("torch."):
             sub = full[len("torch."):]
             for ns, rule in TORCH_FORBIDDEN_NAMESPACES.items():
