@@ -62,21 +62,27 @@ def _print_result(res) -> None:
 
 def cmd_judge(args) -> int:
     from megakernel_gym.curriculum import load_problem
-    from megakernel_gym.rewards import CandidateError, GPUUnavailableError, Judge, ProblemError
+    from megakernel_gym.rewards import CandidateError, GPUUnavailableError, Judge, ProblemError, RayPool, RayPoolError
     from megakernel_gym.rewards.reward_fns import gated_log_speedup
     try:
         problem = load_problem(args.problem)
         candidate = _resolve_candidate(args.candidate, problem.name)
     except (ProblemError, CandidateError, FileNotFoundError) as e:
         return _err(str(e))
+    store = False if args.no_store else args.store
     try:
-        judge = Judge(backend=args.backend, store=False if args.no_store else args.store,
-                      timeout_s=args.timeout, use_cache=not args.no_cache)
-    except (ValueError, GPUUnavailableError) as e:
+        if args.pool == "ray":   # one judge in an actor on the cluster: the same result, judged there
+            judge = RayPool(args.backend, num_workers=1, slots_per_gpu=1, store=store, address=args.ray_address,
+                            timeout_s=args.timeout, use_cache=not args.no_cache)
+        else:
+            judge = Judge(backend=args.backend, store=store, timeout_s=args.timeout, use_cache=not args.no_cache)
+    except (ValueError, GPUUnavailableError, RayPoolError) as e:
         return _err(str(e))
     try:
         print(f"judging {args.candidate} on {problem.name} ({judge.backend} backend)...", file=sys.stderr)
         res = judge.evaluate(problem, candidate)
+        if res.category == "problem":   # a pool reports a broken problem as a result; here it is an input error
+            raise ProblemError(res.reason)
     except ProblemError as e:
         return _err(str(e))
     finally:
@@ -88,6 +94,28 @@ def cmd_judge(args) -> int:
     else:
         _print_result(res)
         print(f"reward:    {gated_log_speedup(res):+.4f} (gated log-speedup)")
+    return 0
+
+
+def cmd_serve(args) -> int:
+    from megakernel_gym.curriculum import get_problem
+    from megakernel_gym.rewards import GPUUnavailableError, RayPoolError, make_pool
+    try:
+        from megakernel_gym.rewards.serve import require, serve
+        require()
+        pool = make_pool(args.pool, args.backend, num_workers=args.workers, store=args.store, address=args.ray_address)
+    except (ImportError, ValueError, GPUUnavailableError, RayPoolError) as e:
+        return _err(str(e))
+    try:
+        pool.warm()
+        print(f"serving the judge ({args.pool} pool, {pool.backend} backend, {pool.size} judge(s)) on "
+              f"http://{args.host}:{args.port}: POST /evaluate, GET /health", file=sys.stderr, flush=True)
+        serve(pool, args.host, args.port, resolve_problem=get_problem, timeout_s=args.timeout,
+              max_request_bytes=int(args.max_request_mb * (1 << 20)))
+    except RayPoolError as e:
+        return _err(str(e))
+    finally:
+        pool.close()
     return 0
 
 
@@ -465,7 +493,25 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--no-store", action="store_true", help="do not read or write the results database")
     j.add_argument("--no-cache", action="store_true", help="evaluate again even if the store has a result")
     j.add_argument("--timeout", type=float, default=None, help="seconds per evaluation (default 180 cpu, 90 gpu)")
+    j.add_argument("--pool", choices=["local", "ray"], default="local",
+                   help="local: a judge in this process (default); ray: a judge actor on a Ray cluster")
+    j.add_argument("--ray-address", default=None, help="with --pool ray: the cluster (HOST:PORT or "
+                                                       "ray://HOST:10001; default RAY_ADDRESS, else a local Ray)")
     j.set_defaults(func=cmd_judge)
+
+    sv = sub.add_parser("serve", help="serve the judge over HTTP for remote trainers (POST /evaluate, GET /health)")
+    sv.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1; 0.0.0.0 for all)")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--pool", choices=["local", "ray"], default="local", help="judges in local worker processes "
+                                                                              "(default) or actors on a Ray cluster")
+    sv.add_argument("--ray-address", default=None, help="with --pool ray: HOST:PORT or ray://HOST:10001 (default "
+                                                        "RAY_ADDRESS, else a local Ray)")
+    sv.add_argument("--backend", default=None, help="cpu or gpu (default: gpu where there are GPUs)")
+    sv.add_argument("--workers", type=int, default=None, help="GPUs (or CPU judges) to use (default: all)")
+    sv.add_argument("--store", default=None, help="results database path (default: user cache dir; or MKGYM_STORE)")
+    sv.add_argument("--timeout", type=float, default=1800.0, help="seconds a request may take (default 1800)")
+    sv.add_argument("--max-request-mb", type=float, default=4.0, help="largest request body accepted (default 4)")
+    sv.set_defaults(func=cmd_serve)
 
     c = sub.add_parser("compile", help="compile a zoo model to a validated megakernel plan")
     c.add_argument("model", help="zoo model: llama-tiny, mlp-tiny, attention-tiny, llama-1b, mlp-1b, attention-1b")

@@ -170,6 +170,15 @@ def _load_trusted(problem):
     return mod
 
 
+def pool_kind(pool) -> str:
+    """The kind of pool to make for `pool=`: a name, or "local" (unused) for a pool object or None."""
+    from megakernel_gym.rewards.pool import POOLS
+    if isinstance(pool, str) and pool not in POOLS:
+        raise ValueError(f"unknown pool {pool!r}; use one of {', '.join(POOLS)}, or pass a pool object "
+                         "(LocalPool, RayPool)")
+    return pool if isinstance(pool, str) else "local"
+
+
 @dataclass
 class Pending:
     """A step between its halves: a submit, a result already known, or a (problem, candidate) to judge."""
@@ -180,14 +189,17 @@ class Pending:
 
 class MegaKernelEnv(gym.Env):
     """See the module docstring. Spaces: Text actions; observations a Dict of Text (problem
-    statement, current code or IR, feedback on the last action)."""
+    statement, current code or IR, feedback on the last action). Kernels are scored by the env's
+    own judge, or with `pool=` by a pool: "ray" (a one-judge RayPool) or a pool object to share."""
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
 
     def __init__(self, backend: str | None = None, curriculum: Curriculum | str | None = None,
                  suite: Suite | None = None, reward: str = "improvement", render_mode: str | None = None,
-                 device: str = "H200", num_sms: int = 132, judge_timeout: float | None = None):
+                 device: str = "H200", num_sms: int = 132, judge_timeout: float | None = None, pool=None):
         self.backend = _resolve_backend(backend)
+        self._pool_kind = pool_kind(pool)
+        self._pool = None if isinstance(pool, str) else pool   # a pool object is the caller's: never closed here
         if reward not in REWARDS:
             raise ValueError(f"unknown reward {reward!r}; use one of {', '.join(REWARDS)}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -326,9 +338,17 @@ class MegaKernelEnv(gym.Env):
         return self._mk[self.problem.sha256].score(ir, self.problem, sha256(self.code))
 
     def _get_judge(self):
+        """What scores kernels: the caller's pool, else this env's own judge (or one-judge pool)."""
+        if self._pool is not None:
+            return self._pool
         if self._judge is None:
-            from megakernel_gym.rewards import Judge
-            self._judge = Judge(backend=self.backend, store=None, timeout_s=self.judge_timeout)
+            if self._pool_kind == "local":
+                from megakernel_gym.rewards import Judge
+                self._judge = Judge(backend=self.backend, store=None, timeout_s=self.judge_timeout)
+            else:
+                from megakernel_gym.rewards import make_pool
+                self._judge = make_pool(self._pool_kind, self.backend, num_workers=1, slots_per_gpu=1, store=None,
+                                        timeout_s=self.judge_timeout)
         return self._judge
 
     # -- observations, info, rendering ---------------------------------------------------

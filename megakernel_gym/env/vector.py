@@ -3,7 +3,8 @@
     envs = gym.make_vec("MegaKernel-v0", num_envs=8, vectorization_mode="vector_entry_point", backend="gpu")
 
 Each step, every sub-env reads its action; the kernels among them go to one judge pool
-(LocalPool: four judges per GPU, or one per CPU core) as a single batch, so N episodes cost
+(`pool=`: "local", the default, four judges per GPU or one per CPU core; "ray", actors on a
+Ray cluster; or a pool object) as a single batch, so N episodes cost
 about one evaluation's latency per batch of pool size, not N. IR edits are scored in this
 process. Sub-envs autoreset on the step after they end (Gymnasium's next-step autoreset): that
 step's action is ignored and the new episode's first observation comes back with reward 0.
@@ -18,7 +19,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from megakernel_gym.env.megakernel import MegaKernelEnv
+from megakernel_gym.env.megakernel import MegaKernelEnv, pool_kind
 
 
 class MegaKernelVectorEnv(VectorEnv):
@@ -38,15 +39,18 @@ class MegaKernelVectorEnv(VectorEnv):
         self.single_action_space = first.action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self._pool, self._own_pool = pool, pool is None
+        # a pool object is the caller's (never closed here); a name ("local", "ray") makes one on first use
+        self._pool_kind = pool_kind(pool)
+        self._pool = None if isinstance(pool, str) else pool
+        self._own_pool = self._pool is None
         self._autoreset = np.zeros(num_envs, dtype=bool)
 
     @property
     def pool(self):
         if self._pool is None and self.backend != "sim":
-            from megakernel_gym.rewards import LocalPool
+            from megakernel_gym.rewards import make_pool
             n = None if self.backend == "gpu" else min(self.num_envs, 8)
-            self._pool = LocalPool(self.backend, num_workers=n, store=None)
+            self._pool = make_pool(self._pool_kind, self.backend, num_workers=n, store=None)
         return self._pool
 
     def _batch(self, observations: list[dict]) -> dict[str, tuple]:

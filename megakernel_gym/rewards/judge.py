@@ -17,7 +17,7 @@ from megakernel_gym.rewards import anticheat
 from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError
 from megakernel_gym.rewards.result import EvalResult, Flag
-from megakernel_gym.rewards.store import CACHEABLE, ResultsStore
+from megakernel_gym.rewards.store import ResultsStore, as_store
 from megakernel_gym.rewards.workers import WorkerDied, WorkerProcess, WorkerTimeout
 
 BACKENDS = ("cpu", "gpu")
@@ -73,12 +73,7 @@ class Judge:
                  drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
                  static_checks: bool = True, gpu_lock: threading.Lock | None = None, slot: int = 0):
         self.backend = resolve_backend(backend)
-        if store is False:
-            self.store = None
-        elif isinstance(store, ResultsStore):
-            self.store = store
-        else:
-            self.store = ResultsStore(store)
+        self.store = as_store(store)
         self.timeout_s = timeout_s or (180.0 if self.backend == "cpu" else 90.0)
         self.device_index = device_index
         self.use_cache = use_cache
@@ -174,8 +169,8 @@ class Judge:
         res.elapsed_s = round(time.perf_counter() - t0, 4)
         if not res.cached:
             res.phases = self._phases
-        if self.store is not None and not res.cached and res.status in CACHEABLE | {"timeout"}:
-            self.store.put(res, self._device_key(), source=candidate.source)
+        if self.store is not None and not res.cached:
+            self.store.record(res, self._device_key(), source=candidate.source)
         return res
 
     def _phase(self, name: str) -> None:

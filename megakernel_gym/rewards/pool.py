@@ -2,8 +2,8 @@
 
 `LocalPool` runs one Judge (a reference and a candidate worker) per slot: one slot per GPU
 on the gpu backend, one per CPU core (up to `max_workers`) on the cpu backend. GPU timing
-on a device is exclusive because each GPU has exactly one slot. The Ray pool (its own
-issue) implements the same `evaluate_many`.
+on a device is exclusive because each GPU has exactly one slot. `RayPool` (ray_pool.py) has
+the same interface on a Ray cluster; `make_pool("local" | "ray", ...)` picks one by name.
 """
 from __future__ import annotations
 
@@ -16,16 +16,57 @@ from typing import Protocol
 from megakernel_gym.rewards.judge import Judge, resolve_backend
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError
 from megakernel_gym.rewards.result import EvalResult
-from megakernel_gym.rewards.store import ResultsStore
+from megakernel_gym.rewards.store import ResultsStore, as_store
+
+
+POOLS = ("local", "ray")
 
 
 class Pool(Protocol):
     backend: str
 
+    def evaluate(self, problem: Problem, candidate: Candidate | str) -> EvalResult: ...
+
     def evaluate_many(self, items: Sequence[tuple[Problem, Candidate | str]],
                       on_result: Callable[[int, EvalResult], None] | None = None) -> list[EvalResult]: ...
 
     def close(self) -> None: ...
+
+
+def make_pool(kind: str = "local", backend: str | None = None, **kw) -> Pool:
+    """A pool by name: "local" (LocalPool: judges in this process's worker processes) or "ray"
+    (RayPool: judges in actors on a Ray cluster, `address=` or RAY_ADDRESS, else a local Ray).
+    Keyword arguments go to the pool (num_workers, store, slots_per_gpu, ...) and its judges."""
+    if kind == "local":
+        kw.pop("address", None)   # meaningless here: accepted so one config serves both kinds
+        return LocalPool(backend, **kw)
+    if kind == "ray":
+        from megakernel_gym.rewards.ray_pool import RayPool
+        return RayPool(backend, **kw)
+    raise ValueError(f"unknown pool {kind!r}; use one of: {', '.join(POOLS)}")
+
+
+def judge_one(judge: Judge, problem: Problem, candidate: Candidate, backend: str) -> tuple[EvalResult, bool]:
+    """judge.evaluate, where a broken problem or a broken judge is a failed result for this item
+    rather than an exception that loses the whole batch. The flag says whether the judge itself
+    made the result (only those belong in the results store)."""
+    try:
+        return judge.evaluate(problem, candidate), True
+    except ProblemError as e:
+        return EvalResult.failure("runtime_error", f"problem error: {e}", problem, candidate.sha256, backend,
+                                  category="problem"), False
+    except Exception as e:  # noqa: BLE001 - one broken slot must not lose the batch
+        return EvalResult.failure("runtime_error", f"judge error: {type(e).__name__}: {e}", problem,
+                                  candidate.sha256, backend, category="judge"), False
+
+
+def warm_all(judges: Sequence[Judge]) -> None:
+    """Start every judge's workers at once (each start is seconds of torch import)."""
+    threads = [threading.Thread(target=j.warm) for j in judges]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 class LocalPool:
@@ -37,9 +78,7 @@ class LocalPool:
     def __init__(self, backend: str | None = None, num_workers: int | None = None,
                  store: ResultsStore | str | None | bool = None, slots_per_gpu: int = 4, **judge_kw):
         self.backend = resolve_backend(backend)
-        if not isinstance(store, ResultsStore) and store is not False:
-            store = ResultsStore(store)
-        self.store = store if store is not False else None
+        self.store = as_store(store)
         st = self.store if self.store else False
         if self.backend == "gpu":
             import torch
@@ -57,11 +96,7 @@ class LocalPool:
         return len(self.judges)
 
     def warm(self) -> None:
-        threads = [threading.Thread(target=j.warm) for j in self.judges]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        warm_all(self.judges)
 
     def evaluate(self, problem: Problem, candidate: Candidate | str) -> EvalResult:
         return self.evaluate_many([(problem, candidate)])[0]
@@ -83,14 +118,7 @@ class LocalPool:
                     return
                 problem, cand = items[i]
                 c = cand if isinstance(cand, Candidate) else Candidate(cand)
-                try:
-                    res = judge.evaluate(problem, c)
-                except ProblemError as e:
-                    res = EvalResult.failure("runtime_error", f"problem error: {e}", problem, c.sha256,
-                                             self.backend, category="problem")
-                except Exception as e:  # noqa: BLE001 - one broken slot must not lose the batch
-                    res = EvalResult.failure("runtime_error", f"judge error: {type(e).__name__}: {e}", problem,
-                                             c.sha256, self.backend, category="judge")
+                res, _ = judge_one(judge, problem, c, self.backend)
                 results[i] = res
                 if on_result:
                     on_result(i, res)

@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS baselines (
 # Results that say something about the candidate are cached; a timeout may be the
 # machine's fault, so it is evaluated again next time.
 CACHEABLE = {"correct", "incorrect", "compile_error", "runtime_error", "rejected"}
+RECORDED = CACHEABLE | {"timeout"}   # kept for the record, though a timeout is not served back
 
 
 def default_path() -> Path:
@@ -55,6 +56,14 @@ def default_path() -> Path:
         return Path(env)
     import platformdirs
     return Path(platformdirs.user_cache_dir("megakernel-gym")) / "results.sqlite"
+
+
+def as_store(store: "ResultsStore | str | Path | None | bool") -> "ResultsStore | None":
+    """What judges and pools accept as `store`: a ResultsStore, a path, None (the default path:
+    MKGYM_STORE or the user cache) or False (no store)."""
+    if store is False:
+        return None
+    return store if isinstance(store, ResultsStore) else ResultsStore(store)
 
 
 class ResultsStore:
@@ -88,6 +97,14 @@ class ResultsStore:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
+
+    def record(self, result: EvalResult, device: str, source: str | None = None) -> bool:
+        """put() a result a judge just made, unless it came from this store's cache or is not
+        one to keep. True when it was written."""
+        if result.cached or result.status not in RECORDED:
+            return False
+        self.put(result, device, source=source)
+        return True
 
     def best(self, backend: str | None = None) -> list[tuple[EvalResult, str]]:
         """Per problem, the best correct result whose source is kept, with that source: the fastest
