@@ -158,3 +158,14 @@ def test_a_timed_out_worker_is_gone_not_orphaned(tmp_path):
             time.sleep(0.3)
             left = {pid for pid, d in _candidate_workers().items() if d in mine}
         assert not left, f"orphaned candidate worker(s) still running: {sorted(left)}"
+
+
+def test_a_worker_uses_the_gpu_its_judge_was_given():
+    """device_index counts the devices the judge's process sees: a Ray actor given GPU 1 runs its
+    judges on index 0, and their workers must land on physical GPU 1 (they ran on GPU 0, beside the
+    other actor's, before this)."""
+    from megakernel_gym.rewards.sandbox import visible_device
+    assert visible_device(0, "1") == "1"
+    assert visible_device(1, "2,3") == "3"
+    assert visible_device(0, "GPU-c74d5b55") == "GPU-c74d5b55"
+    assert visible_device(1, None) == "1" and visible_device(0, "") == "0"

@@ -148,6 +148,14 @@ _ENV_DROP = ("MKGYM_STORE",)
 _ENV_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "API_KEY", "ACCESS_KEY", "CREDENTIAL")
 
 
+def visible_device(device_index: int, parent_visible: str | None) -> str:
+    """CUDA_VISIBLE_DEVICES for a worker of GPU `device_index`, counted among the devices its judge
+    was given: a Ray actor is handed one GPU (CUDA_VISIBLE_DEVICES=1, say) and its judges use
+    index 0 of that, which is physical GPU 1, not GPU 0."""
+    ids = [d.strip() for d in parent_visible.split(",") if d.strip()] if parent_visible else []
+    return ids[device_index] if device_index < len(ids) else str(device_index)
+
+
 def _scrub_environment() -> None:
     for k in list(os.environ):
         if k in _ENV_DROP or any(w in k.upper() for w in _ENV_SECRET_WORDS):
@@ -844,6 +852,7 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
     isolation = _enter_namespaces(list(hide or []), judge_pid)
     if isolation == "none":
         _watch_parent(judge_pid)
+    parent_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     _scrub_environment()
     os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton")
     os.environ["MKGYM_CUDA_CACHE"] = os.path.join(workdir, "cubin")
@@ -854,7 +863,7 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
         os.environ["TRITON_INTERPRET"] = "1"
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     else:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(device_index)
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible_device(device_index, parent_visible)
     _limit_memory(backend)
     import torch
     if backend == "cpu":
