@@ -77,8 +77,24 @@ def test_wall_clock_gap_is_rejected():
             h = super()._call_candidate(problem, cand, msg)
             h["timing"]["wall_median_ms"] = 5.0  # the host waited far longer than the events measured
             return h
-    r = finish(Escaping([0.4]))
+    j = Escaping([0.4, 0.4])
+    r = finish(j)
     assert r.status == "rejected" and r.flags[0].rule == "escaped_timing"
+    assert j.calls == ["time", "time"] and r.timing["remeasured"]       # timed twice: it showed both times
+
+
+def test_a_host_busy_for_one_timing_run_is_not_a_cheat():
+    """A wall-clock gap on one run alone is contention (the other slots' compiles), not an escape:
+    the judge times again and keeps the clean run."""
+    class BusyOnce(FakeJudge):
+        def _call_candidate(self, problem, cand, msg):
+            h = super()._call_candidate(problem, cand, msg)
+            if len(self.calls) == 1:
+                h["timing"]["wall_median_ms"] = 5.0
+            return h
+    j = BusyOnce([0.4, 0.41])
+    r = finish(j)
+    assert r.status == "correct" and j.calls == ["time", "time"] and r.timing["median_ms"] == 0.41
 
 
 def test_failure_in_the_timing_phase_is_returned():

@@ -323,6 +323,18 @@ class Judge:
                 if again["timing"]["median_ms"] > t_ms:
                     header = again
                 self._phase("remeasure")
+            if _escaped(header["timing"]):
+                # host time far above the events': work outside the timed stream, or a host busy with
+                # the other slots' compiles (seen: 2 of 256 honest Triton kernels, 26 us, on an H200).
+                # An escape shows on every run; contention rarely twice. Time again, keep a clean run.
+                again = self._call_candidate(problem, cand, time_msg)
+                if isinstance(again, EvalResult):
+                    again.seeds = seeds_report
+                    return again
+                remeasured = True
+                if not _escaped(again["timing"]):
+                    header = again
+                self._phase("remeasure")
         log = header["log"] or log
         fixed = [s for s in specs if not s.get("secret")]
         checks = header.get("recheck", [])
@@ -348,7 +360,7 @@ class Judge:
                               f"roofline floor of {floor_ms:.4f} ms: impossible, so the timing was evaded",
                               flags=[Flag("impossible_speed", f"{timing['median_ms']:.4f} ms < floor {floor_ms:.4f} ms")],
                               timing=timing, seeds=seeds_report, category="roofline")
-        if timing.get("wall_median_ms", 0) > 2 * timing["median_ms"] + 0.2 + timing.get("launch_hidden_us", 0) / 1e3:
+        if _escaped(timing):
             flags.append(Flag("escaped_timing", f"host wall time {timing['wall_median_ms']:.3f} ms vs "
                               f"events {timing['median_ms']:.3f} ms: work may run outside the timed stream"))
         if speedup and speedup > SUSPICIOUS_SPEEDUP:
@@ -405,6 +417,11 @@ class Judge:
 # "faster than physically possible" rejection, so the generous datasheet figure is right.
 _PEAK_BANDWIDTH_GBS = {"NVIDIA H100 80GB HBM3": 3350.0, "NVIDIA H200": 4800.0, "NVIDIA H100 PCIe": 2000.0}
 _ANY_GPU_BANDWIDTH_GBS = 8000.0  # above every HBM part shipping (B200: 8 TB/s)
+
+
+def _escaped(timing: dict) -> bool:
+    """The host's wall time per call is far above the events' (work may run outside the timed stream)."""
+    return timing.get("wall_median_ms", 0) > 2 * timing["median_ms"] + 0.2 + timing.get("launch_hidden_us", 0) / 1e3
 
 
 def _best_ms(baselines: dict) -> float | None:
