@@ -44,6 +44,9 @@ def _measure(pool, label: str, kind: str, mode: str, n: int, problems: dict, **e
     row = {"pool": label, "candidates": kind, "mode": mode, "evaluations": n, "seconds": round(dt, 3),
            "evals_per_s": round(n / dt, 3), "statuses": {s: statuses.count(s) for s in sorted(set(statuses))},
            **extra}
+    reasons = sorted({r.reason[:300] for r in results if r.status != "correct"})
+    if reasons:       # a rate is only worth its correct results: say what went wrong
+        row["reasons"] = reasons[:3]
     print({k: v for k, v in row.items()}, flush=True)
     return row
 
