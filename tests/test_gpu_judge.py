@@ -117,3 +117,20 @@ class ModelNew(nn.Module):
     assert r.status in ("runtime_error", "incorrect"), r.reason
     good = raw_gpu_judge.evaluate(get_problem("softmax"), reference_candidates("softmax")["triton"])
     assert good.status == "correct", good.reason
+
+
+def test_ray_pool_on_gpu_gives_the_local_pools_verdicts(tmp_path):
+    """One actor per GPU on a local Ray: the same statuses as the local pool, and a speedup of the
+    same size for a correct kernel (both measured on this GPU)."""
+    pytest.importorskip("ray")
+    import math
+
+    from megakernel_gym.rewards import LocalPool, RayPool
+    sm = get_problem("softmax")
+    items = [(sm, reference_candidates("softmax")["triton"]), (sm, Candidate("x = ("))]
+    with LocalPool("gpu", num_workers=1, slots_per_gpu=1, store=tmp_path / "l.sqlite", use_cache=False) as lp:
+        local = lp.evaluate_many(items)
+    with RayPool("gpu", slots_per_gpu=1, store=tmp_path / "r.sqlite", use_cache=False) as rp:
+        remote = rp.evaluate_many(items)
+    assert [r.status for r in remote] == [r.status for r in local] == ["correct", "compile_error"]
+    assert abs(math.log(remote[0].speedup / local[0].speedup)) < math.log(1.5)
