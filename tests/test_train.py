@@ -87,6 +87,8 @@ def test_bad_models_and_configs_are_named(tmp_path):
         load_config(bad)
     with pytest.raises(TrainConfigError, match="model path .* does not exist"):
         train_grpo(str(tmp_path / "no_model"), {"max_steps": 1})
+    with pytest.raises(TrainConfigError, match="unknown pool 'slurm'.*the config's `pool`"):
+        train_grpo(str(tmp_path), {"pool": "slurm", "problems": ["mk_mlp_block"]}, out_dir=tmp_path / "r")
     with pytest.raises(TrainConfigError, match="no problems"):
         from megakernel_gym.policies.train import prompt_dataset
         prompt_dataset(load_config({"levels": [2], "backend": "sim"})[0])

@@ -24,7 +24,7 @@ from typing import Any
 
 # our keys; every other key in the config file is a GRPOConfig field
 OWN_KEYS = {"levels": [5], "split": "train", "problems": None, "backend": "sim", "repeat": 8, "multi_turn": False,
-            "curriculum": False, "heldout_share": 0.25}
+            "curriculum": False, "heldout_share": 0.25, "pool": "local"}
 
 
 class TrainConfigError(ValueError):
@@ -177,7 +177,11 @@ class EnvReward:
     `best_megakernel_timeline.png` in `out_dir`."""
 
     def __init__(self, backend: str = "sim", curriculum=None, out_dir: str | Path | None = None, pool=None):
-        from megakernel_gym.env.megakernel import MegaKernelEnv
+        """pool: "local" (default), "ray" (actors on a Ray cluster: RAY_ADDRESS, else a local Ray),
+        or a pool object (the caller's, never closed here)."""
+        from megakernel_gym.env.megakernel import MegaKernelEnv, pool_kind
+        self._pool_kind = pool_kind(pool)
+        pool = None if isinstance(pool, str) else pool
         self._make_env = lambda: MegaKernelEnv(backend=backend, reward="score")
         self.envs = [self._make_env()]
         self.backend = self.envs[0].backend
@@ -195,8 +199,8 @@ class EnvReward:
     @property
     def pool(self):
         if self._pool is None:
-            from megakernel_gym.rewards.pool import LocalPool
-            self._pool = LocalPool(self.backend, store=None)
+            from megakernel_gym.rewards import make_pool
+            self._pool = make_pool(self._pool_kind, self.backend, store=None)
         return self._pool
 
     def play(self, completions, problems) -> list[tuple[dict, float, dict, Any]]:
@@ -383,7 +387,10 @@ def train_grpo(model: str, config: str | Path | dict | None = None, out_dir: str
         callbacks.append(curriculum_callback(curriculum))
     else:
         train_dataset = prompt_dataset(own)
-    reward = EnvReward(own["backend"], curriculum=curriculum, out_dir=grpo["output_dir"])
+    try:
+        reward = EnvReward(own["backend"], curriculum=curriculum, out_dir=grpo["output_dir"], pool=own["pool"])
+    except ValueError as e:
+        raise TrainConfigError(f"{e} (the config's `pool`)") from e
     try:
         if own["multi_turn"]:
             from transformers import AutoTokenizer
