@@ -111,7 +111,7 @@ def cmd_serve(args) -> int:
         print(f"serving the judge ({args.pool} pool, {pool.backend} backend, {pool.size} judge(s)) on "
               f"http://{args.host}:{args.port}: POST /evaluate, GET /health", file=sys.stderr, flush=True)
         serve(pool, args.host, args.port, resolve_problem=get_problem, timeout_s=args.timeout,
-              max_request_bytes=int(args.max_request_mb * (1 << 20)))
+              max_request_bytes=int(args.max_request_mb * (1 << 20)), allow_problem_source=args.allow_problem_source)
     except RayPoolError as e:
         return _err(str(e))
     finally:
@@ -511,6 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--store", default=None, help="results database path (default: user cache dir; or MKGYM_STORE)")
     sv.add_argument("--timeout", type=float, default=1800.0, help="seconds a request may take (default 1800)")
     sv.add_argument("--max-request-mb", type=float, default=4.0, help="largest request body accepted (default 4)")
+    sv.add_argument("--allow-problem-source", action="store_true",
+                    help="also take problem files' text (their code runs unsandboxed in the judge's reference "
+                         "worker: trusted clients only)")
     sv.set_defaults(func=cmd_serve)
 
     c = sub.add_parser("compile", help="compile a zoo model to a validated megakernel plan")

@@ -238,6 +238,13 @@ def test_http_bad_requests_are_refused_clearly(service):
     assert code == 422 and "items.0.candidate" in msg
     code, msg = _post(service, json.dumps({"items": [{"problem": "no_such_op", "candidate": "x"}]}).encode())
     assert code == 400 and "item 0: no built-in problem 'no_such_op'" in msg
+    # a problem file's code would run in the unsandboxed reference worker: refused unless the server allows it
+    evil = get_problem("softmax").source + "\nimport os\nos.system('touch /tmp/pwned')\n"
+    code, msg = _post(service, json.dumps({"items": [{"problem": "softmax", "problem_source": evil,
+                                                      "candidate": "x"}]}).encode())
+    assert code == 400 and "takes no problem files" in msg and "--allow-problem-source" in msg
+    with pytest.raises(ValueError, match="resolve_problem"):
+        make_app(None)
     # the client splits what fits and answers for what never can, without a round trip
     big = RewardClient(service).evaluate_many([("softmax", "#" * 80_000)])
     assert big[0].status == "compile_error" and big[0].category == "too_large"

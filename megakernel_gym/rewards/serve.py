@@ -90,10 +90,14 @@ class _BatchRunner:
 
 def make_app(pool, resolve_problem: Callable[[str], Problem] | None = None,
              max_request_bytes: int = MAX_REQUEST_BYTES, max_items: int = MAX_ITEMS, timeout_s: float = TIMEOUT_S,
-             max_waiting: int = 8):
+             max_waiting: int = 8, allow_problem_source: bool = False):
     """A FastAPI app serving `pool` (a LocalPool or a RayPool; give each pool one app).
     `resolve_problem` turns a problem name into a Problem (the CLI passes the built-in suite's
-    lookup); without it, requests must send problem_source."""
+    lookup). A problem file's code runs in the judge's reference worker, which is not sandboxed
+    as candidates are, so a problem_source other than a known problem's own text is taken only
+    with `allow_problem_source` (trusted clients alone)."""
+    if resolve_problem is None and not allow_problem_source:
+        raise ValueError("make_app needs resolve_problem (problem names), allow_problem_source=True, or both")
     require()
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
@@ -156,7 +160,7 @@ def make_app(pool, resolve_problem: Callable[[str], Problem] | None = None,
             return refuse(422, f"the request does not have the expected shape ({where}); send "
                                '{"items": [{"problem": NAME or "problem_source": TEXT, "candidate": SOURCE}, ...]}')
         try:
-            jobs = _jobs([item.model_dump() for item in batch.items], resolve_problem)
+            jobs = _jobs([item.model_dump() for item in batch.items], resolve_problem, allow_problem_source)
         except ProblemError as e:
             return refuse(400, str(e))
         try:
@@ -182,7 +186,7 @@ def _finite(x):
     return x
 
 
-def _jobs(items: list[dict], resolve_problem) -> list[tuple[Problem, Candidate]]:
+def _jobs(items: list[dict], resolve_problem, allow_source: bool = False) -> list[tuple[Problem, Candidate]]:
     """The request's items as (Problem, Candidate), each problem made once. ProblemError names the item."""
     problems: dict[tuple, Problem] = {}
     jobs = []
@@ -190,7 +194,19 @@ def _jobs(items: list[dict], resolve_problem) -> list[tuple[Problem, Candidate]]
         name, source = item.get("problem"), item.get("problem_source")
         key = (name, source)
         if key not in problems:
-            if source is not None:
+            known = None
+            if source is not None and name is not None and resolve_problem is not None:
+                try:
+                    known = resolve_problem(name)
+                except (ProblemError, KeyError, ValueError):
+                    known = None
+            if source is not None and known is not None and known.source == source:
+                problems[key] = known          # a known problem's own text (what RewardClient sends for one)
+            elif source is not None:
+                if not allow_source:
+                    raise ProblemError(f"item {k}: this service takes no problem files (their code would run in the "
+                                       "judge's reference worker, which is not sandboxed); send a known problem's "
+                                       "name, or start the service with --allow-problem-source for trusted clients")
                 problems[key] = _problem_or_error(k, lambda: Problem.from_source(source, name=name or "problem"))
             elif name is None:
                 raise ProblemError(f"item {k}: give `problem` (a built-in problem's name) or `problem_source`")
