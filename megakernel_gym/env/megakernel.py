@@ -16,6 +16,7 @@ episode's return is its best score + 1. "score" gives each turn's gated log-spee
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,6 +186,15 @@ class Pending:
     act: Any
     result: EvalResult | None = None
     job: tuple | None = None
+
+
+def judge_pending(pendings: dict[Any, Pending], pool_of: Callable[[], Any]) -> dict[Any, EvalResult | None]:
+    """Each pending step's result for end_step: the kernels among them judged together in one
+    evaluate_many on `pool_of()` (called only when there is a kernel to judge), the others' as
+    they are (a submit's None)."""
+    jobs = [(k, p.job) for k, p in pendings.items() if p.job is not None]
+    judged = dict(zip((k for k, _ in jobs), pool_of().evaluate_many([j for _, j in jobs]))) if jobs else {}
+    return {k: judged.get(k, p.result) for k, p in pendings.items()}
 
 
 class MegaKernelEnv(gym.Env):

@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from megakernel_gym.env.megakernel import MegaKernelEnv, pool_kind
+from megakernel_gym.env.megakernel import MegaKernelEnv, judge_pending, pool_kind
 
 
 class MegaKernelVectorEnv(VectorEnv):
@@ -76,20 +76,16 @@ class MegaKernelVectorEnv(VectorEnv):
         rewards = np.zeros(n, dtype=np.float64)
         terms, truncs = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
         infos: dict[str, Any] = {}
-        pendings, jobs = {}, []
+        pendings = {}
         for i, (env, a) in enumerate(zip(self.envs, actions)):
             if self._autoreset[i]:
                 obs[i], info = env.reset()
                 infos = self._add_info(infos, info, i)
                 continue
-            p = env.begin_step(a)
-            pendings[i] = p
-            if p.job is not None:
-                jobs.append((i, p.job))
-        results = dict(zip((i for i, _ in jobs), self.pool.evaluate_many([j for _, j in jobs]))) if jobs else {}
+            pendings[i] = env.begin_step(a)
+        results = judge_pending(pendings, lambda: self.pool)
         for i, p in pendings.items():
-            res = results.get(i, p.result)
-            obs[i], rewards[i], terms[i], truncs[i], info = self.envs[i].end_step(p, res)
+            obs[i], rewards[i], terms[i], truncs[i], info = self.envs[i].end_step(p, results[i])
             infos = self._add_info(infos, info, i)
         self._autoreset = terms | truncs
         return self._batch(obs), rewards, terms, truncs, infos

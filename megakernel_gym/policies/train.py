@@ -208,7 +208,8 @@ class EnvReward:
         first action. IR edits are scored in this process on the first env (it keeps each
         megakernel's compiled default); the kernels go to the pool as one batch, from one env each."""
         out: list = [None] * len(completions)
-        pendings, jobs, first = {}, [], self.envs[0]
+        from megakernel_gym.env.megakernel import judge_pending
+        pendings, first = {}, self.envs[0]
         for i, (text, name) in enumerate(zip(completions, problems)):
             if isinstance(text, list):         # conversational datasets: the assistant message
                 text = text[-1]["content"] if text else ""
@@ -222,12 +223,10 @@ class EnvReward:
             if k == len(self.envs):
                 self.envs.append(self._make_env())
             self.envs[k].reset(options={"problem": name})
-            pendings[i] = (self.envs[k], self.envs[k].begin_step(text))
-            if pendings[i][1].job is not None:
-                jobs.append((i, pendings[i][1].job))
-        results = dict(zip((i for i, _ in jobs), self.pool.evaluate_many([j for _, j in jobs]))) if jobs else {}
-        for i, (env, p) in pendings.items():
-            obs, reward, _, _, info = env.end_step(p, results.get(i, p.result))
+            pendings[i] = self.envs[k].begin_step(text)
+        results = judge_pending(pendings, lambda: self.pool)
+        for k, (i, p) in enumerate(pendings.items(), start=1):
+            obs, reward, _, _, info = self.envs[k].end_step(p, results[i])
             out[i] = (obs, reward, info, None)
         return out
 
