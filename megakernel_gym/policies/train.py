@@ -59,6 +59,12 @@ def load_config(path: str | Path | dict | None) -> tuple[dict[str, Any], dict[st
     return own, {k: v for k, v in raw.items() if k not in OWN_KEYS}
 
 
+def first_prompt(env, name: str) -> dict[str, Any]:
+    """A dataset row for `name`: the env's first observation as the prompt, and the problem's level and kind."""
+    _, info = env.reset(seed=0, options={"problem": name})
+    return {"prompt": info["prompt"], "problem": name, "level": info["level"], "kind": info["kind"]}
+
+
 def prompt_dataset(own: dict[str, Any]):
     """One row per problem (repeated `repeat` times): prompt, problem, level, kind."""
     import datasets
@@ -71,14 +77,11 @@ def prompt_dataset(own: dict[str, Any]):
             names = select_problems(env, own["problems"], own["split"], own["levels"])
         except ValueError as e:
             raise TrainConfigError(f"{e}; change problems, levels or split in the config") from e
-        rows = []
-        for name in names:
-            _, info = env.reset(seed=0, options={"problem": name})
-            text = info["prompt"]
-            if own.get("multi_turn"):   # a chat: the tools (apply_edit, submit_kernel) come from the env class
-                text = [{"role": "user", "content": text + "\n\nUse the tools: apply_edit for IR edits, "
-                                                           "submit_kernel for kernel code."}]
-            rows.append({"prompt": text, "problem": name, "level": info["level"], "kind": info["kind"]})
+        rows = [first_prompt(env, name) for name in names]
+        if own.get("multi_turn"):   # a chat: the tools (apply_edit, submit_kernel) come from the env class
+            for row in rows:
+                row["prompt"] = [{"role": "user", "content": row["prompt"] + "\n\nUse the tools: apply_edit for IR "
+                                                                          "edits, submit_kernel for kernel code."}]
     finally:
         env.close()
     return datasets.Dataset.from_list(rows * max(1, int(own["repeat"])))
@@ -140,11 +143,8 @@ def curriculum_dataset(own: dict[str, Any], state_dir: str | Path | None = None)
             raise TrainConfigError(f"the curriculum has levels {missing} that the {env.backend} backend cannot score "
                                    f"(it scores levels {sorted(served)}); set backend = \"cpu\" or \"gpu\", or give "
                                    f"`curriculum` a TOML file with only levels {sorted(served)}")
-        prompts = {}
-        for lv in cur.active:
-            for name in dict.fromkeys(cur.pools[lv]["train"] + cur.pools[lv]["heldout"]):
-                _, info = env.reset(seed=0, options={"problem": name})
-                prompts[name] = {"prompt": info["prompt"], "level": info["level"], "kind": info["kind"]}
+        prompts = {name: first_prompt(env, name) for lv in cur.active
+                   for name in dict.fromkeys(cur.pools[lv]["train"] + cur.pools[lv]["heldout"])}
     finally:
         env.close()
     slots = max(64, int(own["repeat"]) * len(prompts))
