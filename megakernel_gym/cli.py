@@ -6,6 +6,7 @@ code is non-zero only when the command itself could not run (a failed candidate 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -66,6 +67,8 @@ def cmd_judge(args) -> int:
     from megakernel_gym.rewards.reward_fns import gated_log_speedup
     try:
         problem = load_problem(args.problem)
+        if args.tolerance:
+            problem = dataclasses.replace(problem, tolerance=args.tolerance)
         candidate = _resolve_candidate(args.candidate, problem.name)
     except (ProblemError, CandidateError, FileNotFoundError) as e:
         return _err(str(e))
@@ -484,7 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
     j = sub.add_parser("judge", help="score one candidate kernel for one problem")
     j.add_argument("problem", help="built-in problem name (see `mkgym problems list`) or path to a "
                                    "KernelBench-format .py file")
-    j.add_argument("candidate", help="path to a .py file defining ModelNew, '-' for stdin, or "
+    j.add_argument("candidate", help="path to a .py file defining ModelNew (or Model) or to an LLM's answer "
+                                     "with a ```python block that does, '-' for stdin, or "
                                      "'reference' / 'reference:cuda' for a built-in problem's shipped candidate")
     j.add_argument("--backend", default=None, help="cpu or gpu (default: gpu when a CUDA device is present)")
     j.add_argument("--json", action="store_true", help="print exactly one EvalResult JSON object on stdout")
@@ -493,6 +497,9 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--no-store", action="store_true", help="do not read or write the results database")
     j.add_argument("--no-cache", action="store_true", help="evaluate again even if the store has a result")
     j.add_argument("--timeout", type=float, default=None, help="seconds per evaluation (default 180 cpu, 90 gpu)")
+    j.add_argument("--tolerance", default=None, metavar="PRESET",
+                   help="tolerance preset where the problem sets no ATOL/RTOL: kernelbench (fp32 1e-4, bf16/fp16 "
+                        "1e-2) or kbv3 (1e-2 for every dtype); default: the judge's own")
     j.add_argument("--pool", choices=["local", "ray"], default="local",
                    help="local: a judge in this process (default); ray: a judge actor on a Ray cluster")
     j.add_argument("--ray-address", default=None, help="with --pool ray: the cluster (HOST:PORT or "

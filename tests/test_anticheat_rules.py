@@ -18,8 +18,15 @@ def rules(src: str, extra=()) -> set[str]:
     ("import torch as T\ny = T.bmm(a, b)", "torch_compute"),
     ("y = torch.ops.aten.mm.default(a, b)", "torch_compute"),
     ("f = torch.compile", "torch_compute"),
-    ("import torch.nn.functional as F", "torch_compute"),
-    ("from torch.nn import functional", "torch_compute"),
+    ("import torch.nn.functional as F\ny = F.relu(x)", "torch_compute"),
+    ("import torch.nn.functional as F\ng = F", "torch_compute"),
+    ("from torch.nn import functional\ny = functional.gelu(x)", "torch_compute"),
+    ("from torch.nn.functional import relu\ny = relu(x)", "torch_compute"),
+    ("from torch import compile\nf = compile", "torch_compute"),
+    ("from torch import _C\nk = _C._get_tracing_state", "torch_compute"),
+    ("def f(x):\n    return F.hardswish(x)\nimport torch.nn.functional as F", "torch_compute"),
+    ("def f():\n    return T.cuda.Stream()\nimport torch as T", "concurrency"),
+    ("from torch.cuda import Event\ne = Event()", "timing"),
     ("y = x.sum(-1)", "torch_compute"),
     ("try:\n    pass\nexcept Exception:\n    pass", "try_except"),
     ("torch.matmul = None", "monkeypatch"),
@@ -48,6 +55,8 @@ def rules(src: str, extra=()) -> set[str]:
     ("eval('1')", "introspection"),
     ("g = getattr(torch, 'mm')", "introspection"),
     ("exit()", "introspection"),
+    ("def g():\n    yield 1\nimp = g().gi_frame.f_builtins['__import__']", "introspection"),
+    ("def g():\n    yield 1\nf = g().gi_frame.f_back.f_globals", "introspection"),
     ("global Z", "monkeypatch"),
 ])
 def test_rule_fires(src, rule):
@@ -122,3 +131,165 @@ def test_the_nvrtc_loader_is_all_a_candidate_may_use_of_the_package():
         assert rules(src) == set(), src
     assert rules("import megakernel_gym as mg\nr = mg.curriculum.reference_candidates('softmax')") == \
         {"forbidden_import"}
+
+
+@pytest.mark.parametrize("src", [
+    "import torch.nn.functional as F",
+    "import torch.nn.functional",
+    "from torch.nn import functional",
+    "from torch.nn.functional import relu",
+    "from torch.nn import functional as F, init",
+    "import torch.nn.functional as F\ny = torch.empty(3)\nF2 = None",
+])
+def test_unused_torch_imports_pass(src):
+    """KernelBench's own example kernels start with `import torch.nn.functional as F`, unused."""
+    assert rules(src) == set(), src
+
+
+# What LLM answers repeat after their kernel: the problem's Model and its input functions.
+BOILERPLATE = '''
+class Model(nn.Module):
+    def __init__(self, dim):
+        super(Model, self).__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.softmax(x, dim=self.dim) @ x.t() + F.relu(x).sum() + torch.linalg.norm(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 256).abs() * 2]
+
+
+def get_init_inputs():
+    return [torch.rand(1).item()]
+'''
+MODELNEW = '''
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.empty_like(x)
+'''
+F_IMPORT = "import torch.nn.functional as F\n"
+
+
+def test_definitions_the_judge_never_calls_may_compute():
+    assert rules(F_IMPORT + MODELNEW + BOILERPLATE) == set()
+
+
+def test_model_is_the_candidate_when_there_is_no_modelnew():
+    assert "torch_compute" in rules(F_IMPORT + BOILERPLATE)
+
+
+@pytest.mark.parametrize("change,rule", [
+    # reached from code that runs: the exemption is off
+    ("class ModelNew(nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
+     "        self.x = get_init_inputs()\n", "torch_compute"),
+    ("class ModelNew(Model):\n    pass\n", "torch_compute"),
+    ("class ModelNew(nn.Module):\n    def forward(self, x):\n        return Model.forward(self, x)\n", "torch_compute"),
+    ("X = get_inputs()\n", "torch_compute"),
+    ("H = [get_inputs]\n", "torch_compute"),
+    ("def stash(f):\n    return f\n\n@stash\ndef get_inputs():\n    return [torch.randn(3)]\n", "torch_compute"),
+    ("class Meta(type):\n    pass\n\nclass Model(nn.Module, metaclass=Meta):\n"
+     "    def forward(self, x):\n        return torch.relu(x)\n", "torch_compute"),
+    ("class Base(nn.Module):\n    pass\n\nclass Model(Base):\n    def forward(self, x):\n"
+     "        return torch.relu(x)\n", "torch_compute"),
+    ("class Model(nn.Module):\n    W = torch.randn(4) @ torch.randn(4)\n", "torch_compute"),
+    ("def get_inputs(a=torch.mm(torch.ones(2, 2), torch.ones(2, 2))):\n    return [a]\n", "torch_compute"),
+    ("def get_inputs():\n    return [torch.randn(3)]\n\ndef helper():\n    return get_inputs()\n", "torch_compute"),
+    # every other rule still holds inside them
+    ("def get_inputs():\n    import os\n    return [torch.randn(3)]\n", "forbidden_import"),
+    ("def get_inputs():\n    try:\n        pass\n    except Exception:\n        pass\n", "try_except"),
+    ("def get_inputs():\n    torch.manual_seed(0)\n    return [torch.randn(3)]\n", "seed_access"),
+    ("def get_inputs():\n    return [torch.compile(torch.randn)(3)]\n", "torch_compute"),
+    ("def get_inputs():\n    return [torch.ops.aten.randn(3)]\n", "torch_compute"),
+    ("def get_inputs():\n    return [torch._C._nn.gelu(torch.randn(3))]\n", "torch_compute"),
+    ("def get_init_inputs():\n    torch.matmul = None\n    return []\n", "monkeypatch"),
+    ("def get_init_inputs():\n    e = torch.cuda.Event()\n    return []\n", "timing"),
+    ("def get_init_inputs():\n    return [torch.os]\n", "introspection"),
+    ("def get_init_inputs():\n    return [eval('1')]\n", "introspection"),
+    ("class Model(nn.Module):\n    def forward(self, x):\n        return x.__class__\n", "introspection"),
+    ("class Model(nn.Module):\n    def forward(self, x):\n        s = torch.cuda.Stream()\n", "concurrency"),
+    ("def get_inputs():\n    return ['#include <cublas_v2.h>\\n__global__ void k(){}']\n", "forbidden_library"),
+    ("def get_inputs():\n    return ['torch::Tensor f(torch::Tensor a){ return torch::matmul(a, a); }']\n",
+     "torch_compute"),
+])
+def test_unjudged_exemption_holds_only_while_nothing_reaches_them(change, rule):
+    src = F_IMPORT + MODELNEW + BOILERPLATE + "\n" + change
+    assert rule in rules(src), change
+
+
+def test_problem_forbidden_names_still_fire_outside_unjudged_code():
+    src = F_IMPORT + MODELNEW + BOILERPLATE
+    assert rules(src, extra=["softmax"]) == set()
+    assert "problem_forbidden" in rules(src + "\ny = torch.softmax", extra=["softmax"])
+
+
+@pytest.mark.parametrize("cuda", [
+    "torch::Tensor f(torch::Tensor q){ auto o = torch::full({q.size(0)}, -INFINITY, q.options()); return o; }",
+    "auto y = torch::empty({n}, torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA));",
+    "auto y = at::zeros_like(x); auto z = torch::ones_like(x); auto w = at::full_like(x, 1.0);",
+    "auto y = torch::empty_strided({2, 2}, {2, 1}, torch::dtype(torch::kHalf).device(torch::kCUDA, 0));",
+    "at::Tensor f(const at::Tensor& x, torch::IntArrayRef s){ at::ScalarType t = x.scalar_type(); return x; }",
+    "auto s = at::cuda::getCurrentCUDAStream(); const at::cuda::OptionalCUDAGuard g(device_of(x));",
+    "const c10::cuda::CUDAGuard guard(x.device()); c10::Half h; at::Half a; at::BFloat16 b; c10::BFloat16 c;",
+    "auto t = {torch::kFloat, torch::kFloat16, torch::kBFloat16, torch::kInt32, torch::kInt64, torch::kLong,"
+    " torch::kDouble, torch::kBool, torch::kUInt8, at::kHalf, at::kFloat};",
+    "TORCH_CHECK(x.is_cuda(), \"x must be CUDA\"); TORCH_CHECK(x.numel() == x.size(0) * x.size(1));\n"
+    "AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), \"k\", ([&] {\n"
+    "  k<scalar_t><<<g, b, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(), "
+    "x.packed_accessor32<scalar_t, 2, torch::RestrictPtrTraits>(), x.numel());\n}));",
+    "using acc = at::acc_type<scalar_t, true>; torch::PackedTensorAccessor32<float, 2> a;",
+])
+def test_source_rules_let_allocation_and_accessors_pass(cuda):
+    assert check_source_text("__global__ void k(){}\n" + cuda) == [], cuda
+
+
+@pytest.mark.parametrize("cuda", [
+    "auto y = torch::matmul(a, b);", "auto y = at::mm(a, b);", "auto y = torch::softmax(x, -1);",
+    "auto y = at::native::softmax(x, -1, false);", "auto y = torch::relu(x);", "auto y = at::addmm(c, a, b);",
+    "auto y = torch::nn::functional::gelu(x);", "auto y = at::cuda::getStreamFromPool();",
+    "auto y = torch::full_something(x);", "auto y = at::_softmax(x, 1, false);", "auto y = x.matmul(w);",
+    "auto y = torch::zeros_like(x).mm(w);",
+])
+def test_source_rules_still_refuse_compute(cuda):
+    assert "torch_compute" in {f.rule for f in check_source_text("__global__ void k(){}\n" + cuda)}, cuda
+
+
+@pytest.mark.parametrize("cuda,rule", [
+    ("#include <cublasLt.h>\nauto y = torch::empty({1});", "forbidden_library"),
+    ("#include <cudnn.h>", "forbidden_library"),
+    ("#include <cutlass/gemm/device/gemm.h>", "forbidden_library"),
+])
+def test_source_rules_still_refuse_libraries(cuda, rule):
+    assert rule in {f.rule for f in check_source_text("__global__ void k(){}\n" + cuda)}
+
+
+MAIN_GUARD = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x
+
+def get_inputs():
+    return [torch.randn(8)]
+
+if __name__ == "__main__":   # an LLM's smoke test of its answer: never runs in the judge
+    m = ModelNew()
+    x = get_inputs()[0]
+    print(torch.allclose(m(x), torch.relu(x)))
+"""
+
+
+def test_a_main_guard_is_not_judged_code():
+    assert rules(MAIN_GUARD) == set()
+
+
+def test_a_main_guard_runs_once_name_is_rebound():
+    assert "torch_compute" in rules("__name__ = '__main__'\n" + MAIN_GUARD)
+
+
+def test_other_rules_still_hold_inside_a_main_guard():
+    assert "monkeypatch" in rules(MAIN_GUARD + "    torch.backends.cuda.matmul.allow_tf32 = True\n")
+    assert "forbidden_import" in rules(MAIN_GUARD + "    import os\n")

@@ -122,6 +122,24 @@ class Suite:
         return cls(problems, errors, name)
 
 
+def _check_tolerance(tolerance: str | None) -> str | None:
+    from megakernel_gym.rewards.correctness import check_preset
+    try:
+        return check_preset(tolerance)
+    except ValueError as e:
+        raise SuiteError(str(e)) from None
+
+
+def _with_tolerance(p: Problem, tolerance: str | None) -> Problem:
+    return p if tolerance is None else replace(p, tolerance=tolerance)
+
+
+def _all_with_tolerance(suite: Suite, tolerance: str | None) -> Suite:
+    if tolerance is None:
+        return suite
+    return Suite([_with_tolerance(p, tolerance) for p in suite.problems], suite.errors, suite.name)
+
+
 def _with_level(p: Problem, level: int | None) -> Problem:
     """A level from the layout (folder or dataset column) when the file sets none itself."""
     if level is None or p.meta.get("LEVEL") is not None:
@@ -146,10 +164,12 @@ def builtin_suite() -> Suite:
     return Suite(problems, errors, "builtin")
 
 
-def load_kernelbench_dir(path: str | Path) -> Suite:
+def load_kernelbench_dir(path: str | Path, tolerance: str | None = None) -> Suite:
     """KernelBench's layout: ROOT/level1/19_ReLU.py ... Problem names are 'level1/19_ReLU'; the
     level comes from the folder unless the file sets LEVEL. Loose .py files directly under ROOT
-    load too, with no level."""
+    load too, with no level. `tolerance`: a preset ("kernelbench", "kbv3") the problems are
+    judged under where a file sets no ATOL/RTOL (None: the judge's defaults)."""
+    tolerance = _check_tolerance(tolerance)
     root = Path(path)
     if not root.is_dir():
         raise SuiteError(f"{path!r} is not a directory; pass a folder holding level1/, level2/, ... "
@@ -173,7 +193,7 @@ def load_kernelbench_dir(path: str | Path) -> Suite:
             except ProblemError as e:
                 errors.append(LoadError(str(f), str(e)))
                 continue
-            problems.append(_with_level(replace(p, name=prefix + f.stem), level))
+            problems.append(_with_tolerance(_with_level(replace(p, name=prefix + f.stem), level), tolerance))
     if not found:
         raise SuiteError(f"{path!r} holds no problem files; expected level1/NN_Name.py, level2/... "
                          "(KernelBench's layout) or .py files")
@@ -181,12 +201,16 @@ def load_kernelbench_dir(path: str | Path) -> Suite:
 
 
 def load_dataset_suite(dataset: Any, code_column: str = "code", name_column: str | None = None,
-                       level_column: str | None = "level", split: str | None = None) -> Suite:
+                       level_column: str | None = "level", split: str | None = None,
+                       tolerance: str | None = None) -> Suite:
     """Problems from a Hugging Face `datasets` Dataset or DatasetDict, or a path saved with
     `save_to_disk`. Each row's `code_column` holds a KernelBench-format source. Names come from
     `name_column` (default: the first of name, problem_name, problem_id present), else the row
-    index; levels from `level_column`, else from a DatasetDict split named like level_1."""
+    index; levels from `level_column`, else from a DatasetDict split named like level_1.
+    `tolerance`: a preset, as for load_kernelbench_dir."""
     import datasets  # Hugging Face datasets: the format RL datasets of kernels ship in
+
+    tolerance = _check_tolerance(tolerance)
 
     where = str(dataset) if isinstance(dataset, (str, Path)) else type(dataset).__name__
     if isinstance(dataset, (str, Path)):
@@ -234,7 +258,7 @@ def load_dataset_suite(dataset: Any, code_column: str = "code", name_column: str
             except (TypeError, ValueError):
                 errors.append(LoadError(label, f"column {level_column!r} holds {level!r}, not a level number"))
                 continue
-            problems.append(_with_level(p, level))
+            problems.append(_with_tolerance(_with_level(p, level), tolerance))
     seen: set[str] = set()
     unique = []
     for p in problems:  # datasets do repeat names; the first wins, the rest are reported
@@ -246,17 +270,19 @@ def load_dataset_suite(dataset: Any, code_column: str = "code", name_column: str
     return Suite(unique, errors, where)
 
 
-def load_suite(spec: str | None) -> Suite:
-    """'builtin' (or None), a KernelBench-layout folder, a saved `datasets` folder, or a .py file."""
+def load_suite(spec: str | None, tolerance: str | None = None) -> Suite:
+    """'builtin' (or None), a KernelBench-layout folder, a saved `datasets` folder, or a .py file;
+    `tolerance` a preset for an imported suite (see load_kernelbench_dir)."""
+    tolerance = _check_tolerance(tolerance)
     if spec in (None, "", "builtin"):
-        return builtin_suite()
+        return _all_with_tolerance(builtin_suite(), tolerance)
     p = Path(spec)
     if p.is_file():
-        return Suite.from_files([p], name=str(p))
+        return _all_with_tolerance(Suite.from_files([p], name=str(p)), tolerance)
     if p.is_dir():
         if (p / "dataset_info.json").is_file() or (p / "dataset_dict.json").is_file():
-            return load_dataset_suite(p)
-        return load_kernelbench_dir(p)
+            return load_dataset_suite(p, tolerance=tolerance)
+        return load_kernelbench_dir(p, tolerance=tolerance)
     raise SuiteError(f"no suite {spec!r}: pass 'builtin', a KernelBench-layout folder, a folder written by "
                      "datasets' save_to_disk, or a .py problem file")
 

@@ -1,7 +1,8 @@
 """What the agent reads and how its text is read: action parsing, feedback, the LLM prompt.
 
-An action is text. `read_action` tells a `submit`, kernel code (a fenced ```python block, or
-bare source defining ModelNew) and edit-language commands apart; `feedback` turns an
+An action is text. `read_action` tells a `submit`, kernel code (bare source defining ModelNew, or
+an answer whose fenced ```python block does: the judge's own reading, `candidate_code`) and
+edit-language commands apart; `feedback` turns an
 EvalResult into a message a model can act on (which seed failed and by how much, the timings
 against each baseline, which anti-cheat rule fired, the compiler's message); `prompt` joins an
 observation into one string for an LLM.
@@ -11,6 +12,8 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
+
+from megakernel_gym.rewards.problem import candidate_code
 
 CHARSET = frozenset(string.printable)   # what observations and actions are made of (Gymnasium Text)
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
@@ -49,9 +52,10 @@ def read_action(text: object, kind: str, max_chars: int) -> Action:
         return Action("submit", "")
     blocks = _FENCE.findall(text)
     if kind == "code":
-        code = next((b for lang, b in blocks if lang.lower() in ("python", "py", "")), None)
-        if code is None and re.search(r"^class ModelNew\b", text, re.M):
-            code = text
+        code = candidate_code(text)
+        if code == text and not re.search(r"^class (?:ModelNew|Model)\b", text, re.M):
+            # no kernel class anywhere: a python block still goes to the judge, which says what it lacks
+            code = next((b for lang, b in blocks if lang.lower() in ("python", "py", "")), None)
         if code is None:
             return Action("invalid", "", "no kernel code found: send one ```python block that defines "
                           "class ModelNew(nn.Module) with Model's constructor arguments, or `submit`")

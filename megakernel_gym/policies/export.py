@@ -77,8 +77,9 @@ def _level(problem: str) -> int | None:
 
 
 def load_kernel(path: str | Path):
-    """The exported kernel's `ModelNew` class (construct it with the problem's init inputs, load
-    the Model's state_dict, call it like Model). `path` is an export folder or its kernel.py.
+    """The exported kernel's `ModelNew` class, or its own `Model` where it has no ModelNew (construct
+    it with the problem's init inputs, load the Model's state_dict, call it like Model). `path` is an
+    export folder or its kernel.py.
     The code runs in this process: load only kernels you exported or trust."""
     path = Path(path)
     file = path / "kernel.py" if path.is_dir() else path
@@ -87,9 +88,11 @@ def load_kernel(path: str | Path):
     spec = importlib.util.spec_from_file_location(f"mkgym_kernel_{_slug(file.parent.name)}", file)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)   # Triton's @jit needs a real file behind the module: it reads the source
-    if not hasattr(mod, "ModelNew"):
-        raise ExportError(f"{file} defines no ModelNew")
-    return mod.ModelNew
+    from megakernel_gym.rewards.anticheat import candidate_class
+    name = candidate_class(file.read_text())   # the class the judge ran
+    if name is None or not hasattr(mod, name):
+        raise ExportError(f"{file} defines no ModelNew (nor a Model class of its own)")
+    return getattr(mod, name)
 
 
 __all__ = ["export_kernels", "load_kernel", "ExportError"]

@@ -5,6 +5,10 @@ only parse. The dynamic rules (aten ops seen during forward, kernels that ran, o
 aliasing, side streams) live in `sandbox.py`, where the candidate runs.
 
 Every finding is a Flag with a stable rule name; any flag makes the status `rejected`.
+Rules over torch's namespaces fire where a name is used, not where it is imported (KernelBench's
+own example kernels import torch.nn.functional as F and never use it). Code the judge never runs,
+the `get_inputs`/`get_init_inputs` and the `class Model` that LLM answers repeat from the problem,
+may compute with torch (see `_unjudged_bodies`); every other rule still holds there.
 Rule names: forbidden_import, torch_compute, try_except, monkeypatch, timing, concurrency,
 seed_access, introspection, forbidden_library, problem_forbidden.
 """
@@ -75,6 +79,10 @@ TORCH_FORBIDDEN_NAMESPACES = {
     "cuda.default_generators": "seed_access",
 }
 TRITON_FORBIDDEN = {"testing": "timing", "runtime.driver": "monkeypatch"}
+# Namespaces whose every function is an aten op (the dynamic check sees each one that runs): the
+# compute a repeated `class Model` uses. The rest (ops, compile, jit, _C, library...) can load
+# code or step around the dispatcher, so they stay forbidden everywhere.
+_PLAIN_COMPUTE_NAMESPACES = {"nn.functional", "linalg", "fft", "special"}
 
 # Tensor methods that compute. Called anywhere outside a @triton.jit function: torch_compute.
 COMPUTE_METHODS = {
@@ -102,6 +110,9 @@ _ALLOWED_DUNDERS = {"__init__", "__name__", "__future__", "__call__"}
 _SYSTEM_ATTRS = {"os", "sys", "subprocess", "ctypes", "builtins", "importlib", "signal", "socket",
                  "shutil", "pickle", "marshal", "multiprocessing", "threading", "inspect", "gc", "time",
                  "_thread", "pathlib", "tempfile", "io", "resource", "fcntl", "mmap", "atexit", "runpy"}
+# Frames of generators, coroutines and tracebacks: their f_globals and f_builtins reach every name
+# of a module (and __import__) without naming it, past the rules above and past `_unjudged_bodies`.
+_FRAME_ATTRS = {"gi_frame", "cr_frame", "ag_frame", "tb_frame", "f_globals", "f_locals", "f_builtins", "f_back"}
 
 # Inside CUDA C / C++ source text: library calls and host-side escapes.
 _SOURCE_RULES: list[tuple[str, str, str]] = [
@@ -109,9 +120,15 @@ _SOURCE_RULES: list[tuple[str, str, str]] = [
     (r"cudnn", "forbidden_library", "cuDNN"),
     (r"cutlass|cute::", "forbidden_library", "CUTLASS"),
     (r"\bcusparse|\bcufft|\bcurand_|\bnccl", "forbidden_library", "a CUDA library"),
-    (r"\b(?:at|torch)::(?!Tensor\b|empty\w*|zeros\w*|ones\w*|kFloat\w*|kHalf|kBFloat16|kInt\w*|kLong|"
-     r"kCUDA|ScalarType|Device|TensorOptions|IntArrayRef|cuda::getCurrentCUDAStream|"
-     r"cuda::CUDAGuard|cuda::OptionalCUDAGuard|BFloat16|Half)\w+", "torch_compute",
+    # at::/torch:: names that allocate, describe or configure (types, dtypes, options, guards, the
+    # current stream, accessors); any other at::/torch:: name is a compute call.
+    (r"\b(?:at|torch)::(?!(?:empty|zeros|ones|full)(?:_like|_strided)?\b|Tensor\b|TensorOptions\b|"
+     r"IntArrayRef\b|ScalarType\b|Scalar\b|Device\b|DeviceType\b|Layout\b|MemoryFormat\b|dtype\b|device\b|"
+     r"k(?:Float|Int|UInt|BFloat|Half|Double|Long|Short|Byte|Char|Bool|ComplexFloat|ComplexDouble)\w*\b|"
+     r"kCUDA\b|kCPU\b|kStrided\b|Half\b|BFloat16\b|acc_type\b|opmath_type\b|"
+     r"RestrictPtrTraits\b|DefaultPtrTraits\b|TensorAccessor\b|(?:Generic)?PackedTensorAccessor(?:32|64)?\b|"
+     r"(?:Optional)?DeviceGuard\b|cuda::(?:getCurrentCUDAStream|getDefaultCUDAStream|CUDAStream|CUDAGuard|"
+     r"OptionalCUDAGuard|getCurrentDeviceProperties|current_device)\b)\w+", "torch_compute",
      "an ATen/torch C++ compute call"),
     (r"\.(?:matmul|mm|bmm|addmm|softmax|sum|mean|exp|relu|layer_norm)\s*\(", "torch_compute",
      "a tensor compute method in C++"),
@@ -141,7 +158,14 @@ class _Checker(ast.NodeVisitor):
         self.flags: list[Flag] = []
         self.aliases: dict[str, str] = {}     # local name -> full dotted module path
         self.extra_forbidden = [f for f in extra_forbidden if f]
+        self.unjudged: set[int] = set()       # ids of function nodes whose bodies the judge never runs
         self._in_jit = 0
+        self._in_unjudged = 0
+
+    @property
+    def _compute_ok(self) -> bool:
+        """Inside a Triton kernel, or in code the judge never runs: torch compute findings are off."""
+        return bool(self._in_jit or self._in_unjudged)
 
     def flag(self, rule: str, detail: str, node: ast.AST | None = None) -> None:
         line = getattr(node, "lineno", None)
@@ -149,22 +173,30 @@ class _Checker(ast.NodeVisitor):
             self.flags.append(Flag(rule, detail, line))
 
     # -- imports -------------------------------------------------------------------------
+    def bind_imports(self, tree: ast.AST) -> None:
+        """Every import's names, before any use is checked: a use above its import (in a function
+        defined before an import at the bottom of the file) resolves like any other."""
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                for a in node.names:
+                    if a.name != "*":
+                        self.aliases[a.asname or a.name] = f"{node.module or ''}.{a.name}"
+
     def _check_module(self, mod: str, node: ast.AST) -> None:
         top = mod.split(".")[0]
         if top not in ALLOWED_IMPORTS:
             rule = _IMPORT_RULES.get(top, "forbidden_import")
             self.flag(rule, f"import of {mod!r} (allowed: {', '.join(sorted(ALLOWED_IMPORTS - {'__future__'}))})", node)
         else:
-            self._check_path(mod, node)
+            self._check_path(mod, node, imported=True)
 
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
             self._check_module(a.name, node)
-            if a.asname:
-                self.aliases[a.asname] = a.name
-            else:
-                top = a.name.split(".")[0]
-                self.aliases[top] = top
+        self.bind_imports(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
@@ -176,10 +208,9 @@ class _Checker(ast.NodeVisitor):
             if a.name == "*":
                 self.flag("forbidden_import", f"star import from {mod!r}", node)
                 continue
-            full = f"{mod}.{a.name}"
-            self.aliases[a.asname or a.name] = full
             if mod.split(".")[0] in ALLOWED_IMPORTS:
-                self._check_path(full, node)
+                self._check_path(f"{mod}.{a.name}", node, imported=True)
+        self.bind_imports(node)
 
     # -- names ---------------------------------------------------------------------------
     def resolve(self, node: ast.AST) -> str | None:
@@ -191,17 +222,21 @@ class _Checker(ast.NodeVisitor):
             return self.aliases[head] + ("." + rest if rest else "")
         return None
 
-    def _check_path(self, full: str, node: ast.AST) -> None:
-        """A reference to a module attribute path, e.g. torch.nn.functional.softmax."""
+    def _check_path(self, full: str, node: ast.AST, imported: bool = False) -> None:
+        """A reference to a module attribute path, e.g. torch.nn.functional.softmax. `imported`: the
+        path is named by an import statement. Importing one of torch's namespaces runs nothing of
+        the candidate's, so those rules wait for a use; importing our package's modules runs our
+        code, so that rule fires at the import."""
         if full.startswith("megakernel_gym.") and not any(full == a or full.startswith(a + ".") for a in CANDIDATE_API):
             self.flag("forbidden_import", f"use of {full}: of megakernel_gym a candidate may use "
                                           f"{', '.join(CANDIDATE_API)} alone", node)
             return
-        if full.startswith("torch."):
+        if full.startswith("torch.") and not imported:
             sub = full[len("torch."):]
             for ns, rule in TORCH_FORBIDDEN_NAMESPACES.items():
                 if sub == ns or sub.startswith(ns + "."):
-                    self.flag(rule, f"use of torch.{sub}", node)
+                    if not (self._in_unjudged and ns in _PLAIN_COMPUTE_NAMESPACES):
+                        self.flag(rule, f"use of torch.{sub}", node)
                     return
         if full.startswith("triton."):
             sub = full[len("triton."):]
@@ -209,7 +244,7 @@ class _Checker(ast.NodeVisitor):
                 if sub == ns or sub.startswith(ns + "."):
                     self.flag(rule, f"use of triton.{sub}", node)
         for forb in self.extra_forbidden:
-            if full == forb or full.endswith("." + forb) or full.startswith(forb + "."):
+            if not self._in_unjudged and (full == forb or full.endswith("." + forb) or full.startswith(forb + ".")):
                 self.flag("problem_forbidden", f"{full} is forbidden by this problem", node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -217,6 +252,8 @@ class _Checker(ast.NodeVisitor):
             self.flag("introspection", f"access to {node.attr}", node)
         if node.attr in _SYSTEM_ATTRS:
             self.flag("introspection", f"access to .{node.attr} (the operating system through another module)", node)
+        if node.attr in _FRAME_ATTRS:
+            self.flag("introspection", f"access to .{node.attr} (a frame: every global and builtin by name)", node)
         full = self.resolve(node)
         if full:
             self._check_path(full, node)
@@ -230,7 +267,7 @@ class _Checker(ast.NodeVisitor):
         if node.id in self.aliases and isinstance(node.ctx, ast.Load):
             self._check_path(self.aliases[node.id], node)
         for forb in self.extra_forbidden:
-            if node.id == forb:
+            if node.id == forb and not self._in_unjudged:
                 self.flag("problem_forbidden", f"{node.id} is forbidden by this problem", node)
         self.generic_visit(node)
 
@@ -238,7 +275,7 @@ class _Checker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         full = self.resolve(func)
-        if full and not self._in_jit:
+        if full and not self._compute_ok:
             if full.startswith("torch."):
                 sub = full[len("torch."):]
                 if sub in TORCH_ALLOWED_CALLS or sub.startswith(_TORCH_ALLOWED_PREFIXES):
@@ -260,7 +297,7 @@ class _Checker(ast.NodeVisitor):
                               f"{func.id}() on {ast.unparse(target)}", node)
                 elif len(node.args) > 1 and not isinstance(node.args[1], ast.Constant):
                     self.flag("introspection", f"{func.id}(self, <computed name>)", node)
-        if isinstance(func, ast.Attribute) and not self._in_jit and func.attr in COMPUTE_METHODS:
+        if isinstance(func, ast.Attribute) and not self._compute_ok and func.attr in COMPUTE_METHODS:
             # self.ext.softmax(x) is the candidate's own extension (load_inline / load_cuda);
             # if it were a tensor method instead, the dynamic aten check still sees it.
             own_ext = isinstance(func.value, ast.Attribute) and isinstance(func.value.value, ast.Name) \
@@ -270,7 +307,7 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
-        if isinstance(node.op, ast.MatMult) and not self._in_jit:
+        if isinstance(node.op, ast.MatMult) and not self._compute_ok:
             self.flag("torch_compute", "matrix product with @ outside a kernel", node)
         self.generic_visit(node)
 
@@ -321,14 +358,29 @@ class _Checker(ast.NodeVisitor):
     def visit_FunctionDef(self, node) -> None:
         for d in node.decorator_list:
             self.visit(d)
+        if node.returns is not None:
+            self.visit(node.returns)   # evaluated when the def runs, as the decorators are
         jit = any(self._is_jit(d) for d in node.decorator_list)
         self._in_jit += jit
+        self.visit(node.args)
+        unjudged = id(node) in self.unjudged
+        self._in_unjudged += unjudged
         for stmt in node.body:
             self.visit(stmt)
-        self.visit(node.args)
+        self._in_unjudged -= unjudged
         self._in_jit -= jit
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_If(self, node: ast.If) -> None:
+        unjudged = id(node) in self.unjudged   # a main guard: its body never runs in the judge
+        self.visit(node.test)
+        self._in_unjudged += unjudged
+        for stmt in node.body:
+            self.visit(stmt)
+        self._in_unjudged -= unjudged
+        for stmt in node.orelse:
+            self.visit(stmt)
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and _SOURCE_HINT.search(node.value):
@@ -349,14 +401,74 @@ def check_source_text(text: str, checker: _Checker | None = None, node: ast.AST 
     return own.flags
 
 
+def _unjudged_bodies(tree: ast.Module, checker: _Checker) -> set[int]:
+    """The function nodes whose bodies the judge never runs: a top-level `get_inputs` or
+    `get_init_inputs`, and the methods of a top-level `class Model` where a ModelNew is the
+    candidate (the judge takes inputs and the reference from the problem's own module).
+
+    Only while nothing can reach them: no name or attribute outside those bodies says `Model`,
+    `get_inputs` or `get_init_inputs`, and no decorator, metaclass or base other than nn.Module
+    receives the function or class. (A call from forward would still meet the dynamic check, but
+    a call from __init__ or from module level runs where no check watches.)"""
+    names = {"get_inputs", "get_init_inputs"}
+    if candidate_class(tree) == "ModelNew":
+        names.add("Model")
+    bodies: dict[str, list[ast.FunctionDef]] = {}
+    for d in tree.body:
+        if not isinstance(d, (ast.FunctionDef, ast.ClassDef)) or d.name not in names or d.decorator_list:
+            continue
+        if isinstance(d, ast.FunctionDef):
+            bodies.setdefault(d.name, []).append(d)
+        elif not d.keywords and all(checker.resolve(b) == "torch.nn.Module" for b in d.bases):
+            bodies.setdefault(d.name, []).extend(m for m in d.body
+                                                 if isinstance(m, ast.FunctionDef) and not m.decorator_list)
+    # `if __name__ == "__main__":` at top level (an LLM's smoke test of its answer) never runs: the
+    # judge imports the candidate under another name, and nothing may rebind __name__
+    guards = [] if any(isinstance(n, ast.Name) and n.id == "__name__" and not isinstance(n.ctx, ast.Load)
+                       for n in ast.walk(tree)) else [d for d in tree.body if _is_main_guard(d)]
+    while True:   # a body that something reaches is live, and what it names is reached in turn
+        dormant = {id(x) for fns in bodies.values() for f in fns for stmt in f.body for x in ast.walk(stmt)}
+        dormant |= {id(x) for g in guards for stmt in g.body for x in ast.walk(stmt)}
+        named = {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(tree)
+                 if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in dormant}
+        reached = [name for name in bodies if name in named]
+        if not reached:
+            return {id(f) for fns in bodies.values() for f in fns} | {id(g) for g in guards}
+        for name in reached:
+            del bodies[name]
+
+
+def _is_main_guard(node: ast.AST) -> bool:
+    t = getattr(node, "test", None)
+    return (isinstance(node, ast.If) and not node.orelse and isinstance(t, ast.Compare) and len(t.ops) == 1
+            and isinstance(t.ops[0], ast.Eq) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
+            and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__")
+
+
 def check_candidate(source: str, extra_forbidden: Iterable[str] = ()) -> list[Flag]:
     """All static flags for a candidate's Python source. Raises SyntaxError if it does not parse."""
     tree = parse_python(source, "<candidate>")
     checker = _Checker(extra_forbidden)
+    checker.bind_imports(tree)
+    checker.unjudged = _unjudged_bodies(tree, checker)
     checker.visit(tree)
     return checker.flags
 
 
+CANDIDATE_CLASSES = ("ModelNew", "Model")
+NO_CANDIDATE_CLASS = ("the candidate defines no ModelNew class (nor a Model class of its own); define class "
+                      "ModelNew(nn.Module), or class Model(nn.Module) as in KernelBench-v3, with the same "
+                      "constructor arguments as the problem's Model")
+
+
+def candidate_class(source: str | ast.Module) -> str | None:
+    """The class the judge runs: `ModelNew`, else `Model` (the KernelBench-v3 convention: the
+    candidate's own module's Model, never the problem's), else None. Raises SyntaxError."""
+    tree = parse_python(source, "<candidate>") if isinstance(source, str) else source
+    defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    return next((c for c in CANDIDATE_CLASSES if c in defined), None)
+
+
 def defines_modelnew(source: str) -> bool:
-    tree = parse_python(source, "<candidate>")
-    return any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+    """Kept for callers of the old name: the candidate defines a class the judge can run."""
+    return candidate_class(source) is not None

@@ -16,7 +16,7 @@ import copy
 import time
 from typing import Any, Callable
 
-from megakernel_gym.rewards.correctness import DEFAULT_TOLERANCE
+from megakernel_gym.rewards.correctness import tolerances
 
 # Thresholds, as fractions of an output's elements (see the module docstring).
 MIN_NONZERO = 0.25          # an all-zero kernel must be wrong on at least this share
@@ -31,29 +31,28 @@ OTHER_SEED = 9_176          # the "other" inputs / weights for the sensitivity f
 OTHER_INIT_SEED = 7_919
 
 
-def _tol(t, atol, rtol) -> tuple[float, float]:
-    name = str(t.dtype).replace("torch.", "")
-    d = DEFAULT_TOLERANCE.get(name, 0.0)
-    return (d if atol is None else atol), (d if rtol is None else rtol)
+def _tol(ref, atol, rtol, preset=None) -> tuple[float, float]:
+    """The judge's (effective atol, rtol) for comparing with the reference `ref` (correctness.compare's)."""
+    return tolerances(ref, atol, rtol, preset)[:2]
 
 
-def close_fraction(torch, got, ref, atol, rtol) -> float:
+def close_fraction(torch, got, ref, atol, rtol, preset=None) -> float:
     """Share of elements of `got` within the judge's tolerance of `ref`."""
     if got.shape != ref.shape:
         return 0.0
     if ref.numel() == 0:
         return 1.0
-    a, r = _tol(ref, atol, rtol)
+    a, r = _tol(ref, atol, rtol, preset)
     g, f = got.double(), ref.double()
     ok = ((g - f).abs() <= a + r * f.abs()) | (g == f)
     return int(ok.count_nonzero()) / ok.numel()   # exact: a CUDA mean of all-true can be 1 - 1e-16
 
 
-def _changed(torch, outs_a, outs_b, atol, rtol) -> float:
+def _changed(torch, outs_a, outs_b, atol, rtol, preset=None) -> float:
     """The largest share of any one output's elements that differ beyond tolerance between two
     runs (per output: a weight that only feeds a small output, such as one layer's new cache
     row beside the logits, must still be seen there)."""
-    return max((1.0 - close_fraction(torch, b, a, atol, rtol) for a, b in zip(outs_a, outs_b) if a.numel()),
+    return max((1.0 - close_fraction(torch, b, a, atol, rtol, preset) for a, b in zip(outs_a, outs_b) if a.numel()),
                default=0.0)
 
 
@@ -62,9 +61,10 @@ def _check(name: str, ok: bool | None, detail: str, **values) -> dict[str, Any]:
     return {"name": name, "ok": ok, "detail": detail, **values}
 
 
-def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable) -> dict[str, Any]:
+def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable, preset: str | None = None) -> dict[str, Any]:
     """All filters for one problem. `run(model, inputs)` returns the outputs as a list of
-    tensors (the worker's forward under no_grad)."""
+    tensors (the worker's forward under no_grad); atol/rtol are the problem's (None: the
+    tolerance preset's table, else the judge's default), compared as the judge compares."""
     torch = env.torch
     checks: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -99,13 +99,13 @@ def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable) -> dict[
     # -- trivial outputs: zeros, a constant ---------------------------------------------
     for j, o in enumerate(base):
         tag = f"output {j}" if len(base) > 1 else "output"
-        zero_ok = close_fraction(torch, torch.zeros_like(o), o, atol, rtol)
+        zero_ok = close_fraction(torch, torch.zeros_like(o), o, atol, rtol, preset)
         checks.append(_check("not_near_zero", 1 - zero_ok >= MIN_NONZERO,
                              f"{tag}: an all-zero kernel is right on {zero_ok:.1%} of elements "
                              f"(at most {1 - MIN_NONZERO:.0%} allowed)", value=round(1 - zero_ok, 4)))
         med = o.double().median().to(o.dtype) if o.numel() else torch.zeros((), dtype=o.dtype)
         const_ok = close_fraction(torch, torch.full_like(o, float(med)) if o.is_floating_point()
-                                  else torch.full_like(o, int(med)), o, atol, rtol)
+                                  else torch.full_like(o, int(med)), o, atol, rtol, preset)
         checks.append(_check("not_constant", const_ok <= MAX_AT_MEDIAN,
                              f"{tag}: a kernel writing the median {float(med):.4g} everywhere is right on "
                              f"{const_ok:.1%} of elements (at most {MAX_AT_MEDIAN:.0%} allowed)",
@@ -117,7 +117,7 @@ def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable) -> dict[
     other = env.inputs(mod, other_spec)
     mine = env.inputs(mod, spec0)
     other_out = run(model, other)
-    worst = min(1 - close_fraction(torch, b, a, atol, rtol) for a, b in zip(base, other_out))
+    worst = min(1 - close_fraction(torch, b, a, atol, rtol, preset) for a, b in zip(base, other_out))
     checks.append(_check("input_sensitive", worst >= MIN_CHANGED_ALL,
                          f"new inputs change {worst:.1%} of the output (at least {MIN_CHANGED_ALL:.0%} "
                          "needed, or a kernel that caches one answer passes)", value=round(worst, 4)))
@@ -130,7 +130,7 @@ def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable) -> dict[
             continue
         swapped = list(mine)
         swapped[i] = y
-        frac = _changed(torch, base, run(model, swapped), atol, rtol)
+        frac = _changed(torch, base, run(model, swapped), atol, rtol, preset)
         checks.append(_check("uses_input", frac >= MIN_CHANGED_ONE,
                              f"input {i} alone changes {frac:.2%} of an output's elements (at least "
                              f"{MIN_CHANGED_ONE:.0%} needed: an input that barely matters can be ignored)",
@@ -160,7 +160,7 @@ def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable) -> dict[
                 continue
             m = copy.deepcopy(model)
             m.load_state_dict({**state, **{k: alt for k in keys}})
-            frac = _changed(torch, base, run(m, env.inputs(mod, spec0)), atol, rtol)
+            frac = _changed(torch, base, run(m, env.inputs(mod, spec0)), atol, rtol, preset)
             checks.append(_check("uses_weight", frac >= MIN_CHANGED_ONE,
                                  f"weight {key} alone changes {frac:.2%} of an output's elements (at least "
                                  f"{MIN_CHANGED_ONE:.0%} needed; re-draw it so that skipping it is wrong)",
@@ -170,7 +170,7 @@ def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable) -> dict[
     # -- a kernel that returns its first input -------------------------------------------
     first = next((x for x in mine if isinstance(x, torch.Tensor)), None)
     if first is not None and first.shape == base[0].shape and first.dtype == base[0].dtype:
-        ok = close_fraction(torch, first, base[0], atol, rtol)
+        ok = close_fraction(torch, first, base[0], atol, rtol, preset)
         checks.append(_check("not_passthrough", ok < 1.0 - MIN_NONZERO,
                              f"returning the first input is right on {ok:.1%} of elements", value=round(ok, 4)))
 
@@ -178,11 +178,11 @@ def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable) -> dict[
     fresh, xs = env.model(mod.Model, mod, init_seed), env.inputs(mod, spec0)
     torch.manual_seed(OTHER_SEED)   # a forward that draws random numbers is not a function of its inputs
     again = run(fresh, xs)
-    agree = min(close_fraction(torch, b, a, atol, rtol) for a, b in zip(base, again))
+    agree = min(close_fraction(torch, b, a, atol, rtol, preset) for a, b in zip(base, again))
     checks.append(_check("deterministic", agree == 1.0,
                          f"a fresh model on the same weights and inputs reproduces {agree:.2%} of the output"
                          + ("" if agree == 1.0 else " (random numbers or uninitialized memory in forward?)")))
-    checks.append(_calibration(env, mod, model, specs, per_spec, atol, rtol, run))
+    checks.append(_calibration(env, mod, model, specs, per_spec, atol, rtol, run, preset))
     return {"checks": checks, "outputs": outputs, "forward_s": round(forward_s, 4),
             "elapsed_s": round(time.perf_counter() - t0, 4)}
 
@@ -197,7 +197,7 @@ def _raw_inputs(env, mod, seed: int) -> list:
     return list(got)
 
 
-def _calibration(env, mod, model, specs, per_spec, atol, rtol, run) -> dict[str, Any]:
+def _calibration(env, mod, model, specs, per_spec, atol, rtol, run, preset=None) -> dict[str, Any]:
     """The reference in its own dtype against a float64 run of the same weights and inputs, on
     every seed and input transform the judge uses. An honest kernel rounds differently from the
     reference, by up to about as much again, so the reference's own error must stay within
@@ -223,7 +223,7 @@ def _calibration(env, mod, model, specs, per_spec, atol, rtol, run) -> dict[str,
         for o, w in zip(base, wide):
             if not o.is_floating_point() or not w.is_floating_point():
                 continue
-            a, r = _tol(o, atol, rtol)
+            a, r = _tol(o, atol, rtol, preset)
             w = w.to(o.device).double()
             fin = torch.isfinite(w)
             share = ((o.double() - w).abs() / (a + r * w.abs())).where(fin, torch.zeros((), dtype=w.dtype))

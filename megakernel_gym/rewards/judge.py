@@ -71,7 +71,8 @@ class Judge:
     def __init__(self, backend: str | None = None, store: ResultsStore | str | None | bool = None,
                  timeout_s: float | None = None, device_index: int = 0, use_cache: bool = True,
                  drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
-                 static_checks: bool = True, gpu_lock: threading.Lock | None = None, slot: int = 0):
+                 static_checks: bool = True, gpu_lock: threading.Lock | None = None, slot: int = 0,
+                 fast_inline: bool = True, compile_timeout_s: float = 600.0):
         self.backend = resolve_backend(backend)
         self.store = as_store(store)
         self.timeout_s = timeout_s or (180.0 if self.backend == "cpu" else 90.0)
@@ -80,6 +81,11 @@ class Judge:
         self.recycle = recycle
         self.timing = {**DEFAULT_TIMING, **(timing or {})}
         self.static_checks = static_checks  # False only in tests of the sandbox itself
+        # load_inline candidates: the fast path (rewards/inline.py), or torch's own build when False
+        self.fast_inline = fast_inline
+        # a load_inline source the fast path cannot take is built by torch (nvcc + g++, about a minute, more
+        # under load): its own time budget, so that an honest candidate never times out on compile load
+        self.compile_timeout_s = compile_timeout_s
         # Held while anything is timed on this judge's GPU. Judges sharing a GPU share the lock,
         # so compiling and checking one candidate overlaps with timing another, never timing.
         self.gpu_lock = gpu_lock or threading.Lock()
@@ -145,7 +151,7 @@ class Judge:
         """Per-spec comparison, done in the reference worker next to the reference outputs."""
         header = self._ref_call({"cmd": "compare", "problem_source": problem.source, "problem_name": problem.name,
                                     "specs": specs, "outputs": outputs, "channel": self.cand.channel,
-                                    "atol": meta.get("atol"), "rtol": meta.get("rtol")})
+                                    "atol": meta.get("atol"), "rtol": meta.get("rtol"), "tolerance": problem.tolerance})
         return header["results"]
 
     def _specs(self, input_transforms) -> list[dict]:
@@ -165,7 +171,10 @@ class Judge:
             candidate = Candidate(candidate)
         t0 = self._t = time.perf_counter()
         self._phases: dict[str, float] = {}
+        self._compile_paths: list[str] = []
         res = self._evaluate(problem, candidate)
+        if not res.cached:
+            res.compile_paths = self._compile_paths
         res.elapsed_s = round(time.perf_counter() - t0, 4)
         if not res.cached:
             res.phases = self._phases
@@ -193,10 +202,9 @@ class Judge:
         except (ValueError, RecursionError, MemoryError) as e:
             return self._fail(problem, cand, "compile_error", f"the candidate cannot be parsed: {e}",
                               category="syntax")
-        if not anticheat.defines_modelnew(cand.source):
-            return self._fail(problem, cand, "compile_error",
-                              "the candidate defines no ModelNew class; define class ModelNew(nn.Module) with "
-                              "the same constructor arguments as Model", category="no_modelnew")
+        cls = anticheat.candidate_class(cand.source)
+        if cls is None:
+            return self._fail(problem, cand, "compile_error", anticheat.NO_CANDIDATE_CLASS, category="no_modelnew")
         if flags and self.static_checks:
             return self._fail(problem, cand, "rejected", "anti-cheat: " + "; ".join(str(f) for f in flags[:5]),
                               flags=flags, category="static")
@@ -216,8 +224,8 @@ class Judge:
         # 3. the candidate (candidate worker): outputs go to the file channel, not through here
         self.cand.clear_channel()
         msg = {"cmd": "candidate", "problem_source": problem.source, "problem_name": problem.name,
-               "candidate_source": cand.source, "candidate_sha256": cand.sha256, "specs": specs,
-               "channel": self.cand.channel}
+               "candidate_source": cand.source, "candidate_sha256": cand.sha256, "candidate_class": cls, "specs": specs,
+               "channel": self.cand.channel, "fast_inline": self.fast_inline}
         header = self._call_candidate(problem, cand, msg)
         if isinstance(header, EvalResult):
             return header
@@ -232,7 +240,7 @@ class Judge:
         for spec, r in zip(specs, self._compare(problem, specs, outputs, meta)):
             seeds_report.append({"seed": "secret" if spec.get("secret") else spec["seed"], "label": spec["label"],
                                  "max_abs_err": r.get("max_abs_err"), "max_rel_err": r.get("max_rel_err"),
-                                 "ok": r["ok"]})
+                                 "atol": r.get("atol"), "tol_used": _round(r.get("tol_used")), "ok": r["ok"]})
             if not r["ok"]:
                 return self._fail(problem, cand, "incorrect", f"wrong result on {spec['label']}: {r['why']}",
                                   seeds=seeds_report, category="mismatch", log_tail=log)
@@ -247,13 +255,16 @@ class Judge:
     def _call_candidate(self, problem: Problem, cand: Candidate, msg: dict) -> dict | EvalResult:
         """One command to the candidate worker. A hang, a crash, an unreadable answer, a
         failure or an anti-cheat flag comes back as the EvalResult to return."""
+        timeout = self.timeout_s
+        if msg["cmd"] == "candidate" and "load_inline" in cand.source:
+            timeout = max(timeout, self.compile_timeout_s)
         try:
-            header = self.cand.call(msg, timeout=self.timeout_s)
+            header = self.cand.call(msg, timeout=timeout)
         except WorkerTimeout as e:
             tail = self.cand.log_tail()
             self.cand.restart()
             return self._fail(problem, cand, "timeout", f"the candidate did not finish within "
-                              f"{self.timeout_s:.0f} s ({e}); the worker was killed and replaced",
+                              f"{timeout:.0f} s ({e}); the worker was killed and replaced",
                               category="hang", log_tail=tail)
         except WorkerDied as e:
             tail = self.cand.log_tail()
@@ -268,6 +279,9 @@ class Judge:
             return self._fail(problem, cand, "runtime_error", f"the candidate's worker sent an unreadable "
                               f"result ({type(e).__name__}); the worker was replaced", category="protocol")
         self._phase(msg["cmd"])
+        paths = header.get("inline_paths")
+        if isinstance(paths, list):
+            self._compile_paths = [str(p)[:300] for p in paths[:20]]
         for k, v in (header.get("phases") or {}).items():
             if isinstance(v, (int, float)):
                 self._phases[f"{msg['cmd']}.{k}"] = v
@@ -387,7 +401,8 @@ class Judge:
         meta = self._problem_meta(problem, self._specs(())[0])
         specs = [s for s in self._specs(meta.get("input_transforms", ())) if not s.get("secret")]
         header = self._ref_call({"cmd": "check", "problem_source": problem.source, "problem_name": problem.name,
-                                 "specs": specs, "atol": meta.get("atol"), "rtol": meta.get("rtol")},
+                                 "specs": specs, "atol": meta.get("atol"), "rtol": meta.get("rtol"),
+                                 "tolerance": problem.tolerance},
                                timeout=max(self.timeout_s, 600))   # dozens of forwards plus a float64 one
         return {"meta": meta, **header["report"]}
 
@@ -432,6 +447,11 @@ def _escaped(timing: dict) -> bool:
 def _best_ms(baselines: dict) -> float | None:
     return min((v["median_ms"] for v in baselines.values() if isinstance(v, dict) and v.get("median_ms")),
                default=None)
+
+
+def _round(x: float | None) -> float | None:
+    """A share of the tolerance, to 4 significant digits (a 1e30 for a zero tolerance stays one)."""
+    return float(f"{x:.4g}") if isinstance(x, float) else x
 
 
 def _allowed_kinds(meta: dict) -> tuple:

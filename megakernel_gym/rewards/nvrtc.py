@@ -154,18 +154,42 @@ def _nvrtc_include_dirs() -> list[str]:
 def compile_cuda(source: str, name: str = "kernel.cu", options: tuple[str, ...] = (),
                  arch: str | None = None) -> bytes:
     """Compile CUDA C to a cubin with NVRTC. Raises CudaCompileError with the compiler log."""
+    return compile_program(source, name, options, arch)[0]
+
+
+def compile_program(source: str, name: str = "kernel.cu", options: tuple[str, ...] = (),
+                    arch: str | None = None, headers: dict[str, str] | None = None,
+                    name_expressions: tuple[str, ...] = ()) -> tuple[bytes, dict[str, str]]:
+    """NVRTC with in-memory headers (`#include <name>` resolves to the text given) and name
+    expressions (`kern<float>`, a C++ kernel's unmangled name): the cubin and each name
+    expression's lowered (mangled) symbol. Cached on disk like compile_cuda."""
+    import json
+
     from cuda.bindings import nvrtc
 
     arch = arch or _default_arch()
+    headers = dict(headers or {})
+    names = tuple(dict.fromkeys(name_expressions))
     opts = [f"--gpu-architecture={arch}", "-std=c++17", *options]
     opts += [f"-I{d}" for d in _nvrtc_include_dirs()]
-    key = hashlib.sha256("\0".join([source, name, *opts]).encode()).hexdigest()
+    parts = [source, name, *opts, "\1headers", *(f"{k}\0{v}" for k, v in sorted(headers.items())), "\1names", *names]
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()
     cache = _cache_dir() / f"{key}.cubin"
-    if cache.exists():
-        return cache.read_bytes()
+    side = cache.with_suffix(".names.json")
+    if cache.exists() and (not names or side.exists()):
+        try:
+            lowered = json.loads(side.read_text()) if names else {}
+            return cache.read_bytes(), lowered
+        except (OSError, ValueError):
+            pass  # a damaged cache entry only costs a recompile
 
-    prog = _nvrtc_check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []))
+    hnames = sorted(headers)
+    prog = _nvrtc_check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), len(hnames),
+                                                 [headers[h].encode() for h in hnames],
+                                                 [h.encode() for h in hnames]))
     try:
+        for expr in names:
+            _nvrtc_check(nvrtc.nvrtcAddNameExpression(prog, expr.encode()))
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         log_size = _nvrtc_check(nvrtc.nvrtcGetProgramLogSize(prog))
         log = b" " * log_size
@@ -176,17 +200,27 @@ def compile_cuda(source: str, name: str = "kernel.cu", options: tuple[str, ...] 
         size = _nvrtc_check(nvrtc.nvrtcGetCUBINSize(prog))
         cubin = b" " * size
         nvrtc.nvrtcGetCUBIN(prog, cubin)
+        lowered = {}
+        for expr in names:
+            low = _nvrtc_check(nvrtc.nvrtcGetLoweredName(prog, expr.encode()))
+            lowered[expr] = low.decode() if isinstance(low, bytes) else str(low)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(cubin)
-        os.replace(tmp, cache)  # atomic: concurrent workers never read half a file
+        if names:
+            _atomic_write(side, json.dumps(lowered).encode())
+        _atomic_write(cache, cubin)
     except OSError:
         pass  # a read-only cache dir only costs a recompile
-    return cubin
+    return cubin, lowered
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)  # atomic: concurrent workers never read half a file
 
 
 class CudaKernel:
@@ -293,7 +327,8 @@ class CudaModule:
         s = self._streams.get(ptr)
         if s is None:
             import cupy
-            s = self._streams[ptr] = cupy.cuda.ExternalStream(ptr)
+            # the legacy default stream is CuPy's null stream; any other is torch's, by pointer
+            s = self._streams[ptr] = cupy.cuda.Stream.null if ptr == 0 else cupy.cuda.ExternalStream(ptr)
         return s
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
+import textwrap
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,10 +75,24 @@ class Problem:
     source: str
     path: str | None = None
     meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    # A tolerance preset (correctness.TOLERANCE_PRESETS: "kernelbench", "kbv3") for a problem
+    # that sets no ATOL/RTOL of its own; None: the judge's defaults. Set by the suite loaders'
+    # and `mkgym judge`'s tolerance option.
+    tolerance: str | None = None
+
+    def __post_init__(self):
+        from megakernel_gym.rewards.correctness import check_preset
+        try:
+            check_preset(self.tolerance)
+        except ValueError as e:
+            raise ProblemError(f"problem {self.name!r}: {e}") from None
 
     @property
     def sha256(self) -> str:
-        return sha256(self.source)
+        # the results store's key: a verdict under one tolerance preset is not one under another
+        if self.tolerance is None:
+            return sha256(self.source)
+        return sha256(f"{self.source}\n# mkgym tolerance preset: {self.tolerance}\n")
 
     @property
     def level(self) -> int | None:
@@ -107,10 +123,43 @@ class Problem:
         return cls.from_source(text, name=Path(path).stem, path=str(path))
 
 
+# A fenced code block of a Markdown answer, any language (a ```cpp block's closing fence must not
+# open a Python one). The closing fence may be missing: an answer cut off at the token limit ends
+# inside its code.
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.M | re.S)
+_PYTHON_FENCES = ("python", "py", "python3", "")
+
+
+def candidate_code(text: str) -> str:
+    """The code to judge in a candidate's text. Python source is itself; an LLM's answer (prose
+    around fenced blocks) gives its last block that defines `class ModelNew`, or `class Model`
+    where no block defines ModelNew (the answers that show the problem first, then the kernel).
+    Anything else comes back unchanged, so the judge reports its syntax error as it is."""
+    try:
+        parse_python(text, "<candidate>")
+        return text
+    except Exception:  # noqa: BLE001 - not Python, whatever the parser's complaint: look for fenced code
+        pass
+    blocks = [textwrap.dedent(code) for lang, code in _FENCE.findall(text) if lang.lower() in _PYTHON_FENCES]
+    for name in ("ModelNew", "Model"):
+        found = [b for b in blocks if re.search(rf"^class[ \t]+{name}\b", b, re.M)]
+        if found:
+            return found[-1]
+    return text
+
+
 @dataclass(frozen=True)
 class Candidate:
+    """`source` is the code judged (see candidate_code); `text` what was submitted, when it differs."""
     source: str
     path: str | None = None
+    text: str = field(default="", repr=False, compare=False)
+
+    def __post_init__(self):
+        code = candidate_code(self.source)
+        if code != self.source:
+            object.__setattr__(self, "text", self.source)
+            object.__setattr__(self, "source", code)
 
     @property
     def sha256(self) -> str:
@@ -118,7 +167,8 @@ class Candidate:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "Candidate":
-        return cls(_read_source(path, "candidate", "a .py file defining ModelNew", CandidateError), str(path))
+        return cls(_read_source(path, "candidate", "a .py file defining ModelNew (or Model), or an answer with a "
+                                "```python block that does", CandidateError), str(path))
 
 
 def _read_source(path: str | Path, kind: str, expected: str, error: type[ValueError]) -> str:

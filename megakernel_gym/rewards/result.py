@@ -40,6 +40,9 @@ class EvalResult:
     log_tail: str | None = None
     elapsed_s: float | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds per judge phase
+    # load_inline candidates: how each extension was built, "fast" (NVRTC + the host interpreter) or
+    # "load_inline: <why the fast path could not take it>" (torch's own build)
+    compile_paths: list[str] = field(default_factory=list)
     cached: bool = False
     judge_version: str = "1"
 

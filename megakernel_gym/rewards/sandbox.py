@@ -416,7 +416,8 @@ def handle_compare(env: Env, msg: dict, workdir: str) -> dict:
                 if why:
                     break
                 outs.append(read_output(torch, d, msg["channel"], r.device))
-            res = {"ok": False, "why": why} if why else compare(outs, refs, msg.get("atol"), msg.get("rtol"))
+            res = {"ok": False, "why": why} if why else compare(outs, refs, msg.get("atol"), msg.get("rtol"),
+                                                                msg.get("tolerance"))
         except (ValueError, OSError, RuntimeError) as e:
             res = {"ok": False, "why": f"unreadable output: {e}"}
         results.append(res)
@@ -436,7 +437,7 @@ def handle_check(env: Env, msg: dict, workdir: str) -> dict:
         with torch.no_grad():
             return [t.detach() for t in as_outputs(torch, model(*xs))]
     try:
-        report = run_filters(env, mod, msg["specs"], msg.get("atol"), msg.get("rtol"), run)
+        report = run_filters(env, mod, msg["specs"], msg.get("atol"), msg.get("rtol"), run, msg.get("tolerance"))
     except BaseException:  # noqa: BLE001 - the problem file is untrusted input
         return {"ok": False, "error": "problem_run", "message": _tb()}
     finally:
@@ -555,10 +556,23 @@ class LaunchCounter:
                     counter.in_kernel -= 1
             cls.run = run
         import torch.utils.cpp_extension as cpp
+        from megakernel_gym.rewards import inline
         orig_inline = cpp.load_inline
+        self.fast_inline = True       # the judge may turn the fast path off (to compare it with the real one)
+        self.inline_paths: list[str] = []   # per load_inline call: "fast", or "load_inline: <why>"
 
         def load_inline(*a, **kw):
-            mod = orig_inline(*a, **kw)
+            # KernelBench-format CUDA: device code through NVRTC and the host wrapper interpreted
+            # (rewards/inline.py), the real torch build where that cannot take the source
+            fell = []
+            if counter.fast_inline:
+                mod = inline.load_inline(*a, fallback=orig_inline, gpu=torch.cuda.is_available(),
+                                         on_fallback=fell.append, **kw)
+            else:
+                mod = orig_inline(*a, **kw)
+                fell.append("fast path off")
+            counter.inline_paths.append("load_inline: " + fell[0] if fell else "fast")
+            counter.kernel_names.update(inline.kernel_names(kw.get("cuda_sources", a[2] if len(a) > 2 else None)))
             return _CountingModule(mod, counter)
         cpp.load_inline = load_inline
         self.installed = {c: c.run for c in classes}
@@ -644,6 +658,8 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
     except BaseException:  # noqa: BLE001
         return {"ok": False, "error": "problem_load", "message": _tb()}
     _PENDING.clear()  # a model kept for timing belongs to the previous candidate only
+    counter.fast_inline = bool(msg.get("fast_inline", True))
+    counter.inline_paths = []
     key = msg["candidate_sha256"][:16]
     import time as _time
     clock = [_time.perf_counter()]
@@ -654,11 +670,14 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         phases[name] = round(phases.get(name, 0.0) + now - clock[0], 4)
         clock[0] = now
     try:
+        # ModelNew, or Model where there is none: an attribute of the candidate's own module, so a
+        # `Model` here is the candidate's class, never the problem's
+        from megakernel_gym.rewards.anticheat import CANDIDATE_CLASSES, NO_CANDIDATE_CLASS, candidate_class
+        name = msg.get("candidate_class") or candidate_class(msg["candidate_source"])
         cand = _load_module(msg["candidate_source"], f"mkgym_candidate_{key}", workdir, f"candidate_{key}.py")
-        if not hasattr(cand, "ModelNew"):
-            return {"ok": True, "status": "compile_error", "category": "no_modelnew",
-                    "reason": "the candidate defines no ModelNew class; define class ModelNew(nn.Module) "
-                              "with the same constructor arguments as Model"}
+        cls = vars(cand).get(name) if name in CANDIDATE_CLASSES else None
+        if not isinstance(cls, type):
+            return {"ok": True, "status": "compile_error", "category": "no_modelnew", "reason": NO_CANDIDATE_CLASS}
         lap("import")
         phase = "init"
         outputs, models = [], {}
@@ -669,11 +688,12 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             pair = models.get(spec["init_seed"])
             if pair is None:
                 ref = env.model(mod.Model, mod, spec["init_seed"])
-                new = env.model(cand.ModelNew, mod, spec["init_seed"])
+                new = env.model(cls, mod, spec["init_seed"])
                 rk, nk = set(ref.state_dict()), set(new.state_dict())
                 if rk != nk:
                     return {"ok": True, "status": "incorrect", "category": "state_dict",
-                            "reason": "ModelNew's state_dict keys differ from Model's: missing "
+                            "reason": f"the state_dict keys of the candidate's {name} differ from the "
+                                      "problem's Model's: missing "
                                       f"{sorted(rk - nk)[:8]}, unexpected {sorted(nk - rk)[:8]}; keep the "
                                       "same parameter names so the judge can load Model's weights"}
                 new.load_state_dict(ref.state_dict(), strict=True)
@@ -692,7 +712,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             ops_seen += inspector.ops
             bad_ops = inspector.forbidden()
             if bad_ops:
-                flags.append({"rule": "torch_compute", "detail": "ModelNew.forward ran torch compute ops: "
+                flags.append({"rule": "torch_compute", "detail": f"{name}.forward ran torch compute ops: "
                               + ", ".join("aten." + o for o in bad_ops[:10])})
             try:
                 outs = as_outputs(torch, out)
@@ -712,7 +732,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
                        if isinstance(a, torch.Tensor) and not (a.shape == b.shape and torch.equal(a, b))]
             if changed:
                 return {"ok": True, "status": "incorrect", "category": "input_mutated",
-                        "reason": f"ModelNew.forward modified input(s) {changed}; inputs must stay unchanged",
+                        "reason": f"{name}.forward modified input(s) {changed}; inputs must stay unchanged",
                         "flags": flags}
             lap("forward")
             outputs.append(outs)
@@ -727,7 +747,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             flags.append({"rule": "monkeypatch", "detail": "the candidate replaced judge-visible functions: "
                           + ", ".join(tampered or ["kernel launch hooks"])})
         header: dict[str, Any] = {"ok": True, "status": "ran", "flags": flags, "phases": phases,
-                                  "launches": launched}
+                                  "launches": launched, "inline_paths": counter.inline_paths}
         if flags:
             return header
         from megakernel_gym.rewards.correctness import write_outputs
@@ -751,7 +771,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         log = getattr(e, "log", None)
         return {"ok": True, "status": status, "category": category, "phase": phase, "flags": flags,
                 "reason": f"{type(e).__name__} during {phase}: {str(e)[:2000]}",
-                "compile_log": log, "traceback": _tb()}
+                "compile_log": log, "traceback": _tb(), "inline_paths": counter.inline_paths}
 
 
 _PENDING: dict[str, Any] = {}
@@ -781,7 +801,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         for m in list(counter.nvrtc._modules.values()):
             own.update(m.kernel_names)
         lib = [k for k in kernels if any(p in k.lower() for p in LIBRARY_KERNEL_PATTERNS)
-               and not any(name and name in k for name in own)]
+               and not (_function_name(k) in own and not any(v in k.lower() for v in _VENDOR_NAMESPACES))]
         if lib:
             flags.append({"rule": "forbidden_library", "detail": "library kernels ran: " + ", ".join(lib[:5])})
         if len(streams) > 1:
@@ -814,6 +834,26 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         status, category = _categorize_exception(e)
         return {"ok": True, "status": status, "category": category, "phase": "timing", "flags": flags,
                 "reason": f"{type(e).__name__} during timing: {str(e)[:2000]}", "traceback": _tb()}
+
+
+_VENDOR_NAMESPACES = ("cutlass", "cublas", "cudnn", "xmma", "cute::")
+
+
+def _function_name(kernel: str) -> str:
+    """A profiled kernel's own identifier: `void ns::gemm_tile<float, 64>(float const*, ...)` -> gemm_tile.
+    The candidate's kernels are excused from the library-name rule by this name alone, exactly (a
+    candidate kernel named `gemm` must not excuse a cuBLAS `sm90_xmma_gemm_...`)."""
+    head = kernel.split("(", 1)[0]
+    depth, cut = 0, len(head)
+    for i, c in enumerate(head):   # drop template arguments, nested ones included
+        if c == "<":
+            if depth == 0:
+                cut = min(cut, i)
+            depth += 1
+        elif c == ">":
+            depth -= 1
+    head = head[:cut].strip()
+    return head.split()[-1].split("::")[-1] if head else ""
 
 
 def _profile_kernels(torch, fn) -> tuple[set[str], set[int]]:

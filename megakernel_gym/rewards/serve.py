@@ -107,7 +107,8 @@ def make_app(pool, resolve_problem: Callable[[str], Problem] | None = None,
         model_config = ConfigDict(extra="forbid")
         problem: str | None = Field(None, description="a built-in problem's name (or the name for problem_source)")
         problem_source: str | None = Field(None, description="a KernelBench-format problem file's text")
-        candidate: str = Field(description="the candidate's Python source, defining ModelNew")
+        candidate: str = Field(description="the candidate's Python source defining ModelNew (or Model), or an "
+                                           "answer with a ```python block that does")
 
     class Batch(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -334,7 +335,7 @@ def _name(problem: str | Problem) -> str:
 
 
 def _item(problem: str | Problem, cand: str | Candidate) -> dict[str, Any]:
-    source = cand.source if isinstance(cand, Candidate) else cand
+    source = (cand if isinstance(cand, Candidate) else Candidate(cand)).source   # the code, not the prose around it
     if isinstance(problem, str):
         return {"problem": problem, "candidate": source}
     return {"problem": problem.name, "problem_source": problem.source, "candidate": source}

@@ -1,6 +1,6 @@
 # expect: rejected torch_compute
 # problem: softmax
-# importing torch.nn.functional at all
+# torch.nn.functional used in forward (importing it alone is fine: the rule fires on use)
 import torch
 import torch.nn as nn
 import triton

@@ -1,6 +1,6 @@
 # expect: compile_error no_modelnew
 # problem: softmax
-# no ModelNew class
+# neither a ModelNew class nor a Model class of its own (a misnamed class)
 import torch
 import torch.nn as nn
 import triton
@@ -13,6 +13,6 @@ def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
 
 
-class Model(nn.Module):
+class MyModel(nn.Module):
     def forward(self, x):
         return x

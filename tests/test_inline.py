@@ -1,0 +1,249 @@
+"""The fast load_inline path (rewards/inline.py) on the CPU: its NVRTC compile, and its host-code
+interpreter run as a dry run (launches recorded, not run). The GPU side, and the comparison with
+torch's own build, are gpu-marked (tests/test_honest_corpus_gpu.py) and benched
+(bench/judge_kb_format.py)."""
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import CORPUS
+from megakernel_gym.rewards import Candidate, Problem, inline
+from megakernel_gym.rewards.nvrtc import CudaCompileError, CudaUnavailableError
+from megakernel_gym.rewards.sandbox import _function_name
+
+KERNEL = r"""
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+#include <cmath>
+#define CHECK_CUDA(x) TORCH_CHECK(x.is_cuda(), #x " must be a CUDA tensor")
+#define CHECK_INPUT(x) CHECK_CUDA(x); TORCH_CHECK(x.is_contiguous(), #x " must be contiguous")
+constexpr int TILE = 128;
+
+__global__ void scale_kernel(const float* __restrict__ x, float* __restrict__ y, float s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * s + INFINITY * 0.0f;
+}
+
+template <typename T, int B>
+__global__ void __launch_bounds__(256) copy_kernel(const T* x, T* y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * B + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+"""
+
+
+def build(host: str, functions, cpp: str = "", **kw):
+    """The fast module for KERNEL + host, every launch recorded instead of run."""
+    mod = inline.translate("t", cpp, KERNEL + host, functions, **kw)
+    launches = []
+    for f in mod._functions.values():
+        f.program.launcher = lambda *a: launches.append(a)
+    return mod, launches
+
+
+def test_the_usual_wrapper_allocates_computes_a_grid_and_launches():
+    mod, launches = build(r"""
+torch::Tensor scale(torch::Tensor x, double s) {
+    CHECK_INPUT(x);
+    auto n = x.numel();
+    auto y = torch::empty_like(x);
+    const int threads = 256;
+    const int blocks = (n + threads - 1) / threads;
+    scale_kernel<<<blocks, threads>>>(x.data_ptr<float>(), y.data_ptr<float>(), (float)s, n);
+    return y;
+}""", ["scale"])
+    x = torch.randn(3, 333)
+    y = mod.scale(x, 2.5)
+    assert y.shape == x.shape and y.dtype == x.dtype and y.data_ptr() != x.data_ptr()
+    [(name, grid, block, smem, stream, args)] = launches
+    assert name == "scale_kernel" and grid == (4, 1, 1) and block == (256, 1, 1) and smem == 0
+    assert stream == 0    # <<<>>> without a stream: the legacy default stream, as nvcc's launch
+    assert int(args[0]) == x.data_ptr() and int(args[1]) == y.data_ptr()
+    assert args[2].dtype.name == "float32" and float(args[2]) == 2.5 and args[3].dtype.name == "int32"
+
+
+def test_templates_dim3_dispatch_stream_and_file_constants():
+    mod, launches = build(r"""
+torch::Tensor copy(torch::Tensor x) {
+    auto y = torch::zeros({x.size(0), x.size(1)}, x.options());
+    dim3 grid((x.numel() + TILE - 1) / TILE);
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "copy", ([&] {
+        copy_kernel<scalar_t, TILE><<<grid, TILE, 0, at::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), x.numel());
+    }));
+    return y;
+}""", ["copy"])
+    program = mod._functions["copy"].program
+    assert set(program.lowered) == {"copy_kernel<float, 128>", "copy_kernel<double, 128>"}
+    mod.copy(torch.randn(5, 100))
+    mod.copy(torch.randn(5, 100, dtype=torch.float64))
+    assert [(n, g, s) for n, g, _, _, s, _ in launches] == [("copy_kernel<float, 128>", (4, 1, 1), None),
+                                                            ("copy_kernel<double, 128>", (4, 1, 1), None)]
+    with pytest.raises(RuntimeError, match="not implemented for 'Half'"):   # as AT_DISPATCH says it
+        mod.copy(torch.randn(5, 100).half())
+
+
+def test_c_integer_semantics():
+    """int wraps at 32 bits, division truncates toward zero, unsigned mixes as C says."""
+    mod, launches = build(r"""
+torch::Tensor ints(torch::Tensor x) {
+    int big = 2147483647;
+    big = big + 1;                       // wraps to INT_MIN
+    int q = -7 / 2;                      // -3, not -4
+    int r = -7 % 2;                      // -1
+    unsigned int u = 0;
+    u = u - 1;                           // 4294967295
+    long long wide = (long long)2147483647 + 1;
+    TORCH_CHECK(big == -2147483647 - 1 && q == -3 && r == -1 && u == 4294967295u && wide == 2147483648LL,
+                "C semantics: ", big, " ", q, " ", r, " ", u, " ", wide);
+    TORCH_CHECK((-1 < u) == false, "int converts to unsigned in a mixed comparison");
+    int n = x.numel();
+    scale_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), x.data_ptr<float>(), 1.0f, n);
+    return x;
+}""", ["ints"])
+    mod.ints(torch.zeros(10))
+    assert launches[0][1] == (1, 1, 1)
+
+
+def test_checks_raise_like_the_extension():
+    mod, _ = build(r"""
+torch::Tensor scale(torch::Tensor x) {
+    CHECK_INPUT(x);
+    TORCH_CHECK(x.dim() == 2, "expected 2D, got ", x.dim(), "D");
+    auto y = torch::empty_like(x);
+    scale_kernel<<<1, 32>>>(x.data_ptr<float>(), y.data_ptr<float>(), 1.0f, (int)x.numel());
+    return y;
+}""", ["scale"])
+    with pytest.raises(RuntimeError, match="expected 2D, got 1D"):
+        mod.scale(torch.zeros(4))
+    with pytest.raises(RuntimeError, match="x must be contiguous"):   # #x stringified, as cpp does
+        mod.scale(torch.zeros(4, 4).t())
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        mod.scale(torch.zeros(4, 4, dtype=torch.float64))
+    with pytest.raises(TypeError, match="incompatible function arguments"):
+        mod.scale(3.0)
+
+
+def test_vectors_of_outputs_and_last_error():
+    mod, _ = build(r"""
+std::vector<torch::Tensor> two(torch::Tensor x) {
+    auto a = torch::empty({x.size(0)}, torch::TensorOptions().dtype(torch::kFloat32).device(x.device()));
+    auto b = torch::full({2, 3}, 1.5, x.options());
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) { throw std::runtime_error(cudaGetErrorString(err)); }
+    return {a, b};
+}""", ["two"])
+    a, b = mod.two(torch.zeros(7))
+    assert a.shape == (7,) and a.dtype == torch.float32 and b.shape == (2, 3) and float(b[0, 0]) == 1.5
+
+
+def test_pybind11_module_names_the_functions():
+    host = r"""
+torch::Tensor impl(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    scale_kernel<<<1, 32>>>(x.data_ptr<float>(), y.data_ptr<float>(), 2.0f, (int)x.numel());
+    return y;
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("forward", &impl, "scale by two"); }
+"""
+    mod, launches = build(host, None)
+    mod.forward(torch.zeros(3))
+    assert launches and list(mod._functions) == ["forward"]
+
+
+@pytest.mark.parametrize("host,why", [
+    ("torch::Tensor f(torch::Tensor x) { return torch::matmul(x, x); }", "call to torch::matmul"),
+    ("torch::Tensor f(torch::Tensor x) { float* p = x.data_ptr<float>(); p[0] = 1; return x; }", "assignment"),
+    ("#if 1\n#endif\ntorch::Tensor f(torch::Tensor x) { return x; }", "conditional compilation"),
+])
+def test_what_the_subset_cannot_take_goes_to_the_real_build(host, why):
+    called = []
+    fake = lambda *a, **kw: called.append(a) or "the real module"   # noqa: E731
+    fell = []
+    got = inline.load_inline("t", "", KERNEL + host, functions=["f"], fallback=fake, gpu=True,
+                             on_fallback=fell.append)
+    if got == "the real module":       # refused at translation
+        assert called and why in fell[0]
+    else:                              # refused while running: that call goes to the real build
+        got._functions["f"].program.launcher = lambda *a: None
+        assert got._functions["f"].program.build_real is not None
+        got._functions["f"].program.build_real = lambda: type("M", (), {"f": staticmethod(lambda x: "real")})
+        assert got.f(torch.zeros(2)) == "real"
+        assert why in got._functions["f"].program.fell_back
+
+
+def test_without_a_gpu_it_compiles_and_says_what_running_needs():
+    host = "torch::Tensor f(torch::Tensor x) { auto y = torch::empty_like(x); " \
+           "scale_kernel<<<1, 32>>>(x.data_ptr<float>(), y.data_ptr<float>(), 2.0f, (int)x.numel()); return y; }"
+    mod = inline.load_inline("t", "", KERNEL + host, functions=["f"], extra_cflags=[""], extra_ldflags=[""],
+                             gpu=False)
+    with pytest.raises(CudaUnavailableError, match="needs the gpu backend"):
+        mod.f(torch.zeros(3))
+    with pytest.raises(CudaUnavailableError, match="NVRTC could not compile") as e:
+        inline.load_inline("t", "", KERNEL.replace("y[i] = x[i] * s", "y[i] = undefined_name * s") + host,
+                           functions=["f"], gpu=False)
+    assert "undefined_name" in str(e.value)
+    with pytest.raises(CudaCompileError):   # with a GPU the compile error is NVRTC's to give back, or the real
+        inline.translate("t", "", "__global__ void k() { nope; }\n" + host, ["f"])   # build's (fallback)
+
+
+def test_torch_build_defines_apply_to_the_device_code():
+    """torch's nvcc flags forbid __half operators; NVRTC gets the same defines, so the verdicts agree."""
+    src = "#include <cuda_fp16.h>\n__global__ void h(__half* x) { x[0] = x[0] + x[0]; }\n" \
+          "torch::Tensor f(torch::Tensor x) { h<<<1, 1>>>((__half*)x.data_ptr()); return x; }"
+    with pytest.raises(CudaCompileError):
+        inline.translate("t", "", src, ["f"])
+
+
+def test_kernel_names_and_the_library_rule_name():
+    assert inline.kernel_names(KERNEL) == {"scale_kernel", "copy_kernel"}
+    assert _function_name("void copy_kernel<float, 128>(float const*, float*, long)") == "copy_kernel"
+    assert _function_name("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)") \
+        == "vectorized_elementwise_kernel"
+    # a candidate kernel called "gemm" must not excuse cuBLAS's: only its exact name counts
+    assert _function_name("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1") != "gemm"
+
+
+def _corpus_inline():
+    return [p for p in sorted((CORPUS / "honest_gpu").glob("*")) if p.suffix in (".py", ".md")
+            and re.search(r"^# format: load_inline\b", p.read_text(), re.M)]
+
+
+@pytest.mark.parametrize("path", _corpus_inline(), ids=lambda p: p.name)
+def test_every_honest_load_inline_wrapper_runs_in_the_interpreter(path: Path, monkeypatch):
+    """A dry run on the CPU: the fast path takes each honest candidate (no fallback), and its host code
+    allocates outputs of the reference's shapes and dtypes and launches at least one kernel."""
+    from conftest import problem_for, read_expectation
+    import torch.utils.cpp_extension as cpp
+    launches, fell = [], []
+
+    def fast(*a, **kw):
+        mod = inline.load_inline(*a, gpu=False, on_fallback=fell.append, **kw)
+        for f in mod._functions.values():
+            f.program.launcher = lambda *x: launches.append(x)
+        return mod
+    monkeypatch.setattr(cpp, "load_inline", fast)
+    exp = read_expectation(path)
+    problem = problem_for(exp)
+    p = {"__name__": "problem"}
+    exec(compile(problem.source, "problem.py", "exec"), p)
+    for k, v in (p.get("GPU_SIZES") or {}).items():   # the GPU's sizes and dtypes: kernels check them
+        p[k] = v
+    c = {"__name__": "candidate"}
+    exec(compile(Candidate(exp["source"]).source, path.name, "exec"), c)
+    cls = c.get("ModelNew") or c["Model"]
+    torch.manual_seed(0)
+    model = cls(*p["get_init_inputs"]())
+    with torch.device("meta"):   # the reference's output shapes, computing nothing
+        ref = p["Model"](*p["get_init_inputs"]())
+        meta = p["get_inputs"]()
+    xs = [torch.empty_like(x, device="cpu") if isinstance(x, torch.Tensor) else x for x in meta]
+    with torch.no_grad():
+        out, want = model(*xs), ref(*meta)
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    wants = list(want) if isinstance(want, (list, tuple)) else [want]
+    assert not fell, fell
+    assert launches, "no kernel launched"
+    assert [(tuple(o.shape), o.dtype) for o in outs] == [(tuple(w.shape), w.dtype) for w in wants]
