@@ -1,0 +1,42 @@
+# expect: correct
+# problem: fixtures/honest/gemm_relu_fp32.py
+# fp32 GEMM + bias + ReLU with 16x16 output tiles and BLOCK_K 16: tl.dot (ieee) accumulates K in 16-wide steps, so partial sums round in a different order than the reference's BLAS
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gemm_bias_relu(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, sxm, swn, sym,
+                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, K_TILES: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for t in range(K_TILES):
+        k = t * BK + rk
+        a = tl.load(x_ptr + rm[:, None] * sxm + k[None, :], mask=(rm[:, None] < M) & (k[None, :] < K), other=0.0)
+        b = tl.load(w_ptr + rn[None, :] * swn + k[:, None], mask=(rn[None, :] < N) & (k[:, None] < K), other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="ieee")
+    bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
+    y = tl.maximum(acc + bias[None, :], 0.0)
+    tl.store(y_ptr + rm[:, None] * sym + rn[None, :], y, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.linear.weight
+        N, K = w.shape
+        x2 = x.contiguous().view(-1, K)
+        M = x2.shape[0]
+        y = torch.empty((*x.shape[:-1], N), dtype=x.dtype, device=x.device)
+        bm, bn, bk = 16, 16, 16
+        _gemm_bias_relu[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
+            x2, w, self.linear.bias, y, M, N, K, x2.stride(0), w.stride(0), N,
+            BM=bm, BN=bn, BK=bk, K_TILES=triton.cdiv(K, bk))
+        return y
