@@ -134,3 +134,66 @@ def test_ray_pool_on_gpu_gives_the_local_pools_verdicts(tmp_path):
         remote = rp.evaluate_many(items)
     assert [r.status for r in remote] == [r.status for r in local] == ["correct", "compile_error"]
     assert abs(math.log(remote[0].speedup / local[0].speedup)) < math.log(1.5)
+
+
+HOST_INIT_PROBLEM = '''
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """y = x * scale, with scale drawn through numpy in __init__ (a host tensor)."""
+    def __init__(self, n):
+        super().__init__()
+        self.scale = nn.Parameter(torch.from_numpy(np.sort(torch.rand(n).numpy())) + 0.5)
+
+    def forward(self, x):
+        return x * self.scale
+
+
+n = 4096
+
+
+def get_inputs():
+    return [torch.randn(256, n)]
+
+
+def get_init_inputs():
+    return [n]
+'''
+
+HOST_INIT_CANDIDATE = COPY + '''
+
+@triton.jit
+def _scale_rows(x_ptr, s_ptr, y_ptr, n, total, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < total
+    x = tl.load(x_ptr + offs, mask=m)
+    s = tl.load(s_ptr + offs % n, mask=m)
+    tl.store(y_ptr + offs, x * s, mask=m)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.scale = nn.Parameter(torch.empty(n))
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        _scale_rows[(triton.cdiv(x.numel(), 1024),)](x, self.scale, y, x.shape[-1], x.numel(), BLOCK=1024)
+        return y
+'''
+
+
+def test_a_model_built_from_host_tensors_is_judged_as_before(gpu_judge):
+    """Models are built on the GPU (their parameters drawn there), except one whose __init__ needs host
+    tensors: that one is built on the host in both workers, so the candidate still gets the
+    reference's weights, on every seed (the secret seed's fresh ones too)."""
+    from megakernel_gym.rewards import Problem
+    problem = Problem.from_source(HOST_INIT_PROBLEM, "host_init_scale")
+    r = gpu_judge.evaluate(problem, Candidate(HOST_INIT_CANDIDATE))
+    assert r.status == "correct", r.reason
+    assert len(r.seeds) == 6 and all(s["ok"] for s in r.seeds)
+    wrong = HOST_INIT_CANDIDATE.replace("x * s, mask=m)", "x * (s + 1e-3), mask=m)")
+    assert gpu_judge.evaluate(problem, Candidate(wrong)).status == "incorrect"

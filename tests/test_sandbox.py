@@ -169,3 +169,49 @@ def test_a_worker_uses_the_gpu_its_judge_was_given():
     assert visible_device(1, "2,3") == "3"
     assert visible_device(0, "GPU-c74d5b55") == "GPU-c74d5b55"
     assert visible_device(1, None) == "1" and visible_device(0, "") == "0"
+
+
+class _HostOnlyInit:
+    """A Model whose __init__ needs a host tensor (numpy): built on the host, then moved."""
+    def __new__(cls, n):
+        import torch
+        m = torch.nn.Linear(n, n)
+        m.table = torch.arange(n).numpy()  # raises for a tensor that is not on the host
+        return m
+
+
+class _Mod:
+    @staticmethod
+    def get_init_inputs():
+        return [8]
+
+
+def test_models_are_built_on_the_judges_device_or_else_on_the_host():
+    """Env.model draws a model's parameters on the device (a 'meta' device stands in for the GPU
+    here); a class that cannot be built there is built on the host and moved."""
+    import torch
+
+    from megakernel_gym.rewards.sandbox import Env
+    env = Env("cpu")
+    env.device = torch.device("meta")
+    seen = []
+
+    class Plain(torch.nn.Linear):
+        def __init__(self, n):
+            seen.append(torch.empty(1).device.type)   # the default device inside __init__
+            super().__init__(n, n)
+
+    m = env.model(Plain, _Mod, 0)
+    assert seen == ["meta"] and m.weight.device.type == "meta"
+    m = env.model(_HostOnlyInit, _Mod, 0)
+    assert m.weight.device.type == "meta" and list(m.table) == list(range(8))
+    # a class that fails on the host too fails with the host's error
+    class Broken(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            raise ValueError(f"bad size {n}")
+    with pytest.raises(ValueError, match="bad size 8"):
+        env.model(Broken, _Mod, 0)
+    # on the host, the same seed gives the same weights, as before
+    env.device = torch.device("cpu")
+    assert torch.equal(env.model(Plain, _Mod, 3).weight, env.model(Plain, _Mod, 3).weight)
