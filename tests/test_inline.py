@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import CORPUS
-from megakernel_gym.rewards import Candidate, Problem, inline
+from megakernel_gym.rewards import Candidate, inline
 from megakernel_gym.rewards.nvrtc import CudaCompileError, CudaUnavailableError
 from megakernel_gym.rewards.sandbox import _function_name
 
@@ -189,6 +189,92 @@ def test_without_a_gpu_it_compiles_and_says_what_running_needs():
         inline.translate("t", "", "__global__ void k() { nope; }\n" + host, ["f"])   # build's (fallback)
 
 
+POINTERS = r"""
+#include <cuda_fp16.h>
+__global__ void dbl(const double* x, double* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = x[threadIdx.x]; }
+__global__ void vec4(const float4* x, float4* y) { y[0] = x[0]; }
+__global__ void raw(const void* x, void* y) {}
+__global__ void hlf(const __half* x, __half* y) { y[0] = x[0]; }
+"""
+
+
+@pytest.mark.parametrize("call,verdict", [
+    ("dbl<<<1, 32>>>(x.data_ptr<float>(), y.data_ptr<float>(), 1)", "load"),       # float* for const double*
+    ("dbl<<<1, 32>>>((double*)x.data_ptr(), (double*)y.data_ptr(), 1)", "runs"),    # a cast says what it points to
+    ("dbl<<<1, 32>>>(x.data_ptr(), y.data_ptr(), 1)", "load"),                      # void* does not convert to double*
+    ("float* p = x.data_ptr<float>(); dbl<<<1, 32>>>(p, p, 1)", "call"),           # seen only when it runs
+    ("vec4<<<1, 1>>>(reinterpret_cast<const float4*>(x.data_ptr<float>()), "
+     "reinterpret_cast<float4*>(y.data_ptr<float>()))", "runs"),
+    ("vec4<<<1, 1>>>(reinterpret_cast<const float2*>(x.data_ptr<float>()), (float4*)y.data_ptr())", "load"),
+    ("raw<<<1, 1>>>(x.data_ptr<float>(), y.data_ptr())", "runs"),                   # anything converts to void*
+    ("hlf<<<1, 1>>>(reinterpret_cast<__half*>(x.data_ptr<float>()), (half*)y.data_ptr())", "runs"),  # half is __half
+    ("hlf<<<1, 1>>>((at::Half*)x.data_ptr(), (__half*)y.data_ptr())", "load"),      # torch's Half is another type
+])
+def test_a_pointer_argument_nvcc_would_refuse_is_a_compile_error(call, verdict):
+    """nvcc refuses a launch whose pointer argument points to another type than the parameter, so the real
+    load_inline would not build the extension: the fast path gives the same compile_error (at load where the
+    types are in the text, else when the launch runs), and never runs the kernel."""
+    src = POINTERS + "torch::Tensor f(torch::Tensor x) { auto y = torch::empty_like(x); " + call + "; return y; }"
+    if verdict == "load":
+        with pytest.raises(inline.BuildError, match="is incompatible with parameter of type") as e:
+            inline.translate("t", "", src, ["f"])
+        assert isinstance(e.value, CudaCompileError)   # the judge's compile_error
+        return
+    mod = inline.translate("t", "", src, ["f"])
+    launches = []
+    mod._functions["f"].program.launcher = lambda *a: launches.append(a)
+    if verdict == "runs":
+        mod.f(torch.zeros(4))
+        assert len(launches) == 1
+    else:
+        with pytest.raises(inline.BuildError, match="is incompatible with parameter of type"):
+            mod.f(torch.zeros(4))
+        assert not launches
+
+
+def test_a_failed_launch_nobody_checks_is_raised_when_the_call_returns():
+    """CUDA keeps a failed launch's error pending; torch's check after its next kernel raises it, right
+    after the extension's call returns. A wrapper that reads cudaGetLastError itself decides instead."""
+    unchecked = "torch::Tensor f(torch::Tensor x) { auto y = torch::empty_like(x); " \
+                "scale_kernel<<<1, 2048>>>(x.data_ptr<float>(), y.data_ptr<float>(), 1.0f, 4); return y; }"
+    checked = unchecked.replace("return y;", "cudaError_t e = cudaGetLastError(); return y;")
+
+    def failing(*a):
+        raise type("LaunchError", (Exception,), {"status": 1})("invalid argument")
+    mod = inline.translate("t", "", KERNEL + unchecked, ["f"])
+    mod._functions["f"].program.launcher = failing
+    with pytest.raises(inline.CudaRuntimeError, match="cudaErrorInvalidValue.*not checked"):
+        mod.f(torch.zeros(4))
+    mod._functions["f"].program.launcher = lambda *a: None
+    assert mod.f(torch.zeros(4)).shape == (4,)      # nothing pending from the failed call before
+    mod = inline.translate("t", "", KERNEL + checked, ["f"])
+    mod._functions["f"].program.launcher = failing
+    assert mod.f(torch.zeros(4)).shape == (4,)      # the wrapper read the error and went on
+
+
+def test_the_real_build_failing_is_a_compile_error_with_its_log():
+    """torch's load_inline raising 'Error building extension' becomes a BuildError (a compile_error)
+    carrying the compiler's output, which verbose=False keeps in the error instead of printing it."""
+    seen = []
+
+    def torch_build(*a, **kw):
+        seen.append(kw.get("verbose"))
+        if a[0] == "bad":
+            raise RuntimeError("Error building extension 'bad': [1/3] /usr/local/cuda/bin/nvcc -Werror=x -c relu.cu\n"
+                               "FAILED: relu.cuda.o\nrelu.cu(9): error: expected a \";\"\n1 error detected\n"
+                               "ninja: build stopped: subcommand failed.")
+        raise RuntimeError("Ninja is required to load C++ extensions")
+    build = inline.real_build(torch_build)
+    with pytest.raises(inline.BuildError, match='expected a ";"') as e:
+        build("bad", "", cuda_sources="", verbose=True)
+    assert isinstance(e.value, CudaCompileError) and 'expected a ";"' in e.value.log and seen == [False]
+    # what the agent reads first is the compiler's error, not the command lines
+    assert str(e.value).splitlines()[1:] == ['relu.cu(9): error: expected a ";"', "1 error detected"]
+    with pytest.raises(RuntimeError, match="Ninja is required") as e:   # not a build failure: as it was
+        build("other", "")
+    assert not isinstance(e.value, CudaCompileError)
+
+
 def test_torch_build_defines_apply_to_the_device_code():
     """torch's nvcc flags forbid __half operators; NVRTC gets the same defines, so the verdicts agree."""
     src = "#include <cuda_fp16.h>\n__global__ void h(__half* x) { x[0] = x[0] + x[0]; }\n" \
@@ -247,3 +333,15 @@ def test_every_honest_load_inline_wrapper_runs_in_the_interpreter(path: Path, mo
     assert not fell, fell
     assert launches, "no kernel launched"
     assert [(tuple(o.shape), o.dtype) for o in outs] == [(tuple(w.shape), w.dtype) for w in wants]
+
+
+def test_the_judge_gives_a_wrong_pointer_type_compile_error_on_any_backend(cpu_judge):
+    """A KernelBench answer passing double* to a float* kernel: nvcc would not build it, so the cpu backend
+    can say so (compile_error, with the message) instead of 'needs a GPU'."""
+    from conftest import problem_for, read_expectation
+    exp = read_expectation(CORPUS / "honest_gpu" / "l1_relu_fixture_inline.py")
+    bad = exp["source"].replace("x.data_ptr<float>()", "x.data_ptr<double>()")
+    assert bad != exp["source"]
+    r = cpu_judge.evaluate(problem_for(exp), Candidate(bad))
+    assert (r.status, r.category) == ("compile_error", "cuda_compile"), r.reason
+    assert 'argument of type "double *" is incompatible with parameter of type "float *"' in r.reason

@@ -23,7 +23,7 @@ then says that running it needs the gpu backend.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -133,6 +133,39 @@ class Unsupported(Exception):
 
 class CudaRuntimeError(RuntimeError):
     """What a failed CUDA runtime call raises in the host wrapper (TORCH_CHECK, C10_CUDA_CHECK...)."""
+
+
+class BuildError(nvrtc.CudaCompileError):
+    """The extension does not build: torch's load_inline failed (`log` is nvcc's and g++'s output), or
+    the fast path found host code that nvcc rejects. Either way the result is a compile_error."""
+
+    def __init__(self, log: str, name: str, what: str):
+        self.log, self.name = log[-20000:], name
+        # the compiler's error lines first: a build's output opens with long nvcc and g++ command lines
+        errors = [ln for ln in log.splitlines() if re.search(r"\berror\b", ln, re.I)
+                  and not ln.lstrip().startswith(("[", "FAILED:", "ninja:"))]
+        RuntimeError.__init__(self, f"{name}: {what}:\n" + ("\n".join(errors[:20]) or log[-4000:]))
+
+
+def real_build(orig: Callable) -> Callable:
+    """torch's load_inline, whose build failure is a BuildError carrying the build's output. The output
+    is captured (verbose off: verbose only prints it) so that the agent reads nvcc's message."""
+    def build(*a, **kw):
+        a = list(a)
+        if len(a) > 11:
+            a[11] = False
+        else:
+            kw["verbose"] = False
+        try:
+            return orig(*a, **kw)
+        except RuntimeError as e:
+            text = str(e)
+            if not text.startswith("Error building extension"):
+                raise
+            name = a[0] if a else kw.get("name", "extension")
+            raise BuildError(text.partition(": ")[2] or text, str(name),
+                             "torch's load_inline could not build the extension") from e
+    return build
 
 
 # ---------------------------------------------------------------------------------------
@@ -1000,6 +1033,7 @@ class Program:
             self._read_constants(code, fns)
         for cname, f in self.hosts.items():
             self.parsed[cname] = self._parse_function(f)
+        self._check_launch_pointers()
         self.names = self._name_expressions()
         opts = list(TORCH_NVCC_DEFINES)   # NVRTC has no --expt-relaxed-constexpr; the std stubs are __host__ __device__
         for flag in cuda_flags:
@@ -1068,6 +1102,41 @@ class Program:
         if body.peek():
             raise Unsupported("trailing tokens after a host function")
         return (ret, params, tree)
+
+    def _check_launch_pointers(self) -> None:
+        """A launch whose pointer argument has a type nvcc refuses for its parameter, where both are
+        plain in the text (x.data_ptr<float>(), a cast): nvcc fails the build, so the fast path does too,
+        at load, before it would run anything (the interpreter checks the launches it cannot see here)."""
+        def pointee(node):
+            if node[0] == "cast" and node[1].endswith("*"):
+                return node[1][:-1].replace("const", "")
+            if node[0] == "call" and node[1][0] == "member" and node[1][2] in ("data_ptr", "mutable_data_ptr",
+                                                                               "const_data_ptr"):
+                return (node[1][3] or "<void>")[1:-1]
+            if node[0] == "call" and node[1][0] == "name" and node[1][1].split("::")[-1] in (
+                    "reinterpret_cast", "static_cast", "const_cast") and (node[1][2] or "").endswith("*>"):
+                return node[1][2][1:-2].replace("const", "")
+            return None
+
+        def walk(node):
+            if isinstance(node, list):
+                for x in node:
+                    walk(x)
+                return
+            if not isinstance(node, tuple) or not node:
+                return
+            if node[0] == "launch" and node[1] in self.kernels:
+                kernel = self.kernels[node[1]]
+                generic = {n for _, n in kernel.template}
+                for i, (param, arg) in enumerate(zip(kernel.params, node[4])):
+                    got = pointee(arg) if param.pointer and isinstance(arg, tuple) else None
+                    if got is None or param.ctype in generic or "scalar_t" in got:
+                        continue
+                    refuse_pointer(self.name, node[1], i, param, param.ctype, got)
+            for x in node[1:]:
+                walk(x)
+        for _, _, tree in self.parsed.values():
+            walk(tree)
 
     def _name_expressions(self) -> list[str]:
         """Every kernel instantiation the host code can launch, for NVRTC to keep and name."""
@@ -1204,11 +1273,20 @@ class Interpreter:
         scope: dict[str, Any] = {}
         for (ctype, pname), a in zip(params, args):
             scope[pname] = self._bind(ctype, a, from_python, cname, pname)
+        if from_python:
+            self.p.last_error = 0
         try:
             self.run(tree, [self.p.globals, scope, {}])
+            value = None
         except _Return as r:
-            return self._out(ret, r.value) if from_python else r.value
-        return None
+            value = r.value
+        if from_python and self.p.last_error:
+            # a failed launch nobody read with cudaGetLastError stays CUDA's pending error, and torch's
+            # check after its next kernel raises it: in the real extension, right after this call
+            err, self.p.last_error = self.p.last_error, 0
+            raise CudaRuntimeError(f"CUDA error: {_CUDA_ERRORS.get(err, err)} (a launch in {cname} failed "
+                                   "and its error was not checked; torch's next kernel launch reports it)")
+        return self._out(ret, value) if from_python else value
 
     def _bind(self, ctype: str, a, from_python: bool, fn: str, pname: str):
         torch = self.torch
@@ -1886,6 +1964,17 @@ class Interpreter:
         raise Unsupported(f"Tensor.{member}")
 
     # -- launches ------------------------------------------------------------------------
+    def _check_pointer(self, kname: str, i: int, param, want: str, arg: Ptr, scopes) -> None:
+        """nvcc refuses a launch whose pointer argument points to another type than the parameter
+        (float* for a double* parameter, void* for a float* one): the real extension would not build.
+        Checked only between known element types; a struct or typedef of the source is not judged."""
+        try:
+            want = self._resolve(want, scopes) if "scalar_t" in want else want
+            got = self._resolve(arg.ctype, scopes) if "scalar_t" in arg.ctype else arg.ctype
+        except Unsupported:
+            return
+        refuse_pointer(self.p.name, kname, i, param, want, got)
+
     def launch(self, e, scopes):
         _, kname, targs, config, args_nodes = e
         kernel = self.p.kernels.get(kname)
@@ -1922,9 +2011,10 @@ class Interpreter:
         if len(args) != len(kernel.params):
             raise Unsupported(f"{kname} launched with {len(args)} arguments for {len(kernel.params)} parameters")
         packed = []
-        for p, a in zip(kernel.params, args):
+        for i, (p, a) in enumerate(zip(kernel.params, args)):
             if p.pointer:
                 if isinstance(a, Ptr):
+                    self._check_pointer(kname, i, p, subst.get(p.ctype, p.ctype), a, scopes)
                     packed.append(np.uint64(a.addr))
                 elif isinstance(a, Num) and a.v == 0:
                     packed.append(np.uint64(0))
@@ -1936,13 +2026,14 @@ class Interpreter:
             if num is None or not isinstance(a, Num):
                 raise Unsupported(f"argument {p.name} of {kname} ({p.ctype})")
             packed.append(_NP[num](Num(a.v, num).v))
-        if self.p.launcher is not None:
-            self.p.launcher(expr, (grid.x, grid.y, grid.z), (block.x, block.y, block.z), int(smem), stream, packed)
-            return None
-        if stream is None:
-            stream = self.torch.cuda.current_stream().cuda_stream
-        fn = self.p.cuda_module._function(lowered)
         try:
+            if self.p.launcher is not None:   # tests: the launch recorded, not run
+                self.p.launcher(expr, (grid.x, grid.y, grid.z), (block.x, block.y, block.z), int(smem), stream,
+                                packed)
+                return None
+            if stream is None:
+                stream = self.torch.cuda.current_stream().cuda_stream
+            fn = self.p.cuda_module._function(lowered)
             fn((grid.x, grid.y, grid.z), (block.x, block.y, block.z), tuple(packed), shared_mem=int(smem),
                stream=self.p.cuda_module._stream(stream))
         except Exception as err:  # noqa: BLE001 - a failed launch is CUDA's last error, as with <<<>>>
@@ -1951,6 +2042,32 @@ class Interpreter:
             return None
         nvrtc._count_launch()
         return None
+
+
+# Pointee types that are one C++ type under several names (torch's and CUDA's aliases), for the
+# launch's pointer check; a name not here is not checked. int64_t is long on Linux and long long in
+# NVRTC's headers: both are taken as one, so the check never refuses what nvcc would take.
+_POINTEE = {"float": "float", "double": "double", "int": "int", "int32_t": "int", "signed int": "int",
+            "unsigned int": "uint", "uint32_t": "uint", "unsigned": "uint",
+            "int64_t": "int64", "long": "int64", "long long": "int64", "long int": "int64",
+            "uint64_t": "uint64", "unsigned long": "uint64", "unsigned long long": "uint64", "size_t": "uint64",
+            "short": "int16", "int16_t": "int16", "unsigned short": "uint16", "uint16_t": "uint16",
+            "char": "char", "signed char": "int8", "int8_t": "int8", "unsigned char": "uint8", "uint8_t": "uint8",
+            "bool": "bool", "half": "__half", "__half": "__half", "at::Half": "c10::Half", "c10::Half": "c10::Half",
+            "__nv_bfloat16": "__nv_bfloat16", "nv_bfloat16": "__nv_bfloat16", "at::BFloat16": "c10::BFloat16",
+            "c10::BFloat16": "c10::BFloat16", "float2": "float2", "float4": "float4", "half2": "__half2",
+            "__half2": "__half2", "__nv_bfloat162": "__nv_bfloat162", "nv_bfloat162": "__nv_bfloat162",
+            "double2": "double2", "int2": "int2", "int4": "int4", "void": "void"}
+
+def refuse_pointer(program: str, kname: str, i: int, param, want: str, got: str) -> None:
+    """BuildError where nvcc refuses a `got *` argument for a `want *` parameter; both names must be known."""
+    w, g = _POINTEE.get(" ".join(want.split())), _POINTEE.get(" ".join(got.split()))
+    if w is None or g is None or w == g or w == "void":
+        return
+    raise BuildError(f'error: argument of type "{" ".join(got.split())} *" is incompatible with parameter of type '
+                     f'"{param.ctype} *" (argument {i + 1}, {param.name}, of {kname})', program,
+                     "the host code does not compile (nvcc rejects this launch, so the real load_inline would "
+                     "not build it)")
 
 
 _NP = {"int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64, "int16": np.int16,
@@ -2066,6 +2183,8 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
             return module
         except Unsupported as e:
             why = str(e)
+        except BuildError:
+            raise     # nvcc would refuse it too: the real build would only fail the same way, slower
         except nvrtc.CudaCompileError as e:
             if not gpu:
                 raise nvrtc.CudaUnavailableError(

@@ -571,7 +571,7 @@ class LaunchCounter:
             cls.run = run
         import torch.utils.cpp_extension as cpp
         from megakernel_gym.rewards import inline
-        orig_inline = cpp.load_inline
+        orig_inline = inline.real_build(cpp.load_inline)
         self.fast_inline = True       # the judge may turn the fast path off (to compare it with the real one)
         self.inline_paths: list[str] = []   # per load_inline call: "fast", or "load_inline: <why>"
 
