@@ -1,8 +1,11 @@
 """Time to reward for KernelBench-format CUDA candidates (`load_inline`), run on an H100/H200:
 
-    python bench/judge_kb_format.py [--out DIR] [--n 8] [--raw 2] [--identity]
+    python bench/judge_kb_format.py [--out DIR] [--n 8] [--raw 1] [--store PATH]
+    python bench/judge_kb_format.py --identity [--out DIR] [--store PATH]
+    python bench/judge_kb_format.py --mutants [--out DIR] [--store PATH]
 
-Writes bench/results/judge_kb_format.json (device, date, command, rows, targets). Side by side,
+Writes bench/results/judge_kb_format.json (device, date, command, rows, targets); with
+--identity, judge_kb_identity.json, with --mutants judge_kb_identity_mutants.json instead. Side by side,
 in one run, on the honest load_inline candidates of tests/corpus/honest_gpu/:
 
 - raw: torch's own `load_inline` building the candidate's extension, as KernelBench's harness
@@ -14,7 +17,10 @@ in one run, on the honest load_inline candidates of tests/corpus/honest_gpu/:
   the CUDA text, so every cache misses); warm = the same source again, results cache off;
 - judge, `--n` at once: a LocalPool (4 judges on the GPU) scoring `--n` new sources in one batch;
 - with `--identity`: every honest load_inline candidate judged by the fast path and by the real
-  load_inline (the judge's fast_inline=False), and their statuses compared.
+  load_inline (the judge's fast_inline=False), and their statuses compared;
+- with `--mutants`: the same comparison on broken versions of the ReLU answer (a wrong value, an
+  unwritten element, a compile error, a failing TORCH_CHECK, a launch of too many threads, an illegal
+  address, a pointer of the wrong dtype), each also checked against the status its fault calls for.
 
 Targets: <= 5 s cold, <= 1 s warm, 0 timeouts at --n at once, identical verdicts.
 """
@@ -35,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from judge_bench import device_name, spread, write  # noqa: E402
+from judge_bench import spread, write  # noqa: E402
 
 from megakernel_gym.rewards import Candidate, Judge, LocalPool, Problem  # noqa: E402
 
@@ -177,16 +183,45 @@ def bench_judge_batch(items, n: int, store: str) -> tuple[dict, int, float]:
     return row, timeouts, wall
 
 
+# Broken versions of the plainest KernelBench answer (the ReLU fixture), one fault each, with the
+# status both builds must agree on. (file name, old text, new text, expected status)
+MUTANTS = [
+    ("wrong_value", "v > 0.0f ? v : 0.0f;", "v > 0.0f ? v : 0.01f * v;", "incorrect"),
+    ("last_element_unwritten", "if (idx < size) {", "if (idx < size - 1) {", "incorrect"),
+    ("compile_error", "float v = x[idx];", "float v = x[idx]", "compile_error"),
+    ("host_check_fails", "auto out = torch::empty_like(x);",
+     'TORCH_CHECK(x.dim() == 3, "relu_cuda expects a 3-D tensor");\n    auto out = torch::empty_like(x);',
+     "runtime_error"),
+    ("launch_too_many_threads", "const int block_size = 256;", "const int block_size = 2048;", "runtime_error"),
+    ("illegal_address", "out[idx] = v > 0.0f ? v : 0.0f;", "out[idx + (1 << 30)] = v > 0.0f ? v : 0.0f;",
+     "runtime_error"),
+    ("wrong_dtype_pointer", "x.data_ptr<float>()", "x.data_ptr<double>()", "compile_error"),
+]
+
+
+def mutants(items) -> list[tuple[str, Problem, str, str]]:
+    """(name, problem, code, expected status) for each MUTANTS fault applied to the ReLU fixture."""
+    base = next((it for it in items if it[0] == "l1_relu_fixture_inline.py"), None)
+    if base is None:
+        raise SystemExit("--mutants needs tests/corpus/honest_gpu/l1_relu_fixture_inline.py")
+    out = []
+    for name, old, new, expect in MUTANTS:
+        if old not in base[2]:
+            raise SystemExit(f"mutant {name}: {old!r} is not in the ReLU fixture")
+        out.append((f"mutant:{name}", base[1], base[2].replace(old, new, 1), expect))
+    return out
+
+
 def bench_identity(items, store: str) -> tuple[dict, int]:
-    """Every honest load_inline candidate through the fast path and through torch's own build."""
+    """Each load_inline candidate through the fast path and through torch's own build."""
     with LocalPool("gpu", store=store, use_cache=False, slots_per_gpu=8, fast_inline=False,
                    compile_timeout_s=900) as real:
-        slow = real.evaluate_many([(p, Candidate(c)) for _, p, c in items])
+        slow = real.evaluate_many([(it[1], Candidate(it[2])) for it in items])
     with LocalPool("gpu", store=store, use_cache=False) as fast:
-        quick = fast.evaluate_many([(p, Candidate(c)) for _, p, c in items])
-    pairs = [{"candidate": n, "fast": a.status, "real": b.status, "fast_paths": a.compile_paths,
-              "fast_reason": a.reason[:200], "real_reason": b.reason[:200]}
-             for (n, _, _), a, b in zip(items, quick, slow)]
+        quick = fast.evaluate_many([(it[1], Candidate(it[2])) for it in items])
+    pairs = [{"candidate": it[0], "fast": a.status, "real": b.status, "fast_paths": a.compile_paths,
+              "fast_reason": a.reason[:200], "real_reason": b.reason[:200], "expected": it[3] if len(it) > 3 else None}
+             for it, a, b in zip(items, quick, slow)]
     differ = sum(p["fast"] != p["real"] for p in pairs)
     print("identity:", [(p["candidate"], p["fast"], p["real"]) for p in pairs], flush=True)
     return {"mode": "verdicts: fast path vs torch's load_inline", "pairs": pairs, "differ": differ}, differ
@@ -196,8 +231,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     ap.add_argument("--n", type=int, default=8, help="candidates at once")
-    ap.add_argument("--raw", type=int, default=2, help="candidates built by raw load_inline one at a time")
-    ap.add_argument("--identity", action="store_true", help="also compare fast-path and real verdicts")
+    ap.add_argument("--raw", type=int, default=1, help="candidates built by raw load_inline one at a time")
+    ap.add_argument("--identity", action="store_true", help="compare fast-path and real verdicts (alone)")
+    ap.add_argument("--mutants", action="store_true",
+                    help="compare fast-path and real verdicts on broken candidates (alone)")
+    ap.add_argument("--store", default=None, help="results store to share (its cached baselines save minutes)")
     ap.add_argument("--only", default="", help="comma-separated corpus file names (default: all)")
     args = ap.parse_args()
     import torch
@@ -206,8 +244,27 @@ def main():
     items = corpus()
     if args.only:
         items = [it for it in items if it[0] in args.only.split(",")]
-    store = str(Path(tempfile.mkdtemp()) / "store.sqlite")
+    store = args.store or str(Path(tempfile.mkdtemp()) / "store.sqlite")
     rows, targets = [], []
+    if args.mutants:
+        muts = mutants(items)
+        row, differ = bench_identity(muts, store)
+        unexpected = [p["candidate"] for p in row["pairs"] if p["fast"] != p["expected"]]
+        write("kb_identity_mutants", [row], [
+            {"target": "fast path verdicts identical to torch's load_inline on broken candidates",
+             "measured": f"{len(muts) - differ}/{len(muts)} identical", "met": differ == 0},
+            {"target": "each broken candidate gets the status its fault calls for",
+             "measured": f"{len(muts) - len(unexpected)}/{len(muts)}", "unexpected": unexpected,
+             "met": not unexpected}], args.out,
+              notes="the ReLU fixture answer with one fault each (bench/judge_kb_format.py MUTANTS)")
+        return
+    if args.identity:
+        row, differ = bench_identity(items, store)
+        write("kb_identity", [row], [{"target": "fast path verdicts identical to torch's load_inline",
+                                      "measured": f"{len(items) - differ}/{len(items)} identical",
+                                      "met": differ == 0}], args.out,
+              notes=f"{len(items)} honest load_inline candidates from tests/corpus/honest_gpu")
+        return
     jrows, colds, warms, wrong = bench_judge_serial(items, store)
     rows += jrows
     batch, timeouts, _ = bench_judge_batch(items, args.n, store)
@@ -225,11 +282,6 @@ def main():
                 {"target": f"0 timeouts with {args.n} at once", "measured": timeouts, "met": timeouts == 0},
                 {"target": "every honest candidate correct", "measured": f"{len(items) - wrong}/{len(items)}",
                  "met": wrong == 0}]
-    if args.identity:
-        row, differ = bench_identity(items, store)
-        rows.append(row)
-        targets.append({"target": "fast path verdicts identical to torch's load_inline", "measured": differ,
-                        "met": differ == 0})
     write("kb_format", rows, targets, args.out, notes=f"{len(items)} honest load_inline candidates from "
           "tests/corpus/honest_gpu; baselines cached before timing (a known problem)")
 

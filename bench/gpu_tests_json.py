@@ -1,0 +1,54 @@
+"""bench/results/gpu_tests.json from a device run of the gpu-marked tests (their JUnit XML):
+
+    # on the device (see bench/device/setup.sh for the carried wheels)
+    python3 -m pytest -q -m gpu tests --junitxml=$OUT/gpu_tests_all.xml
+    # here, with the file fetched from the device
+    python bench/gpu_tests_json.py gpu_tests_all.xml --device "NVIDIA H100 80GB HBM3" --date 2026-11-24 \
+        --command "python3 -m pytest -q -m gpu tests ..." [--notes "..."]
+
+One row per test case (passed, failed, error or skipped, with its seconds); the target is that every
+gpu-marked test that ran passed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import xml.etree.ElementTree as ET  # the XML is our own pytest's output, not untrusted input
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rows_from_junit(path: Path) -> list[dict]:
+    rows = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        outcome = "passed"
+        for tag in ("failure", "error", "skipped"):
+            if case.find(tag) is not None:
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
+        rows.append({"test": f"{case.get('classname')}::{case.get('name')}", "outcome": outcome,
+                     "seconds": round(float(case.get("time") or 0), 3)})
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("junit", type=Path)
+    ap.add_argument("--device", required=True)
+    ap.add_argument("--date", required=True)
+    ap.add_argument("--command", required=True, help="the exact command that ran on the device")
+    ap.add_argument("--notes", default="")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu_tests.json")
+    args = ap.parse_args()
+    rows = rows_from_junit(args.junit)
+    ran = [r for r in rows if r["outcome"] != "skipped"]
+    passed = sum(r["outcome"] == "passed" for r in ran)
+    doc = {"name": "gpu_tests", "device": args.device, "date": args.date, "command": args.command, "rows": rows,
+           "targets": [{"target": "every gpu-marked test passes at HEAD", "measured": f"{passed}/{len(ran)}",
+                        "met": bool(ran) and passed == len(ran)}], "notes": args.notes}
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(doc["targets"]))
+
+
+if __name__ == "__main__":
+    main()
