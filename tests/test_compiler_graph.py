@@ -349,3 +349,31 @@ def test_llama_1b_on_gpu_matches_graph():
     for b in graph.written_buffers():
         assert not torch.equal(got[b], before[b])
         assert (got[b].float() - params[b].float()).abs().max().item() <= 0.1
+
+
+@pytest.mark.parametrize("name", ["llama-tiny", "attention-tiny", "mlp-tiny"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_plain_step_computes_the_zoo_model(name, dtype):
+    """PlainStep, the fast-PyTorch baseline, is the same decode step: the same output and the same
+    k/v rows written, from its own copies of the prefilled caches (the model's are left to it)."""
+    from dataclasses import replace
+    from megakernel_gym.compiler.zoo import LlamaConfig, PlainStep, make_block
+    cfg = replace(LlamaConfig.tiny(), dtype=dtype)
+    model, inputs = make_block(name.split("-")[0], cfg, seed=3)
+    plain = PlainStep(model)
+    with torch.no_grad():
+        got, want = plain(*inputs), model(*inputs)
+    err = float((got.float() - want.float()).norm() / want.float().norm())
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert err < (1e-5 if dtype == "float32" else 2e-2), err
+    attn = [w for w in plain.blocks if "k" in w]
+    caches = [b for n, b in sorted(model.named_buffers()) if n.endswith("k_cache")]
+    assert len(attn) == len(caches) == (0 if name == "mlp-tiny" else cfg.layers if name == "llama-tiny" else 1)
+    for w, cache in zip(attn, caches):
+        assert w["k"] is not cache and torch.allclose(w["k"].float(), cache.float(), atol=2e-2)
+
+
+def test_plain_step_takes_zoo_models_only():
+    from megakernel_gym.compiler.zoo import PlainStep
+    with pytest.raises(TypeError, match="PlainStep takes a zoo"):
+        PlainStep(nn.Linear(2, 2))

@@ -330,6 +330,94 @@ class DecodeStep(nn.Module):
         return out, torch.stack(k), torch.stack(v)
 
 
+class PlainStep(nn.Module):
+    """A zoo model's decode step written as ordinary, fast PyTorch: the strong eager baseline (the
+    shape of gpt-fast's decoder) that a megakernel is measured against, beside CUDA-graph replay of
+    the zoo model itself (whose reference custom ops are written for clarity, not speed).
+
+    q/k/v and gate/up are one matmul each (weights concatenated once, here), F.rms_norm, rope from
+    float32 tables indexed by position, the new k/v rows written by indexing, and
+    F.scaled_dot_product_attention over the whole cache with a mask (grouped-query heads through
+    enable_gqa). Takes a LlamaDecoder, AttentionBlock or MLPBlock (or one wrapped in DecodeStep /
+    FreshCaches), shares its weights, and writes into its own copies of the prefilled caches.
+    """
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        if isinstance(model, DecodeStep):
+            model = model.step
+        if isinstance(model, FreshCaches):
+            model = model.inner
+        if not isinstance(model, (LlamaDecoder, AttentionBlock, MLPBlock)):
+            raise TypeError(f"PlainStep takes a zoo LlamaDecoder, AttentionBlock or MLPBlock, not {type(model).__name__}")
+        self.cfg = cfg = model.cfg
+        self.kind = {LlamaDecoder: "llama", AttentionBlock: "attention", MLPBlock: "mlp"}[type(model)]
+        blocks = ([m for layer in model.layers for m in (layer.attn, layer.mlp)] if self.kind == "llama"
+                  else [model])
+        with torch.no_grad():
+            self.blocks = [self._attention_weights(b) if isinstance(b, AttentionBlock) else self._mlp_weights(b)
+                           for b in blocks]
+            if self.kind == "llama":
+                self.embed, self.norm, self.lm_head = model.embed.weight, model.norm.weight, model.lm_head.weight
+            if self.kind != "mlp":
+                half = cfg.head_dim // 2
+                device = blocks[0].q_proj.weight.device
+                inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, half, device=device, dtype=torch.float32) * 2.0
+                                                / cfg.head_dim))
+                angles = torch.arange(cfg.max_seq, device=device, dtype=torch.float32)[:, None] * inv[None, :]
+                self.cos, self.sin = angles.cos(), angles.sin()
+                self.slots = torch.arange(cfg.max_seq, device=device)
+
+    @staticmethod
+    def _attention_weights(b: AttentionBlock) -> dict:
+        return {"norm": b.norm.weight, "wqkv": torch.cat([b.q_proj.weight, b.k_proj.weight, b.v_proj.weight]),
+                "wo": b.o_proj.weight, "k": b.k_cache.clone(), "v": b.v_cache.clone()}
+
+    @staticmethod
+    def _mlp_weights(b: MLPBlock) -> dict:
+        return {"norm": b.norm.weight, "wgu": torch.cat([b.gate_proj.weight, b.up_proj.weight]),
+                "wd": b.down_proj.weight}
+
+    def _rope(self, x: Tensor, pos: Tensor) -> Tensor:
+        half = x.shape[-1] // 2
+        cos, sin = self.cos[pos][:, None, :], self.sin[pos][:, None, :]
+        xf = x.float()
+        x1, x2 = xf[..., :half], xf[..., half:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+    def _attention(self, w: dict, x: Tensor, pos: Tensor) -> Tensor:
+        cfg, b = self.cfg, x.shape[0]
+        d, hq, hkv = cfg.head_dim, cfg.q_heads, cfg.kv_heads
+        h = nn.functional.rms_norm(x, (cfg.hidden,), w["norm"], cfg.eps)
+        q, k, v = nn.functional.linear(h, w["wqkv"]).split([hq * d, hkv * d, hkv * d], dim=-1)
+        q, k = self._rope(q.view(b, hq, d), pos), self._rope(k.view(b, hkv, d), pos)
+        rows = torch.arange(b, device=x.device)
+        w["k"][rows, :, pos, :] = k
+        w["v"][rows, :, pos, :] = v.view(b, hkv, d)
+        mask = (self.slots[None, :] <= pos[:, None])[:, None, None, :]           # [B, 1, 1, S]
+        o = nn.functional.scaled_dot_product_attention(q[:, :, None, :], w["k"], w["v"], attn_mask=mask,
+                                                       scale=1.0 / math.sqrt(d), enable_gqa=True)
+        return x + nn.functional.linear(o.reshape(b, hq * d), w["wo"])
+
+    def _mlp(self, w: dict, x: Tensor) -> Tensor:
+        h = nn.functional.rms_norm(x, (self.cfg.hidden,), w["norm"], self.cfg.eps)
+        gate, up = nn.functional.linear(h, w["wgu"]).chunk(2, dim=-1)
+        return x + nn.functional.linear(nn.functional.silu(gate) * up, w["wd"])
+
+    def forward(self, *args: Tensor) -> Tensor:
+        if self.kind == "mlp":
+            return self._mlp(self.blocks[0], args[0])
+        x, pos = args
+        if self.kind == "llama":
+            x = nn.functional.embedding(x, self.embed)
+        for w in self.blocks:
+            x = self._attention(w, x, pos) if "wqkv" in w else self._mlp(w, x)
+        if self.kind == "attention":
+            return x
+        return nn.functional.linear(nn.functional.rms_norm(x, (self.cfg.hidden,), self.norm, self.cfg.eps),
+                                    self.lm_head)
+
+
 def block_weights(block: str, cfg: LlamaConfig) -> int:
     """Weight elements one decode step reads (a tied embedding table counts once)."""
     attn = cfg.hidden + cfg.hidden * cfg.head_dim * (2 * cfg.q_heads + 2 * cfg.kv_heads)
