@@ -55,13 +55,13 @@ def bench_model(name: str, iters: int, bw_gbs: float, hf: bool = True,
         row["eager"] = time_us(eager, iters)
         g = capture_cuda_graph(torch, model, [x.clone() for x in inputs])
         row["cuda_graph"] = time_us(g.replay, iters)
-        row["torch_compile"] = attempt(lambda: compiled_time(model, inputs, iters))
+        row["torch_compile"] = attempt(lambda: compiled_time(model, inputs, iters, truth))
         # the same step in fast plain PyTorch (compiler.zoo.PlainStep), under CUDA-graph replay and compiled
         plain = PlainStep(model)
         row["plain_rel_err_vs_fp32"] = rel_err(plain(*inputs), truth)
         row["plain_cuda_graph"] = attempt(lambda: time_us(capture_cuda_graph(torch, plain, [x.clone() for x in inputs]).replay,
                                                           iters))
-        row["plain_torch_compile"] = attempt(lambda: compiled_time(plain, inputs, iters))
+        row["plain_torch_compile"] = attempt(lambda: compiled_time(plain, inputs, iters, truth))
         plain = None
         if name.startswith("llama") and hf:
             # transformers' LlamaForCausalLM at the same shapes: random init, static cache, 128 tokens prefilled
@@ -110,12 +110,17 @@ def attempt(fn) -> dict:
         return {"error": f"{type(e).__name__}: {e}"[:400]}
 
 
-def compiled_time(fn, inputs, iters: int) -> dict:
-    """torch.compile(mode="reduce-overhead"): inductor's kernels replayed as CUDA graphs."""
+def compiled_time(fn, inputs, iters: int, truth=None) -> dict:
+    """torch.compile(mode="reduce-overhead"): inductor's kernels replayed as CUDA graphs; with `truth`,
+    the compiled output's relative error against it is recorded too."""
     compiled = torch.compile(fn, mode="reduce-overhead")
     for _ in range(3):
-        compiled(*inputs)
-    return time_us(lambda: compiled(*inputs), iters)
+        out = compiled(*inputs)
+    err = rel_err(out[0] if isinstance(out, tuple) else out, truth) if truth is not None else None
+    row = time_us(lambda: compiled(*inputs), iters)
+    if err is not None:
+        row["rel_err_vs_fp32"] = err
+    return row
 
 
 def hf_llama_step(cfg, device, prefill: int = 128):
