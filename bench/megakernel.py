@@ -63,7 +63,9 @@ def bench_model(name: str, iters: int, bw_gbs: float, hf: bool = True,
                                                           iters))
         row["plain_torch_compile"] = attempt(lambda: compiled_time(plain, inputs, iters, truth))
         plain = None
-        if name.startswith("llama") and hf:
+        if name.startswith("llama") and hf and model.cfg.max_seq >= 256:
+            # (llama-tiny's 32-slot cache ends in an index_copy_ device assert inside transformers' StaticCache,
+            # seen on an H100 with transformers 5.17, which would end every later row's CUDA context)
             # transformers' LlamaForCausalLM at the same shapes: random init, static cache, 128 tokens prefilled
             try:
                 step, static = hf_llama_step(model.cfg, "cuda")
@@ -135,6 +137,7 @@ def hf_llama_step(cfg, device, prefill: int = 128):
                   rms_norm_eps=cfg.eps, tie_word_embeddings=cfg.tie_embeddings, attn_implementation="sdpa")
     with torch.device(device):
         model = LlamaForCausalLM(hc).to(cfg.torch_dtype).eval()
+    prefill = min(prefill, cfg.max_seq // 2)   # the step writes slot `prefill`: past the cache is a device assert
     cache = StaticCache(config=hc, max_cache_len=cfg.max_seq)
     gen = torch.Generator(device="cpu").manual_seed(0)
     ids = torch.randint(0, cfg.vocab, (cfg.batch, prefill), generator=gen).to(device)
