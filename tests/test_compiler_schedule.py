@@ -187,3 +187,25 @@ def test_1b_shaped_model_plans_and_validates():
     plan = build_plan(g, default_knobs(g, 132))
     assert len(plan.tg.tasks) > 5000
     assert check(plan) == []
+
+
+def test_lowering_is_reused_for_the_same_tiles_sm_count_and_fusions_only(graphs):
+    """build_plan reuses a lowered task graph when the knobs lowering reads (tile sizes, SM count,
+    fusions) are the same, whatever else differs; a new tile size lowers again, exactly as lower does."""
+    import copy as _copy
+    g = graphs["llama-tiny"]
+    k = default_knobs(g)
+    a = build_plan(g, k)
+    other = default_knobs(g)
+    other.sms["lm_head"] = (0, 3)
+    other.counters["lm_head"] = "op"
+    b = build_plan(g, other)
+    assert b.tg is a.tg and b.queues != a.queues
+    axis, extent, size = a.tg.tiling["lm_head"]
+    retiled = default_knobs(g)
+    retiled.tiles["lm_head"] = next(s for s in (size * 2, size // 2, extent) if s and extent % s == 0 and s != size)
+    c = build_plan(g, retiled)
+    fresh = lower(g, retiled.tiles, retiled.num_sms, retiled.fused)
+    assert c.tg is not a.tg and c.tg.deps == fresh.deps
+    assert [(t.op, t.tile) for t in c.tg.tasks] == [(t.op, t.tile) for t in fresh.tasks]
+    assert build_plan(_copy.deepcopy(g), k).tg is not a.tg     # another graph object lowers on its own

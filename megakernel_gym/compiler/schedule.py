@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from megakernel_gym.compiler.graph import Graph
-from megakernel_gym.compiler.tasks import TaskGraph, lower
+from megakernel_gym.compiler.tasks import TaskGraph, lower_cached
 
 COUNTER_MODES = ("tile", "op")
 
@@ -72,7 +72,7 @@ def build_plan(g: Graph, knobs: Knobs) -> Plan:
     threshold equal to the counter's producer count (a multi-producer counter is waited on
     in full, never in part).
     """
-    tg = lower(g, knobs.tiles, knobs.num_sms, knobs.fused)
+    tg = lower_cached(g, knobs.tiles, knobs.num_sms, knobs.fused)
     order = knobs.order or tg.op_order()
     missing = [o for o in tg.op_order() if o not in order]
     if missing:

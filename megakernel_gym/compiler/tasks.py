@@ -10,6 +10,8 @@ write-after-write between tasks of ops in program order whose regions overlap.
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -348,6 +350,32 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
     return tg
 
 
+_LOWERED: "OrderedDict[tuple, tuple[Graph, TaskGraph]]" = OrderedDict()
+_LOWERED_MAX = 4
+_LOWERED_LOCK = threading.Lock()
+
+
+def lower_cached(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
+                 fused: dict[str, str] | None = None) -> TaskGraph:
+    """`lower`, remembered for the last few (graph, tile sizes, SM count, fusions): the only inputs
+    lowering reads. Most schedule edits (SM ranges, order, counters, prefetch, impls) leave the task
+    graph as it was, and lowering the 1B decoder (19,745 tasks and their dependencies) takes seconds.
+    The TaskGraph is shared between the plans built on it: nothing downstream of lowering changes it."""
+    key = (id(g), tuple(sorted((tiles or {}).items())), num_sms, tuple(sorted((fused or {}).items())))
+    with _LOWERED_LOCK:
+        hit = _LOWERED.get(key)
+        if hit is not None and hit[0] is g:   # the graph itself is kept in the entry, so its id is not reused
+            _LOWERED.move_to_end(key)
+            return hit[1]
+    tg = lower(g, tiles, num_sms, fused)
+    with _LOWERED_LOCK:
+        _LOWERED[key] = (g, tg)
+        _LOWERED.move_to_end(key)
+        while len(_LOWERED) > _LOWERED_MAX:
+            _LOWERED.popitem(last=False)
+    return tg
+
+
 class _SpanIndex:
     """Per tensor: the tasks that touched it so far, searchable by element position."""
 
@@ -383,5 +411,5 @@ def derive_dependencies(tg: TaskGraph) -> dict[int, set[int]]:
     return deps
 
 
-__all__ = ["Region", "Task", "TaskGraph", "TilingError", "lower", "box_to_spans", "allowed_tiles",
+__all__ = ["Region", "Task", "TaskGraph", "TilingError", "lower", "lower_cached", "box_to_spans", "allowed_tiles",
            "default_tile", "derive_dependencies", "tile_box", "task_boxes", "tile_group", "input_boxes"]

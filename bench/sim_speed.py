@@ -1,0 +1,76 @@
+"""Sim-backend speed on the 1B-shaped decoder (issue 16's targets), on this machine's CPU:
+
+    python bench/sim_speed.py [--out DIR] [--problem mk_llama_decode]
+
+One process, side by side: the env's first reset (capture, lowering, validation, prediction of the
+default schedule), then the same edit steps twice, once with build_plan's lowered-task-graph cache
+off (every step lowers the model again, as before the cache) and once with it on. Most edits (SM
+ranges, counters, order, prefetch) leave the lowering as it was; a tile edit lowers again either way.
+Writes bench/results/sim_speed.json. Targets: <= 50 ms per step, <= 1 s per reset.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import gymnasium as gym  # noqa: E402
+
+import megakernel_gym  # noqa: E402,F401
+from judge_bench import spread, write  # noqa: E402
+from megakernel_gym.compiler import tasks  # noqa: E402
+
+EDITS = ["assign lm_head sms=0-99", "counter lm_head op", "prefetch layers.{0..15}.mlp.down_proj depth=1",
+         "counter layers.{0..15}.mlp.down_proj op", "assign layers.{0..15}.attn.o_proj sms=0-63",
+         "prefetch lm_head depth=1", "tile lm_head n=2004", "counter layers.{0..15}.attn.o_proj op"]
+
+
+def steps(env, edits) -> list[dict]:
+    out = []
+    for e in edits:
+        t0 = time.perf_counter()
+        _, reward, _, _, info = env.step(e)
+        out.append({"edit": e, "seconds": round(time.perf_counter() - t0, 4), "reward": round(float(reward), 4),
+                    "feedback": str(info.get("feedback", ""))[:160]})
+        print(f"  {out[-1]['seconds']:7.3f} s  {e}", flush=True)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--problem", default="mk_llama_decode")
+    args = ap.parse_args()
+    rows, medians = [], {}
+    for mode, cache in (("lowering cache off", 0), ("lowering cache on", 4)):
+        tasks._LOWERED.clear()
+        tasks._LOWERED_MAX = cache
+        env = gym.make("MegaKernel-v0", backend="sim")
+        t0 = time.perf_counter()
+        env.reset(seed=0, options={"problem": args.problem})
+        reset_s = time.perf_counter() - t0
+        print(f"{mode}: reset {reset_s:.2f} s", flush=True)
+        done = steps(env, EDITS)
+        secs = [d["seconds"] for d in done]
+        medians[mode] = statistics.median(secs)
+        rows.append({"mode": mode, "problem": args.problem, "reset_s": round(reset_s, 3),
+                     "reset_note": "first in this process (capture included)" if not rows else
+                     "the problem's capture already cached in this process",
+                     "step_s": spread(secs), "steps": done})
+        env.close()
+    on, off = medians["lowering cache on"], medians["lowering cache off"]
+    rows.append({"mode": "summary", "step_median_s_off": off, "step_median_s_on": on, "speedup": round(off / on, 2)})
+    targets = [{"target": "sim step on the 1B decoder <= 50 ms (median)", "measured": round(on, 3), "met": on <= 0.05},
+               {"target": "reset <= 1 s (first in a process)", "measured": rows[0]["reset_s"],
+                "met": rows[0]["reset_s"] <= 1.0}]
+    write("speed", rows, targets, args.out, prefix="sim_")
+
+
+if __name__ == "__main__":
+    main()
