@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["rmsnorm", "rope", "decode_attention", "cache_write",
-           "rmsnorm_ref", "rope_ref", "decode_attention_ref", "cache_write_ref"]
+           "rmsnorm_ref", "rope_ref", "decode_attention_ref", "cache_write_ref", "rope_inv_freq", "rotate_halves"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,20 +81,27 @@ def rmsnorm_ref(x: Tensor, w: Tensor | None, eps: float) -> Tensor:
     return y.to(x.dtype)
 
 
+def rope_inv_freq(d: int, theta: float, device=None) -> Tensor:
+    """theta^(-2i/D) for i < D/2, in float32: the rotation rate of dim pair (i, i + D/2)."""
+    return 1.0 / (theta ** (torch.arange(0, d // 2, device=device, dtype=torch.float32) * 2.0 / d))
+
+
+def rotate_halves(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """x rotated in float32 in Llama's half layout (dim i with dim i + D/2) by angles whose cos and
+    sin broadcast against x[..., :D/2]; cast back to x.dtype."""
+    half = x.shape[-1] // 2
+    xf = x.float()
+    x1, x2 = xf[..., :half], xf[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
 def rope_ref(x: Tensor, pos: Tensor, theta: float) -> Tensor:
     """Rotary embedding in Llama's half-rotation layout: dim i pairs with dim i + D/2.
 
     x [B, H, D], pos [B]: every head of sequence b is rotated by angle pos[b] * theta^(-2i/D).
     """
-    d = x.shape[-1]
-    half = d // 2
-    inv_freq = 1.0 / (theta ** (torch.arange(0, half, device=x.device, dtype=torch.float32)
-                                * 2.0 / d))
-    angles = pos.to(torch.float32)[:, None] * inv_freq[None, :]          # [B, D/2]
-    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]         # [B, 1, D/2]
-    xf = x.float()
-    x1, x2 = xf[..., :half], xf[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+    angles = pos.to(torch.float32)[:, None] * rope_inv_freq(x.shape[-1], theta, x.device)[None, :]  # [B, D/2]
+    return rotate_halves(x, angles.cos()[:, None, :], angles.sin()[:, None, :])                      # [B, 1, D/2]
 
 
 def decode_attention_ref(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: Tensor,

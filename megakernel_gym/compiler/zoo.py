@@ -29,7 +29,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from megakernel_gym.compiler import ops  # noqa: F401  (registers torch.ops.mkgym.*)
+from megakernel_gym.compiler import ops  # registers torch.ops.mkgym.*; its rope helpers serve PlainStep
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -360,10 +360,8 @@ class PlainStep(nn.Module):
             if self.kind == "llama":
                 self.embed, self.norm, self.lm_head = model.embed.weight, model.norm.weight, model.lm_head.weight
             if self.kind != "mlp":
-                half = cfg.head_dim // 2
                 device = blocks[0].q_proj.weight.device
-                inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, half, device=device, dtype=torch.float32) * 2.0
-                                                / cfg.head_dim))
+                inv = ops.rope_inv_freq(cfg.head_dim, cfg.rope_theta, device)
                 angles = torch.arange(cfg.max_seq, device=device, dtype=torch.float32)[:, None] * inv[None, :]
                 self.cos, self.sin = angles.cos(), angles.sin()
                 self.slots = torch.arange(cfg.max_seq, device=device)
@@ -379,11 +377,7 @@ class PlainStep(nn.Module):
                 "wd": b.down_proj.weight}
 
     def _rope(self, x: Tensor, pos: Tensor) -> Tensor:
-        half = x.shape[-1] // 2
-        cos, sin = self.cos[pos][:, None, :], self.sin[pos][:, None, :]
-        xf = x.float()
-        x1, x2 = xf[..., :half], xf[..., half:]
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+        return ops.rotate_halves(x, self.cos[pos][:, None, :], self.sin[pos][:, None, :])
 
     def _attention(self, w: dict, x: Tensor, pos: Tensor) -> Tensor:
         cfg, b = self.cfg, x.shape[0]
