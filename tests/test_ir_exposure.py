@@ -7,7 +7,8 @@ import pytest
 
 from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.schedule import Knobs
-from megakernel_gym.compiler.tasks import allowed_tiles, lower
+from megakernel_gym.compiler.codegen import onchip_norm_problem
+from megakernel_gym.compiler.tasks import INLINE, allowed_tiles, lower
 from megakernel_gym.compiler.validate import check
 from megakernel_gym.ir_exposure import (IR, Edit, EditError, IRError, IRParseError, apply_edits, apply_json,
                                         count_tokens, edits_from_json, edits_to_json, format_edits, make_ir, parse,
@@ -126,7 +127,7 @@ def _random_sequence(ir, rng):
     edits = []
     for _ in range(rng.randint(1, 6)):
         verb = rng.choice(["tile", "tile", "assign", "order", "order", "counter", "prefetch", "fuse", "unfuse",
-                           "impl", "unimpl"])
+                           "impl", "unimpl", "split", "inline"])
         op = rng.choice(ops)
         f = facts.info[op]
         if verb == "tile":
@@ -158,9 +159,25 @@ def _random_sequence(ir, rng):
             depth = rng.randint(0, 8)
             edits.append(Edit("prefetch", op, depth=depth))
             want.prefetch[op] = depth
+        elif verb == "split":
+            op = rng.choice([n for n in ops if facts.info[n].op.kind == "decode_attention"])
+            n = rng.choice([1, 2, 3, 5])
+            if n > 1 and op in impls:
+                continue
+            edits.append(Edit("split", op, n=n))
+            want.splits.pop(op, None) if n == 1 else want.splits.__setitem__(op, n)
+        elif verb == "inline":
+            cands = [a for a in ops if a not in fused and a not in fused.values() and facts.info[a].op.kind == "rmsnorm"
+                     and facts.b(facts.info[a].out_name) not in state
+                     and all(onchip_norm_problem(g, facts.info[a].op, facts.info[c].op) is None and c not in impls
+                             for c in facts.consumers[a])]
+            if cands:
+                a = rng.choice(cands)
+                fused[a] = INLINE
+                edits.append(Edit("inline", a))
         elif verb == "fuse":
             cands = [a for a in ops if a not in fused and len(facts.consumers[a]) == 1
-                     and facts.b(facts.info[a].out_name) not in state]
+                     and facts.b(facts.info[a].out_name) not in state and fused.get(facts.consumers[a][0]) != INLINE]
             if cands:
                 a = rng.choice(cands)
                 fused[a] = facts.consumers[a][0]
@@ -170,6 +187,8 @@ def _random_sequence(ir, rng):
             del fused[a]
             edits.append(Edit("unfuse", a))
         elif verb == "impl":
+            if want.splits.get(op, 1) > 1 or any(fused.get(a) == INLINE for a in facts.info[op].deps):
+                continue
             code = rng.choice(["y = a * 2", "\nfor i in range(n):\n    y[i] = silu(a[i])\n", "return x"])
             impls[op] = code
             edits.append(Edit("impl", op, code=code))
@@ -182,6 +201,8 @@ def _random_sequence(ir, rng):
 
 
 def test_1000_random_valid_edit_sequences_round_trip(graphs):
+    """Every verb, split and inline among them, in random valid sequences: the IR the edits give is the one
+    a mirror of their meaning builds, its text parses back to it, and the validator accepts its plan."""
     g = graphs["llama-tiny"]
     rng = random.Random(1234)
     bases = {s: make_ir(g, num_sms=s) for s in (4, 8, 132)}
@@ -203,7 +224,7 @@ def test_1000_random_valid_edit_sequences_round_trip(graphs):
         seen.update(e.verb for e in edits)
         if ir is not new:
             assert render(ir) == ir.text                              # the base IR was never touched
-    assert seen == {"tile", "assign", "order", "counter", "prefetch", "fuse", "unfuse", "impl", "unimpl"}
+    assert seen == {"tile", "assign", "order", "counter", "prefetch", "fuse", "unfuse", "impl", "unimpl", "split", "inline"}
 
 
 def test_json_edits_equal_text_edits(tiny):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from megakernel_gym.compiler.expr import parse_expr
 from megakernel_gym.compiler.graph import Graph, Op
 from megakernel_gym.compiler.schedule import Plan
-from megakernel_gym.compiler.tasks import task_boxes
+from megakernel_gym.compiler.tasks import INLINE, task_boxes
 
 THREADS = 256
 WARPS = THREADS // 32
@@ -43,7 +43,7 @@ class CodegenError(ValueError):
 
 IMPL_CONTRACT = f"""\
 An impl body is CUDA C that computes one task: the tile [lo, hi) of the op's output along its tile
-axis (every other axis whole), run by all {THREADS} threads of the SM's block (blockDim.x; use
+axis (every other axis whole; `part` is 0), run by all {THREADS} threads of the SM's block (blockDim.x; use
 __syncthreads() freely, by every thread alike). In scope: in0, in1, ... (const pointers to the op's
 inputs, in the order the IR's in= lists them) and out (the output), typed float / unsigned short
 (bf16 bits) / long long / int by dtype, each with its shape as inN_shape[] / out_shape[] (row-major,
@@ -72,6 +72,54 @@ def impl_code_problem(code: str) -> str | None:
     return None
 
 
+def _streams(g: Graph, op: Op) -> bool:
+    """Whether a matmul gets the streamed decode body: an NK weight in 16-byte loads, its input
+    vector(s) whole in shared memory, tiled along output columns."""
+    x, w = op.inputs[0], op.inputs[1]
+    oshape = g.tensors[op.outputs[0]].shape
+    k = g.tensors[x].shape[-1]
+    m = 1
+    for dim in oshape[:-1]:
+        m *= dim
+    epv = {"bfloat16": 8, "float32": 4}.get(g.tensors[w].dtype, 0)
+    return (op.attrs.get("w_layout", "NK") == "NK" and bool(epv) and k % epv == 0
+            and m * k * 4 + 4 * WARPS <= SMEM_LIMIT)
+
+
+def onchip_norm_problem(g: Graph, norm: Op, matmul: Op) -> str | None:
+    """Why `norm` cannot run inside `matmul`'s task on chip (its output is the matmul's input vector,
+    computed in the matmul's shared memory), or None."""
+    if norm.kind != "rmsnorm":
+        return f"{norm.name} is a {norm.kind}; only an rmsnorm runs inside a matmul on chip"
+    if matmul.kind != "matmul" or matmul.inputs[0] != norm.outputs[0]:
+        return f"{matmul.name} does not read {norm.name}'s output as the vector it multiplies"
+    if len(g.tensors[norm.outputs[0]].shape) != 2:
+        return f"{norm.name}'s output is not [rows, features]"
+    if not _streams(g, matmul):
+        return (f"{matmul.name} does not take the streamed body (an NK bf16/float32 weight with its input rows "
+                f"within {SMEM_LIMIT} bytes of shared memory)")
+    return None
+
+
+def _attention_parallel(g: Graph, op: Op) -> bool:
+    """Whether decode attention gets the parallel body (16-byte rows, a head row in one warp's lanes)."""
+    _, kc, vc, _ = op.inputs
+    d = g.tensors[op.outputs[0]].shape[-1]
+    cdt = g.tensors[kc].dtype
+    epv = {"bfloat16": 8, "float32": 4}.get(cdt, 0)
+    return bool(epv) and cdt == g.tensors[vc].dtype and d % epv == 0 and 32 % (d // epv) == 0
+
+
+def attention_split_problem(g: Graph, op: Op) -> str | None:
+    """Why decode attention `op` cannot be split over its positions, or None."""
+    if op.kind != "decode_attention":
+        return f"{op.name} is a {op.kind}; only decode_attention splits its cached positions"
+    if not _attention_parallel(g, op):
+        return (f"{op.name}'s caches are not in 16-byte rows of bf16/float32 that one warp's lanes cover, which "
+                "the split body needs")
+    return None
+
+
 @dataclass
 class TaskTable:
     """What the runtime uploads beside the source: CSR arrays over SM queues and tasks."""
@@ -97,6 +145,9 @@ class TaskTable:
     pf_offset: list[int] = field(default_factory=list)       # first byte
     pf_bytes: list[int] = field(default_factory=list)
     smem_bytes: int = 0                                      # dynamic shared memory the kernel needs
+    call_part: list[int] = field(default_factory=list)       # per call: the split part its task computes (else 0)
+    scratch: dict[str, tuple[int, int]] = field(default_factory=dict)   # split op's scratch -> (T index, bytes),
+    #                                                                     zeroed once when bound
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,12 +177,43 @@ def _strides(shape) -> list[int]:
 
 
 class _Emitter:
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, impls: dict[str, str] | None = None):
         self.plan, self.g = plan, plan.tg.graph
         self.base = _bases(self.g)
         names = sorted({self.base[t] for t in self.g.tensors})
         self.slots = {t: i for i, t in enumerate(names)}
         self.smem = 0
+        knobs = plan.knobs
+        self.splits = {k: v for k, v in ((knobs.splits if knobs else {}) or {}).items() if v > 1}
+        # split attention: a scratch buffer per op (arrival counts, then each part's partial sums), past the tensors
+        self.scratch: dict[str, tuple[int, int]] = {}
+        for name in sorted(self.splits):
+            self.scratch[name + "#scratch"] = (len(self.slots) + len(self.scratch), self.split_scratch_bytes(name))
+        # matmuls whose input vector is a fused rmsnorm's output: the norm runs in the matmul's own
+        # staging of that vector, in shared memory, and never writes memory (impl bodies excepted)
+        fused = (knobs.fused if knobs else {}) or {}
+        writer = {o.outputs[0]: o for o in self.g.ops if o.kind != "view"}
+        self.onchip: dict[str, Op] = {}
+        for op in self.g.ops:
+            norm = writer.get(op.inputs[0]) if op.kind == "matmul" else None
+            if (norm is not None and norm.kind == "rmsnorm" and fused.get(norm.name) in (op.name, INLINE)
+                    and op.name not in (impls or {}) and onchip_norm_problem(self.g, norm, op) is None):
+                self.onchip[op.name] = norm
+
+    def scratch_ptr(self, name: str, ctype: str) -> str:
+        """A split op's scratch buffer inside its function: a slot argument like a tensor's."""
+        key = name + "#scratch"
+        if key not in self._args:
+            self._args.append(key)
+        return f"(({ctype}*)T[S[{self._args.index(key)}]])"
+
+    def split_scratch_bytes(self, name: str) -> int:
+        """Arrival counts (one per head tile, padded to 16 bytes), then float partials: per
+        (sequence, q head, part) the unnormalized output row, its max and its sum."""
+        op = self.g.op(name)
+        b, hq, d = self.g.tensors[op.outputs[0]].shape
+        tiles = hq // self.plan.tg.tiling[name][2]
+        return 16 * (-(-tiles // 4)) + 4 * b * hq * self.splits[name] * (d + 2)
 
     def ptr(self, tensor: str) -> str:
         """The tensor's memory inside an op function: its k-th slot argument, so that ops alike in
@@ -223,6 +305,20 @@ class _Emitter:
         return [(self.slots[self.base[c]], (bb * hkv + kvh) * region, region)
                 for bb in range(b) for kvh in range(lo // group, (hi - 1) // group + 1) for c in (kc, vc)]
 
+    def prologue_calls(self, task) -> list[tuple[str, tuple]]:
+        """The task's fused producers that run as calls of their own: all but the norms that each
+        reader of theirs in this task computes on chip."""
+        chain = [p for p, _ in task.prologue] + [task.op]
+        out = []
+        for i, (pname, pbox) in enumerate(task.prologue):
+            if pname in {n.name for n in self.onchip.values()}:
+                produced = self.g.op(pname).outputs[0]
+                readers = [c for c in chain[i + 1:] if produced in self.g.op(c).inputs]
+                if readers and all(self.onchip.get(c) is not None and self.onchip[c].name == pname for c in readers):
+                    continue
+            out.append((pname, pbox))
+        return out
+
     # -- one device function per op, over [lo, hi) along its tile axis ----------------------
     def impl_body(self, op: Op, code: str) -> tuple[str, list[int]]:
         """An agent's task body for op (the `impl` edit) inside the contract IMPL_CONTRACT states:
@@ -257,7 +353,7 @@ class _Emitter:
         self._args: list[str] = []
         text = (f"// {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}\n"
                 + body(op, axis))
-        return text, [self.slots[b] for b in self._args]
+        return text, [self.scratch[b][0] if b in self.scratch else self.slots[b] for b in self._args]
 
     def _box_loop(self, shape, axis: int, inner: str) -> str:
         """Every element of the box [lo, hi) along `axis` (full elsewhere), coordinates c0..cN."""
@@ -315,9 +411,8 @@ class _Emitter:
         for d in oshape[:-1]:
             m *= d
         nk = op.attrs.get("w_layout", "NK") == "NK"
-        wdt = self.g.tensors[w].dtype
-        epv = {"bfloat16": 8, "float32": 4}.get(wdt, 0)          # weight elements per 16-byte load
-        if nk and epv and k % epv == 0 and m * k * 4 <= SMEM_LIMIT:
+        epv = {"bfloat16": 8, "float32": 4}.get(self.g.tensors[w].dtype, 0)   # weight elements per 16-byte load
+        if _streams(self.g, op):
             return self._matmul_streamed(op, m, k, n_total, epv)
         wl = f"(long long)n * {k} + kk" if nk else f"(long long)kk * {n_total} + n"
         bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
@@ -397,9 +492,7 @@ class _Emitter:
                     f"        }}\n"
                     f"      }}\n")
 
-        return (f"  float* xs = sm;\n"
-                + self.stage(x, "0", m * k, "xs") +
-                f"  __syncthreads();\n"
+        return (self._stage_x(op, m, k) +
                 f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
                 f"  const uint4* W = (const uint4*){self.ptr(w)};\n"
                 f"  const int mine = hi - lo - warp * {r};   // rows from this warp's first onward\n"
@@ -413,6 +506,30 @@ class _Emitter:
                 f"    if (st + 2 < steps) {{\n" + load("a", "st + 2") + "    }\n"
                 f"    if (st + 1 < steps) {{\n" + compute("b", "st + 1") + "    }\n"
                 f"  }}\n")
+
+    def _stage_x(self, op: Op, m: int, k: int) -> str:
+        """The matmul's input vector(s) into shared memory as float. When the vector is a fused
+        rmsnorm's output (self.onchip), the norm's input is staged instead and normalized in place
+        (rounded to the norm's output dtype, as the norm's own task would store it): the norm costs
+        a block reduction in each consumer task instead of a task and a dependency hop of its own."""
+        norm = self.onchip.get(op.name)
+        if norm is None:
+            return "  float* xs = sm;\n" + self.stage(op.inputs[0], "0", m * k, "xs") + "  __syncthreads();\n"
+        self.smem = max(self.smem, m * k * 4 + 4 * WARPS)
+        scaled = "xs[i] * inv" + (f" * {self.load(norm.inputs[1], 'c')}" if len(norm.inputs) > 1 else "")
+        if self.g.tensors[norm.outputs[0]].dtype == "bfloat16":
+            scaled = f"bf2f(f2bf({scaled}))"
+        return (f"  float* xs = sm; float* red = sm + {m * k};   // the fused rmsnorm, computed here on chip\n"
+                + self.stage(norm.inputs[0], "0", m * k, "xs") +
+                f"  __syncthreads();\n"
+                f"  for (int mm = 0; mm < {m}; ++mm) {{\n"
+                f"    float ss = 0.f;\n"
+                f"    for (int c = threadIdx.x; c < {k}; c += blockDim.x) ss += xs[mm * {k} + c] * xs[mm * {k} + c];\n"
+                f"    const float inv = rsqrtf(block_sum(ss, red) / {k}.f + {float(norm.attrs['eps'])!r}f);\n"
+                f"    for (int c = threadIdx.x; c < {k}; c += blockDim.x) {{ const int i = mm * {k} + c; "
+                f"xs[i] = {scaled}; }}\n"
+                f"  }}\n"
+                f"  __syncthreads();\n")
 
     def _rmsnorm(self, op: Op, axis: int) -> str:
         """A row (and the weight) staged in shared memory in batched 16-byte loads, a block-wide sum
@@ -481,8 +598,10 @@ class _Emitter:
             raise CodegenError(f"op {op.name}: decode_attention tiled along axis {axis}; only heads are emitted")
         cdt = self.g.tensors[kc].dtype
         epv = {"bfloat16": 8, "float32": 4}.get(cdt, 0)
-        if epv and cdt == self.g.tensors[vc].dtype and d % epv == 0 and 32 % (d // epv) == 0:
+        if _attention_parallel(self.g, op):
             return self._decode_attention_parallel(op, b, hq, hkv, s_max, d, group, scale, epv)
+        if op.name in self.splits:
+            raise CodegenError(f"op {op.name}: split attention needs the parallel body ({attention_split_problem(self.g, op)})")
         per_lane = (d + 31) // 32
         kv = lambda t: self.load(t, f"((long long)kvrow + s) * {d} + dd")  # noqa: E731
         return (f"  __shared__ float sm_m[{WARPS}], sm_l[{WARPS}], sm_acc[{WARPS}][{d}];\n"
@@ -529,6 +648,14 @@ class _Emitter:
         dv = d // epv
         parts = THREADS // dv
         ch = min(s_max, 1024)
+        split = self.splits.get(op.name, 1)
+        if split > 1:   # this part's slice of the positions (ops.split_bounds), else all of them
+            span = (f"    const int n_all = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
+                    f"    const int chunk = (n_all + {split - 1}) / {split};\n"
+                    f"    const int s_lo = min(n_all, part * chunk), n = min(n_all, s_lo + chunk);\n")
+        else:
+            span = (f"    const int s_lo = 0, n = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
+                    f"    (void)part;\n")
         self.smem = max(self.smem, 4 * (group * (2 * d + ch) + 3 * group + WARPS * group * d))
         unpack = "unpack_bf16x8" if epv == 8 else "unpack_f32x4"
         kp, vp = self.ptr(kc), self.ptr(vc)
@@ -539,7 +666,7 @@ class _Emitter:
                 f"  const uint4* K4 = (const uint4*){kp};\n"
                 f"  const uint4* V4 = (const uint4*){vp};\n"
                 f"  for (int bb = 0; bb < {b}; ++bb) {{\n"
-                f"    const int n = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
+                + span +
                 f"    for (int h0 = lo; h0 < hi;) {{\n"
                 f"      const int kvh = h0 / {group}, h1 = min(hi, (kvh + 1) * {group}), ng = h1 - h0;\n"
                 f"      const long long kvrow = ((long long)bb * {hkv} + kvh) * {s_max};\n"
@@ -547,7 +674,7 @@ class _Emitter:
                 f"      for (int e = threadIdx.x; e < ng * {d}; e += blockDim.x) oacc[e] = 0.f;\n"
                 f"      if (threadIdx.x < ng) {{ mrun[threadIdx.x] = -INFINITY; lrun[threadIdx.x] = 0.f; }}\n"
                 f"      __syncthreads();\n"
-                f"      for (int s0 = 0; s0 < n; s0 += {ch}) {{\n"
+                f"      for (int s0 = s_lo; s0 < n; s0 += {ch}) {{\n"
                 f"        const int cn = min({ch}, n - s0);\n"
                 f"        for (int s = threadIdx.x; s < cn; s += blockDim.x) {{\n"
                 f"          uint4 kr[{dv}];\n"
@@ -630,10 +757,62 @@ class _Emitter:
                 f"        }}\n"
                 f"        __syncthreads();\n"
                 f"      }}\n"
-                f"      for (int e = threadIdx.x; e < ng * {d}; e += blockDim.x)\n"
-                f"        {self.store(out, f'((long long)bb * {hq} + h0) * {d} + e', 'oacc[e] / lrun[e / ' + str(d) + ']')}\n"
+                + (self._split_partials(op, b, hq, d, split) if split > 1 else
+                   f"      for (int e = threadIdx.x; e < ng * {d}; e += blockDim.x)\n"
+                   f"        {self.store(out, f'((long long)bb * {hq} + h0) * {d} + e', 'oacc[e] / lrun[e / ' + str(d) + ']')}\n") +
                 f"      __syncthreads();\n"
                 f"      h0 = h1;\n"
+                f"    }}\n"
+                f"  }}\n"
+                + (self._split_combine(op, b, hq, d, split) if split > 1 else ""))
+
+    def _split_partials(self, op: Op, b: int, hq: int, d: int, split: int) -> str:
+        """A split part's result: per head, the unnormalized output row, its max and its sum, to the
+        op's scratch (slot (sequence, head, part))."""
+        tiles = hq // self.plan.tg.tiling[op.name][2]
+        sp = self.scratch_ptr(op.name, "float")
+        return (f"      {{\n"
+                f"        float* part_out = {sp} + {4 * (-(-tiles // 4))};\n"
+                f"        for (int e = threadIdx.x; e < ng * {d + 2}; e += blockDim.x) {{\n"
+                f"          const int g = e / {d + 2}, c = e % {d + 2};\n"
+                f"          part_out[(((long long)bb * {hq} + h0 + g) * {split} + part) * {d + 2} + c] =\n"
+                f"              c < {d} ? oacc[g * {d} + c] : c == {d} ? mrun[g] : lrun[g];\n"
+                f"        }}\n"
+                f"      }}\n")
+
+    def _split_combine(self, op: Op, b: int, hq: int, d: int, split: int) -> str:
+        """After its partials are out, a part counts itself in (fence, then an atomic add on its head
+        tile's arrival count); the part that makes the count a multiple of the number of parts is the
+        last of this run, and combines every part's partials into the output. The counts only grow
+        (one round of parts per run), so nothing resets them between runs."""
+        size = self.plan.tg.tiling[op.name][2]
+        tiles = hq // size
+        arrive = self.scratch_ptr(op.name, "unsigned")
+        sp = self.scratch_ptr(op.name, "float")
+        slot = f"(((long long)bb * {hq} + h) * {split} + p) * {d + 2}"
+        return (f"  __shared__ unsigned mk_last;\n"
+                f"  __syncthreads();\n"
+                f"  if (threadIdx.x == 0) {{\n"
+                f"    __threadfence();\n"
+                f"    const unsigned seen = atomicAdd({arrive} + lo / {size}, 1u);\n"
+                f"    mk_last = (seen + 1u) % {split}u == 0u;\n"
+                f"    __threadfence();\n"
+                f"  }}\n"
+                f"  __syncthreads();\n"
+                f"  if (mk_last) {{\n"
+                f"    const float* part_out = {sp} + {4 * (-(-tiles // 4))};\n"
+                f"    for (int e = threadIdx.x; e < {b} * (hi - lo) * {d}; e += blockDim.x) {{\n"
+                f"      const int bb = e / ((hi - lo) * {d}), h = lo + e / {d} % (hi - lo), c = e % {d};\n"
+                f"      float mx = -INFINITY;\n"
+                f"      for (int p = 0; p < {split}; ++p) mx = fmaxf(mx, __ldcg(part_out + {slot} + {d}));\n"
+                f"      float lsum = 0.f, o = 0.f;\n"
+                f"      for (int p = 0; p < {split}; ++p) {{\n"
+                f"        const float mp = __ldcg(part_out + {slot} + {d});\n"
+                f"        const float w = mp == -INFINITY ? 0.f : __expf(mp - mx);\n"
+                f"        lsum += w * __ldcg(part_out + {slot} + {d + 1});\n"
+                f"        o += w * __ldcg(part_out + {slot} + c);\n"
+                f"      }}\n"
+                f"      {self.store(op.outputs[0], f'((long long)bb * {hq} + h) * {d} + c', 'o / lsum')}\n"
                 f"    }}\n"
                 f"  }}\n")
 
@@ -749,7 +928,8 @@ _MAIN = r"""
 extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
     void* const* T, const int* __restrict__ q_start, const int* __restrict__ q_task,
     const int* __restrict__ call_start, const int* __restrict__ call_op, const int* __restrict__ call_lo,
-    const int* __restrict__ call_hi, const int* __restrict__ call_slots, const int* __restrict__ slot_args,
+    const int* __restrict__ call_hi, const int* __restrict__ call_part, const int* __restrict__ call_slots,
+    const int* __restrict__ slot_args,
     const int* __restrict__ wait_start, const int* __restrict__ wait_counter,
     const unsigned* __restrict__ wait_target, const int* __restrict__ signal_start,
     const int* __restrict__ signal_counter, const int* __restrict__ pf_start, const int* __restrict__ pf_slot,
@@ -832,12 +1012,12 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     impls = impls or {}
     if prefetch_mode not in _PREFETCH:
         raise CodegenError(f"prefetch mode {prefetch_mode!r} is not one of {', '.join(_PREFETCH)}")
-    em = _Emitter(plan)
+    em = _Emitter(plan, impls)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
-    used = [name for name in plan.tg.by_op]
+    used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
     for t in plan.tg.tasks:
-        for pname, _ in t.prologue:
+        for pname, _ in em.prologue_calls(t):
             if pname not in used:
                 used.append(pname)
     bodies: dict[str, int] = {}
@@ -851,22 +1031,24 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         op_ids[name], op_slots[name] = fid, slot_list
         users.setdefault(fid, []).append(name)
     functions = [f"// used by {len(users[fid])} op(s): {', '.join(users[fid][:4])}{' ...' if len(users[fid]) > 4 else ''}\n"
-                 f"__device__ __forceinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, float* sm) {{\n"
+                 f"__device__ __forceinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, "
+                 f"int part, float* sm) {{\n"
                  f"{body}}}\n" for body, fid in bodies.items()]
 
     op_slot_start, slot_args = {}, []
     for name in used:
         op_slot_start[name] = len(slot_args)
         slot_args += op_slots[name]
-    call_start, call_op, call_lo, call_hi, call_slots, call_names = [0], [], [], [], [], []
+    call_start, call_op, call_lo, call_hi, call_slots, call_names, call_part = [0], [], [], [], [], [], []
     for t in plan.tg.tasks:
-        for pname, pbox in t.prologue:
+        for pname, pbox in em.prologue_calls(t):
             ax = plan.tg.tiling[pname][0]
             call_names.append(pname)
             call_op.append(op_ids[pname])
             call_slots.append(op_slot_start[pname])
             call_lo.append(pbox[ax][0])
             call_hi.append(pbox[ax][1])
+            call_part.append(0)
         obox, _ = task_boxes(plan.tg, t, ops[t.op])
         ax = plan.tg.tiling[t.op][0]
         call_names.append(t.op)
@@ -874,6 +1056,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         call_slots.append(op_slot_start[t.op])
         call_lo.append(obox[ax][0])
         call_hi.append(min(obox[ax][1], g.tensors[ops[t.op].outputs[0]].shape[ax]))
+        call_part.append(t.part)
         call_start.append(len(call_op))
     n = len(plan.tg.tasks)
     wait_start, wait_counter, wait_target = [0], [], []
@@ -902,7 +1085,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     for qi, q in enumerate(plan.queues):
         for j, t in enumerate(q):
             own = call_start[t + 1] - 1
-            at.setdefault(q_start[qi] + j, []).extend(em.cache_bytes(ops[call_names[own]], call_lo[own], call_hi[own]))
+            if plan.tg.tasks[t].parts == 1:   # a split part reads a slice known only at run time: no prefetch
+                at.setdefault(q_start[qi] + j, []).extend(em.cache_bytes(ops[call_names[own]], call_lo[own], call_hi[own]))
             for c in range(call_start[t], call_start[t + 1]):
                 name = call_names[c]
                 # a fused producer's weights follow its own depth (the consumer may read no weight)
@@ -923,8 +1107,9 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
                       wait_target, signal_start, signal_counter, len(plan.counters), slots=dict(em.slots),
                       aliases=dict(em.base), op_ids=op_ids, call_slots=call_slots, slot_args=slot_args,
                       pf_start=pf_start, pf_slot=pf_slot, pf_offset=pf_offset, pf_bytes=pf_bytes,
-                      smem_bytes=em.smem)
-    cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + call_slots[c], call_lo[c], call_hi[c], sm); break;"
+                      smem_bytes=em.smem, call_part=call_part, scratch=dict(em.scratch))
+    cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + call_slots[c], call_lo[c], call_hi[c], call_part[c], sm); "
+                       "break;"
                        for i in range(len(bodies)))
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
@@ -935,4 +1120,4 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
 
 
 __all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PREFETCH_MODES", "IMPL_CONTRACT",
-           "impl_code_problem", "SMEM_LIMIT"]
+           "impl_code_problem", "SMEM_LIMIT", "onchip_norm_problem", "attention_split_problem"]

@@ -135,7 +135,14 @@ def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
         obox, _ = task_boxes(tg, t, op)
         reads = t.read_boxes or input_boxes(op, g, obox)
         f, exact = _op_flops(op, g, obox, reads)
-        if exact is None:
+        if t.parts > 1:
+            # a split part reads its share of the cached positions and writes float partials
+            # (row, max, sum per head), which the last part reads back to combine
+            caches = set(op.inputs[1:3])
+            b = sum(_nbytes(g, name, box) // (t.parts if name in caches else 1) for name, box in reads)
+            b += 2 * _nbytes(g, op.outputs[0], obox) // torch_dtype(g.tensors[op.outputs[0]].dtype).itemsize * 4
+            f /= t.parts
+        elif exact is None:
             b = sum(_nbytes(g, name, box) for name, box in reads) + _nbytes(g, op.outputs[0], obox)
         else:   # the op's own bytes are exact; fused producers still read what they read (their weights)
             b = exact + sum(_nbytes(g, name, box) for name, box in reads if name not in op.inputs)

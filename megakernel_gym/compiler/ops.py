@@ -16,7 +16,8 @@ import torch
 from torch import Tensor
 
 __all__ = ["rmsnorm", "rope", "decode_attention", "cache_write",
-           "rmsnorm_ref", "rope_ref", "decode_attention_ref", "cache_write_ref", "rope_inv_freq", "rotate_halves"]
+           "rmsnorm_ref", "rope_ref", "decode_attention_ref", "cache_write_ref", "rope_inv_freq", "rotate_halves",
+           "split_bounds", "decode_attention_part_ref", "combine_attention_parts"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,6 +122,49 @@ def decode_attention_ref(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: Tenso
     probs = torch.softmax(scores, dim=-1)
     out = torch.einsum("bkgs,bksd->bkgd", probs, v_cache.float())
     return out.reshape(b, hq, d).to(q.dtype)
+
+
+def split_bounds(n: int, part: int, parts: int) -> tuple[int, int]:
+    """The positions [s0, s1) that part `part` of `parts` covers of a sequence's n cached ones: equal
+    slices of ceil(n / parts), the last ones short or empty (the megakernel splits the same way)."""
+    chunk = -(-n // parts)
+    return min(n, part * chunk), min(n, (part + 1) * chunk)
+
+
+def decode_attention_part_ref(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: Tensor, scale: float,
+                              part: int, parts: int) -> tuple[Tensor, Tensor, Tensor]:
+    """One part of split-KV decode attention: over this part's slice of each sequence's positions
+    0..pos[b] (split_bounds), the unnormalized float32 sum of exp(score - m) * v, the running max m
+    and the sum l of exp(score - m), per query head. An empty slice gives m = -inf, l = 0, o = 0.
+    Returns (o [B, Hq, D], m [B, Hq], l [B, Hq])."""
+    b, hq, d = q.shape
+    hkv = k_cache.shape[1]
+    group = hq // hkv
+    o = torch.zeros(b, hq, d, dtype=torch.float32, device=q.device)
+    m = torch.full((b, hq), float("-inf"), dtype=torch.float32, device=q.device)
+    lsum = torch.zeros(b, hq, dtype=torch.float32, device=q.device)
+    for bb in range(b):
+        s0, s1 = split_bounds(min(int(pos[bb]) + 1, k_cache.shape[2]), part, parts)
+        if s0 >= s1:
+            continue
+        qf = q[bb].float().reshape(hkv, group, d)
+        scores = torch.einsum("kgd,ksd->kgs", qf, k_cache[bb, :, s0:s1].float()) * scale
+        mx = scores.amax(-1)
+        p = torch.exp(scores - mx[..., None])
+        o[bb] = torch.einsum("kgs,ksd->kgd", p, v_cache[bb, :, s0:s1].float()).reshape(hq, d)
+        m[bb], lsum[bb] = mx.reshape(hq), p.sum(-1).reshape(hq)
+    return o, m, lsum
+
+
+def combine_attention_parts(partials: list[tuple[Tensor, Tensor, Tensor]], dtype: torch.dtype) -> Tensor:
+    """The attention output from its split parts' (o, m, l): rescale each to the common max, sum,
+    and divide by the total softmax denominator; cast to `dtype`."""
+    ms = torch.stack([m for _, m, _ in partials])                    # [P, B, H]
+    top = ms.amax(0)
+    w = torch.where(ms == float("-inf"), torch.zeros_like(ms), torch.exp(ms - top))
+    lsum = sum(wp * lp for wp, (_, _, lp) in zip(w, partials))
+    o = sum(wp[..., None] * op for wp, (op, _, _) in zip(w, partials))
+    return (o / lsum[..., None]).to(dtype)
 
 
 def cache_write_ref(cache: Tensor, new: Tensor, pos: Tensor) -> None:

@@ -38,7 +38,7 @@ class Megakernel:
             i32 = lambda xs: torch.tensor(xs or [0], dtype=torch.int32, device=device)  # noqa: E731
             self._device_table = {
                 "q_start": i32(t.q_start), "q_task": i32(t.q_task), "call_start": i32(t.call_start),
-                "call_op": i32(t.call_op), "call_lo": i32(t.call_lo), "call_hi": i32(t.call_hi),
+                "call_op": i32(t.call_op), "call_lo": i32(t.call_lo), "call_hi": i32(t.call_hi), "call_part": i32(t.call_part),
                 "call_slots": i32(t.call_slots), "slot_args": i32(t.slot_args),
                 "wait_start": i32(t.wait_start), "wait_counter": i32(t.wait_counter),
                 "wait_target": i32(t.wait_target), "signal_start": i32(t.signal_start),
@@ -53,7 +53,9 @@ class Megakernel:
         device = torch.device("cuda", torch.cuda.current_device())
         env = bind_tensors(g, {k: v.to(device) for k, v in params.items()},
                            {k: v.to(device) for k, v in inputs.items()}, "Megakernel.bind")
-        slots: list[Tensor] = [None] * len(self.table.slots)  # type: ignore[list-item]
+        slots: list[Tensor] = [None] * (len(self.table.slots) + len(self.table.scratch))  # type: ignore[list-item]
+        for i, nbytes in self.table.scratch.values():   # split attention's arrival counts start at zero, once
+            slots[i] = torch.zeros(-(-nbytes // 16) * 4, dtype=torch.int32, device=device)
         fresh = []
         for name, i in self.table.slots.items():
             spec = g.tensors[name]
@@ -99,7 +101,7 @@ class Launch:
         self.counters.zero_()
         self.fn((len(self.mk.plan.queues),), (THREADS,),
                 (self.ptrs, tab["q_start"], tab["q_task"], tab["call_start"], tab["call_op"], tab["call_lo"],
-                 tab["call_hi"], tab["call_slots"], tab["slot_args"], tab["wait_start"], tab["wait_counter"],
+                 tab["call_hi"], tab["call_part"], tab["call_slots"], tab["slot_args"], tab["wait_start"], tab["wait_counter"],
                  tab["wait_target"], tab["signal_start"], tab["signal_counter"], tab["pf_start"], tab["pf_slot"],
                  tab["pf_offset"], tab["pf_bytes"], self.counters, self.mk.spin_budget,
                  self.status, self.trace if self.trace is not None else 0), shared_mem=self.smem)

@@ -26,10 +26,11 @@ class Knobs:
     counters: dict[str, str] = field(default_factory=dict)           # op -> "tile" | "op"
     prefetch: dict[str, int] = field(default_factory=dict)           # op -> weight tiles loaded ahead
     fused: dict[str, str] = field(default_factory=dict)              # producer op -> consumer it runs in
+    splits: dict[str, int] = field(default_factory=dict)             # attention op -> parts its positions split into
 
     def copy(self) -> "Knobs":
         return Knobs(self.num_sms, dict(self.tiles), dict(self.sms), list(self.order), dict(self.counters),
-                     dict(self.prefetch), dict(self.fused))
+                     dict(self.prefetch), dict(self.fused), dict(self.splits))
 
 
 @dataclass
@@ -72,7 +73,7 @@ def build_plan(g: Graph, knobs: Knobs) -> Plan:
     threshold equal to the counter's producer count (a multi-producer counter is waited on
     in full, never in part).
     """
-    tg = lower_cached(g, knobs.tiles, knobs.num_sms, knobs.fused)
+    tg = lower_cached(g, knobs.tiles, knobs.num_sms, knobs.fused, knobs.splits)
     order = knobs.order or tg.op_order()
     missing = [o for o in tg.op_order() if o not in order]
     if missing:
@@ -98,7 +99,7 @@ def build_plan(g: Graph, knobs: Knobs) -> Plan:
                 counter_for[tid] = c.id
         else:
             for tid in ids:
-                c = Counter(len(counters), f"{op}[{tg.tasks[tid].tile}]", [tid])
+                c = Counter(len(counters), str(tg.tasks[tid]), [tid])
                 counters.append(c)
                 counter_for[tid] = c.id
     waits: dict[int, list[tuple[int, int]]] = {}

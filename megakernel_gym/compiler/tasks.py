@@ -56,9 +56,14 @@ class Task:
     # their inputs instead (read_boxes), which is what its dependencies are derived from.
     prologue: list[tuple[str, tuple]] = field(default_factory=list)
     read_boxes: list[tuple[str, tuple]] = field(default_factory=list)
+    # Split decode attention (split-KV): this task covers part `part` of `parts` slices of the
+    # cached positions of its heads; the last of the tile's parts to finish combines them into the
+    # output, so every part declares the whole output tile as written.
+    part: int = 0
+    parts: int = 1
 
     def __str__(self) -> str:
-        return f"{self.op}[{self.tile}]"
+        return f"{self.op}[{self.tile}]" if self.parts == 1 else f"{self.op}[{self.tile}.{self.part}]"
 
 
 @dataclass
@@ -271,18 +276,31 @@ class _Aliases:
 
 
 def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
-          fused: dict[str, str] | None = None) -> TaskGraph:
+          fused: dict[str, str] | None = None, splits: dict[str, int] | None = None) -> TaskGraph:
     """One task per tile of every non-view op, with dependencies derived from regions.
 
     `tiles` maps op name -> tile size along its tile axis (default: `default_tile`). A size
     that does not divide the extent (or, for decode attention, is not a multiple of the
     query-head group) raises TilingError naming the allowed sizes.
 
-    `fused` maps a producer op to the consumer it is fused into: the producer gets no tasks;
-    each consumer task computes the part of the producer's output it reads, in a prologue.
+    `fused` maps a producer op to the consumer it is fused into (or to INLINE, "*": into every
+    consumer): the producer gets no tasks; each consumer task computes the part of the producer's
+    output it reads, in a prologue.
+
+    `splits` maps a decode_attention op to the number of parts its cached positions are split into
+    (split-KV, as FlashDecoding): each head tile becomes that many tasks, one per slice of the
+    positions 0..pos, and the last to finish combines the parts' partial softmax sums.
     """
     tiles = tiles or {}
     fused = fused or {}
+    splits = {k: v for k, v in (splits or {}).items() if v != 1}
+    for name, parts in splits.items():
+        op = next((o for o in g.ops if o.name == name), None)
+        if op is None or op.kind != "decode_attention":
+            raise TilingError(f"split names {name}, which is not a decode_attention op; only attention's cached "
+                              "positions can be split")
+        if not isinstance(parts, int) or not 1 <= parts <= MAX_SPLIT:
+            raise TilingError(f"op {name}: split {parts!r} is out of range; allowed: 1-{MAX_SPLIT}")
     bad = sorted(a for a in fused if a not in {o.name for o in g.ops})
     if bad:
         raise TilingError(f"fusion names ops that do not exist: {', '.join(bad)}")
@@ -332,6 +350,7 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
         if op.name in fused:
             by_op[op.name] = ids   # computed inside its consumer's tasks
             continue
+        parts = splits.get(op.name, 1)
         for t in range(extent // size):
             obox = tile_box(oshape, axis, size, t)
             prologue: list = []
@@ -341,13 +360,21 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
                      for name, box in boxes]
             writes = [alias.region(o, obox if g.tensors[o].shape == oshape else full(g.tensors[o].shape))
                       for o in op.outputs]
-            task = Task(len(tasks), op.name, t, [r for r in reads if r.spans], writes, prologue, boxes)
-            tasks.append(task)
-            ids.append(task.id)
+            # a split part reads a slice of the positions, known only at run time: its regions are the
+            # whole tile's (a superset, so the dependencies derived from them stay sound)
+            for part in range(parts):
+                task = Task(len(tasks), op.name, t, [r for r in reads if r.spans], writes, list(prologue), boxes,
+                            part, parts)
+                tasks.append(task)
+                ids.append(task.id)
         by_op[op.name] = ids
     tg = TaskGraph(g, tasks, by_op, tiling)
     tg.deps = derive_dependencies(tg)
     return tg
+
+
+MAX_SPLIT = 64          # parts one attention tile's positions may be split into
+INLINE = "*"            # fused[producer] = INLINE: computed inside every consumer's task
 
 
 _LOWERED: "OrderedDict[tuple, tuple[Graph, TaskGraph]]" = OrderedDict()
@@ -356,18 +383,19 @@ _LOWERED_LOCK = threading.Lock()
 
 
 def lower_cached(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
-                 fused: dict[str, str] | None = None) -> TaskGraph:
+                 fused: dict[str, str] | None = None, splits: dict[str, int] | None = None) -> TaskGraph:
     """`lower`, remembered for the last few (graph, tile sizes, SM count, fusions): the only inputs
     lowering reads. Most schedule edits (SM ranges, order, counters, prefetch, impls) leave the task
     graph as it was, and lowering the 1B decoder (19,745 tasks and their dependencies) takes seconds.
     The TaskGraph is shared between the plans built on it: nothing downstream of lowering changes it."""
-    key = (id(g), tuple(sorted((tiles or {}).items())), num_sms, tuple(sorted((fused or {}).items())))
+    key = (id(g), tuple(sorted((tiles or {}).items())), num_sms, tuple(sorted((fused or {}).items())),
+           tuple(sorted((k, v) for k, v in (splits or {}).items() if v != 1)))
     with _LOWERED_LOCK:
         hit = _LOWERED.get(key)
         if hit is not None and hit[0] is g:   # the graph itself is kept in the entry, so its id is not reused
             _LOWERED.move_to_end(key)
             return hit[1]
-    tg = lower(g, tiles, num_sms, fused)
+    tg = lower(g, tiles, num_sms, fused, splits)
     with _LOWERED_LOCK:
         _LOWERED[key] = (g, tg)
         _LOWERED.move_to_end(key)
@@ -412,4 +440,5 @@ def derive_dependencies(tg: TaskGraph) -> dict[int, set[int]]:
 
 
 __all__ = ["Region", "Task", "TaskGraph", "TilingError", "lower", "lower_cached", "box_to_spans", "allowed_tiles",
-           "default_tile", "derive_dependencies", "tile_box", "task_boxes", "tile_group", "input_boxes"]
+           "default_tile", "derive_dependencies", "tile_box", "task_boxes", "tile_group", "input_boxes", "MAX_SPLIT",
+           "INLINE"]

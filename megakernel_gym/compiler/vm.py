@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor
 
+from megakernel_gym.compiler import ops
 from megakernel_gym.compiler.graph import Graph, Op
 from megakernel_gym.compiler.interpret import bind_tensors, reference_op, torch_dtype
 from megakernel_gym.compiler.schedule import Plan
@@ -229,6 +230,7 @@ class _Memory:
         self.views: dict[str, Op] = {o.outputs[0]: o for o in graph.ops if o.kind == "view"}
         # the caller's caches are never written: the plan updates a copy
         self.base: dict[str, Tensor] = bind_tensors(graph, params, inputs, "run_plan", skip=self.views)
+        self.scratch: dict[tuple[str, int], dict[int, tuple]] = {}   # split attention tile -> its parts' partials
         for name, spec in graph.tensors.items():
             if name not in self.views and spec.kind in ("activation", "output"):
                 self.base[name] = _poison(spec.shape, torch_dtype(spec.dtype))
@@ -262,7 +264,25 @@ def _run_task(mem: _Memory, plan: Plan, tid: int, op: Op) -> None:
         pop = mem.graph.op(pname)
         _compute(mem, pop, pbox, input_boxes(pop, mem.graph, pbox), f"{task} (fused {pname})")
     obox, reads = task_boxes(plan.tg, task, op)
-    _compute(mem, op, obox, reads, str(task))
+    if task.parts > 1:
+        _compute_part(mem, op, task, obox, reads)
+    else:
+        _compute(mem, op, obox, reads, str(task))
+
+
+def _compute_part(mem: _Memory, op: Op, task, obox, reads) -> None:
+    """One part of a split attention tile: its partial sums go to the tile's scratch; the part that
+    finds all the others there (the last to run, as the megakernel's arrival count decides) combines
+    them into the output tile. Before that, the output holds whatever it held: a consumer that runs
+    early reads it."""
+    q, kc, vc, pos = (_cut(mem.tensor(name), box, f"{task} reading {name}") for name, box in reads)
+    partial = ops.decode_attention_part_ref(q, kc, vc, pos, float(op.attrs["scale"]), task.part, task.parts)
+    got = mem.scratch.setdefault((op.name, task.tile), {})
+    got[task.part] = partial
+    if len(got) == task.parts:
+        dst = _cut(mem.writable(op.outputs[0]), obox, f"{task} writing {op.outputs[0]}")
+        dst.copy_(ops.combine_attention_parts([got[p] for p in range(task.parts)], dst.dtype))
+        del mem.scratch[(op.name, task.tile)]
 
 
 def _compute(mem: _Memory, op: Op, obox, reads, task: str) -> None:

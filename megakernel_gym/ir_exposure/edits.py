@@ -10,6 +10,11 @@ One edit per line (blank lines and `#` comments are skipped):
     prefetch OP depth=N           weight tiles loaded ahead (0-8; ops that read a weight)
     fuse OP into CONSUMER         fold OP into its sole consumer (patterns pair each op with the
                                   consumer it feeds: `fuse layers.*.mlp.up_proj into layers.*.mlp.silu_mul`)
+    inline OP                     compute OP on chip inside every consumer's task, so it needs no task and no
+                                  trip through memory (an rmsnorm whose consumers are matmuls reading it
+                                  as their input: `inline layers.*.attn.norm`); `unfuse OP` undoes it
+    split OP n=PARTS              cut each tile of a decode_attention into PARTS tasks over slices of the
+                                  cached positions; the last part to finish combines them (1-64; n=1 undoes)
     unfuse OP                     undo a fusion (OP is the fused producer, or the consumer)
     impl OP <<<code>>>            replace OP's task body (code may span lines)
     unimpl OP                     go back to the generated task body
@@ -31,9 +36,10 @@ import re
 from dataclasses import dataclass
 
 from megakernel_gym.compiler.schedule import COUNTER_MODES
+from megakernel_gym.compiler.tasks import INLINE
 from megakernel_gym.compiler.validate import ScheduleError
-from megakernel_gym.ir_exposure.ir import (IR, MAX_TASKS, IRError, fusion_problem, impl_problem, prefetch_problem,
-                                           sms_problem, task_count, tile_problem)
+from megakernel_gym.ir_exposure.ir import (IR, MAX_TASKS, IRError, fusion_problem, impl_problem, inline_problem,
+                                           prefetch_problem, sms_problem, split_problem, task_count, tile_problem)
 
 MAX_EDITS = 1000
 MAX_EDIT_CHARS = 200_000
@@ -45,6 +51,8 @@ USAGE = {
     "counter": "counter OP tile (or op)",
     "prefetch": "prefetch OP depth=N",
     "fuse": "fuse OP into CONSUMER",
+    "inline": "inline OP",
+    "split": "split OP n=PARTS",
     "unfuse": "unfuse OP",
     "impl": "impl OP <<<code>>>",
     "unimpl": "unimpl OP",
@@ -77,6 +85,8 @@ class Edit:
         v, op = self.verb, self.op
         if v == "tile":
             return f"tile {op} n={self.n}"
+        if v == "split":
+            return f"split {op} n={self.n}"
         if v == "assign":
             return f"assign {op} sms=" + ("all" if self.sms is None else f"{self.sms[0]}-{self.sms[1]}")
         if v == "order":
@@ -94,7 +104,7 @@ class Edit:
     def to_json(self) -> dict:
         d: dict = {"verb": self.verb, "op": self.op}
         v = self.verb
-        if v == "tile":
+        if v in ("tile", "split"):
             d["n"] = self.n
         elif v == "assign":
             d["sms"] = "all" if self.sms is None else [self.sms[0], self.sms[1]]
@@ -180,11 +190,11 @@ def _parse_line(line: str, ln: int) -> Edit:
     if len(toks) < 2:
         raise bad()
     op, args = toks[1], toks[2:]
-    if verb == "tile":
+    if verb in ("tile", "split"):
         m = re.fullmatch(r"(?:n=)?" + _NUM, args[0]) if len(args) == 1 else None
         if not m:
             raise bad()
-        return Edit("tile", op, n=int(m.group(1)))
+        return Edit(verb, op, n=int(m.group(1)))
     if verb == "assign":
         m = re.fullmatch(r"(?:sms=)?(?:" + _NUM + r"(?:-" + _NUM + r")?|(all))", args[0]) if len(args) == 1 else None
         if not m:
@@ -214,7 +224,7 @@ def _parse_line(line: str, ln: int) -> Edit:
         if len(args) != 2 or args[0] != "into":
             raise bad()
         return Edit("fuse", op, other=args[1])
-    if args:          # unfuse, unimpl
+    if args:          # inline, unfuse, unimpl
         raise bad()
     return Edit(verb, op)
 
@@ -232,7 +242,8 @@ def format_edits(edits: list[Edit]) -> str:
 
 
 _JSON_KEYS = {"tile": {"n"}, "assign": {"sms"}, "order": {"before", "after"}, "counter": {"mode"},
-              "prefetch": {"depth"}, "fuse": {"into"}, "unfuse": set(), "impl": {"code"}, "unimpl": set()}
+              "prefetch": {"depth"}, "fuse": {"into"}, "inline": set(), "split": {"n"}, "unfuse": set(),
+              "impl": {"code"}, "unimpl": set()}
 
 
 def edits_to_json(edits: list[Edit]) -> list[dict]:
@@ -283,8 +294,8 @@ def _from_json(d, i: int) -> Edit:
         if not isinstance(v, str) or not v or any(c.isspace() for c in v):
             raise bad(f"\"{key}\" must be an op name, got {_cut(repr(v), 60)}")
         return v
-    if verb == "tile":
-        return Edit("tile", op, n=integer("n"))
+    if verb in ("tile", "split"):
+        return Edit(verb, op, n=integer("n"))
     if verb == "assign":
         v = d.get("sms")
         if v in ("all", None) and "sms" in d:
@@ -391,6 +402,26 @@ def _apply(st: _State, e: Edit) -> None:
         if total > MAX_TASKS:
             raise _Reject(f"tile size {e.n} for {e.op} would give the plan {total} tasks, over the limit of "
                           f"{MAX_TASKS}; use a larger tile size")
+    elif e.verb == "split":
+        for name in ops:
+            msg = split_problem(facts, name, e.n)
+            if msg:
+                raise _Reject(msg)
+            if e.n > 1 and name in st.impls:
+                raise _Reject(f"{name} runs an impl body, and split parts run the generated one; `unimpl {name}` first")
+            if e.n == 1:
+                k.splits.pop(name, None)
+            else:
+                k.splits[name] = e.n
+        total = task_count(facts, k)
+        if total > MAX_TASKS:
+            raise _Reject(f"split {e.n} for {e.op} would give the plan {total} tasks, over the limit of {MAX_TASKS}")
+    elif e.verb == "inline":
+        for name in ops:
+            msg = inline_problem(facts, st.fused, name, st.impls)
+            if msg:
+                raise _Reject(msg)
+            st.fused[name] = INLINE
     elif e.verb == "assign":
         for name in ops:
             if e.sms is None:
@@ -443,6 +474,13 @@ def _apply(st: _State, e: Edit) -> None:
             msg = impl_problem(name, e.code)
             if msg:
                 raise _Reject(msg)
+            if k.splits.get(name, 1) > 1:
+                raise _Reject(f"{name} is split into {k.splits[name]} parts, which run the generated body; "
+                              f"`split {name} n=1` first")
+            inlined = [a for a, c in st.fused.items() if c == INLINE and name in facts.consumers.get(a, [])]
+            if inlined:
+                raise _Reject(f"{name} computes the inlined {inlined[0]} on chip, which an impl body cannot; "
+                              f"`unfuse {inlined[0]}` first")
             st.impls[name] = e.code
     elif e.verb == "unimpl":
         for name in ops:

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from megakernel_gym.compiler.graph import Graph, Op
 from megakernel_gym.compiler.schedule import COUNTER_MODES, Knobs, Plan, build_plan
-from megakernel_gym.compiler.tasks import TilingError, allowed_tiles, default_tile, input_boxes, tile_axis, tile_group
+from megakernel_gym.compiler.tasks import (INLINE, MAX_SPLIT, TilingError, allowed_tiles, default_tile, input_boxes,
+                                           tile_axis, tile_group)
 from megakernel_gym.compiler.validate import ScheduleError, check
 
 FORMAT = "mkir v1"
@@ -42,14 +43,16 @@ MAX_TEXT_CHARS = 4_000_000
 LEGEND = """\
 IR text (mkir v1). Header: model, num SMs, the usual output dtype, the plan's task count.
 One line per op, in the order its tasks fill the SM queues:
-  op NAME KIND in=INPUTS out=[SHAPE] grid=TILESxSIZE sms=FIRST-LAST counter=tile|op prefetch=N after=OPS into=OP
+  op NAME KIND in=INPUTS out=[SHAPE] grid=TILESxSIZE sms=FIRST-LAST counter=tile|op prefetch=N split=P after=OPS into=OP
   in=     tensors read (views folded into the tensor they alias); ".x" is short for a name in the op's own
           scope (in layers.3.attn.q_proj, ".norm" is layers.3.attn.norm)
   out=    output shape (prefixed with the tensor's name when it is not the op's own, e.g. a KV cache)
   grid=   tiles x tile size along the tile axis: rows for norms/softmax/reduce, heads for rope/attention/
           cache writes, the last axis (columns) for matmul/elementwise/embedding. One task per tile.
   sms=    the SM range the op's tasks are dealt over; counter= one counter per tile, or one for the op
-  prefetch= weight tiles loaded ahead; after= ops whose tiles it waits on; into= the op it is fused into
+  prefetch= weight tiles loaded ahead; split= (attention) each tile's cached positions cut into P tasks, the last
+          to finish combining them; after= ops whose tiles it waits on; into= the op it is fused into (into=*:
+          computed on chip inside every consumer's task)
   repeat i=A..B ... end: the enclosed lines once per layer i (layers.{i-1} is the layer before)
   impl NAME <<<code>>>: the op's task body, replaced
 """
@@ -211,6 +214,41 @@ def tile_problem(f: OpFacts, n: int) -> str | None:
     return f"{why}; allowed sizes: {', '.join(map(str, f.allowed()))}"
 
 
+def split_problem(facts: "GraphFacts", name: str, n) -> str | None:
+    f = facts.info[name]
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SPLIT:
+        return f"split {n!r} for {name} is out of range; allowed: 1-{MAX_SPLIT} parts"
+    if n == 1:
+        return None
+    from megakernel_gym.compiler.codegen import attention_split_problem
+    msg = attention_split_problem(facts.graph, f.op)
+    return f"cannot split {name}: {msg}" if msg else None
+
+
+def inline_problem(facts: "GraphFacts", fused: dict[str, str], a: str, impls: dict[str, str] | None = None) -> str | None:
+    """Why `a` cannot be computed inside every consumer's task on chip (`inline`), or None."""
+    from megakernel_gym.compiler.codegen import onchip_norm_problem
+    f = facts.info[a]
+    if a in fused:
+        return f"{a} is already fused into {fused[a]}; unfuse it first (`unfuse {a}`)"
+    if facts.b(f.out_name) in facts.state:
+        return (f"cannot inline {a}: it writes {f.out_name}, which the step must leave in memory (a model output or "
+                "state such as a KV cache)")
+    into = [p for p, c in fused.items() if c == a]
+    if into:
+        return f"cannot inline {a}: {', '.join(into)} is fused into it; unfuse that first"
+    cons = facts.consumers[a]
+    if not cons:
+        return f"cannot inline {a}: no op reads its output"
+    for c in cons:
+        msg = onchip_norm_problem(facts.graph, f.op, facts.info[c].op)
+        if msg:
+            return f"cannot inline {a} into its consumer {c}: {msg}"
+        if c in (impls or {}):
+            return f"cannot inline {a}: its consumer {c} runs an impl body, which reads {a}'s output from memory"
+    return None
+
+
 def sms_problem(name: str, lo: int, hi: int, num_sms: int) -> str | None:
     if lo > hi:
         return f"SM range {lo}-{hi} for {name} is empty: the first SM must not be after the last"
@@ -234,6 +272,8 @@ def fusion_problem(facts: GraphFacts, fused: dict[str, str], a: str, b: str) -> 
         return f"cannot fuse {a} into itself"
     if a in fused:
         return f"{a} is already fused into {fused[a]}; unfuse it first (`unfuse {a}`)"
+    if fused.get(b) == INLINE:
+        return f"cannot fuse {a} into {b}: {b} is inlined into its consumers, which compute it from its inputs"
     cons = facts.consumers[a]
     if facts.b(facts.info[a].out_name) in facts.state:
         return (f"cannot fuse {a} into {b}: {a} writes {facts.info[a].out_name}, which the step must leave in "
@@ -267,7 +307,7 @@ def order_problem(facts: GraphFacts, order: list[str]) -> tuple[str, str] | None
 
 
 def task_count(facts: GraphFacts, knobs: Knobs) -> int:
-    return sum(facts.info[n].extent // tile_size(facts, knobs, n) for n in facts.ops)
+    return sum(facts.info[n].extent // tile_size(facts, knobs, n) * knobs.splits.get(n, 1) for n in facts.ops)
 
 
 def tile_size(facts: GraphFacts, knobs: Knobs, name: str) -> int:
@@ -282,7 +322,7 @@ def normalize(facts: GraphFacts, knobs: Knobs, fused: dict[str, str], impls: dic
         raise _KnobError(None, f"num_sms must be an integer in 1-{MAX_SMS}, got {knobs.num_sms!r}")
     k = Knobs(num_sms=knobs.num_sms)
     for name in list(knobs.tiles) + list(knobs.sms) + list(knobs.counters) + list(knobs.prefetch) \
-            + list(fused) + list(fused.values()) + list(impls):
+            + list(knobs.splits) + list(fused) + [v for v in fused.values() if v != INLINE] + list(impls):
         if name not in facts.info:
             raise _KnobError(None, facts.unknown_op(name))
     for name, n in knobs.tiles.items():
@@ -304,6 +344,12 @@ def normalize(facts: GraphFacts, knobs: Knobs, fused: dict[str, str], impls: dic
             raise _KnobError(name, f"counter mode {mode!r} for {name} is not one of: {', '.join(COUNTER_MODES)}")
         if mode != "tile":
             k.counters[name] = mode
+    for name, n in knobs.splits.items():
+        msg = split_problem(facts, name, n)
+        if msg:
+            raise _KnobError(name, msg)
+        if n != 1:
+            k.splits[name] = n
     for name, depth in knobs.prefetch.items():
         msg = prefetch_problem(facts.info[name], depth) if isinstance(depth, int) else \
             f"prefetch depth for {name} must be an integer, got {depth!r}"
@@ -327,13 +373,16 @@ def normalize(facts: GraphFacts, knobs: Knobs, fused: dict[str, str], impls: dic
         raise _KnobError(None, f"these tile sizes give {total} tasks, over the limit of {MAX_TASKS}; use larger tiles")
     canon_fused: dict[str, str] = {}
     for a in sorted(fused, key=order.index):
-        msg = fusion_problem(facts, canon_fused, a, fused[a])
+        msg = (inline_problem(facts, canon_fused, a, impls) if fused[a] == INLINE
+               else fusion_problem(facts, canon_fused, a, fused[a]))
         if msg:
             raise _KnobError(a, msg)
         canon_fused[a] = fused[a]
     canon_impls = {}
     for name in sorted(impls, key=order.index):
         msg = impl_problem(name, impls[name])
+        if not msg and k.splits.get(name, 1) > 1:
+            msg = f"{name} is split into {k.splits[name]} parts, which run the generated body; `split {name} n=1` first"
         if msg:
             raise _KnobError(name, msg)
         canon_impls[name] = impls[name]
@@ -451,10 +500,12 @@ def op_line(ir: IR, name: str) -> str:
     parts = ["op", name, f.op.kind, "in=" + ",".join(ref(ir.facts.b(t)) for t in f.op.inputs), "out=" + out,
              f"grid={f.extent // size}x{size}", f"sms={lo}-{hi}", f"counter={ir.knobs.counters.get(name, 'tile')}",
              f"prefetch={ir.knobs.prefetch.get(name, 0)}"]
+    if ir.knobs.splits.get(name, 1) > 1:
+        parts.append(f"split={ir.knobs.splits[name]}")
     if f.deps:
         parts.append("after=" + ",".join(ref(d) for d in f.deps))
     if name in ir.fused:
-        parts.append("into=" + ref(ir.fused[name]))
+        parts.append("into=" + (INLINE if ir.fused[name] == INLINE else ref(ir.fused[name])))
     return " ".join(parts)
 
 
@@ -536,7 +587,7 @@ _HEADER = re.compile(r"^mkir v1 model=(\S+) sms=(\d{1,9}) dtype=(\S+) tasks=(\d{
 _REPEAT = re.compile(r"^repeat i=(\d{1,6})\.\.(\d{1,6})$")
 _FIELD = re.compile(r"^([a-z]+)=(.*)$")
 _KNOB_FIELDS = ("grid", "sms", "counter", "prefetch")
-_ALL_FIELDS = ("in", "out", "grid", "sms", "counter", "prefetch", "after", "into")
+_ALL_FIELDS = ("in", "out", "grid", "sms", "counter", "prefetch", "split", "after", "into")
 
 
 def parse(text: str, graph: Graph | IR) -> IR:
@@ -692,7 +743,16 @@ def parse(text: str, graph: Graph | IR) -> IR:
         if msg:
             raise err(msg)
         knobs.prefetch[name] = int(fields["prefetch"])
-        if "into" in fields:
+        if "split" in fields:
+            if not re.fullmatch(r"\d{1,9}", fields["split"]):
+                raise err(f"op {name}: split= must be a number 2-{MAX_SPLIT}, got {_show(fields['split'])}")
+            msg = split_problem(facts, name, int(fields["split"]))
+            if msg:
+                raise err(msg)
+            knobs.splits[name] = int(fields["split"])
+        if fields.get("into") == INLINE:
+            fused[name] = INLINE
+        elif "into" in fields:
             v = fields["into"]
             target = name.rpartition(".")[0] + v if v.startswith(".") else v
             if target not in facts.info:
@@ -764,7 +824,8 @@ def render_op(ir: IR, op: str) -> str:
         b = facts.b(t)
         return b if b == t else f"{b}.view({','.join(map(str, g.tensors[t].shape))})"
     lines = [op_line(ir, op),
-             f"tasks={extent // size} axis={axis} extent={extent} tile={size} counters="
+             f"tasks={len(tg.by_op[op])} axis={axis} extent={extent} tile={size}"
+             + (f" split={ir.knobs.splits[op]}" if ir.knobs.splits.get(op, 1) > 1 else "") + " counters="
              + ("one per tile" if ir.knobs.counters.get(op, "tile") == "tile" else "one for the op")]
     for tid in tg.by_op[op]:
         task = tg.tasks[tid]
@@ -777,7 +838,7 @@ def render_op(ir: IR, op: str) -> str:
         waits = ",".join(f"{cname[c]}>={thr}" for c, thr in plan.waits.get(tid, [])) or "-"
         bump = ",".join(cname[c] for c in bumps.get(tid, [])) or "-"
         s, q = slot[tid]
-        lines.append(f"task {tid} tile={task.tile} sm={s} slot={q} reads={reads} writes={writes} waits={waits} "
+        lines.append(f"task {tid} tile={task.tile}{f' part={task.part}' if task.parts > 1 else ''} sm={s} slot={q} reads={reads} writes={writes} waits={waits} "
                      f"bumps={bump}")
     if op in ir.impls:
         lines.append(f"impl {op} <<<{ir.impls[op]}>>>")

@@ -1,0 +1,95 @@
+"""The expert schedule: what we know makes a decode megakernel fast, spelled as edits in the env's own
+language and applied to the compiler's default, so it is a point an agent can reach (and read).
+
+    text = expert_edits(ir)            # edit text; apply_edits(ir, text) gives the expert IR
+
+On top of the compiler's tuned edits (ir_exposure.tuned_edits: matmuls folded into the elementwise op
+they feed, ropes into their consumers, op-wide counters where a consumer reads every tile), each lever
+measured alone in bench/results/megakernel_levers.json:
+
+- `inline` every rmsnorm whose consumers are all matmuls reading it as their input vector: each
+  consumer task normalizes the vector in its own shared memory, so the norm costs no task of its own
+  and no dependency hop (two per decoder layer);
+- `split` every decode attention over its cached positions (split-KV, as FlashDecoding), so its few
+  head tiles become about one task per SM; the last part of a tile to finish combines the parts;
+- one wave for sibling matmuls (q/k/v: one input vector, read by each): a common tile size so that
+  together they have at most one task per SM, instead of q's tiles filling the chip and k/v waiting.
+
+Each lever is kept only where the IR accepts it, so any graph gets the subset that applies.
+"""
+from __future__ import annotations
+
+from megakernel_gym.compiler.tasks import MAX_SPLIT
+
+LEVERS = ("inline", "split", "wave")
+
+
+def split_parts(ir, name: str) -> int:
+    """Parts for a decode attention's tiles: about one task per SM over all its tiles, each part at
+    least 64 cached positions long at full length, at most MAX_SPLIT."""
+    f = ir.facts.info[name]
+    tiles = f.extent // ir.tile(name)
+    max_seq = ir.graph.tensors[f.op.inputs[1]].shape[2]
+    return max(1, min(MAX_SPLIT, ir.knobs.num_sms // max(1, tiles), max_seq // 64))
+
+
+def sibling_matmuls(ir) -> list[list[str]]:
+    """Groups of two or more matmuls that read the same input vector, in op order (q/k/v)."""
+    groups: dict[str, list[str]] = {}
+    for name in ir.ops:
+        op = ir.facts.info[name].op
+        if op.kind == "matmul" and name not in ir.fused:
+            groups.setdefault(ir.facts.b(op.inputs[0]), []).append(name)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def wave_tile(ir, names: list[str]) -> int | None:
+    """The smallest tile size every op in `names` allows that gives them at most one task per SM
+    together, or None."""
+    allowed = set.intersection(*(set(ir.facts.info[n].allowed()) for n in names))
+    for t in sorted(allowed):
+        if sum(ir.facts.info[n].extent // t for n in names) <= ir.knobs.num_sms:
+            return t
+    return None
+
+
+def lever_edits(ir, lever: str, parts: int | None = None) -> list[str]:
+    """One lever's edit lines for `ir` (unchecked: apply them to see which the IR takes)."""
+    kinds = {n: ir.facts.info[n].op.kind for n in ir.ops}
+    if lever == "inline":
+        return [f"inline {n}" for n in ir.ops if kinds[n] == "rmsnorm" and ir.facts.consumers[n]
+                and all(kinds[c] == "matmul" for c in ir.facts.consumers[n])]
+    if lever == "split":
+        return [f"split {n} n={parts or split_parts(ir, n)}" for n in ir.ops if kinds[n] == "decode_attention"]
+    if lever == "wave":
+        out = []
+        for group in sibling_matmuls(ir):
+            t = wave_tile(ir, group)
+            out += [f"tile {n} n={t}" for n in group] if t else []
+        return out
+    raise ValueError(f"unknown lever {lever!r}; the levers are {', '.join(LEVERS)}")
+
+
+def expert_edits(ir, levers: tuple[str, ...] = LEVERS, parts: int | None = None, tuned: bool = True) -> str:
+    """The expert's edit text for `ir`: the tuned edits, then each lever's lines the IR accepts."""
+    from megakernel_gym.ir_exposure.edits import EditError, apply_edits, tuned_edits
+    kept = [tuned_edits(ir)] if tuned else []
+    cur = apply_edits(ir, "\n".join(kept)) if kept else ir
+    for lever in levers:
+        lines = lever_edits(cur, lever, parts)
+        try:                 # the whole lever at once (one plan and validation)...
+            cur = apply_edits(cur, "\n".join(lines))
+            kept += lines
+            continue
+        except EditError:
+            pass
+        for line in lines:   # ...and only where the IR refuses some of it, line by line
+            try:
+                cur = apply_edits(cur, line)
+            except EditError:
+                continue
+            kept.append(line)
+    return "\n".join(k for k in kept if k)
+
+
+__all__ = ["expert_edits", "lever_edits", "split_parts", "sibling_matmuls", "wave_tile", "LEVERS"]
