@@ -106,6 +106,22 @@ def rel_err(a, b) -> float:
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
+def load_step(model_name: str) -> SimpleNamespace:
+    """A zoo model on the GPU with what every schedule of it is measured against: its graph and
+    tensors, the eager bf16 output and the float32 truth (the same weights, upcast), and the floor
+    (weight bytes over the device copy bandwidth measured now)."""
+    bw = copy_bandwidth_gbs()
+    model, inputs = ZOO[model_name](device="cuda")
+    graph = capture(*ZOO[model_name](device="meta"), model_name)
+    weight_bytes = sum(t.numel() * t.element_size() for t in dict(model.named_parameters()).values())
+    with torch.no_grad():
+        ref = model(*inputs)
+        truth = copy.deepcopy(model).float()(*[x.float() if x.is_floating_point() else x for x in inputs])
+    return SimpleNamespace(bw=bw, graph=graph, weight_bytes=weight_bytes, floor_us=weight_bytes / (bw * 1e9) * 1e6,
+                           params=module_tensors(model), feeds=dict(zip(graph.inputs, inputs)), ref=ref, truth=truth,
+                           eager_err=rel_err(ref, truth))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -120,17 +136,10 @@ def main():
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    bw = copy_bandwidth_gbs()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    model, inputs = ZOO[args.model](device="cuda")
-    graph = capture(*ZOO[args.model](device="meta"), args.model)
-    weight_bytes = sum(t.numel() * t.element_size() for t in dict(model.named_parameters()).values())
-    floor_us = weight_bytes / (bw * 1e9) * 1e6
-    params, feeds = module_tensors(model), dict(zip(graph.inputs, inputs))
-    with torch.no_grad():
-        ref = model(*inputs)
-        truth = copy.deepcopy(model).float()(*[x.float() if x.is_floating_point() else x for x in inputs])
-    eager_err = rel_err(ref, truth)
+    step = load_step(args.model)
+    bw, graph, weight_bytes, floor_us = step.bw, step.graph, step.weight_bytes, step.floor_us
+    params, feeds, ref, truth, eager_err = step.params, step.feeds, step.ref, step.truth, step.eager_err
     for spec in args.extra:
         label, _, path = spec.partition("=")
         VARIANTS[label] = Path(path).read_text().splitlines()

@@ -12,7 +12,6 @@ expert's timeline as megakernel_levers_expert.png, all from one process on one G
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 import time
 from pathlib import Path
@@ -25,11 +24,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 import torch  # noqa: E402
 
 from judge_bench import write  # noqa: E402
-from megakernel_edits import layer_profile, rel_err  # noqa: E402
-from megakernel_gym.compiler import ZOO, capture, module_tensors  # noqa: E402
+from megakernel_edits import layer_profile, load_step, rel_err  # noqa: E402
 from megakernel_gym.compiler.calibrate import spearman  # noqa: E402
 from megakernel_gym.compiler.costmodel import predict  # noqa: E402
-from megakernel_gym.compiler.runtime import Megakernel, copy_bandwidth_gbs, time_us  # noqa: E402
+from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
 from megakernel_gym.env.timeline import save_png, timeline_image  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits, lever_edits  # noqa: E402
@@ -60,17 +58,10 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     device = "H200" if "H200" in torch.cuda.get_device_name() else "H100"
-    bw = copy_bandwidth_gbs()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    model, inputs = ZOO[args.model](device="cuda")
-    graph = capture(*ZOO[args.model](device="meta"), args.model)
-    weight_bytes = sum(t.numel() * t.element_size() for t in dict(model.named_parameters()).values())
-    floor_us = weight_bytes / (bw * 1e9) * 1e6
-    params, feeds = module_tensors(model), dict(zip(graph.inputs, inputs))
-    with torch.no_grad():
-        ref = model(*inputs)
-        truth = copy.deepcopy(model).float()(*[x.float() if x.is_floating_point() else x for x in inputs])
-    eager_err = rel_err(ref, truth)
+    step = load_step(args.model)
+    bw, graph, weight_bytes, floor_us = step.bw, step.graph, step.weight_bytes, step.floor_us
+    params, feeds, ref, truth, eager_err = step.params, step.feeds, step.ref, step.truth, step.eager_err
     base = make_ir(graph, num_sms=sms)
     rows = []
     for name, edits in variants(base, args.splits).items():

@@ -298,7 +298,10 @@ def cmd_compile(args) -> int:
     try:
         graph = capture(module, inputs, args.model)
         ir = make_ir(graph, num_sms=args.sms)
-        if args.tuned:
+        if args.expert:
+            from megakernel_gym.policies.expert import expert_edits
+            ir = apply_edits(ir, expert_edits(ir))
+        elif args.tuned:
             ir = apply_edits(ir, tuned_edits(ir))
         for text in edits:
             ir = apply_edits(ir, text)
@@ -528,6 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--sms", type=int, default=132, help="SMs of the target GPU (default 132)")
     c.add_argument("--tuned", action="store_true", help="start from the compiler's tuned schedule (fusions and "
                                                           "counters, as edits) instead of the default one")
+    c.add_argument("--expert", action="store_true", help="start from the expert schedule (policies/expert.py: the tuned "
+                                                           "edits, norms inlined into their matmuls, attention split "
+                                                           "over its positions, q/k/v in one wave)")
     c.add_argument("--schedule", help="a file of edits (the edit language) applied before --edit")
     c.add_argument("--edit", action="append", help="edit text, e.g. 'tile lm_head n=64' (repeatable)")
     c.add_argument("--emit", choices=["ir", "tasks", "cuda", "json"], default=None,

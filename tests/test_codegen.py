@@ -80,13 +80,15 @@ def _ptxas_report(src: str) -> str:
 
 def test_llama_1b_megakernel_keeps_its_registers(graphs):
     """Spilled registers would put the streamed weights through local memory: none allowed, on
-    the default schedule and on a fused, prefetching one."""
+    the default schedule, on a fused, prefetching one and on the expert's."""
     from megakernel_gym.ir_exposure.edits import apply_edits
     g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
     base = make_ir(g, num_sms=132)
     fused = apply_edits(base, "prefetch lm_head depth=2\n" + "\n".join(
         f"fuse layers.{i}.mlp.{p}_proj into layers.{i}.mlp.silu_mul" for i in range(16) for p in ("gate", "up")))
-    for ir in (base, fused):
+    from megakernel_gym.policies.expert import expert_edits
+    expert = apply_edits(base, expert_edits(base))      # split attention and on-chip norms too
+    for ir in (base, fused, expert):
         log = _ptxas_report(emit_cuda(ir.plan())[0])
         assert "Used" in log and "spill" in log, log[-2000:]
         assert " 0 bytes spill stores, 0 bytes spill loads" in log and "bytes spill stores" not in \

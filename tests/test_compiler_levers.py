@@ -4,7 +4,6 @@ validator proves its plans safe, the CPU VM computes what the graph computes und
 task orders, the code generator emits it and NVRTC compiles it; bad uses are edit errors that say
 why. On the GPU the same plans match the graph (float32) and the float32 truth (bf16)."""
 import copy
-import random
 
 import pytest
 import torch
@@ -216,3 +215,31 @@ def test_bf16_lever_megakernels_are_as_close_to_float32_as_eager(name):
             assert torch.isfinite(got.float()).all(), f"{name} seed {seed} n={n}: unwritten (NaN) elements"
             err = rel(got, truth)
             assert err <= max(1.5 * eager_err, 1e-3), f"{name} seed {seed} n={n}: {err:.2e} vs eager {eager_err:.2e}"
+
+
+def test_expert_is_edits_the_env_takes_and_mkgym_compile_expert_runs_it(graphs):
+    import json
+    import subprocess
+    import sys
+    from megakernel_gym.policies.expert import expert_edits, split_parts
+    base = make_ir(graphs["llama-tiny"], num_sms=8)
+    text = expert_edits(base)
+    verbs = {ln.split()[0] for ln in text.splitlines()}
+    assert {"fuse", "counter", "inline", "tile"} <= verbs        # tiny's 32 cache slots are too few to split
+    assert split_parts(base, "layers.0.attn.decode_attention") == 1
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "compile", "llama-tiny", "--sms", "8", "--expert",
+                        "--backend", "cpu", "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout)
+    assert doc["max_abs_err_vs_graph"] < 1e-5 and doc["tasks"] == len(apply_edits(base, text).plan().tg.tasks)
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "compile", "llama-tiny", "--sms", "8", "--expert",
+                        "--emit", "ir"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "into=*" in r.stdout, r.stderr[-2000:]
+
+
+def test_expert_splits_the_1b_attention_and_waves_qkv(llama_1b):
+    from megakernel_gym.policies.expert import expert_edits
+    base = make_ir(llama_1b, num_sms=132)
+    text = expert_edits(base)
+    assert "split layers.15.attn.decode_attention n=8" in text and "inline layers.3.mlp.norm" in text
+    assert "tile layers.0.attn.q_proj n=32" in text and "tile layers.0.attn.v_proj n=32" in text

@@ -14,7 +14,7 @@ from megakernel_gym.policies.baselines import try_edit
 @pytest.fixture(scope="module")
 def mlp_board():
     return {name: evaluate_policy(name, backend="sim", problems=["mk_mlp_block"]) for name in
-            ("default", "random", "heuristic", "search")}
+            ("default", "random", "heuristic", "search", "expert")}
 
 
 def test_baselines_rank_as_they_should_on_sim(mlp_board):
@@ -23,6 +23,7 @@ def test_baselines_rank_as_they_should_on_sim(mlp_board):
     assert level["default"]["geomean_speedup"] == 1.0 and level["default"]["fast_1"] == 0.0
     assert level["heuristic"]["geomean_speedup"] > 1.1 and level["heuristic"]["fast_1"] == 1.0
     assert level["search"]["geomean_speedup"] >= level["heuristic"]["geomean_speedup"] - 1e-9
+    assert level["expert"]["geomean_speedup"] > level["heuristic"]["geomean_speedup"]   # the inlined norm
     ep = mlp_board["random"]["episodes"][0]
     assert ep["turns"] == 4 and ep["status"] == "correct"       # three valid random edits, then submit
     text = format_board(list(mlp_board.values()))
@@ -62,7 +63,7 @@ def test_unknown_policy_and_empty_selection_are_clear_errors():
         make_policy("greedy")
     with pytest.raises(ValueError, match="no problems match"):
         evaluate_policy("default", backend="sim", levels=[2])
-    assert set(POLICIES) == {"default", "random", "heuristic", "search", "learned", "reference"}
+    assert set(POLICIES) == {"default", "random", "heuristic", "expert", "search", "learned", "reference"}
     with pytest.raises(FileNotFoundError, match="bench/learning_sim.py --save"):
         make_policy("learned", weights="/nonexistent/w.json")
 

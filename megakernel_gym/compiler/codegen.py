@@ -432,7 +432,7 @@ class _Emitter:
         its steps (R weight rows x a chunk of 32*U 16-byte vectors) with two register buffers, so
         the next step's loads (ld.global.nc, no L1 allocation: weights are read once) are in flight
         while the current one is multiplied, and the load pipe never drains between rows."""
-        x, w, out = op.inputs[0], op.inputs[1], op.outputs[0]
+        w, out = op.inputs[1], op.outputs[0]
         kv = k // epv                                    # 16-byte vectors per weight row
         u = 1                                            # vectors per lane per chunk: 8, or what divides
         while u < 8 and kv % (64 * u) == 0:
@@ -492,14 +492,16 @@ class _Emitter:
                     f"        }}\n"
                     f"      }}\n")
 
-        return (self._stage_x(op, m, k) +
-                f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
+        # the first weight loads go out before the input vector is staged: their memory latency and
+        # the vector's (and a fused norm's reduction) overlap instead of adding up
+        return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
                 f"  const uint4* W = (const uint4*){self.ptr(w)};\n"
                 f"  const int mine = hi - lo - warp * {r};   // rows from this warp's first onward\n"
                 f"  const int steps = mine > 0 ? (mine + {WARPS * r - 1}) / {WARPS * r} * {nc} : 0;\n"
                 f"  float acc[{r}][{m}];\n"
                 f"  uint4 a[{r}][{u}], b[{r}][{u}];\n"
                 f"  if (steps > 0) {{\n" + load("a", "0") + "  }\n"
+                + self._stage_x(op, m, k) +
                 f"  for (int st = 0; st < steps; st += 2) {{\n"
                 f"    if (st + 1 < steps) {{\n" + load("b", "st + 1") + "    }\n"
                 + compute("a", "st") +
@@ -516,18 +518,25 @@ class _Emitter:
         if norm is None:
             return "  float* xs = sm;\n" + self.stage(op.inputs[0], "0", m * k, "xs") + "  __syncthreads();\n"
         self.smem = max(self.smem, m * k * 4 + 4 * WARPS)
-        scaled = "xs[i] * inv" + (f" * {self.load(norm.inputs[1], 'c')}" if len(norm.inputs) > 1 else "")
+        per = -(-k // THREADS)          # norm weight elements per thread, loaded before the vector is staged
+        has_w = len(norm.inputs) > 1
+        scaled = "xs[i] * inv" + (" * wr[j]" if has_w else "")
         if self.g.tensors[norm.outputs[0]].dtype == "bfloat16":
             scaled = f"bf2f(f2bf({scaled}))"
+        wload = (f"  float wr[{per}];\n"
+                 f"#pragma unroll\n"
+                 f"  for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}; "
+                 f"wr[j] = c < {k} ? {self.load(norm.inputs[1], 'c')} : 0.f; }}\n") if has_w else ""
         return (f"  float* xs = sm; float* red = sm + {m * k};   // the fused rmsnorm, computed here on chip\n"
-                + self.stage(norm.inputs[0], "0", m * k, "xs") +
+                + wload + self.stage(norm.inputs[0], "0", m * k, "xs") +
                 f"  __syncthreads();\n"
                 f"  for (int mm = 0; mm < {m}; ++mm) {{\n"
                 f"    float ss = 0.f;\n"
                 f"    for (int c = threadIdx.x; c < {k}; c += blockDim.x) ss += xs[mm * {k} + c] * xs[mm * {k} + c];\n"
                 f"    const float inv = rsqrtf(block_sum(ss, red) / {k}.f + {float(norm.attrs['eps'])!r}f);\n"
-                f"    for (int c = threadIdx.x; c < {k}; c += blockDim.x) {{ const int i = mm * {k} + c; "
-                f"xs[i] = {scaled}; }}\n"
+                f"#pragma unroll\n"
+                f"    for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}, i = mm * {k} + c; "
+                f"if (c < {k}) xs[i] = {scaled}; }}\n"
                 f"  }}\n"
                 f"  __syncthreads();\n")
 
@@ -649,17 +658,36 @@ class _Emitter:
         parts = THREADS // dv
         ch = min(s_max, 1024)
         split = self.splits.get(op.name, 1)
+        esize = {"bfloat16": 2, "float32": 4}[self.g.tensors[kc].dtype]
         if split > 1:   # this part's slice of the positions (ops.split_bounds), else all of them
             span = (f"    const int n_all = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
                     f"    const int chunk = (n_all + {split - 1}) / {split};\n"
                     f"    const int s_lo = min(n_all, part * chunk), n = min(n_all, s_lo + chunk);\n")
+            # the slice is known only now (the whole cache is prefetched for an unsplit tile while it
+            # waits): its key and value rows go to L2 before the query is staged, so the value loads,
+            # two steps later, find them there
+            kp0, vp0 = self.ptr(kc), self.ptr(vc)
+            prefetch = (f"  for (int bb = 0; bb < {b}; ++bb) {{\n"
+                        f"    const int n_all = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
+                        f"    const int chunk = (n_all + {split - 1}) / {split};\n"
+                        f"    const int s_lo = min(n_all, part * chunk), n = min(n_all, s_lo + chunk);\n"
+                        f"    const int rows = (n - s_lo) * ((hi - 1) / {group} - lo / {group} + 1);\n"
+                        f"    for (int e = threadIdx.x; e < rows * {-(-d * esize // 128)}; e += blockDim.x) {{\n"
+                        f"      const int row = e / {-(-d * esize // 128)}, line = e % {-(-d * esize // 128)};\n"
+                        f"      const long long at = (((long long)bb * {hkv} + lo / {group} + row / (n - s_lo)) * {s_max}"
+                        f" + s_lo + row % (n - s_lo)) * {d};\n"
+                        f"      asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"((const char*)({kp0} + at) + line * 128));\n"
+                        f"      asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"((const char*)({vp0} + at) + line * 128));\n"
+                        f"    }}\n"
+                        f"  }}\n")
         else:
             span = (f"    const int s_lo = 0, n = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
                     f"    (void)part;\n")
+            prefetch = ""
         self.smem = max(self.smem, 4 * (group * (2 * d + ch) + 3 * group + WARPS * group * d))
         unpack = "unpack_bf16x8" if epv == 8 else "unpack_f32x4"
         kp, vp = self.ptr(kc), self.ptr(vc)
-        return (f"  float* qs = sm; float* sc = qs + {group * d}; float* oacc = sc + {group * ch};\n"
+        return (prefetch + f"  float* qs = sm; float* sc = qs + {group * d}; float* oacc = sc + {group * ch};\n"
                 f"  float* mrun = oacc + {group * d}; float* lrun = mrun + {group}; float* cor = lrun + {group};\n"
                 f"  float* red = cor + {group};\n"
                 f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"

@@ -12,6 +12,8 @@ Level-5 (megakernel IR) policies:
 - default: submits the compiler's default schedule as it is.
 - random: a few edits drawn at random from the menu below, one per turn, then submits.
 - heuristic: the compiler's tuned edits (fusions, op counters: ir_exposure.tuned_edits), then submits.
+- expert: the expert schedule (policies/expert.py: the tuned edits plus the levers: norms inlined into
+  their matmuls, attention split over its positions, q/k/v in one wave), then submits.
 - search: greedy search over the menu, scored by the sim cost model (calibrated on an H100), one
   edit batch per round while the prediction improves; sends the best schedule it found, then
   submits. On the gpu backend the env then measures what the model predicted ("sim first, gpu
@@ -130,6 +132,17 @@ class HeuristicPolicy(Policy):
         return tuned_edits(self.env.ir) or None
 
 
+class ExpertPolicy(Policy):
+    """The expert schedule (policies/expert.py) as one edit batch, then submits: what the levers reach."""
+    name = "expert"
+
+    def plan_turn(self, obs, info):
+        if self.kind != "edits" or self.turn > 1:
+            return None
+        from megakernel_gym.policies.expert import expert_edits
+        return expert_edits(self.env.ir) or None
+
+
 class SearchPolicy(Policy):
     """Greedy on the sim: from the heuristic's schedule, each round tries every menu edit, keeps
     the one the cost model predicts fastest, and stops when no edit gains `min_gain_us`."""
@@ -204,7 +217,7 @@ class ReferencePolicy(Policy):
         return f"```python\n{cand.source}\n```" if cand else None
 
 
-POLICIES = {p.name: p for p in (DefaultPolicy, RandomPolicy, HeuristicPolicy, SearchPolicy, LearnedPolicy,
+POLICIES = {p.name: p for p in (DefaultPolicy, RandomPolicy, HeuristicPolicy, ExpertPolicy, SearchPolicy, LearnedPolicy,
                                 ReferencePolicy)}
 
 
@@ -214,6 +227,6 @@ def make_policy(name: str, seed: int = 0, **kw) -> Policy:
     return POLICIES[name](seed=seed, **kw)
 
 
-__all__ = ["Policy", "DefaultPolicy", "RandomPolicy", "HeuristicPolicy", "SearchPolicy", "LearnedPolicy",
+__all__ = ["Policy", "DefaultPolicy", "RandomPolicy", "HeuristicPolicy", "ExpertPolicy", "SearchPolicy", "LearnedPolicy",
            "ReferencePolicy",
            "POLICIES", "make_policy", "edit_menu", "try_edit"]
