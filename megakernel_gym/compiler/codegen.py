@@ -199,6 +199,7 @@ class _Emitter:
             if (norm is not None and norm.kind == "rmsnorm" and fused.get(norm.name) in (op.name, INLINE)
                     and op.name not in (impls or {}) and onchip_norm_problem(self.g, norm, op) is None):
                 self.onchip[op.name] = norm
+        self.onchip_norms = {n.name for n in self.onchip.values()}
 
     def scratch_ptr(self, name: str, ctype: str) -> str:
         """A split op's scratch buffer inside its function: a slot argument like a tensor's."""
@@ -207,13 +208,17 @@ class _Emitter:
             self._args.append(key)
         return f"(({ctype}*)T[S[{self._args.index(key)}]])"
 
+    def arrival_words(self, name: str) -> int:
+        """4-byte words before a split op's partials in its scratch: one arrival count per head tile,
+        padded to 16 bytes."""
+        hq = self.g.tensors[self.g.op(name).outputs[0]].shape[1]
+        return 4 * (-(-(hq // self.plan.tg.tiling[name][2]) // 4))
+
     def split_scratch_bytes(self, name: str) -> int:
-        """Arrival counts (one per head tile, padded to 16 bytes), then float partials: per
-        (sequence, q head, part) the unnormalized output row, its max and its sum."""
-        op = self.g.op(name)
-        b, hq, d = self.g.tensors[op.outputs[0]].shape
-        tiles = hq // self.plan.tg.tiling[name][2]
-        return 16 * (-(-tiles // 4)) + 4 * b * hq * self.splits[name] * (d + 2)
+        """Arrival counts, then float partials: per (sequence, q head, part) the unnormalized output
+        row, its max and its sum."""
+        b, hq, d = self.g.tensors[self.g.op(name).outputs[0]].shape
+        return 4 * self.arrival_words(name) + 4 * b * hq * self.splits[name] * (d + 2)
 
     def ptr(self, tensor: str) -> str:
         """The tensor's memory inside an op function: its k-th slot argument, so that ops alike in
@@ -311,7 +316,7 @@ class _Emitter:
         chain = [p for p, _ in task.prologue] + [task.op]
         out = []
         for i, (pname, pbox) in enumerate(task.prologue):
-            if pname in {n.name for n in self.onchip.values()}:
+            if pname in self.onchip_norms:
                 produced = self.g.op(pname).outputs[0]
                 readers = [c for c in chain[i + 1:] if produced in self.g.op(c).inputs]
                 if readers and all(self.onchip.get(c) is not None and self.onchip[c].name == pname for c in readers):
@@ -663,17 +668,16 @@ class _Emitter:
             span = (f"    const int n_all = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
                     f"    const int chunk = (n_all + {split - 1}) / {split};\n"
                     f"    const int s_lo = min(n_all, part * chunk), n = min(n_all, s_lo + chunk);\n")
+            lines = -(-d * esize // 128)    # 128-byte lines per cache row
             # the slice is known only now (the whole cache is prefetched for an unsplit tile while it
             # waits): its key and value rows go to L2 before the query is staged, so the value loads,
             # two steps later, find them there
             kp0, vp0 = self.ptr(kc), self.ptr(vc)
             prefetch = (f"  for (int bb = 0; bb < {b}; ++bb) {{\n"
-                        f"    const int n_all = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
-                        f"    const int chunk = (n_all + {split - 1}) / {split};\n"
-                        f"    const int s_lo = min(n_all, part * chunk), n = min(n_all, s_lo + chunk);\n"
+                        + span +
                         f"    const int rows = (n - s_lo) * ((hi - 1) / {group} - lo / {group} + 1);\n"
-                        f"    for (int e = threadIdx.x; e < rows * {-(-d * esize // 128)}; e += blockDim.x) {{\n"
-                        f"      const int row = e / {-(-d * esize // 128)}, line = e % {-(-d * esize // 128)};\n"
+                        f"    for (int e = threadIdx.x; e < rows * {lines}; e += blockDim.x) {{\n"
+                        f"      const int row = e / {lines}, line = e % {lines};\n"
                         f"      const long long at = (((long long)bb * {hkv} + lo / {group} + row / (n - s_lo)) * {s_max}"
                         f" + s_lo + row % (n - s_lo)) * {d};\n"
                         f"      asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"((const char*)({kp0} + at) + line * 128));\n"
@@ -797,10 +801,9 @@ class _Emitter:
     def _split_partials(self, op: Op, b: int, hq: int, d: int, split: int) -> str:
         """A split part's result: per head, the unnormalized output row, its max and its sum, to the
         op's scratch (slot (sequence, head, part))."""
-        tiles = hq // self.plan.tg.tiling[op.name][2]
         sp = self.scratch_ptr(op.name, "float")
         return (f"      {{\n"
-                f"        float* part_out = {sp} + {4 * (-(-tiles // 4))};\n"
+                f"        float* part_out = {sp} + {self.arrival_words(op.name)};\n"
                 f"        for (int e = threadIdx.x; e < ng * {d + 2}; e += blockDim.x) {{\n"
                 f"          const int g = e / {d + 2}, c = e % {d + 2};\n"
                 f"          part_out[(((long long)bb * {hq} + h0 + g) * {split} + part) * {d + 2} + c] =\n"
@@ -814,7 +817,6 @@ class _Emitter:
         last of this run, and combines every part's partials into the output. The counts only grow
         (one round of parts per run), so nothing resets them between runs."""
         size = self.plan.tg.tiling[op.name][2]
-        tiles = hq // size
         arrive = self.scratch_ptr(op.name, "unsigned")
         sp = self.scratch_ptr(op.name, "float")
         slot = f"(((long long)bb * {hq} + h) * {split} + p) * {d + 2}"
@@ -828,7 +830,7 @@ class _Emitter:
                 f"  }}\n"
                 f"  __syncthreads();\n"
                 f"  if (mk_last) {{\n"
-                f"    const float* part_out = {sp} + {4 * (-(-tiles // 4))};\n"
+                f"    const float* part_out = {sp} + {self.arrival_words(op.name)};\n"
                 f"    for (int e = threadIdx.x; e < {b} * (hi - lo) * {d}; e += blockDim.x) {{\n"
                 f"      const int bb = e / ((hi - lo) * {d}), h = lo + e / {d} % (hi - lo), c = e % {d};\n"
                 f"      float mx = -INFINITY;\n"
@@ -1044,8 +1046,9 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
-    for t in plan.tg.tasks:
-        for pname, _ in em.prologue_calls(t):
+    prologues = [em.prologue_calls(t) for t in plan.tg.tasks]
+    for calls in prologues:
+        for pname, _ in calls:
             if pname not in used:
                 used.append(pname)
     bodies: dict[str, int] = {}
@@ -1069,7 +1072,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         slot_args += op_slots[name]
     call_start, call_op, call_lo, call_hi, call_slots, call_names, call_part = [0], [], [], [], [], [], []
     for t in plan.tg.tasks:
-        for pname, pbox in em.prologue_calls(t):
+        for pname, pbox in prologues[t.id]:
             ax = plan.tg.tiling[pname][0]
             call_names.append(pname)
             call_op.append(op_ids[pname])

@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from megakernel_gym.compiler.schedule import COUNTER_MODES
 from megakernel_gym.compiler.tasks import INLINE
 from megakernel_gym.compiler.validate import ScheduleError
-from megakernel_gym.ir_exposure.ir import (IR, MAX_TASKS, IRError, fusion_problem, impl_problem, inline_problem,
-                                           prefetch_problem, sms_problem, split_problem, task_count, tile_problem)
+from megakernel_gym.ir_exposure.ir import (IR, MAX_TASKS, IRError, fusion_problem, impl_conflict, impl_problem,
+                                           inline_problem, prefetch_problem, sms_problem, split_problem, task_count,
+                                           tile_problem)
 
 MAX_EDITS = 1000
 MAX_EDIT_CHARS = 200_000
@@ -474,13 +475,9 @@ def _apply(st: _State, e: Edit) -> None:
             msg = impl_problem(name, e.code)
             if msg:
                 raise _Reject(msg)
-            if k.splits.get(name, 1) > 1:
-                raise _Reject(f"{name} is split into {k.splits[name]} parts, which run the generated body; "
-                              f"`split {name} n=1` first")
-            inlined = [a for a, c in st.fused.items() if c == INLINE and name in facts.consumers.get(a, [])]
-            if inlined:
-                raise _Reject(f"{name} computes the inlined {inlined[0]} on chip, which an impl body cannot; "
-                              f"`unfuse {inlined[0]}` first")
+            msg = impl_conflict(facts, k.splits, st.fused, name)
+            if msg:
+                raise _Reject(msg)
             st.impls[name] = e.code
     elif e.verb == "unimpl":
         for name in ops:

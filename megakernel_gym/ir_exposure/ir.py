@@ -225,6 +225,17 @@ def split_problem(facts: "GraphFacts", name: str, n) -> str | None:
     return f"cannot split {name}: {msg}" if msg else None
 
 
+def impl_conflict(facts: "GraphFacts", splits: dict[str, int], fused: dict[str, str], name: str) -> str | None:
+    """Why op `name` cannot run an impl body with these splits and fusions (its split parts and the
+    norms inlined into it need the generated body), or None."""
+    if splits.get(name, 1) > 1:
+        return f"{name} is split into {splits[name]} parts, which run the generated body; `split {name} n=1` first"
+    inlined = [a for a, c in fused.items() if c == INLINE and name in facts.consumers.get(a, [])]
+    if inlined:
+        return f"{name} computes the inlined {inlined[0]} on chip, which an impl body cannot; `unfuse {inlined[0]}` first"
+    return None
+
+
 def inline_problem(facts: "GraphFacts", fused: dict[str, str], a: str, impls: dict[str, str] | None = None) -> str | None:
     """Why `a` cannot be computed inside every consumer's task on chip (`inline`), or None."""
     from megakernel_gym.compiler.codegen import onchip_norm_problem
@@ -380,9 +391,7 @@ def normalize(facts: GraphFacts, knobs: Knobs, fused: dict[str, str], impls: dic
         canon_fused[a] = fused[a]
     canon_impls = {}
     for name in sorted(impls, key=order.index):
-        msg = impl_problem(name, impls[name])
-        if not msg and k.splits.get(name, 1) > 1:
-            msg = f"{name} is split into {k.splits[name]} parts, which run the generated body; `split {name} n=1` first"
+        msg = impl_problem(name, impls[name]) or impl_conflict(facts, k.splits, canon_fused, name)
         if msg:
             raise _KnobError(name, msg)
         canon_impls[name] = impls[name]
