@@ -1,12 +1,16 @@
 """Each megakernel lever alone, on top of the compiler's tuned schedule, then all together (the expert).
 
     python bench/megakernel_levers.py [--out DIR] [--model llama-1b] [--iters 30] [--splits 4 8 16]
+                                      [--weights smem regs] [--only VARIANT ...]
 
 The levers are edits in the env's language (policies/expert.py): `inline` the norms into the matmuls
 that read them, `split` decode attention over its cached positions, one `wave` of tiles for q/k/v.
 Per variant: the edits, the sim's prediction, the measured median with p10/p90, the relative L2 error
 against eager bf16 and against the float32 truth, the share of the measured-bandwidth floor, and one
-layer's per-op profile (from the kernel's own task timestamps). Writes megakernel_levers.json and the
+layer's per-op profile (from the kernel's own task timestamps). `--weights regs` adds each variant
+with its streamed matmuls loading weights straight into registers instead of through the weight
+ring in shared memory (the code generator's default): that lever is not an edit but how the
+compiler emits every streamed matmul. Writes megakernel_levers.json and the
 expert's timeline as megakernel_levers_expert.png, all from one process on one GPU.
 """
 from __future__ import annotations
@@ -54,6 +58,9 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--splits", type=int, nargs="*", default=[4, 8, 16])
     ap.add_argument("--profile-layer", type=int, default=5)
+    ap.add_argument("--weights", nargs="+", default=["smem", "regs"], choices=["smem", "regs"],
+                    help="how streamed matmuls get their weights (codegen.emit_cuda); the first is the main row")
+    ap.add_argument("--only", nargs="*", default=None, help="run only these variants (names as printed)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -64,19 +71,23 @@ def main():
     params, feeds, ref, truth, eager_err = step.params, step.feeds, step.ref, step.truth, step.eager_err
     base = make_ir(graph, num_sms=sms)
     rows = []
-    for name, edits in variants(base, args.splits).items():
+    todo = [(name, edits, w) for name, edits in variants(base, args.splits).items()
+            if args.only is None or name in args.only for w in args.weights]
+    for name, edits, weights in todo:
         t0 = time.perf_counter()
         ir = apply_edits(base, edits) if edits else base
         plan = ir.plan()
         predicted = predict(plan, device).latency_us
-        mk = Megakernel(plan, impls=ir.impls)
+        mk = Megakernel(plan, impls=ir.impls, weights=weights)
+        name = name if weights == args.weights[0] else f"{name} [{weights} weights]"
         launch = mk.bind(params, feeds, trace=True)
         launch()
         launch.check()
         got = launch.outputs()[graph.outputs[0]]
         timed = mk.bind(params, feeds)
         t = time_us(timed, args.iters)
-        row = {"variant": name, "edits": edits, "edit_count": len([ln for ln in edits.splitlines() if ln.strip()]),
+        row = {"variant": name, "weights": mk.table.ws_stages and "smem" or "regs", "ws_stages": mk.table.ws_stages,
+               "edits": edits, "edit_count": len([ln for ln in edits.splitlines() if ln.strip()]),
                "tasks": len(plan.tg.tasks), "predicted_us": predicted, "megakernel": t,
                "rel_l2_err_vs_eager": rel_err(got, ref), "rel_l2_err_vs_fp32": rel_err(got, truth),
                "finite": bool(torch.isfinite(got.float()).all()), "floor_share": floor_us / t["median_us"],

@@ -24,7 +24,7 @@ def test_megakernel_source_compiles_for_hopper(graphs, name):
     src, table = emit_cuda(_plan(graphs, name))
     cubin = compile_cuda(src, f"{name}.cu", arch="sm_90")
     assert cubin[:4] == b"\x7fELF"
-    assert [p.name for p in parse_signatures(src)["megakernel"]][:3] == ["T", "q_start", "q_task"]
+    assert [p.name for p in parse_signatures(src)["megakernel"]][:4] == ["T_global", "slot_args_global", "q_stream", "qs_start"]
     assert "ld.acquire.gpu" in src and "__trap()" in src and "%globaltimer" in src
 
 
@@ -48,6 +48,25 @@ def test_task_table_is_the_plan(graphs, name):
     assert all(target <= len(plan.counters[c].producers) for c, target in zip(t.wait_counter, t.wait_target))
     # every tensor has memory: views share their base's
     assert set(t.aliases) == set(plan.tg.graph.tensors) and set(t.aliases.values()) == set(t.slots)
+    # the kernel reads each queue as one stream of words: decoded, it is the same tasks, waits, calls
+    # and signals, in queue order
+    for q, queue in enumerate(plan.queues):
+        words, p, seen = t.q_stream[t.qs_start[q]:t.qs_start[q + 1]], 0, []
+        while p < len(words):
+            task, nw, nc, ns, npf = words[p:p + 5]
+            p += 5
+            assert [tuple(words[p + 2 * k:p + 2 * k + 2]) for k in range(nw)] == \
+                [tuple(w) for w in plan.waits.get(task, ())]
+            p += 2 * nw
+            calls = [words[p + 5 * k:p + 5 * k + 5] for k in range(nc)]
+            c0 = t.call_start[task]
+            assert calls == [[t.call_op[c], t.call_lo[c], t.call_hi[c], t.call_part[c], t.call_slots[c]]
+                             for c in range(c0, t.call_start[task + 1])]
+            p += 5 * nc
+            assert words[p:p + ns] == t.signal_counter[t.signal_start[task]:t.signal_start[task + 1]]
+            p += ns + 4 * npf
+            seen.append(task)
+        assert p == len(words) and seen == list(queue)
 
 
 def test_llama_1b_plan_emits(graphs):
@@ -232,12 +251,13 @@ def mlp_1b():
 
 
 def test_impl_body_compiles_into_the_megakernel(mlp_1b):
-    from megakernel_gym.compiler.codegen import SMEM_LIMIT
+    from megakernel_gym.compiler.codegen import SMEM_BLOCK, SMEM_LIMIT
     ir = apply_edits(make_ir(mlp_1b, num_sms=132), f"impl silu_mul <<<{SILU_MUL_BODY}>>>")
     src, table = emit_cuda(ir.plan(), impls=ir.impls)
     assert "impl silu_mul (elementwise, tiled along axis 1)" in src and "expf(-a)" in src
     assert "const unsigned short* __restrict__ in0" in src and "out_shape[2] = {1, 8192}" in src
-    assert table.smem_bytes == SMEM_LIMIT                  # the contract's shared memory is really there
+    # the contract's shared memory is really there, past the queue's tables, within what a block may have
+    assert SMEM_LIMIT < table.smem_bytes <= SMEM_BLOCK and table.ws_stages == 0
     assert compile_cuda(src, "impl.cu", arch="sm_90")[:4] == b"\x7fELF"
     # the generated body is gone: silu_mul has one function, and it is the agent's
     assert src.count("the agent's task body") == 1

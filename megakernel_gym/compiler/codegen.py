@@ -34,6 +34,11 @@ THREADS = 256
 WARPS = THREADS // 32
 SMEM_LIMIT = 192 * 1024      # dynamic shared memory one op may use (an H100/H200 block may have 227 KB)
 PREFETCH_CHUNK = 32 * 1024   # bytes per cp.async.bulk.prefetch.L2 instruction
+WS_SEG = 4096                # weight ring: bytes of one weight row each warp multiplies per stage
+WS_STAGE = WARPS * WS_SEG    # bytes per stage (one row segment per warp)
+WS_MAX_STAGES = 4            # stages in flight per SM (128 KB of weights)
+SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 block may have
+WEIGHT_PATHS = ("smem", "regs")
 CTYPES = {"float32": "float", "bfloat16": "unsigned short", "int64": "long long", "int32": "int"}
 
 
@@ -148,6 +153,16 @@ class TaskTable:
     call_part: list[int] = field(default_factory=list)       # per call: the split part its task computes (else 0)
     scratch: dict[str, tuple[int, int]] = field(default_factory=dict)   # split op's scratch -> (T index, bytes),
     #                                                                     zeroed once when bound
+    ws_start: list[int] = field(default_factory=list)        # per queue position: its weight-ring segments
+    ws_slot: list[int] = field(default_factory=list)         # T index of the weight
+    ws_offset: list[int] = field(default_factory=list)       # byte of the segment's first row
+    ws_rows: list[int] = field(default_factory=list)
+    ws_rowb: list[int] = field(default_factory=list)         # bytes per weight row
+    ws_stages: int = 0                                       # ring stages (0: streamed matmuls load to registers)
+    ws_qstart: list[int] = field(default_factory=list)       # per queue: its first ring segment
+    q_stream: list[int] = field(default_factory=list)        # per queue, its tasks as the kernel reads them
+    qs_start: list[int] = field(default_factory=list)        # per queue: its first word in q_stream
+    qs_in_smem: bool = False                                 # whether the kernel copies each stream into smem
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,8 +192,12 @@ def _strides(shape) -> list[int]:
 
 
 class _Emitter:
-    def __init__(self, plan: Plan, impls: dict[str, str] | None = None):
+    def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem"):
         self.plan, self.g = plan, plan.tg.graph
+        # streamed matmuls read their weights from a ring in shared memory that bulk copies fill
+        # ahead of the task (weights="smem"), or straight into registers (weights="regs")
+        self.weights = weights
+        self.bulk_ops: set[str] = set()
         self.base = _bases(self.g)
         names = sorted({self.base[t] for t in self.g.tensors})
         self.slots = {t: i for i, t in enumerate(names)}
@@ -418,6 +437,9 @@ class _Emitter:
         nk = op.attrs.get("w_layout", "NK") == "NK"
         epv = {"bfloat16": 8, "float32": 4}.get(self.g.tensors[w].dtype, 0)   # weight elements per 16-byte load
         if _streams(self.g, op):
+            if self.weights == "smem":
+                self.bulk_ops.add(op.name)
+                return self._matmul_ring(op, m, k, n_total, epv)
             return self._matmul_streamed(op, m, k, n_total, epv)
         wl = f"(long long)n * {k} + kk" if nk else f"(long long)kk * {n_total} + n"
         bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
@@ -513,6 +535,63 @@ class _Emitter:
                 f"    if (st + 2 < steps) {{\n" + load("a", "st + 2") + "    }\n"
                 f"    if (st + 1 < steps) {{\n" + compute("b", "st + 1") + "    }\n"
                 f"  }}\n")
+
+    def _matmul_ring(self, op: Op, m: int, k: int, n_total: int, epv: int) -> str:
+        """Decode matvec fed from the block's weight ring: the task's weight rows arrive in shared
+        memory by bulk copy (cp.async.bulk, completing on an mbarrier per stage), issued in queue
+        order as soon as a stage is free, so a task's first stages land while it still waits for
+        its inputs (and while the task before it runs). Each stage holds one WS_SEG-byte segment
+        of one row per warp; the warp multiplies its segment with x from shared memory, and the
+        last segment of a row ends in a warp sum. The stage count per call is the one
+        ws_pump walks for the same rows (ceil(rows / WARPS) row groups x segments per row)."""
+        out = op.outputs[0]
+        kv = k // epv                                    # 16-byte vectors per weight row
+        segv = WS_SEG // 16                              # vectors per segment
+        ncs = -(-kv // segv)                             # segments per row
+        u = -(-min(kv, segv) // 32)                      # vectors per lane per segment
+        self.smem = max(self.smem, m * k * 4)            # x, staged as float
+        bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
+        dot = "dot_bf16x8(wv, xa, xb)" if epv == 8 else "dot_f32x4(wv, xa)"
+        xload = ("const float4 xa = X4[2 * c], xb = X4[2 * c + 1];" if epv == 8 else "const float4 xa = X4[c];")
+        return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
+                + self._stage_x(op, m, k) +
+                f"  const int nst = (hi - lo + {WARPS - 1}) / {WARPS} * {ncs};\n"
+                f"  unsigned g = ws.done;\n"
+                f"  float acc[{m}];\n"
+                f"  for (int s = 0; s < nst; ++s, ++g) {{\n"
+                f"    const int cs = s % {ncs}, n = lo + s / {ncs} * {WARPS} + warp;\n"
+                f"    if (cs == 0) {{\n"
+                f"#pragma unroll\n"
+                f"      for (int mm = 0; mm < {m}; ++mm) acc[mm] = 0.f;\n"
+                f"    }}\n"
+                f"    ws_wait(g);\n"
+                f"    if (n < hi) {{\n"
+                f"      const uint4* Ws = (const uint4*)(ws_stage(g) + warp * {WS_SEG});\n"
+                f"#pragma unroll\n"
+                f"      for (int j = 0; j < {u}; ++j) {{\n"
+                f"        const int cl = j * 32 + lane, c = cs * {segv} + cl;\n"
+                f"        if (c < {kv}) {{\n"
+                f"          const uint4 wv = Ws[cl];\n"
+                f"#pragma unroll\n"
+                f"          for (int mm = 0; mm < {m}; ++mm) {{\n"
+                f"            const float4* X4 = (const float4*)(xs + mm * {k});\n"
+                f"            {xload}\n"
+                f"            acc[mm] += {dot};\n"
+                f"          }}\n"
+                f"        }}\n"
+                f"      }}\n"
+                f"      if (cs == {ncs - 1}) {{\n"
+                f"#pragma unroll\n"
+                f"        for (int mm = 0; mm < {m}; ++mm) {{\n"
+                f"          const float v = warp_sum(acc[mm]);\n"
+                f"          if (lane == 0) {{ {self.store(out, f'(long long)mm * {n_total} + n', 'v' + bias)} }}\n"
+                f"        }}\n"
+                f"      }}\n"
+                f"    }}\n"
+                f"    __syncthreads();                      // every warp is done with stage g: refill its buffer\n"
+                f"    if (threadIdx.x == 0) ws_pump(g + 1 + WS_STAGES);\n"
+                f"  }}\n"
+                f"  if (threadIdx.x == 0) ws.done = g;     // published by the barrier after the call\n")
 
     def _stage_x(self, op: Op, m: int, k: int) -> str:
         """The matmul's input vector(s) into shared memory as float. When the vector is a fused
@@ -947,36 +1026,129 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
+}"""
+
+_NO_RING = """
+#define WS_STAGES 0
+#define WS_STAGE 0
+#define WS_SEGS 0
+extern __shared__ float4 mk_smem[];
+"""
+
+_RING_INIT = r"""  {   // the weight ring: the queue's segments into shared memory, the barriers, the first stages
+    WsSeg* seg = (WsSeg*)((char*)mk_smem + WS_STAGES * WS_STAGE);
+    const int f0 = ws_start[q], nseg = ws_start[q + 1] - f0;
+    for (int f = threadIdx.x; f < nseg; f += blockDim.x)
+      seg[f] = WsSeg{(const char*)T_global[ws_slot[f0 + f]] + ws_offset[f0 + f], ws_rows[f0 + f], ws_rowb[f0 + f]};
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < WS_STAGES; ++b)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&ws_bar[b])) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      ws.seg = seg; ws.f = 0; ws.f_end = nseg; ws.s = 0; ws.issued = 0; ws.done = 0;
+      ws_pump(WS_STAGES);
+    }
+    __syncthreads();
+  }"""
+
+_RING = r"""
+// The weight ring. A block's streamed matmul calls, in queue order, make one stream of stages
+// (WS_SEG bytes of one weight row per warp); thread 0 keeps WS_STAGES of them in flight as bulk
+// copies into shared memory, each completing on its stage's mbarrier. Weights do not depend on
+// the step's data, so the stream runs ahead of the counters: a task's first stages are issued as
+// soon as the task before it frees a buffer, and land while it waits for its inputs.
+#define WS_STAGES %(ws_stages)d
+#define WS_SEG %(ws_seg)d
+#define WS_STAGE %(ws_stage)d
+#define WS_SEGS %(ws_segs)d          // the most ring-fed calls any queue has (16 bytes each)
+struct WsSeg { const char* src; int rows, rowb; };   // one ring-fed call: its first weight row, rows, row bytes
+struct WsStream {
+  const WsSeg* seg;           // the queue's segments, copied into shared memory at launch
+  int f, f_end, s;            // producer: the segment it copies from, the end, the stage within it
+  unsigned issued, done;      // stages issued / consumed by this block since the launch
+};
+__shared__ WsStream ws;
+__shared__ __align__(8) unsigned long long ws_bar[WS_STAGES];
+extern __shared__ float4 mk_smem[];
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ char* ws_stage(unsigned g) { return (char*)mk_smem + (g %% WS_STAGES) * WS_STAGE; }
+// thread 0: issue stages until `upto` are issued (or the queue's stream ends). It reads only shared
+// memory: warp 0 runs this between two stages of a task, and the other warps wait at the next barrier.
+__device__ void ws_pump(unsigned upto) {
+  if (ws.issued < upto && ws.f < ws.f_end)   // the buffers were last read through the generic proxy
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  while (ws.issued < upto && ws.f < ws.f_end) {
+    const WsSeg sg = ws.seg[ws.f];
+    const int ncs = (sg.rowb + WS_SEG - 1) / WS_SEG, rg = ws.s / ncs, cs = ws.s - rg * ncs;
+    const int nr = min(%(warps)d, sg.rows - rg * %(warps)d), seg = min(WS_SEG, sg.rowb - cs * WS_SEG);
+    const unsigned bar = smem_addr(&ws_bar[ws.issued %% WS_STAGES]);
+    const unsigned dst = smem_addr(ws_stage(ws.issued));
+    const char* src = sg.src + (long long)rg * %(warps)d * sg.rowb + (long long)cs * WS_SEG;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" :: "r"(bar), "r"(nr * seg) : "memory");
+    for (int r = 0; r < nr; ++r)
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
+                   :: "r"(dst + r * WS_SEG), "l"(src + (long long)r * sg.rowb), "r"(seg), "r"(bar) : "memory");
+    ++ws.issued;
+    if (++ws.s == (sg.rows + %(warps)d - 1) / %(warps)d * ncs) { ws.s = 0; ++ws.f; }
+  }
+}
+// every thread: until stage g is in shared memory (a stage that never lands is a bug: trap)
+__device__ __forceinline__ void ws_wait(unsigned g) {
+  const unsigned bar = smem_addr(&ws_bar[g %% WS_STAGES]), parity = (g / WS_STAGES) & 1u;
+  for (unsigned long long tries = 0;; ++tries) {
+    unsigned ok;
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
+                 : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
+    if (ok) return;
+    if (tries > (1ull << 26)) __trap();
+  }
 }
 """
 
 _MAIN = r"""
-// One block per SM queue. status: [0] 0 = ran, 1 = a wait ran out of spins; [1] task; [2] counter.
+// One block per SM queue. Its tasks come as one stream of int words (emit_cuda's q_stream), copied
+// into shared memory at launch with the pointer table T and the slot lists, so that nothing a task
+// needs before its data (which task, what to wait for, which calls, what to signal) is a trip to
+// memory: with the L2 cold, as it is at every decode step, each such trip costs about a microsecond.
+// Per task: t, waits, calls, signals, prefetches; then (counter, target) per wait, (function, lo,
+// hi, part, first slot) per call, a counter per signal, (slot, byte lo, byte hi, bytes) per prefetch.
+// status: [0] 0 = ran, 1 = a wait ran out of spins; [1] task; [2] counter.
 // Before each task's waits, warp 0 issues the L2 prefetches scheduled at this queue position
 // (weight tiles of this or later tasks, as the schedule's prefetch depth says), so weights stream
 // while the task waits for its inputs.
 extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
-    void* const* T, const int* __restrict__ q_start, const int* __restrict__ q_task,
-    const int* __restrict__ call_start, const int* __restrict__ call_op, const int* __restrict__ call_lo,
-    const int* __restrict__ call_hi, const int* __restrict__ call_part, const int* __restrict__ call_slots,
-    const int* __restrict__ slot_args,
-    const int* __restrict__ wait_start, const int* __restrict__ wait_counter,
-    const unsigned* __restrict__ wait_target, const int* __restrict__ signal_start,
-    const int* __restrict__ signal_counter, const int* __restrict__ pf_start, const int* __restrict__ pf_slot,
-    const long long* __restrict__ pf_offset, const int* __restrict__ pf_bytes, unsigned* counters,
+    void* const* T_global, const int* __restrict__ slot_args_global, const int* __restrict__ q_stream,
+    const int* __restrict__ qs_start, const int* __restrict__ ws_start,
+    const int* __restrict__ ws_slot, const long long* __restrict__ ws_offset, const int* __restrict__ ws_rows,
+    const int* __restrict__ ws_rowb, unsigned* counters,
     unsigned long long spin_budget, int* status, unsigned long long* trace) {
-  extern __shared__ float4 mk_smem[];
-  float* sm = (float*)mk_smem;
-  const int q = blockIdx.x;
-  for (int i = q_start[q]; i < q_start[q + 1]; ++i) {
-    const int t = q_task[i];
+  char* lay = (char*)mk_smem + WS_STAGES * WS_STAGE + WS_SEGS * 16;   // past the weight ring
+  void** T = (void**)lay;
+  int* slot_args = (int*)(lay + %(n_slots)d * 8);
+  const int q = blockIdx.x, qn = qs_start[q + 1] - qs_start[q];
+  const int* QS = QS_SMEM ? slot_args + %(n_args)d : q_stream + qs_start[q];
+  float* sm = (float*)(lay + %(tab_bytes)d);                         // op scratch, past the tables
+  for (int k = threadIdx.x; k < %(n_slots)d; k += blockDim.x) T[k] = T_global[k];
+  for (int k = threadIdx.x; k < %(n_args)d; k += blockDim.x) slot_args[k] = slot_args_global[k];
+  if (QS_SMEM)
+    for (int k = threadIdx.x; k < qn; k += blockDim.x) ((int*)QS)[k] = q_stream[qs_start[q] + k];
+  __syncthreads();
+%(ring_init)s
+  for (int p = 0; p < qn;) {
+    const int t = QS[p], nw = QS[p + 1], nc = QS[p + 2], ns = QS[p + 3], npf = QS[p + 4];
+    const int* W = QS + p + 5;
+    const int* C = W + 2 * nw;
+    const int* G = C + 5 * nc;
+    const int* F = G + ns;
+    p += 5 + 2 * nw + 5 * nc + ns + 4 * npf;
 %(prefetch)s
     if (threadIdx.x < 32) {   // the 32 lanes of warp 0 poll the task's counters side by side
-      for (int w = wait_start[t] + threadIdx.x; w < wait_start[t + 1]; w += 32) {
+      for (int w = threadIdx.x; w < nw; w += 32) {
         unsigned long long spins = 0;
-        while (ld_acquire(&counters[wait_counter[w]]) < wait_target[w]) {
+        while (ld_acquire(&counters[W[2 * w]]) < (unsigned)W[2 * w + 1]) {
           if (++spins > spin_budget) {
-            status[1] = t; status[2] = wait_counter[w];
+            status[1] = t; status[2] = W[2 * w];
             __threadfence_system();
             atomicExch(&status[0], 1);
             __trap();
@@ -990,16 +1162,17 @@ extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
       }
     }
     __syncthreads();
-    for (int c = call_start[t]; c < call_start[t + 1]; ++c) {
-      switch (call_op[c]) {
+    for (int c = 0; c < nc; ++c) {
+      const int* cc = C + 5 * c;
+      switch (cc[0]) {
 %(cases)s
       }
       __syncthreads();
     }
     if (threadIdx.x == 0) {   // the block's writes are ordered by the barrier above, published by this release
       asm volatile("fence.acq_rel.gpu;" ::: "memory");
-      for (int s = signal_start[t]; s < signal_start[t + 1]; ++s)
-        asm volatile("red.relaxed.gpu.global.add.u32 [%%0], 1;" :: "l"(&counters[signal_counter[s]]) : "memory");
+      for (int k = 0; k < ns; ++k)
+        asm volatile("red.relaxed.gpu.global.add.u32 [%%0], 1;" :: "l"(&counters[G[k]]) : "memory");
       if (trace) { unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[2 * t + 1] = g; }
     }
   }
@@ -1008,11 +1181,11 @@ extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
 
 
 # warp 0 issues one bulk L2 prefetch per 32 KB (sm_90's cp.async.bulk.prefetch.L2) for the weight
-# tiles scheduled at queue position i
-_BULK_LOOP = """for (int f = pf_start[i]; f < pf_start[i + 1]; ++f) {
-  const char* base = (const char*)T[pf_slot[f]] + pf_offset[f];
-  for (int c = threadIdx.x * %(chunk)d; c < pf_bytes[f]; c += 32 * %(chunk)d)
-    prefetch_l2(base + c, (unsigned)min(%(chunk)d, pf_bytes[f] - c));
+# tiles scheduled at this queue position (F: slot, first byte low and high words, bytes)
+_BULK_LOOP = """for (int f = 0; f < npf; ++f) {
+  const char* base = (const char*)T[F[4 * f]] + (long long)(((unsigned long long)(unsigned)F[4 * f + 2] << 32) | (unsigned)F[4 * f + 1]);
+  for (int c = threadIdx.x * %(chunk)d; c < F[4 * f + 3]; c += 32 * %(chunk)d)
+    prefetch_l2(base + c, (unsigned)min(%(chunk)d, F[4 * f + 3] - c));
 }"""
 _PREFETCH = {
     "bulk": "    if (threadIdx.x < 32) {\n" + textwrap.indent(_BULK_LOOP, " " * 6) + "\n    }",
@@ -1021,28 +1194,42 @@ _PREFETCH = {
     # that waits (most SMs during a layer's attention) streams its weights to L2 in the meantime
     "idle": """    if (threadIdx.x < 32) {
       bool must_wait = false;
-      for (int w = wait_start[t] + threadIdx.x; w < wait_start[t + 1]; w += 32)
-        must_wait |= ld_acquire(&counters[wait_counter[w]]) < wait_target[w];
+      for (int w = threadIdx.x; w < nw; w += 32)
+        must_wait |= ld_acquire(&counters[W[2 * w]]) < (unsigned)W[2 * w + 1];
       if (__any_sync(0xffffffffu, must_wait)) {
 """ + textwrap.indent(_BULK_LOOP, " " * 8) + "\n      }\n    }",
     # every thread prefetches 128-byte lines (prefetch.global.L2::evict_last), before the barrier
-    "lines": """    for (int f = pf_start[i]; f < pf_start[i + 1]; ++f) {
-      const char* base = (const char*)T[pf_slot[f]] + pf_offset[f];
-      for (int c = threadIdx.x * 128; c < pf_bytes[f]; c += blockDim.x * 128)
+    "lines": """    for (int f = 0; f < npf; ++f) {
+      const char* base = (const char*)T[F[4 * f]] + (long long)(((unsigned long long)(unsigned)F[4 * f + 2] << 32) | (unsigned)F[4 * f + 1]);
+      for (int c = threadIdx.x * 128; c < F[4 * f + 3]; c += blockDim.x * 128)
         asm volatile("prefetch.global.L2::evict_last [%%0];" :: "l"(base + c));
     }""",
 }
 PREFETCH_MODES = tuple(_PREFETCH)
 
 
-def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None
-              ) -> tuple[str, TaskTable]:
+def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
+              weights: str = "smem") -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
-    `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies."""
+    `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
+    `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
+    shared memory issued ahead of each task) or "regs" (16-byte loads straight into registers).
+    A plan with impls, whose bodies are promised SMEM_LIMIT bytes, or one whose ops leave no room
+    for two ring stages, takes "regs"."""
     impls = impls or {}
     if prefetch_mode not in _PREFETCH:
         raise CodegenError(f"prefetch mode {prefetch_mode!r} is not one of {', '.join(_PREFETCH)}")
-    em = _Emitter(plan, impls)
+    if weights not in WEIGHT_PATHS:
+        raise CodegenError(f"weights {weights!r} is not one of {', '.join(WEIGHT_PATHS)}")
+    if weights == "smem" and not impls:
+        source, table = _emit(plan, prefetch_mode, impls, "smem")
+        if table.ws_stages >= 2:
+            return source, table
+    return _emit(plan, prefetch_mode, impls, "regs")
+
+
+def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str) -> tuple[str, TaskTable]:
+    em = _Emitter(plan, impls, weights)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
@@ -1134,21 +1321,72 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
             pf_offset.append(off)
             pf_bytes.append(nb)
         pf_start.append(len(pf_slot))
+    # the weight ring's stream: per queue position, the weight rows of its ring-fed calls in call
+    # order (what the calls consume, stage by stage, is what ws_pump issues, stage by stage)
+    ws_start, ws_slot, ws_offset, ws_rows, ws_rowb = [0], [], [], [], []
+    for t in q_task:
+        for c in range(call_start[t], call_start[t + 1]):
+            rows = call_hi[c] - call_lo[c]
+            if call_names[c] in em.bulk_ops and rows > 0:
+                slot, off, nb = em.weight_bytes(ops[call_names[c]], call_lo[c], call_hi[c])
+                ws_slot.append(slot)
+                ws_offset.append(off)
+                ws_rows.append(rows)
+                ws_rowb.append(nb // rows)
+        ws_start.append(len(ws_slot))
+    # each queue's tasks as one stream of words (the kernel's main loop reads nothing else per task)
+    q_stream, qs_start = [], [0]
+    for qi, q in enumerate(plan.queues):
+        for j, t in enumerate(q):
+            i = q_start[qi] + j
+            w0, w1 = wait_start[t], wait_start[t + 1]
+            c0, c1 = call_start[t], call_start[t + 1]
+            s0, s1 = signal_start[t], signal_start[t + 1]
+            f0, f1 = pf_start[i], pf_start[i + 1]
+            q_stream += [t, w1 - w0, c1 - c0, s1 - s0, f1 - f0]
+            for w in range(w0, w1):
+                q_stream += [wait_counter[w], wait_target[w]]
+            for c in range(c0, c1):
+                q_stream += [call_op[c], call_lo[c], call_hi[c], call_part[c], call_slots[c]]
+            q_stream += signal_counter[s0:s1]
+            for f in range(f0, f1):
+                q_stream += [pf_slot[f], pf_offset[f] & 0xFFFFFFFF, pf_offset[f] >> 32, pf_bytes[f]]
+        qs_start.append(len(q_stream))
+    q_stream = [w - (1 << 32) if w >= (1 << 31) else w for w in q_stream]   # int32 words
+    n_slots, n_args = len(em.slots) + len(em.scratch), max(1, len(slot_args))
+    words = max((qs_start[k + 1] - qs_start[k] for k in range(len(plan.queues))), default=0)
+    fixed = 1024 + em.smem + -(-(n_slots * 8 + n_args * 4) // 16) * 16
+    qs_smem = fixed + 4 * words + 2 * WS_STAGE <= SMEM_BLOCK or fixed + 4 * words <= SMEM_BLOCK and not em.bulk_ops
+    tab_bytes = -(-(n_slots * 8 + n_args * 4 + (4 * words if qs_smem else 0)) // 16) * 16
+    ws_qstart = [ws_start[q_start[qi]] for qi in range(len(plan.queues) + 1)]
+    segs = max((ws_qstart[k + 1] - ws_qstart[k] for k in range(len(plan.queues))), default=0)
+    segs = -(-segs // 8) * 8
+    stages = 0
+    if em.bulk_ops:
+        stages = max(0, min(WS_MAX_STAGES, (SMEM_BLOCK - 1024 - em.smem - tab_bytes - 16 * segs) // WS_STAGE))
+    ring_bytes = stages * WS_STAGE + 16 * segs if stages > 0 else 0
     table = TaskTable(q_start, q_task, call_start, call_op, call_lo, call_hi, wait_start, wait_counter,
                       wait_target, signal_start, signal_counter, len(plan.counters), slots=dict(em.slots),
                       aliases=dict(em.base), op_ids=op_ids, call_slots=call_slots, slot_args=slot_args,
                       pf_start=pf_start, pf_slot=pf_slot, pf_offset=pf_offset, pf_bytes=pf_bytes,
-                      smem_bytes=em.smem, call_part=call_part, scratch=dict(em.scratch))
-    cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + call_slots[c], call_lo[c], call_hi[c], call_part[c], sm); "
+                      smem_bytes=ring_bytes + tab_bytes + em.smem, call_part=call_part, scratch=dict(em.scratch),
+                      ws_start=ws_start, ws_slot=ws_slot, ws_offset=ws_offset, ws_rows=ws_rows, ws_rowb=ws_rowb,
+                      ws_stages=stages, ws_qstart=ws_qstart, q_stream=q_stream, qs_start=qs_start,
+                      qs_in_smem=qs_smem)
+    cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + cc[4], cc[1], cc[2], cc[3], sm); "
                        "break;"
                        for i in range(len(bodies)))
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
-    source = (_PRELUDE + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
-              + _MAIN % {"threads": THREADS, "cases": cases,
+    ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs}
+            if stages > 0 else _NO_RING)
+    source = (_PRELUDE + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
+              + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
+              + _MAIN % {"threads": THREADS, "cases": cases, "ring_init": _RING_INIT if stages > 0 else "",
+                         "n_slots": n_slots, "n_args": n_args, "tab_bytes": tab_bytes,
                          "prefetch": _PREFETCH[prefetch_mode] % {"chunk": PREFETCH_CHUNK}})
     return source, table
 
 
-__all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PREFETCH_MODES", "IMPL_CONTRACT",
+__all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PREFETCH_MODES", "WEIGHT_PATHS", "IMPL_CONTRACT",
            "impl_code_problem", "SMEM_LIMIT", "onchip_norm_problem", "attention_split_problem"]

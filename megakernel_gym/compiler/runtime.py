@@ -23,11 +23,12 @@ class MegakernelError(RuntimeError):
 
 class Megakernel:
     def __init__(self, plan: Plan, spin_budget: int = DEFAULT_SPIN_BUDGET, prefetch_mode: str = "bulk",
-                 impls: dict[str, str] | None = None):
-        """impls: op -> task body (the IR's `impl` edits, `ir.impls`), compiled in place of the generated one."""
+                 impls: dict[str, str] | None = None, weights: str = "smem"):
+        """impls: op -> task body (the IR's `impl` edits, `ir.impls`), compiled in place of the generated one.
+        weights: "smem" (streamed matmuls fed by the weight ring) or "regs" (codegen.emit_cuda)."""
         from megakernel_gym.rewards.nvrtc import load_cuda
         self.plan = plan
-        self.source, self.table = emit_cuda(plan, prefetch_mode, impls)
+        self.source, self.table = emit_cuda(plan, prefetch_mode, impls, weights)
         self.module = load_cuda(self.source, "megakernel.cu")
         self.spin_budget = spin_budget
         self._device_table = None
@@ -37,14 +38,10 @@ class Megakernel:
             t = self.table
             i32 = lambda xs: torch.tensor(xs or [0], dtype=torch.int32, device=device)  # noqa: E731
             self._device_table = {
-                "q_start": i32(t.q_start), "q_task": i32(t.q_task), "call_start": i32(t.call_start),
-                "call_op": i32(t.call_op), "call_lo": i32(t.call_lo), "call_hi": i32(t.call_hi), "call_part": i32(t.call_part),
-                "call_slots": i32(t.call_slots), "slot_args": i32(t.slot_args),
-                "wait_start": i32(t.wait_start), "wait_counter": i32(t.wait_counter),
-                "wait_target": i32(t.wait_target), "signal_start": i32(t.signal_start),
-                "signal_counter": i32(t.signal_counter), "pf_start": i32(t.pf_start), "pf_slot": i32(t.pf_slot),
-                "pf_offset": torch.tensor(t.pf_offset or [0], dtype=torch.int64, device=device),
-                "pf_bytes": i32(t.pf_bytes)}
+                "slot_args": i32(t.slot_args), "q_stream": i32(t.q_stream), "qs_start": i32(t.qs_start),
+                "ws_qstart": i32(t.ws_qstart), "ws_slot": i32(t.ws_slot),
+                "ws_offset": torch.tensor(t.ws_offset or [0], dtype=torch.int64, device=device),
+                "ws_rows": i32(t.ws_rows), "ws_rowb": i32(t.ws_rowb)}
         return self._device_table
 
     def bind(self, params: dict[str, Tensor], inputs: dict[str, Tensor], trace: bool = False) -> "Launch":
@@ -100,10 +97,8 @@ class Launch:
         tab = self.tab
         self.counters.zero_()
         self.fn((len(self.mk.plan.queues),), (THREADS,),
-                (self.ptrs, tab["q_start"], tab["q_task"], tab["call_start"], tab["call_op"], tab["call_lo"],
-                 tab["call_hi"], tab["call_part"], tab["call_slots"], tab["slot_args"], tab["wait_start"], tab["wait_counter"],
-                 tab["wait_target"], tab["signal_start"], tab["signal_counter"], tab["pf_start"], tab["pf_slot"],
-                 tab["pf_offset"], tab["pf_bytes"], self.counters, self.mk.spin_budget,
+                (self.ptrs, tab["slot_args"], tab["q_stream"], tab["qs_start"], tab["ws_qstart"], tab["ws_slot"],
+                 tab["ws_offset"], tab["ws_rows"], tab["ws_rowb"], self.counters, self.mk.spin_budget,
                  self.status, self.trace if self.trace is not None else 0), shared_mem=self.smem)
 
     def poison(self) -> None:

@@ -1,0 +1,153 @@
+"""The weight ring: streamed matmuls fed from shared memory by bulk copies that a block issues in
+queue order, ahead of the counters. On the CPU: the ring's stream is exactly the ring-fed calls'
+weight rows, the ring fits beside every op's shared memory, plans with impl bodies (promised all
+of SMEM_LIMIT) fall back to register loads, and both paths compile. On the GPU: the ring and the
+register path give bit-identical outputs (the same products summed in the same order), run after
+run, on three seeds of the tiny models and on the 1B's expert schedule."""
+import pytest
+import torch
+
+from megakernel_gym.compiler import ZOO, capture, module_tensors, run_graph
+from megakernel_gym.compiler.codegen import (SMEM_BLOCK, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, CodegenError,
+                                             emit_cuda)
+from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
+from megakernel_gym.policies.expert import expert_edits
+from megakernel_gym.rewards.nvrtc import compile_cuda
+
+TINY = ["llama-tiny", "mlp-tiny", "attention-tiny"]
+
+
+def _stages(rows: int, rowb: int) -> int:
+    return -(-rows // WARPS) * -(-rowb // WS_SEG)
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_the_ring_streams_every_ring_fed_call_in_queue_order(graphs, name):
+    ir = make_ir(graphs[name], num_sms=8)
+    ir = apply_edits(ir, tuned_edits(ir))
+    plan = ir.plan()
+    src, table = emit_cuda(plan)
+    assert table.ws_stages >= 2 and "cp.async.bulk.shared::cluster.global.mbarrier" in src
+    assert table.ws_stages * WS_STAGE < table.smem_bytes <= SMEM_BLOCK - 1024
+    g = plan.tg.graph
+    by_name = {o.name: o for o in g.ops}
+    # the calls the ring feeds: every call of a streamed matmul (one whose body reads ws_stage)
+    ring_fns = {int(body.split("(", 1)[0]) for body in src.split("__device__ __forceinline__ void op_")[1:]
+                if "ws_wait(g)" in body.split("\n}\n", 1)[0]}
+    assert ring_fns, "no streamed matmul takes the ring"
+    for qi, q in enumerate(plan.queues):
+        want = []
+        for t in q:
+            for c in range(table.call_start[t], table.call_start[t + 1]):
+                rows = table.call_hi[c] - table.call_lo[c]
+                if table.call_op[c] in ring_fns and rows > 0:
+                    want.append(rows)
+        lo, hi = table.ws_start[table.q_start[qi]], table.ws_start[table.q_start[qi + 1]]
+        assert table.ws_rows[lo:hi] == want
+        for f in range(lo, hi):   # each segment: whole rows of a weight, in bounds
+            slot = table.ws_slot[f]
+            wname = next(n for n, i in table.slots.items() if i == slot)
+            w = g.tensors[wname]
+            rowb = w.shape[-1] * {"bfloat16": 2, "float32": 4}[w.dtype]
+            assert table.ws_rowb[f] == rowb and table.ws_offset[f] % rowb == 0 and rowb % 16 == 0
+            assert table.ws_offset[f] // rowb + table.ws_rows[f] <= w.shape[0]
+            assert any(op.kind == "matmul" and op.inputs[1] == wname for op in by_name.values())
+    assert sum(_stages(r, b) for r, b in zip(table.ws_rows, table.ws_rowb)) > 0
+    # past the ring, every ring-fed matmul's x (staged as float) fits in what the kernel asks for
+    for op in g.ops:
+        if op.kind == "matmul" and op.name in table.op_ids and table.op_ids[op.name] in ring_fns:
+            x = g.tensors[op.inputs[0]].shape
+            assert 4 * x[0] * x[-1] <= table.smem_bytes - table.ws_stages * WS_STAGE, op.name
+    assert compile_cuda(src, f"{name}-ring.cu", arch="sm_90")[:4] == b"\x7fELF"
+
+
+def test_the_1b_ring_has_four_stages_and_the_stream_covers_every_weight_row(llama_1b_graph):
+    base = make_ir(llama_1b_graph, num_sms=132)
+    ir = apply_edits(base, expert_edits(base))
+    plan = ir.plan()
+    src, table = emit_cuda(plan)
+    assert table.ws_stages == WS_MAX_STAGES
+    assert compile_cuda(src, "llama-1b-ring.cu", arch="sm_90")[:4] == b"\x7fELF"
+    g = plan.tg.graph
+    # every weight row of every projection and of the lm_head is streamed exactly once per step
+    covered: dict[int, int] = {}
+    for slot, off, rows, rowb in zip(table.ws_slot, table.ws_offset, table.ws_rows, table.ws_rowb):
+        covered[slot] = covered.get(slot, 0) + rows
+        assert off % rowb == 0
+    mats = [o for o in g.ops if o.kind == "matmul"]
+    assert len(covered) == len({o.inputs[1] for o in mats})
+    for o in mats:
+        assert covered[table.slots[o.inputs[1]]] == g.tensors[o.inputs[1]].shape[0], o.name
+
+
+def test_impl_plans_and_an_unknown_path_fall_back_or_fail_clearly(graphs):
+    ir = make_ir(graphs["mlp-tiny"], num_sms=8)
+    mm = next(o.name for o in ir.graph.ops if o.kind == "matmul")
+    body = "for (int i = threadIdx.x; i < 1; i += blockDim.x) {}\n"
+    with_impl = apply_edits(ir, f"impl {mm} <<<\n{body}>>>")
+    src, table = emit_cuda(with_impl.plan(), impls=with_impl.impls)
+    assert table.ws_stages == 0 and "ws_pump" not in src and not table.ws_slot
+    src, table = emit_cuda(ir.plan(), weights="regs")
+    assert table.ws_stages == 0 and "ws_pump" not in src and "ld_stream(W" in src
+    assert compile_cuda(src, "mlp-tiny-regs.cu", arch="sm_90")[:4] == b"\x7fELF"
+    with pytest.raises(CodegenError, match="weights 'tma' is not one of smem, regs"):
+        emit_cuda(ir.plan(), weights="tma")
+
+
+@pytest.fixture(scope="module")
+def llama_1b_graph():
+    return capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
+
+
+# ---------------------------------------------------------------------------------------------
+# on the GPU
+
+
+def _outputs(plan, impls, params, feeds, weights, runs=3):
+    from megakernel_gym.compiler.runtime import Megakernel
+    mk = Megakernel(plan, impls=impls, weights=weights)
+    launch = mk.bind(params, feeds)
+    outs = []
+    for _ in range(runs):
+        launch.poison()
+        launch()
+        launch.check()
+        outs.append({k: v.clone() for k, v in launch.outputs().items()})
+    return mk, outs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", TINY)
+def test_ring_and_register_paths_agree_bit_for_bit_on_gpu(name):
+    for seed in (0, 1, 2):
+        model, inputs = ZOO[name](seed=seed)
+        g = capture(model, inputs, name)
+        params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
+        ref = run_graph(g, params, feeds)
+        for edits in ("tuned", "expert"):
+            base = make_ir(g, num_sms=8)
+            ir = apply_edits(base, tuned_edits(base) if edits == "tuned" else expert_edits(base))
+            mk, ring = _outputs(ir.plan(), ir.impls, params, feeds, "smem")
+            assert mk.table.ws_stages >= 2
+            _, regs = _outputs(ir.plan(), ir.impls, params, feeds, "regs", runs=1)
+            for out in ring:
+                for k, v in ref.items():
+                    torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4,
+                                               msg=f"{name} seed {seed} {edits} {k}")
+                    assert torch.equal(out[k], regs[0][k]), f"{name} seed {seed} {edits} {k}: ring != registers"
+
+
+@pytest.mark.gpu
+def test_the_1b_expert_through_the_ring_is_the_register_paths_output_on_gpu(llama_1b_graph):
+    g = llama_1b_graph
+    base = make_ir(g, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
+    ir = apply_edits(base, expert_edits(base))
+    model, inputs = ZOO["llama-1b"](seed=1, device="cuda")
+    params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
+    mk, ring = _outputs(ir.plan(), ir.impls, params, feeds, "smem")
+    assert mk.table.ws_stages == WS_MAX_STAGES
+    _, regs = _outputs(ir.plan(), ir.impls, params, feeds, "regs", runs=1)
+    for out in ring:
+        for k in out:
+            assert torch.isfinite(out[k].float()).all(), k
+            assert torch.equal(out[k], regs[0][k]), k
