@@ -8,9 +8,10 @@ fast plain PyTorch (compiler.zoo.PlainStep) under CUDA-graph replay and torch.co
 models transformers' LlamaForCausalLM at the same shapes (static cache, CUDA graph; torch.compile
 with --hf-compile);
 and the megakernel. Each way's share of the measured-bandwidth floor (weight bytes / the
-device-copy bandwidth measured in the same run). The megakernel runs twice: under the compiler's
-default schedule and under its tuned one (`tuned_edits`: fusions and counters, as edits); both
-outputs are checked against the float32 truth and eager. Writes megakernel_decode.json and
+device-copy bandwidth measured in the same run). The megakernel runs three times: under the
+compiler's default schedule, its tuned one (`tuned_edits`: fusions and counters, as edits) and the
+expert's (policies/expert.py: tuned plus the levers, as edits); every output is checked against
+the float32 truth and eager. Writes megakernel_decode.json and
 megakernel_timeline.png (the per-SM timeline of one tuned megakernel run of the last model, task
 start/end read in-kernel from %globaltimer).
 """
@@ -34,6 +35,7 @@ from megakernel_gym.compiler.runtime import Megakernel, copy_bandwidth_gbs, time
 from megakernel_gym.compiler.zoo import PlainStep  # noqa: E402
 from megakernel_gym.env.timeline import save_png, timeline_image, with_axes  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits  # noqa: E402
+from megakernel_gym.policies.expert import expert_edits  # noqa: E402
 from megakernel_gym.rewards.timing import capture_cuda_graph  # noqa: E402
 
 
@@ -79,7 +81,10 @@ def bench_model(name: str, iters: int, bw_gbs: float, hf: bool = True,
             torch.cuda.empty_cache()
     params, feeds = module_tensors(model), dict(zip(graph.inputs, inputs))
     launch = plan = None
-    for key, ir in (("megakernel_default_schedule", default), ("megakernel", tuned)):
+    expert_text = expert_edits(default)
+    expert = apply_edits(default, expert_text) if expert_text else default
+    row["expert_edits"] = len(expert_text.splitlines())
+    for key, ir in (("megakernel_default_schedule", default), ("megakernel_expert", expert), ("megakernel", tuned)):
         plan = ir.plan()
         mk = Megakernel(plan)
         launch = mk.bind(params, feeds, trace=True)       # one traced run: the output check and the timeline
@@ -94,6 +99,7 @@ def bench_model(name: str, iters: int, bw_gbs: float, hf: bool = True,
     baselines = {k: row[k]["median_us"] for k in BASELINES if "median_us" in row.get(k, {})}
     row["fastest_baseline"] = min(baselines, key=baselines.get)
     row["megakernel_over_fastest_baseline"] = baselines[row["fastest_baseline"]] / row["megakernel"]["median_us"]
+    row["expert_over_fastest_baseline"] = baselines[row["fastest_baseline"]] / row["megakernel_expert"]["median_us"]
     print(f"{name}: " + ", ".join(f"{k} {row[k]['median_us']:.1f} us" for k in WAYS if "median_us" in row.get(k, {}))
           + f"; floor {floor_us:.1f} us; fastest baseline {row['fastest_baseline']}", flush=True)
     return row, plan, launch
@@ -101,8 +107,8 @@ def bench_model(name: str, iters: int, bw_gbs: float, hf: bool = True,
 
 # every way of running a step that the bench times; all but the megakernel's are baselines
 WAYS = ("eager", "cuda_graph", "torch_compile", "plain_cuda_graph", "plain_torch_compile", "hf_cuda_graph",
-        "hf_torch_compile", "megakernel_default_schedule", "megakernel")
-BASELINES = WAYS[:-2]
+        "hf_torch_compile", "megakernel_default_schedule", "megakernel", "megakernel_expert")
+BASELINES = WAYS[:-3]
 
 
 def attempt(fn) -> dict:
@@ -184,15 +190,15 @@ def main():
     targets = [{"target": f"{r['model']}: megakernel as close to the float32 truth as eager bf16 (x1.5)",
                 "measured": round(r[k]["rel_err_vs_fp32"], 5), "eager": round(r["eager_rel_err_vs_fp32"], 5),
                 "met": r[k]["rel_err_vs_fp32"] <= max(1.5 * r["eager_rel_err_vs_fp32"], 1e-3)}
-               for r in rows for k in ("megakernel_default_schedule", "megakernel")]
-    if big is not None and "median_us" in big["megakernel"]:
-        mk, cg = big["megakernel"]["median_us"], big["cuda_graph"]["median_us"]
-        targets += [{"target": "1B-shaped step faster than CUDA-graph replay of eager PyTorch",
+               for r in rows for k in ("megakernel_default_schedule", "megakernel", "megakernel_expert")]
+    if big is not None and "median_us" in big["megakernel_expert"]:
+        mk, cg = big["megakernel_expert"]["median_us"], big["cuda_graph"]["median_us"]
+        targets += [{"target": "1B-shaped step (expert schedule) faster than CUDA-graph replay of eager PyTorch",
                     "measured": round(cg / mk, 3), "met": mk < cg},
-                   {"target": "1B-shaped step faster than the fastest baseline", "baseline": big["fastest_baseline"],
-                    "measured": round(big["megakernel_over_fastest_baseline"], 3),
-                    "met": big["megakernel_over_fastest_baseline"] > 1},
-                   {"target": "1B-shaped step <= 950 us (issue 15, on an H100)", "measured": round(mk, 1),
+                   {"target": "1B-shaped step (expert schedule) faster than the fastest baseline",
+                    "baseline": big["fastest_baseline"], "measured": round(big["expert_over_fastest_baseline"], 3),
+                    "met": big["expert_over_fastest_baseline"] > 1},
+                   {"target": "1B-shaped step (expert schedule) <= 950 us (issue 15, on an H100)", "measured": round(mk, 1),
                     "met": mk <= 950},
                    {"target": ">= 85% of the measured-bandwidth floor", "measured": round(big["floor_us"] / mk, 3),
                     "met": big["floor_us"] / mk >= 0.85}]

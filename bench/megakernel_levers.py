@@ -73,9 +73,13 @@ def main():
     rows = []
     todo = [(name, edits, w) for name, edits in variants(base, args.splits).items()
             if args.only is None or name in args.only for w in args.weights]
+    built: dict[str, object] = {}     # one IR per variant, shared by its weight paths
     for name, edits, weights in todo:
         t0 = time.perf_counter()
-        ir = apply_edits(base, edits) if edits else base
+        if name not in built:
+            built.clear()
+            built[name] = apply_edits(base, edits) if edits else base
+        ir = built[name]
         plan = ir.plan()
         predicted = predict(plan, device).latency_us
         mk = Megakernel(plan, impls=ir.impls, weights=weights)
