@@ -1,7 +1,8 @@
 """Each megakernel lever alone, on top of the compiler's tuned schedule, then all together (the expert).
 
     python bench/megakernel_levers.py [--out DIR] [--model llama-1b] [--iters 30] [--splits 4 8 16]
-                                      [--weights smem regs] [--only VARIANT ...]
+                                      [--weights smem regs] [--streams smem global] [--only VARIANT ...]
+                                      [--tag SUFFIX]
 
 The levers are edits in the env's language (policies/expert.py): `inline` the norms into the matmuls
 that read them, `split` decode attention over its cached positions, one `wave` of tiles for q/k/v.
@@ -60,7 +61,10 @@ def main():
     ap.add_argument("--profile-layer", type=int, default=5)
     ap.add_argument("--weights", nargs="+", default=["smem", "regs"], choices=["smem", "regs"],
                     help="how streamed matmuls get their weights (codegen.emit_cuda); the first is the main row")
+    ap.add_argument("--streams", nargs="+", default=["smem"], choices=["smem", "global"],
+                    help="where the kernel reads each queue's task stream (codegen.emit_cuda); the first is the main row")
     ap.add_argument("--only", nargs="*", default=None, help="run only these variants (names as printed)")
+    ap.add_argument("--tag", default="", help="suffix of the results file: megakernel_levers<TAG>.json")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -71,10 +75,10 @@ def main():
     params, feeds, ref, truth, eager_err = step.params, step.feeds, step.ref, step.truth, step.eager_err
     base = make_ir(graph, num_sms=sms)
     rows = []
-    todo = [(name, edits, w) for name, edits in variants(base, args.splits).items()
-            if args.only is None or name in args.only for w in args.weights]
-    built: dict[str, object] = {}     # one IR per variant, shared by its weight paths
-    for name, edits, weights in todo:
+    todo = [(name, edits, w, st) for name, edits in variants(base, args.splits).items()
+            if args.only is None or name in args.only for w in args.weights for st in args.streams]
+    built: dict[str, object] = {}     # one IR per variant, shared by its weight paths and streams
+    for name, edits, weights, stream in todo:
         t0 = time.perf_counter()
         if name not in built:
             built.clear()
@@ -82,8 +86,9 @@ def main():
         ir = built[name]
         plan = ir.plan()
         predicted = predict(plan, device).latency_us
-        mk = Megakernel(plan, impls=ir.impls, weights=weights)
+        mk = Megakernel(plan, impls=ir.impls, weights=weights, stream=stream)
         name = name if weights == args.weights[0] else f"{name} [{weights} weights]"
+        name = name if stream == args.streams[0] else f"{name} [{stream} task stream]"
         launch = mk.bind(params, feeds, trace=True)
         launch()
         launch.check()
@@ -91,6 +96,7 @@ def main():
         timed = mk.bind(params, feeds)
         t = time_us(timed, args.iters)
         row = {"variant": name, "weights": mk.table.ws_stages and "smem" or "regs", "ws_stages": mk.table.ws_stages,
+               "task_stream": "smem" if mk.table.qs_in_smem else "global",
                "edits": edits, "edit_count": len([ln for ln in edits.splitlines() if ln.strip()]),
                "tasks": len(plan.tg.tasks), "predicted_us": predicted, "megakernel": t,
                "rel_l2_err_vs_eager": rel_err(got, ref), "rel_l2_err_vs_fp32": rel_err(got, truth),
@@ -104,7 +110,7 @@ def main():
               flush=True)
         for line in row["layer_profile"]:
             print("   ", line, flush=True)
-        if name == "expert (all levers)":
+        if name == "expert (all levers)" and not args.tag:
             save_png(timeline_image(plan, SimpleNamespace(start_us=start, finish_us=finish)),
                      str(out / "megakernel_levers_expert.png"))
         del launch, timed, mk
@@ -128,7 +134,7 @@ def main():
         {"target": "cost model ranks these schedules (Spearman >= 0.9; not held out: a check, not the refit)",
          "measured": rho, "met": rho >= 0.9},
     ]
-    write("levers", rows, targets, out, prefix="megakernel_",
+    write(f"levers{args.tag}", rows, targets, out, prefix="megakernel_",
           notes=f"model {args.model} on {torch.cuda.get_device_name()}; floor {floor_us:.0f} us from {weight_bytes} "
                 f"weight bytes at the device copy bandwidth measured in this run ({bw:.0f} GB/s); each lever is "
                 "alone on top of the tuned schedule, the expert has them all")

@@ -151,3 +151,37 @@ def test_the_1b_expert_through_the_ring_is_the_register_paths_output_on_gpu(llam
         for k in out:
             assert torch.isfinite(out[k].float()).all(), k
             assert torch.equal(out[k], regs[0][k]), k
+
+
+def test_a_task_stream_left_in_global_memory_compiles(llama_1b_graph):
+    base = make_ir(llama_1b_graph, num_sms=132)
+    src, table = emit_cuda(apply_edits(base, expert_edits(base)).plan(), stream="global")
+    assert not table.qs_in_smem and "#define QS_SMEM 0" in src and table.ws_stages == WS_MAX_STAGES
+    assert compile_cuda(src, "llama-1b-global-stream.cu", arch="sm_90")[:4] == b"\x7fELF"
+    with pytest.raises(CodegenError, match="stream 'l2' is not one of smem, global"):
+        emit_cuda(base.plan(), stream="l2")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["llama-tiny", "llama-1b"])
+def test_the_task_stream_from_global_memory_computes_the_same_step_on_gpu(name, llama_1b_graph):
+    """What the kernel reads per task is the same words from memory or from shared memory."""
+    from megakernel_gym.compiler.runtime import Megakernel
+    dev = "cuda" if name == "llama-1b" else "cpu"
+    model, inputs = ZOO[name](seed=2, device=dev)
+    g = llama_1b_graph if name == "llama-1b" else capture(model, inputs, name)
+    params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
+    base = make_ir(g, num_sms=torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 8)
+    ir = apply_edits(base, expert_edits(base))
+    outs = {}
+    for stream in ("global", "smem"):
+        mk = Megakernel(ir.plan(), impls=ir.impls, stream=stream)
+        assert mk.table.qs_in_smem == (stream == "smem")
+        launch = mk.bind(params, feeds)
+        launch.poison()
+        launch()
+        launch.check()
+        outs[stream] = {k: v.clone() for k, v in launch.outputs().items()}
+    for k, v in outs["smem"].items():
+        assert torch.isfinite(v.float()).all(), k
+        assert torch.equal(outs["global"][k], v), f"{name} {k}: task stream in memory != in shared memory"

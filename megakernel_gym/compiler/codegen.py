@@ -1209,26 +1209,30 @@ PREFETCH_MODES = tuple(_PREFETCH)
 
 
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
-              weights: str = "smem") -> tuple[str, TaskTable]:
+              weights: str = "smem", stream: str = "smem") -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
     shared memory issued ahead of each task) or "regs" (16-byte loads straight into registers).
     A plan with impls, whose bodies are promised SMEM_LIMIT bytes, or one whose ops leave no room
-    for two ring stages, takes "regs"."""
+    for two ring stages, takes "regs". `stream`: where the kernel reads each queue's task stream,
+    "smem" (copied into shared memory at launch, where it fits) or "global" (memory, every time)."""
     impls = impls or {}
     if prefetch_mode not in _PREFETCH:
         raise CodegenError(f"prefetch mode {prefetch_mode!r} is not one of {', '.join(_PREFETCH)}")
     if weights not in WEIGHT_PATHS:
         raise CodegenError(f"weights {weights!r} is not one of {', '.join(WEIGHT_PATHS)}")
+    if stream not in ("smem", "global"):
+        raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
-        source, table = _emit(plan, prefetch_mode, impls, "smem")
+        source, table = _emit(plan, prefetch_mode, impls, "smem", stream)
         if table.ws_stages >= 2:
             return source, table
-    return _emit(plan, prefetch_mode, impls, "regs")
+    return _emit(plan, prefetch_mode, impls, "regs", stream)
 
 
-def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str) -> tuple[str, TaskTable]:
+def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str
+          ) -> tuple[str, TaskTable]:
     em = _Emitter(plan, impls, weights)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
@@ -1356,7 +1360,8 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str) -
     n_slots, n_args = len(em.slots) + len(em.scratch), max(1, len(slot_args))
     words = max((qs_start[k + 1] - qs_start[k] for k in range(len(plan.queues))), default=0)
     fixed = 1024 + em.smem + -(-(n_slots * 8 + n_args * 4) // 16) * 16
-    qs_smem = fixed + 4 * words + 2 * WS_STAGE <= SMEM_BLOCK or fixed + 4 * words <= SMEM_BLOCK and not em.bulk_ops
+    qs_smem = stream == "smem" and (fixed + 4 * words + 2 * WS_STAGE <= SMEM_BLOCK
+                                    or fixed + 4 * words <= SMEM_BLOCK and not em.bulk_ops)
     tab_bytes = -(-(n_slots * 8 + n_args * 4 + (4 * words if qs_smem else 0)) // 16) * 16
     ws_qstart = [ws_start[q_start[qi]] for qi in range(len(plan.queues) + 1)]
     segs = max((ws_qstart[k + 1] - ws_qstart[k] for k in range(len(plan.queues))), default=0)
