@@ -42,7 +42,7 @@ def test_the_ring_streams_every_ring_fed_call_in_queue_order(graphs, name):
                 rows = table.call_hi[c] - table.call_lo[c]
                 if table.call_op[c] in ring_fns and rows > 0:
                     want.append(rows)
-        lo, hi = table.ws_start[table.q_start[qi]], table.ws_start[table.q_start[qi + 1]]
+        lo, hi = table.ws_start[qi], table.ws_start[qi + 1]
         assert table.ws_rows[lo:hi] == want
         for f in range(lo, hi):   # each segment: whole rows of a weight, in bounds
             slot = table.ws_slot[f]

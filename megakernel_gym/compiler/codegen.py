@@ -40,6 +40,8 @@ WS_MAX_STAGES = 4            # stages in flight per SM (128 KB of weights)
 SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 block may have
 WEIGHT_PATHS = ("smem", "regs")
 CTYPES = {"float32": "float", "bfloat16": "unsigned short", "int64": "long long", "int32": "int"}
+EPV = {"bfloat16": 8, "float32": 4}     # elements per 16-byte load, for the dtypes loaded 16 bytes at a time
+ESIZE = {"bfloat16": 2, "float32": 4}   # their bytes per element
 
 
 class CodegenError(ValueError):
@@ -86,9 +88,17 @@ def _streams(g: Graph, op: Op) -> bool:
     m = 1
     for dim in oshape[:-1]:
         m *= dim
-    epv = {"bfloat16": 8, "float32": 4}.get(g.tensors[w].dtype, 0)
+    epv = EPV.get(g.tensors[w].dtype, 0)
     return (op.attrs.get("w_layout", "NK") == "NK" and bool(epv) and k % epv == 0
             and m * k * 4 + 4 * WARPS <= SMEM_LIMIT)
+
+
+def _dot_exprs(epv: int, w: str) -> tuple[str, str]:
+    """A streamed matmul's inner step: (the dot of 16 weight bytes `w` with x at vector c, the load
+    of that x from shared memory as float4s) for bf16 (8 per load) or float32 (4) weights."""
+    if epv == 8:
+        return f"dot_bf16x8({w}, xa, xb)", "const float4 xa = X4[2 * c], xb = X4[2 * c + 1];"
+    return f"dot_f32x4({w}, xa)", "const float4 xa = X4[c];"
 
 
 def onchip_norm_problem(g: Graph, norm: Op, matmul: Op) -> str | None:
@@ -111,7 +121,7 @@ def _attention_parallel(g: Graph, op: Op) -> bool:
     _, kc, vc, _ = op.inputs
     d = g.tensors[op.outputs[0]].shape[-1]
     cdt = g.tensors[kc].dtype
-    epv = {"bfloat16": 8, "float32": 4}.get(cdt, 0)
+    epv = EPV.get(cdt, 0)
     return bool(epv) and cdt == g.tensors[vc].dtype and d % epv == 0 and 32 % (d // epv) == 0
 
 
@@ -153,13 +163,12 @@ class TaskTable:
     call_part: list[int] = field(default_factory=list)       # per call: the split part its task computes (else 0)
     scratch: dict[str, tuple[int, int]] = field(default_factory=dict)   # split op's scratch -> (T index, bytes),
     #                                                                     zeroed once when bound
-    ws_start: list[int] = field(default_factory=list)        # per queue position: its weight-ring segments
+    ws_start: list[int] = field(default_factory=list)        # per queue: its first weight-ring segment
     ws_slot: list[int] = field(default_factory=list)         # T index of the weight
     ws_offset: list[int] = field(default_factory=list)       # byte of the segment's first row
     ws_rows: list[int] = field(default_factory=list)
     ws_rowb: list[int] = field(default_factory=list)         # bytes per weight row
     ws_stages: int = 0                                       # ring stages (0: streamed matmuls load to registers)
-    ws_qstart: list[int] = field(default_factory=list)       # per queue: its first ring segment
     q_stream: list[int] = field(default_factory=list)        # per queue, its tasks as the kernel reads them
     qs_start: list[int] = field(default_factory=list)        # per queue: its first word in q_stream
     qs_in_smem: bool = False                                 # whether the kernel copies each stream into smem
@@ -269,7 +278,7 @@ class _Emitter:
         if op.kind != "matmul" or op.attrs.get("w_layout", "NK") != "NK":
             return None
         spec = self.g.tensors[op.inputs[1]]
-        size = {"bfloat16": 2, "float32": 4}.get(spec.dtype)
+        size = ESIZE.get(spec.dtype)
         row = spec.shape[-1] * (size or 0)
         if not row or row % 16:
             return None
@@ -284,7 +293,7 @@ class _Emitter:
         load-store loop would wait out one memory latency per element. With vec_ok (the offset is
         a multiple of the vector width) each load is 16 bytes."""
         dt = self.g.tensors[tensor].dtype
-        epv = {"bfloat16": 8, "float32": 4}.get(dt, 0)
+        epv = EPV.get(dt, 0)
         p = self.ptr(tensor)
         if vec_ok and epv and (unit or count) % epv == 0:
             nv = count // epv if isinstance(count, int) else f"(({count}) / {epv})"
@@ -321,7 +330,7 @@ class _Emitter:
         q, kc, vc, _ = op.inputs
         b, hq, _ = self.g.tensors[op.outputs[0]].shape
         _, hkv, s_max, d = self.g.tensors[kc].shape
-        size = {"bfloat16": 2, "float32": 4}.get(self.g.tensors[kc].dtype)
+        size = ESIZE.get(self.g.tensors[kc].dtype)
         if not size or (s_max * d * size) % 16:
             return []
         group = hq // hkv
@@ -435,7 +444,7 @@ class _Emitter:
         for d in oshape[:-1]:
             m *= d
         nk = op.attrs.get("w_layout", "NK") == "NK"
-        epv = {"bfloat16": 8, "float32": 4}.get(self.g.tensors[w].dtype, 0)   # weight elements per 16-byte load
+        epv = EPV.get(self.g.tensors[w].dtype, 0)   # weight elements per 16-byte load
         if _streams(self.g, op):
             if self.weights == "smem":
                 self.bulk_ops.add(op.name)
@@ -468,8 +477,7 @@ class _Emitter:
         nc = -(-kv // (32 * u))                          # chunks per row
         self.smem = max(self.smem, m * k * 4)
         bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
-        dot = "dot_bf16x8(B[i][j], xa, xb)" if epv == 8 else "dot_f32x4(B[i][j], xa)"
-        xload = ("const float4 xa = X4[2 * c], xb = X4[2 * c + 1];" if epv == 8 else "const float4 xa = X4[c];")
+        dot, xload = _dot_exprs(epv, "B[i][j]")
         guard = "" if kv % (32 * u) == 0 else f"if (c < {kv}) "
 
         def load(buf: str, st: str) -> str:
@@ -551,8 +559,7 @@ class _Emitter:
         u = -(-min(kv, segv) // 32)                      # vectors per lane per segment
         self.smem = max(self.smem, m * k * 4)            # x, staged as float
         bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
-        dot = "dot_bf16x8(wv, xa, xb)" if epv == 8 else "dot_f32x4(wv, xa)"
-        xload = ("const float4 xa = X4[2 * c], xb = X4[2 * c + 1];" if epv == 8 else "const float4 xa = X4[c];")
+        dot, xload = _dot_exprs(epv, "wv")
         return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
                 + self._stage_x(op, m, k) +
                 f"  const int nst = (hi - lo + {WARPS - 1}) / {WARPS} * {ncs};\n"
@@ -690,7 +697,7 @@ class _Emitter:
         if axis != 1:
             raise CodegenError(f"op {op.name}: decode_attention tiled along axis {axis}; only heads are emitted")
         cdt = self.g.tensors[kc].dtype
-        epv = {"bfloat16": 8, "float32": 4}.get(cdt, 0)
+        epv = EPV.get(cdt, 0)
         if _attention_parallel(self.g, op):
             return self._decode_attention_parallel(op, b, hq, hkv, s_max, d, group, scale, epv)
         if op.name in self.splits:
@@ -742,7 +749,7 @@ class _Emitter:
         parts = THREADS // dv
         ch = min(s_max, 1024)
         split = self.splits.get(op.name, 1)
-        esize = {"bfloat16": 2, "float32": 4}[self.g.tensors[kc].dtype]
+        esize = ESIZE[self.g.tensors[kc].dtype]
         if split > 1:   # this part's slice of the positions (ops.split_bounds), else all of them
             span = (f"    const int n_all = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
                     f"    const int chunk = (n_all + {split - 1}) / {split};\n"
@@ -1325,18 +1332,19 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
             pf_offset.append(off)
             pf_bytes.append(nb)
         pf_start.append(len(pf_slot))
-    # the weight ring's stream: per queue position, the weight rows of its ring-fed calls in call
+    # the weight ring's stream: per queue, the weight rows of its ring-fed calls in queue and call
     # order (what the calls consume, stage by stage, is what ws_pump issues, stage by stage)
     ws_start, ws_slot, ws_offset, ws_rows, ws_rowb = [0], [], [], [], []
-    for t in q_task:
-        for c in range(call_start[t], call_start[t + 1]):
-            rows = call_hi[c] - call_lo[c]
-            if call_names[c] in em.bulk_ops and rows > 0:
-                slot, off, nb = em.weight_bytes(ops[call_names[c]], call_lo[c], call_hi[c])
-                ws_slot.append(slot)
-                ws_offset.append(off)
-                ws_rows.append(rows)
-                ws_rowb.append(nb // rows)
+    for q in plan.queues:
+        for t in q:
+            for c in range(call_start[t], call_start[t + 1]):
+                rows = call_hi[c] - call_lo[c]
+                if call_names[c] in em.bulk_ops and rows > 0:
+                    slot, off, nb = em.weight_bytes(ops[call_names[c]], call_lo[c], call_hi[c])
+                    ws_slot.append(slot)
+                    ws_offset.append(off)
+                    ws_rows.append(rows)
+                    ws_rowb.append(nb // rows)
         ws_start.append(len(ws_slot))
     # each queue's tasks as one stream of words (the kernel's main loop reads nothing else per task)
     q_stream, qs_start = [], [0]
@@ -1363,8 +1371,7 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
     qs_smem = stream == "smem" and (fixed + 4 * words + 2 * WS_STAGE <= SMEM_BLOCK
                                     or fixed + 4 * words <= SMEM_BLOCK and not em.bulk_ops)
     tab_bytes = -(-(n_slots * 8 + n_args * 4 + (4 * words if qs_smem else 0)) // 16) * 16
-    ws_qstart = [ws_start[q_start[qi]] for qi in range(len(plan.queues) + 1)]
-    segs = max((ws_qstart[k + 1] - ws_qstart[k] for k in range(len(plan.queues))), default=0)
+    segs = max((b - a for a, b in zip(ws_start, ws_start[1:])), default=0)
     segs = -(-segs // 8) * 8
     stages = 0
     if em.bulk_ops:
@@ -1376,7 +1383,7 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
                       pf_start=pf_start, pf_slot=pf_slot, pf_offset=pf_offset, pf_bytes=pf_bytes,
                       smem_bytes=ring_bytes + tab_bytes + em.smem, call_part=call_part, scratch=dict(em.scratch),
                       ws_start=ws_start, ws_slot=ws_slot, ws_offset=ws_offset, ws_rows=ws_rows, ws_rowb=ws_rowb,
-                      ws_stages=stages, ws_qstart=ws_qstart, q_stream=q_stream, qs_start=qs_start,
+                      ws_stages=stages, q_stream=q_stream, qs_start=qs_start,
                       qs_in_smem=qs_smem)
     cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + cc[4], cc[1], cc[2], cc[3], sm); "
                        "break;"

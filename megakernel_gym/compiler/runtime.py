@@ -40,7 +40,7 @@ class Megakernel:
             i32 = lambda xs: torch.tensor(xs or [0], dtype=torch.int32, device=device)  # noqa: E731
             self._device_table = {
                 "slot_args": i32(t.slot_args), "q_stream": i32(t.q_stream), "qs_start": i32(t.qs_start),
-                "ws_qstart": i32(t.ws_qstart), "ws_slot": i32(t.ws_slot),
+                "ws_start": i32(t.ws_start), "ws_slot": i32(t.ws_slot),
                 "ws_offset": torch.tensor(t.ws_offset or [0], dtype=torch.int64, device=device),
                 "ws_rows": i32(t.ws_rows), "ws_rowb": i32(t.ws_rowb)}
         return self._device_table
@@ -98,7 +98,7 @@ class Launch:
         tab = self.tab
         self.counters.zero_()
         self.fn((len(self.mk.plan.queues),), (THREADS,),
-                (self.ptrs, tab["slot_args"], tab["q_stream"], tab["qs_start"], tab["ws_qstart"], tab["ws_slot"],
+                (self.ptrs, tab["slot_args"], tab["q_stream"], tab["qs_start"], tab["ws_start"], tab["ws_slot"],
                  tab["ws_offset"], tab["ws_rows"], tab["ws_rowb"], self.counters, self.mk.spin_budget,
                  self.status, self.trace if self.trace is not None else 0), shared_mem=self.smem)
 
