@@ -65,3 +65,26 @@ def graphs():
         m, inputs = ZOO[name]()
         out[name] = capture(m, inputs, name)
     return out
+
+
+def seeded_step(name: str, seed: int):
+    """A tiny zoo model at one seed, captured, with what a megakernel of it is checked against:
+    (graph, params, feeds, the graph run by the reference interpreter)."""
+    from megakernel_gym.compiler import ZOO, capture, module_tensors, run_graph
+    model, inputs = ZOO[name](seed=seed)
+    g = capture(model, inputs, name)
+    params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
+    return g, params, feeds, run_graph(g, params, feeds)
+
+
+def poisoned_runs(mk, params, feeds, runs: int = 3) -> list[dict]:
+    """A bound megakernel run `runs` times, every buffer poisoned before each run (so a run must
+    write all of its output again), and each run's outputs copied out."""
+    launch = mk.bind(params, feeds)
+    outs = []
+    for _ in range(runs):
+        launch.poison()
+        launch()
+        launch.check()
+        outs.append({k: v.clone() for k, v in launch.outputs().items()})
+    return outs

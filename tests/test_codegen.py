@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from conftest import seeded_step
 
 from megakernel_gym.compiler import ZOO, capture, module_tensors, run_graph
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
@@ -161,12 +162,8 @@ def test_mkgym_compile_emits_cuda():
 def test_megakernel_matches_graph_on_gpu(name):
     from megakernel_gym.compiler.runtime import Megakernel
     for seed in (0, 1, 2):
-        model, inputs = ZOO[name](seed=seed)
-        g = capture(model, inputs, name)
+        g, params, feeds, ref = seeded_step(name, seed)
         base = make_ir(g, num_sms=8)
-        params = module_tensors(model)
-        feeds = dict(zip(g.inputs, inputs))
-        ref = run_graph(g, params, feeds)
         for ir in (base, apply_edits(base, tuned_edits(base))):
             got = Megakernel(ir.plan()).run(params, feeds)
             for k, v in ref.items():

@@ -7,6 +7,7 @@ import copy
 
 import pytest
 import torch
+from conftest import poisoned_runs, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture, module_tensors, predict, run_graph, run_plan
 from megakernel_gym.compiler.codegen import emit_cuda
@@ -179,20 +180,13 @@ def test_1b_levers_emit_shared_functions_and_are_predicted_faster(llama_1b):
 def test_lever_megakernels_match_the_graph_on_gpu(name):
     from megakernel_gym.compiler.runtime import Megakernel
     for seed in (0, 1, 2):
-        model, inputs = ZOO[name](seed=seed)
-        g = capture(model, inputs, name)
-        params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
-        ref = run_graph(g, params, feeds)
+        g, params, feeds, ref = seeded_step(name, seed)
         for n in (2, 3, 7):
             ir = _levers(make_ir(g, num_sms=8), n)
-            mk = Megakernel(ir.plan(), impls=ir.impls)
-            launch = mk.bind(params, feeds)
-            for _ in range(3):       # arrival counts carry over between runs: every run must combine
-                launch.poison()
-                launch()
-                launch.check()
+            # arrival counts carry over between runs: every run must combine
+            for out in poisoned_runs(Megakernel(ir.plan(), impls=ir.impls), params, feeds, 3):
                 for k, v in ref.items():
-                    torch.testing.assert_close(launch.outputs()[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4,
+                    torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4,
                                                msg=f"{name} seed {seed} n={n} {k}")
 
 

@@ -6,8 +6,9 @@ register path give bit-identical outputs (the same products summed in the same o
 run, on three seeds of the tiny models and on the 1B's expert schedule."""
 import pytest
 import torch
+from conftest import poisoned_runs, seeded_step
 
-from megakernel_gym.compiler import ZOO, capture, module_tensors, run_graph
+from megakernel_gym.compiler import ZOO, capture, module_tensors
 from megakernel_gym.compiler.codegen import (SMEM_BLOCK, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, CodegenError,
                                              emit_cuda)
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
@@ -106,24 +107,14 @@ def llama_1b_graph():
 def _outputs(plan, impls, params, feeds, weights, runs=3):
     from megakernel_gym.compiler.runtime import Megakernel
     mk = Megakernel(plan, impls=impls, weights=weights)
-    launch = mk.bind(params, feeds)
-    outs = []
-    for _ in range(runs):
-        launch.poison()
-        launch()
-        launch.check()
-        outs.append({k: v.clone() for k, v in launch.outputs().items()})
-    return mk, outs
+    return mk, poisoned_runs(mk, params, feeds, runs)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", TINY)
 def test_ring_and_register_paths_agree_bit_for_bit_on_gpu(name):
     for seed in (0, 1, 2):
-        model, inputs = ZOO[name](seed=seed)
-        g = capture(model, inputs, name)
-        params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
-        ref = run_graph(g, params, feeds)
+        g, params, feeds, ref = seeded_step(name, seed)
         for edits in ("tuned", "expert"):
             base = make_ir(g, num_sms=8)
             ir = apply_edits(base, tuned_edits(base) if edits == "tuned" else expert_edits(base))
@@ -177,11 +168,7 @@ def test_the_task_stream_from_global_memory_computes_the_same_step_on_gpu(name, 
     for stream in ("global", "smem"):
         mk = Megakernel(ir.plan(), impls=ir.impls, stream=stream)
         assert mk.table.qs_in_smem == (stream == "smem")
-        launch = mk.bind(params, feeds)
-        launch.poison()
-        launch()
-        launch.check()
-        outs[stream] = {k: v.clone() for k, v in launch.outputs().items()}
+        outs[stream] = poisoned_runs(mk, params, feeds, 1)[0]
     for k, v in outs["smem"].items():
         assert torch.isfinite(v.float()).all(), k
         assert torch.equal(outs["global"][k], v), f"{name} {k}: task stream in memory != in shared memory"
