@@ -36,13 +36,16 @@ def test_the_ring_streams_every_ring_fed_call_in_queue_order(graphs, name):
     ring_fns = {int(body.split("(", 1)[0]) for body in src.split("__device__ __forceinline__ void op_")[1:]
                 if "ws_wait(g)" in body.split("\n}\n", 1)[0]}
     assert ring_fns, "no streamed matmul takes the ring"
+    # a fused epilogue's one call streams each of its producer matmuls' rows, in turn
+    feeds = {table.op_ids[e]: len(ps) for e, ps in table.epilogues.items()}
+    assert table.epilogues, "tuned plans fuse their matmuls into real epilogues"
     for qi, q in enumerate(plan.queues):
         want = []
         for t in q:
             for c in range(table.call_start[t], table.call_start[t + 1]):
                 rows = table.call_hi[c] - table.call_lo[c]
                 if table.call_op[c] in ring_fns and rows > 0:
-                    want.append(rows)
+                    want += [rows] * feeds.get(table.call_op[c], 1)
         lo, hi = table.ws_start[qi], table.ws_start[qi + 1]
         assert table.ws_rows[lo:hi] == want
         for f in range(lo, hi):   # each segment: whole rows of a weight, in bounds
@@ -79,6 +82,45 @@ def test_the_1b_ring_has_four_stages_and_the_stream_covers_every_weight_row(llam
     assert len(covered) == len({o.inputs[1] for o in mats})
     for o in mats:
         assert covered[table.slots[o.inputs[1]]] == g.tensors[o.inputs[1]].shape[0], o.name
+
+
+def test_the_1b_expert_runs_its_projections_as_real_epilogues(llama_1b_graph):
+    """o_proj, gate/up and down each run inside their elementwise consumer's one call: the
+    consumer's body stages x once, keeps the matmuls' rows in shared memory and computes its
+    output from there, so no producer is a call of its own and no row goes through memory between
+    them. The register path keeps the plain calls."""
+    base = make_ir(llama_1b_graph, num_sms=132)
+    ir = apply_edits(base, expert_edits(base))
+    plan = ir.plan()
+    src, table = emit_cuda(plan)
+    want = {}
+    for i in range(16):
+        p = f"layers.{i}."
+        want[p + "attn.add"] = [p + "attn.o_proj"]
+        want[p + "mlp.silu_mul"] = [p + "mlp.gate_proj", p + "mlp.up_proj"]
+        want[p + "mlp.add"] = [p + "mlp.down_proj"]
+    assert table.epilogues == want
+    producers = {p for ps in want.values() for p in ps}
+    assert not producers & set(table.op_ids)
+    for t in plan.tg.tasks:   # one call per task of a fused consumer
+        if t.op in want:
+            assert table.call_start[t.id + 1] - table.call_start[t.id] == 1
+    bodies = {b.split("(", 1)[0]: b.split("\n}\n", 1)[0] for b in src.split("__device__ __forceinline__ void op_")[1:]}
+    silu = bodies[str(table.op_ids["layers.3.mlp.silu_mul"])]
+    assert silu.count("block_sum(") == 1 and silu.count("ws_wait(g)") == 2 and "mk_silu(v_a_)" in silu
+    _, regs = emit_cuda(plan, weights="regs")
+    assert not regs.epilogues and producers <= set(regs.op_ids)
+
+
+def test_ring_depth_knobs(graphs):
+    ir = make_ir(graphs["mlp-tiny"], num_sms=8)
+    plan = apply_edits(ir, tuned_edits(ir)).plan()
+    src, table = emit_cuda(plan, ring_stages=3, l2_ahead=2)
+    assert table.ws_stages == 3 and "#define WS_L2_AHEAD 2" in src
+    assert compile_cuda(src, "mlp-tiny-l2.cu", arch="sm_90")[:4] == b"\x7fELF"
+    assert "#define WS_L2_AHEAD 0" in emit_cuda(plan)[0]
+    with pytest.raises(CodegenError, match="ring takes 2-16 stages"):
+        emit_cuda(plan, ring_stages=1)
 
 
 def test_impl_plans_and_an_unknown_path_fall_back_or_fail_clearly(graphs):

@@ -22,6 +22,7 @@ what the differential tests on the GPU check first.
 """
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ PREFETCH_CHUNK = 32 * 1024   # bytes per cp.async.bulk.prefetch.L2 instruction
 WS_SEG = 4096                # weight ring: bytes of one weight row each warp multiplies per stage
 WS_STAGE = WARPS * WS_SEG    # bytes per stage (one row segment per warp)
 WS_MAX_STAGES = 4            # stages in flight per SM (128 KB of weights)
+WS_L2_AHEAD = 0              # stages past the ring prefetched to L2 by the ring's producer
 SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 block may have
 WEIGHT_PATHS = ("smem", "regs")
 CTYPES = {"float32": "float", "bfloat16": "unsigned short", "int64": "long long", "int32": "int"}
@@ -172,6 +174,8 @@ class TaskTable:
     q_stream: list[int] = field(default_factory=list)        # per queue, its tasks as the kernel reads them
     qs_start: list[int] = field(default_factory=list)        # per queue: its first word in q_stream
     qs_in_smem: bool = False                                 # whether the kernel copies each stream into smem
+    epilogues: dict[str, list[str]] = field(default_factory=dict)   # elementwise op -> the matmuls its one call
+    #                                                                 runs first (a real epilogue fusion)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -384,8 +388,13 @@ class _Emitter:
         if body is None:
             raise CodegenError(f"op {op.name}: primitive {op.kind!r} is not emitted yet")
         self._args: list[str] = []
-        text = (f"// {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}\n"
-                + body(op, axis))
+        prods = getattr(self, "epilogues", {}).get(op.name)
+        if prods:
+            text = (f"// {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}, with its "
+                    f"producers {', '.join(p.kind for p in prods)} as one call\n" + self._fused_epilogue(op, prods))
+        else:
+            text = (f"// {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}\n"
+                    + body(op, axis))
         return text, [self.scratch[b][0] if b in self.scratch else self.slots[b] for b in self._args]
 
     def _box_loop(self, shape, axis: int, inner: str) -> str:
@@ -552,18 +561,34 @@ class _Emitter:
         of one row per warp; the warp multiplies its segment with x from shared memory, and the
         last segment of a row ends in a warp sum. The stage count per call is the one
         ws_pump walks for the same rows (ceil(rows / WARPS) row groups x segments per row)."""
+        self.smem = max(self.smem, m * k * 4)            # x, staged as float
+        return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
+                + self._stage_x(op, m, k) +
+                f"  unsigned g = ws.done;\n"
+                + self._ring_rows(op, m, k, n_total, epv) +
+                f"  if (threadIdx.x == 0) ws.done = g;     // published by the barrier after the call\n")
+
+    def _ring_rows(self, op: Op, m: int, k: int, n_total: int, epv: int, keep: str = "") -> str:
+        """The stage loop of a ring-fed matmul over its rows [lo, hi), from ring stage g on (g ends
+        past its last stage). Each row's value is stored to the op's output; with `keep` (a float*
+        in shared memory) also kept there at keep[n - lo], as the output dtype rounds it, for a
+        fused consumer's epilogue."""
         out = op.outputs[0]
         kv = k // epv                                    # 16-byte vectors per weight row
         segv = WS_SEG // 16                              # vectors per segment
         ncs = -(-kv // segv)                             # segments per row
         u = -(-min(kv, segv) // 32)                      # vectors per lane per segment
-        self.smem = max(self.smem, m * k * 4)            # x, staged as float
         bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
         dot, xload = _dot_exprs(epv, "wv")
-        return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
-                + self._stage_x(op, m, k) +
+        value = "v" + bias
+        if keep:
+            rounded = "bf2f(f2bf(o))" if self.g.tensors[out].dtype == "bfloat16" else "o"
+            kept = f" const float o = {value}; {keep}[mm * (hi - lo) + n - lo] = {rounded}; "
+            value = "o"
+        else:
+            kept = " "
+        return (f"  {{\n"
                 f"  const int nst = (hi - lo + {WARPS - 1}) / {WARPS} * {ncs};\n"
-                f"  unsigned g = ws.done;\n"
                 f"  float acc[{m}];\n"
                 f"  for (int s = 0; s < nst; ++s, ++g) {{\n"
                 f"    const int cs = s % {ncs}, n = lo + s / {ncs} * {WARPS} + warp;\n"
@@ -591,14 +616,100 @@ class _Emitter:
                 f"#pragma unroll\n"
                 f"        for (int mm = 0; mm < {m}; ++mm) {{\n"
                 f"          const float v = warp_sum(acc[mm]);\n"
-                f"          if (lane == 0) {{ {self.store(out, f'(long long)mm * {n_total} + n', 'v' + bias)} }}\n"
+                f"          if (lane == 0) {{{kept}{self.store(out, f'(long long)mm * {n_total} + n', value)} }}\n"
                 f"        }}\n"
                 f"      }}\n"
                 f"    }}\n"
                 f"    __syncthreads();                      // every warp is done with stage g: refill its buffer\n"
                 f"    if (threadIdx.x == 0) ws_pump(g + 1 + WS_STAGES);\n"
                 f"  }}\n"
-                f"  if (threadIdx.x == 0) ws.done = g;     // published by the barrier after the call\n")
+                f"  }}\n")
+
+    def epilogue_producers(self, op: Op) -> list[Op] | None:
+        """The matmuls an elementwise op computes in its own task, when its fusion can be a real
+        epilogue (weights="smem"): every fused producer of each of its tasks is a ring-fed matmul
+        over exactly the task's columns, all reading one input vector (through the same on-chip
+        norm, or none), of one row of output, each feeding the op directly. Then one call stages
+        the vector once, runs the matmuls' rows off the ring and keeps their values in shared
+        memory, and the op's own inputs are loaded before the vector; its output is computed from
+        there, with no trip through memory between the matmuls and the op. None otherwise."""
+        if self.weights != "smem" or op.kind != "elementwise" or op.name not in self.plan.tg.by_op:
+            return None
+        oshape = self.g.tensors[op.outputs[0]].shape
+        if len(oshape) != 2 or self.plan.tg.tiling[op.name][0] != 1:
+            return None
+        if any(self.g.tensors[t].shape != oshape for t in op.inputs):
+            return None
+        names = None
+        for tid in self.plan.tg.by_op[op.name]:
+            task = self.plan.tg.tasks[tid]
+            calls = self.prologue_calls(task)
+            obox = task_boxes(self.plan.tg, task, op)[0]
+            if not calls or any(pbox[-1] != obox[-1] for _, pbox in calls):
+                return None
+            these = [p for p, _ in calls]
+            if names is None:
+                names = these
+            elif these != names:
+                return None
+        prods = [self.g.op(n) for n in names]
+        if any(p.inputs[0] != prods[0].inputs[0] for p in prods):
+            return None
+        norms = {self.onchip[p.name].name if p.name in self.onchip else None for p in prods}
+        if len(norms) != 1 or len({p.outputs[0] for p in prods}) != len(prods):
+            return None
+        for p in prods:
+            if (p.kind != "matmul" or p.outputs[0] not in op.inputs or p.attrs.get("bias")
+                    or self.g.tensors[p.outputs[0]].shape != oshape or not _streams(self.g, p)):
+                return None
+        return prods
+
+    def _fused_epilogue(self, op: Op, prods: list[Op]) -> str:
+        """The elementwise op with its producer matmuls (epilogue_producers) in one body."""
+        first = prods[0]
+        k = self.g.tensors[first.inputs[0]].shape[-1]
+        epv = EPV.get(self.g.tensors[first.inputs[1]].dtype, 0)
+        m, n_total = self.g.tensors[op.outputs[0]].shape
+        tile = self.plan.tg.tiling[op.name][2]
+        per = -(-m * tile // THREADS)                   # outputs per thread
+        keep_at = m * k + WARPS                         # past x and the norm's reduction scratch
+        self.smem = max(self.smem, 4 * (keep_at + len(prods) * m * tile))
+        for p in prods:
+            self.bulk_ops.add(p.name)
+        tree = parse_expr(op.attrs["expr"], len(op.inputs))
+        at = f"(long long)(e / (hi - lo)) * {n_total} + lo + e % (hi - lo)"   # output e of the tile, row-major
+        pre, vals = [], []
+        for i, t in enumerate(op.inputs):
+            v = f"v_{chr(97 + i)}"
+            j = next((j for j, p in enumerate(prods) if p.outputs[0] == t), None)
+            if j is None:
+                pre.append(f"  float {v}[{per}];\n"
+                           f"#pragma unroll\n"
+                           f"  for (int r = 0; r < {per}; ++r) {{ const int e = threadIdx.x + r * {THREADS}; "
+                           f"{v}[r] = e < {m} * (hi - lo) ? {self.load(t, at)} : 0.f; }}\n")
+                vals.append(f"const float {v}_ = {v}[r];")
+            else:
+                vals.append(f"const float {v}_ = kept[{j * m} * (hi - lo) + e];")
+        expr = re.sub(r"\bv_([a-z])\b", r"v_\1_", _c_expr(tree))
+        body = (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
+                + ("  // the op's other inputs first: their loads are in flight while x is staged\n" if pre else "")
+                + "".join(pre) + self._stage_x(first, m, k) +
+                f"  float* kept = sm + {keep_at};   // the matmuls' rows, as their outputs round them\n"
+                f"  unsigned g = ws.done;\n")
+        for j, p in enumerate(prods):
+            body += f"  // {p.name.rsplit('.', 1)[-1]}: rows [lo, hi)\n" + self._ring_rows(p, m, k, n_total, epv,
+                                                                                           keep=f"(kept + {j * m} * (hi - lo))" if j else "kept")
+        body += (f"  if (threadIdx.x == 0) ws.done = g;\n"
+                 f"  __syncthreads();\n"
+                 f"#pragma unroll\n"
+                 f"  for (int r = 0; r < {per}; ++r) {{\n"
+                 f"    const int e = threadIdx.x + r * {THREADS};\n"
+                 f"    if (e < {m} * (hi - lo)) {{\n"
+                 f"      {' '.join(vals)}\n"
+                 f"      {self.store(op.outputs[0], at, expr)}\n"
+                 f"    }}\n"
+                 f"  }}\n")
+        return body
 
     def _stage_x(self, op: Op, m: int, k: int) -> str:
         """The matmul's input vector(s) into shared memory as float. When the vector is a fused
@@ -1054,6 +1165,7 @@ _RING_INIT = r"""  {   // the weight ring: the queue's segments into shared memo
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       ws.seg = seg; ws.f = 0; ws.f_end = nseg; ws.s = 0; ws.issued = 0; ws.done = 0;
+      ws.pf_f = 0; ws.pf_s = 0; ws.pf = 0;
       ws_pump(WS_STAGES);
     }
     __syncthreads();
@@ -1069,11 +1181,13 @@ _RING = r"""
 #define WS_SEG %(ws_seg)d
 #define WS_STAGE %(ws_stage)d
 #define WS_SEGS %(ws_segs)d          // the most ring-fed calls any queue has (16 bytes each)
+#define WS_L2_AHEAD %(l2_ahead)d      // stages past the ring prefetched to L2
 struct WsSeg { const char* src; int rows, rowb; };   // one ring-fed call: its first weight row, rows, row bytes
 struct WsStream {
   const WsSeg* seg;           // the queue's segments, copied into shared memory at launch
   int f, f_end, s;            // producer: the segment it copies from, the end, the stage within it
   unsigned issued, done;      // stages issued / consumed by this block since the launch
+  int pf_f, pf_s; unsigned pf; // the L2 lookahead's cursor (segment, stage within it) and stages sent to L2
 };
 __shared__ WsStream ws;
 __shared__ __align__(8) unsigned long long ws_bar[WS_STAGES];
@@ -1099,6 +1213,23 @@ __device__ void ws_pump(unsigned upto) {
     ++ws.issued;
     if (++ws.s == (sg.rows + %(warps)d - 1) / %(warps)d * ncs) { ws.s = 0; ++ws.f; }
   }
+#if WS_L2_AHEAD > 0
+  // the L2 lookahead: the WS_L2_AHEAD stages past the ring go to L2 (cp.async.bulk.prefetch.L2),
+  // so a wait longer than the ring's depth still keeps this SM's share of the memory pipe busy
+  if (ws.pf < ws.issued) { ws.pf = ws.issued; ws.pf_f = ws.f; ws.pf_s = ws.s; }
+  while (ws.pf < upto + WS_L2_AHEAD && ws.pf_f < ws.f_end) {
+    const WsSeg sg = ws.seg[ws.pf_f];
+    const int ncs = (sg.rowb + WS_SEG - 1) / WS_SEG, rg = ws.pf_s / ncs, cs = ws.pf_s - rg * ncs;
+    const int nr = min(%(warps)d, sg.rows - rg * %(warps)d), seg = min(WS_SEG, sg.rowb - cs * WS_SEG);
+    const char* src = sg.src + (long long)rg * %(warps)d * sg.rowb + (long long)cs * WS_SEG;
+    if (ncs == 1)   // whole rows: the stage is one contiguous run of nr rows
+      prefetch_l2(src, (unsigned)(nr * sg.rowb));
+    else
+      for (int r = 0; r < nr; ++r) prefetch_l2(src + (long long)r * sg.rowb, (unsigned)seg);
+    ++ws.pf;
+    if (++ws.pf_s == (sg.rows + %(warps)d - 1) / %(warps)d * ncs) { ws.pf_s = 0; ++ws.pf_f; }
+  }
+#endif
 }
 // every thread: until stage g is in shared memory (a stage that never lands is a bug: trap)
 __device__ __forceinline__ void ws_wait(unsigned g) {
@@ -1216,15 +1347,21 @@ PREFETCH_MODES = tuple(_PREFETCH)
 
 
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
-              weights: str = "smem", stream: str = "smem") -> tuple[str, TaskTable]:
+              weights: str = "smem", stream: str = "smem", ring_stages: int = WS_MAX_STAGES,
+              l2_ahead: int = WS_L2_AHEAD) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
     shared memory issued ahead of each task) or "regs" (16-byte loads straight into registers).
     A plan with impls, whose bodies are promised SMEM_LIMIT bytes, or one whose ops leave no room
     for two ring stages, takes "regs". `stream`: where the kernel reads each queue's task stream,
-    "smem" (copied into shared memory at launch, where it fits) or "global" (memory, every time)."""
+    "smem" (copied into shared memory at launch, where it fits) or "global" (memory, every time).
+    `ring_stages`: the most weight-ring stages per SM (fewer where the ops' shared memory leaves
+    less room); `l2_ahead`: stages past the ring that the producer prefetches to L2."""
     impls = impls or {}
+    if not (2 <= ring_stages <= 16 and 0 <= l2_ahead <= 64):
+        raise CodegenError(f"ring_stages={ring_stages}, l2_ahead={l2_ahead}: the ring takes 2-16 stages "
+                           "and the L2 lookahead 0-64")
     if prefetch_mode not in _PREFETCH:
         raise CodegenError(f"prefetch mode {prefetch_mode!r} is not one of {', '.join(_PREFETCH)}")
     if weights not in WEIGHT_PATHS:
@@ -1232,19 +1369,25 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if stream not in ("smem", "global"):
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
-        source, table = _emit(plan, prefetch_mode, impls, "smem", stream)
+        source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream)
 
 
-def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str
-          ) -> tuple[str, TaskTable]:
+def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
+          ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0) -> tuple[str, TaskTable]:
     em = _Emitter(plan, impls, weights)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
-    prologues = [em.prologue_calls(t) for t in plan.tg.tasks]
+    # elementwise ops whose fused producers are ring-fed matmuls run them as a real epilogue: one call
+    em.epilogues = {}
+    for name, ids in plan.tg.by_op.items():
+        prods = em.epilogue_producers(ops[name]) if ids and name not in impls else None
+        if prods and not any(p.name in impls for p in prods):
+            em.epilogues[name] = prods
+    prologues = [[] if t.op in em.epilogues else em.prologue_calls(t) for t in plan.tg.tasks]
     for calls in prologues:
         for pname, _ in calls:
             if pname not in used:
@@ -1317,14 +1460,14 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
             if plan.tg.tasks[t].parts == 1:   # a split part reads a slice known only at run time: no prefetch
                 at.setdefault(q_start[qi] + j, []).extend(em.cache_bytes(ops[call_names[own]], call_lo[own], call_hi[own]))
             for c in range(call_start[t], call_start[t + 1]):
-                name = call_names[c]
-                # a fused producer's weights follow its own depth (the consumer may read no weight)
-                d = max(depth.get(name, 0), depth.get(plan.tg.tasks[t].op, 0))
-                if d <= 0:
-                    continue
-                item = em.weight_bytes(ops[name], call_lo[c], call_hi[c])
-                if item:
-                    at.setdefault(q_start[qi] + max(0, j - (d - 1)), []).append(item)
+                for name in [p.name for p in em.epilogues.get(call_names[c], ())] or [call_names[c]]:
+                    # a fused producer's weights follow its own depth (the consumer may read no weight)
+                    d = max(depth.get(name, 0), depth.get(plan.tg.tasks[t].op, 0))
+                    if d <= 0:
+                        continue
+                    item = em.weight_bytes(ops[name], call_lo[c], call_hi[c])
+                    if item:
+                        at.setdefault(q_start[qi] + max(0, j - (d - 1)), []).append(item)
     pf_start, pf_slot, pf_offset, pf_bytes = [0], [], [], []
     for i in range(len(q_task)):
         for slot, off, nb in at.get(i, ()):
@@ -1339,12 +1482,14 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
         for t in q:
             for c in range(call_start[t], call_start[t + 1]):
                 rows = call_hi[c] - call_lo[c]
-                if call_names[c] in em.bulk_ops and rows > 0:
-                    slot, off, nb = em.weight_bytes(ops[call_names[c]], call_lo[c], call_hi[c])
-                    ws_slot.append(slot)
-                    ws_offset.append(off)
-                    ws_rows.append(rows)
-                    ws_rowb.append(nb // rows)
+                feeds = [p.name for p in em.epilogues.get(call_names[c], ())] or [call_names[c]]
+                for name in feeds:   # a fused epilogue's call streams each producer's rows in turn
+                    if name in em.bulk_ops and rows > 0:
+                        slot, off, nb = em.weight_bytes(ops[name], call_lo[c], call_hi[c])
+                        ws_slot.append(slot)
+                        ws_offset.append(off)
+                        ws_rows.append(rows)
+                        ws_rowb.append(nb // rows)
         ws_start.append(len(ws_slot))
     # each queue's tasks as one stream of words (the kernel's main loop reads nothing else per task)
     q_stream, qs_start = [], [0]
@@ -1375,7 +1520,7 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
     segs = -(-segs // 8) * 8
     stages = 0
     if em.bulk_ops:
-        stages = max(0, min(WS_MAX_STAGES, (SMEM_BLOCK - 1024 - em.smem - tab_bytes - 16 * segs) // WS_STAGE))
+        stages = max(0, min(ring_stages, (SMEM_BLOCK - 1024 - em.smem - tab_bytes - 16 * segs) // WS_STAGE))
     ring_bytes = stages * WS_STAGE + 16 * segs if stages > 0 else 0
     table = TaskTable(q_start, q_task, call_start, call_op, call_lo, call_hi, wait_start, wait_counter,
                       wait_target, signal_start, signal_counter, len(plan.counters), slots=dict(em.slots),
@@ -1384,13 +1529,14 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
                       smem_bytes=ring_bytes + tab_bytes + em.smem, call_part=call_part, scratch=dict(em.scratch),
                       ws_start=ws_start, ws_slot=ws_slot, ws_offset=ws_offset, ws_rows=ws_rows, ws_rowb=ws_rowb,
                       ws_stages=stages, q_stream=q_stream, qs_start=qs_start,
-                      qs_in_smem=qs_smem)
+                      qs_in_smem=qs_smem, epilogues={e: [p.name for p in ps] for e, ps in em.epilogues.items()})
     cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + cc[4], cc[1], cc[2], cc[3], sm); "
                        "break;"
                        for i in range(len(bodies)))
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
-    ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs}
+    ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
+                     "l2_ahead": l2_ahead}
             if stages > 0 else _NO_RING)
     source = (_PRELUDE + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"

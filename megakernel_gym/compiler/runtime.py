@@ -23,13 +23,15 @@ class MegakernelError(RuntimeError):
 
 class Megakernel:
     def __init__(self, plan: Plan, spin_budget: int = DEFAULT_SPIN_BUDGET, prefetch_mode: str = "bulk",
-                 impls: dict[str, str] | None = None, weights: str = "smem", stream: str = "smem"):
+                 impls: dict[str, str] | None = None, weights: str = "smem", stream: str = "smem",
+                 **ring):
         """impls: op -> task body (the IR's `impl` edits, `ir.impls`), compiled in place of the generated one.
         weights: "smem" (streamed matmuls fed by the weight ring) or "regs"; stream: "smem" (each queue's
-        task stream read from shared memory where it fits) or "global" (codegen.emit_cuda)."""
+        task stream read from shared memory where it fits) or "global"; ring: the weight ring's
+        ring_stages and l2_ahead (codegen.emit_cuda)."""
         from megakernel_gym.rewards.nvrtc import load_cuda
         self.plan = plan
-        self.source, self.table = emit_cuda(plan, prefetch_mode, impls, weights, stream)
+        self.source, self.table = emit_cuda(plan, prefetch_mode, impls, weights, stream, **ring)
         self.module = load_cuda(self.source, "megakernel.cu")
         self.spin_budget = spin_budget
         self._device_table = None
