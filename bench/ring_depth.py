@@ -4,7 +4,8 @@ memory and with stages past the ring prefetched to L2 by the ring's producer, si
     python bench/ring_depth.py [--out DIR] [--model llama-1b] [--iters 30]
                                [--configs 4:0 5:0 4:4 5:4 5:8] [--no-deps 4:0]
 
-A config is STAGES:L2 (codegen.emit_cuda's ring_stages and l2_ahead). The question it answers: while
+A config is STAGES:L2[:WAIT] (codegen.emit_cuda's ring_stages, l2_ahead and l2_wait: stages past the
+ring prefetched to L2 always, and only when a task must wait). The question it answers: while
 a layer's attention half waits on its chain of small tasks (q/k/v, cache writes, attention, o_proj),
 is the memory pipe idle because each SM can only have the ring's 128 KB of weights in flight? If so,
 a deeper lookahead lets the MLP's weights stream during those waits.
@@ -34,9 +35,9 @@ from megakernel_gym.ir_exposure import apply_edits, make_ir  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
 
 
-def config(text: str) -> tuple[int, int]:
-    stages, l2 = text.split(":")
-    return int(stages), int(l2)
+def config(text: str) -> tuple[int, int, int]:
+    stages, l2, *wait = (int(x) for x in text.split(":"))
+    return stages, l2, (wait or [0])[0]
 
 
 def no_deps_call(launch):
@@ -71,9 +72,9 @@ def main():
     rows = []
     todo = [(c, False) for c in args.configs] + [(c, True) for c in args.no_deps]
     for text, nodeps in todo:
-        stages, l2 = config(text)
+        stages, l2, wait = config(text)
         t0 = time.perf_counter()
-        mk = Megakernel(plan, impls=ir.impls, ring_stages=stages, l2_ahead=l2)
+        mk = Megakernel(plan, impls=ir.impls, ring_stages=stages, l2_ahead=l2, l2_wait=wait)
         launch = mk.bind(step.params, step.feeds, trace=True)
         (no_deps_call(launch) if nodeps else launch)()
         launch.check()
@@ -81,8 +82,10 @@ def main():
         timed = mk.bind(step.params, step.feeds)
         t = time_us(no_deps_call(timed) if nodeps else timed, args.iters)
         start, finish = launch.task_times_us()
-        row = {"variant": f"expert, ring {mk.table.ws_stages} stages + {l2} to L2" + (" [no deps: diagnostic]" if nodeps else ""),
-               "ring_stages": mk.table.ws_stages, "l2_ahead": l2, "no_deps": nodeps, "smem_bytes": mk.table.smem_bytes,
+        row = {"variant": f"expert, ring {mk.table.ws_stages} stages + {l2} to L2" + (f", {wait} to L2 while waiting" if wait else "")
+               + (" [no deps: diagnostic]" if nodeps else ""),
+               "ring_stages": mk.table.ws_stages, "l2_ahead": l2, "l2_wait": wait, "no_deps": nodeps,
+               "smem_bytes": mk.table.smem_bytes,
                "megakernel": t, "floor_share": step.floor_us / t["median_us"],
                "rel_l2_err_vs_fp32": None if nodeps else rel_err(got, step.truth),
                "layer_profile": layer_profile(plan, start, finish, args.profile_layer),
@@ -94,7 +97,7 @@ def main():
             print("   ", line, flush=True)
         del launch, timed, mk
     real = [r for r in rows if not r["no_deps"]]
-    ref = next((r for r in real if r["ring_stages"] == 4 and r["l2_ahead"] == 0), real[0])
+    ref = next((r for r in real if r["ring_stages"] == 4 and r["l2_ahead"] == 0 and not r["l2_wait"]), real[0])
     for r in rows:
         r["speedup_over_ring4"] = ref["megakernel"]["median_us"] / r["megakernel"]["median_us"]
     best = min(real, key=lambda r: r["megakernel"]["median_us"])

@@ -118,7 +118,10 @@ def test_ring_depth_knobs(graphs):
     src, table = emit_cuda(plan, ring_stages=3, l2_ahead=2)
     assert table.ws_stages == 3 and "#define WS_L2_AHEAD 2" in src
     assert compile_cuda(src, "mlp-tiny-l2.cu", arch="sm_90")[:4] == b"\x7fELF"
-    assert "#define WS_L2_AHEAD 0" in emit_cuda(plan)[0]
+    assert "#define WS_L2_AHEAD 0" in emit_cuda(plan)[0] and "ws_l2(ws.issued + WS_L2_WAIT)" not in emit_cuda(plan)[0]
+    src = emit_cuda(plan, l2_wait=4)[0]
+    assert "#define WS_L2_WAIT 4" in src and "ws_l2(ws.issued + WS_L2_WAIT)" in src
+    assert compile_cuda(src, "mlp-tiny-l2-wait.cu", arch="sm_90")[:4] == b"\x7fELF"
     with pytest.raises(CodegenError, match="ring takes 2-16 stages"):
         emit_cuda(plan, ring_stages=1)
 

@@ -1181,7 +1181,8 @@ _RING = r"""
 #define WS_SEG %(ws_seg)d
 #define WS_STAGE %(ws_stage)d
 #define WS_SEGS %(ws_segs)d          // the most ring-fed calls any queue has (16 bytes each)
-#define WS_L2_AHEAD %(l2_ahead)d      // stages past the ring prefetched to L2
+#define WS_L2_AHEAD %(l2_ahead)d      // stages past the ring prefetched to L2, always
+#define WS_L2_WAIT %(l2_wait)d        // stages past the ring prefetched to L2 when a task must wait
 struct WsSeg { const char* src; int rows, rowb; };   // one ring-fed call: its first weight row, rows, row bytes
 struct WsStream {
   const WsSeg* seg;           // the queue's segments, copied into shared memory at launch
@@ -1196,6 +1197,7 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)
 __device__ __forceinline__ char* ws_stage(unsigned g) { return (char*)mk_smem + (g %% WS_STAGES) * WS_STAGE; }
 // thread 0: issue stages until `upto` are issued (or the queue's stream ends). It reads only shared
 // memory: warp 0 runs this between two stages of a task, and the other warps wait at the next barrier.
+__device__ void ws_l2(unsigned upto);
 __device__ void ws_pump(unsigned upto) {
   if (ws.issued < upto && ws.f < ws.f_end)   // the buffers were last read through the generic proxy
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -1214,10 +1216,14 @@ __device__ void ws_pump(unsigned upto) {
     if (++ws.s == (sg.rows + %(warps)d - 1) / %(warps)d * ncs) { ws.s = 0; ++ws.f; }
   }
 #if WS_L2_AHEAD > 0
-  // the L2 lookahead: the WS_L2_AHEAD stages past the ring go to L2 (cp.async.bulk.prefetch.L2),
-  // so a wait longer than the ring's depth still keeps this SM's share of the memory pipe busy
+  ws_l2(upto + WS_L2_AHEAD);
+#endif
+}
+// thread 0: the stream's stages up to `upto` that are past the ring go to L2 (cp.async.bulk.prefetch.L2),
+// so that a wait longer than the ring's depth still keeps this SM's share of the memory pipe busy
+__device__ void ws_l2(unsigned upto) {
   if (ws.pf < ws.issued) { ws.pf = ws.issued; ws.pf_f = ws.f; ws.pf_s = ws.s; }
-  while (ws.pf < upto + WS_L2_AHEAD && ws.pf_f < ws.f_end) {
+  while (ws.pf < upto && ws.pf_f < ws.f_end) {
     const WsSeg sg = ws.seg[ws.pf_f];
     const int ncs = (sg.rowb + WS_SEG - 1) / WS_SEG, rg = ws.pf_s / ncs, cs = ws.pf_s - rg * ncs;
     const int nr = min(%(warps)d, sg.rows - rg * %(warps)d), seg = min(WS_SEG, sg.rowb - cs * WS_SEG);
@@ -1229,7 +1235,6 @@ __device__ void ws_pump(unsigned upto) {
     ++ws.pf;
     if (++ws.pf_s == (sg.rows + %(warps)d - 1) / %(warps)d * ncs) { ws.pf_s = 0; ++ws.pf_f; }
   }
-#endif
 }
 // every thread: until stage g is in shared memory (a stage that never lands is a bug: trap)
 __device__ __forceinline__ void ws_wait(unsigned g) {
@@ -1281,6 +1286,7 @@ extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
     const int* F = G + ns;
     p += 5 + 2 * nw + 5 * nc + ns + 4 * npf;
 %(prefetch)s
+%(l2_wait)s
     if (threadIdx.x < 32) {   // the 32 lanes of warp 0 poll the task's counters side by side
       for (int w = threadIdx.x; w < nw; w += 32) {
         unsigned long long spins = 0;
@@ -1344,11 +1350,19 @@ _PREFETCH = {
     }""",
 }
 PREFETCH_MODES = tuple(_PREFETCH)
+# a task that must wait sends the WS_L2_WAIT stages past the ring to L2 first, so the memory pipe
+# works while the SM idles; a task whose inputs are ready adds nothing to its own streaming
+_L2_WAIT = """    if (threadIdx.x < 32) {
+      bool must_wait = false;
+      for (int w = threadIdx.x; w < nw; w += 32)
+        must_wait |= ld_acquire(&counters[W[2 * w]]) < (unsigned)W[2 * w + 1];
+      if (__any_sync(0xffffffffu, must_wait) && threadIdx.x == 0) ws_l2(ws.issued + WS_L2_WAIT);
+    }"""
 
 
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
               weights: str = "smem", stream: str = "smem", ring_stages: int = WS_MAX_STAGES,
-              l2_ahead: int = WS_L2_AHEAD) -> tuple[str, TaskTable]:
+              l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -1357,11 +1371,12 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     for two ring stages, takes "regs". `stream`: where the kernel reads each queue's task stream,
     "smem" (copied into shared memory at launch, where it fits) or "global" (memory, every time).
     `ring_stages`: the most weight-ring stages per SM (fewer where the ops' shared memory leaves
-    less room); `l2_ahead`: stages past the ring that the producer prefetches to L2."""
+    less room); `l2_ahead`: stages past the ring that the producer prefetches to L2; `l2_wait`: the
+    same, only when a task must wait for its inputs."""
     impls = impls or {}
-    if not (2 <= ring_stages <= 16 and 0 <= l2_ahead <= 64):
-        raise CodegenError(f"ring_stages={ring_stages}, l2_ahead={l2_ahead}: the ring takes 2-16 stages "
-                           "and the L2 lookahead 0-64")
+    if not (2 <= ring_stages <= 16 and 0 <= l2_ahead <= 64 and 0 <= l2_wait <= 64):
+        raise CodegenError(f"ring_stages={ring_stages}, l2_ahead={l2_ahead}, l2_wait={l2_wait}: the ring takes "
+                           "2-16 stages and the L2 lookaheads 0-64")
     if prefetch_mode not in _PREFETCH:
         raise CodegenError(f"prefetch mode {prefetch_mode!r} is not one of {', '.join(_PREFETCH)}")
     if weights not in WEIGHT_PATHS:
@@ -1369,14 +1384,14 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if stream not in ("smem", "global"):
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
-        source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead)
+        source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream)
 
 
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
-          ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0) -> tuple[str, TaskTable]:
+          ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0) -> tuple[str, TaskTable]:
     em = _Emitter(plan, impls, weights)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
@@ -1536,13 +1551,14 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
-                     "l2_ahead": l2_ahead}
+                     "l2_ahead": l2_ahead, "l2_wait": l2_wait}
             if stages > 0 else _NO_RING)
     source = (_PRELUDE + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
               + _MAIN % {"threads": THREADS, "cases": cases, "ring_init": _RING_INIT if stages > 0 else "",
                          "n_slots": n_slots, "n_args": n_args, "tab_bytes": tab_bytes,
-                         "prefetch": _PREFETCH[prefetch_mode] % {"chunk": PREFETCH_CHUNK}})
+                         "prefetch": _PREFETCH[prefetch_mode] % {"chunk": PREFETCH_CHUNK},
+                         "l2_wait": _L2_WAIT if stages > 0 and l2_wait > 0 else ""})
     return source, table
 
 
