@@ -1,14 +1,15 @@
 """Cost-model calibration (issue 6, item 6): the sim backend's predictions against measured megakernels.
 
-    python bench/megakernel_schedules.py [--out DIR] [--n 32] [--iters 20] [--model llama-1b]
+    python bench/megakernel_schedules.py [--out DIR] [--n 40] [--iters 20] [--model llama-1b]
                                          [--device-name H100|H200] [--seed 0]
-    python bench/megakernel_schedules.py --dry-run [--n 32]      # CPU: sample and predict, no GPU
+    python bench/megakernel_schedules.py --dry-run [--n 40]      # CPU: sample and predict, no GPU
 
 Samples n varied schedules of one zoo model (compiler.calibrate.sample_schedules: tile sizes, SM
 ranges, prefetch depths, counter granularity, fusions, op order; from everything on a sixteenth
 of the chip to fused and prefetched), and for each: the cost model's prediction with the
-datasheet constants of costmodel.DEVICES, one megakernel run checked against the first
-schedule's output (a wrong result is recorded, and left out of the fit), and its measured latency
+datasheet constants of costmodel.DEVICES, one megakernel run checked against the float32 truth
+(relative L2 error within 1.5x eager bf16's; a wrong result is recorded, and left out of the fit;
+its max abs difference from the first schedule's output is kept too), and its measured latency
 (median, p10, p90). Then fits the device constants to the measurements (calibrate.fit_device)
 and reports Spearman's rank correlation and the error before and after, with a held-out check
 (fit on the even-numbered schedules, scored on the odd). Writes megakernel_schedules.json and
@@ -37,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import torch  # noqa: E402
 
-from megakernel_gym.compiler import ZOO, capture, module_tensors  # noqa: E402
+from megakernel_gym.compiler import ZOO, capture  # noqa: E402
 from megakernel_gym.compiler.calibrate import (agreement, fit_device, sample_schedules,  # noqa: E402
                                                spec_literal)
 from megakernel_gym.compiler.costmodel import DATASHEET, DEVICES, predict, task_costs  # noqa: E402
@@ -151,7 +152,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=None, help="results folder (default bench/results; a dry run writes "
                                                 "only when given)")
-    ap.add_argument("--n", type=int, default=32, help="schedules to sample")
+    ap.add_argument("--n", type=int, default=40, help="schedules to sample")
     ap.add_argument("--iters", type=int, default=20, help="timed runs per schedule (at least)")
     ap.add_argument("--model", default="llama-1b", choices=sorted(ZOO))
     ap.add_argument("--device-name", default=None, choices=sorted(DEVICES),
@@ -175,14 +176,13 @@ def main():
     schedules = sample_schedules(graph, args.n, seed=args.seed, num_sms=num_sms)
     log(f"{len(schedules)} schedules of {args.model} on {num_sms} SMs, starting from {base.name}'s constants "
         f"({time.perf_counter() - t_start:.0f} s)")
-    params = feeds = out_name = None
+    params = feeds = out_name = step = None
     bw = None
     if not args.dry_run:
-        from megakernel_gym.compiler.runtime import copy_bandwidth_gbs
-        model, inputs = ZOO[args.model](device="cuda")
-        params, feeds = module_tensors(model), dict(zip(graph.inputs, inputs))
+        from megakernel_edits import load_step, rel_err
+        step = load_step(args.model)   # the weights, inputs, float32 truth and eager bf16's error against it
+        params, feeds, bw = step.params, step.feeds, step.bw
         out_name = graph.outputs[0]
-        bw = copy_bandwidth_gbs()
 
     rows, plans_costs, ref, alive = [], [], None, True
     for i, (label, ir) in enumerate(schedules):
@@ -200,8 +200,11 @@ def main():
                 if ref is None:
                     ref = out
                     row["max_abs_err_vs_first"] = 0.0
-                tol = 1e-2 * max(1.0, float(ref.abs().max()))
-                row["correct"] = bool(row["max_abs_err_vs_first"] <= tol) and bool(torch.isfinite(out).all())
+                # as close to the float32 truth as eager bf16 (schedules that change the arithmetic, such
+                # as split attention, differ from the first schedule by a bf16 rounding or two)
+                row["rel_l2_err_vs_fp32"] = rel_err(out, step.truth)
+                row["correct"] = (row["rel_l2_err_vs_fp32"] <= max(1.5 * step.eager_err, 1e-3)
+                                  and bool(torch.isfinite(out).all()))
             except Exception as e:  # noqa: BLE001 - a schedule that fails is a result, not the end of the run
                 row["error"] = f"{type(e).__name__}: {e}"[:500]
                 row["correct"] = False
@@ -277,10 +280,10 @@ def main():
          "met": after["median_abs_pct_err"] < before["median_abs_pct_err"]},
     ]
     if not args.dry_run:
-        errs = [r.get("max_abs_err_vs_first") for r in rows if r.get("max_abs_err_vs_first") is not None]
-        targets.append({"target": "every schedule runs and matches the first schedule's output "
-                                  "(max abs err <= 1e-2 x max |output|)",
-                        "measured": {"max_abs_err": max(errs, default=None),
+        errs = [r.get("rel_l2_err_vs_fp32") for r in rows if r.get("rel_l2_err_vs_fp32") is not None]
+        targets.append({"target": "every schedule runs and is as close to the float32 truth as eager bf16 "
+                                  "(relative L2 error <= 1.5x eager's)",
+                        "measured": {"max_rel_l2_err_vs_fp32": max(errs, default=None), "eager": step.eager_err,
                                      "wrong_or_failed": sum(not r.get("correct") for r in rows)},
                         "met": all(r.get("correct") for r in rows)})
     notes = (f"{'SYNTHETIC measurements (dry run on the CPU). ' if args.dry_run else ''}"

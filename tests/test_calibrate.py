@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from megakernel_gym.compiler import ZOO, capture
-from megakernel_gym.compiler.calibrate import (FIT_FIELDS, _key, agreement, fit_device, plans_and_costs,
+from megakernel_gym.compiler import calibrate
+from megakernel_gym.compiler.calibrate import (FIT_FIELDS, SINGLES, _key, agreement, fit_device, plans_and_costs,
                                                sample_schedules, spearman, spec_literal)
 from megakernel_gym.compiler.costmodel import DEVICES, predict
+from megakernel_gym.compiler.tasks import INLINE
 from megakernel_gym.ir_exposure import make_ir
 from megakernel_gym.ir_exposure.ir import MAX_TASKS
 
@@ -32,28 +34,35 @@ def sampled(tiny):
 
 
 def test_schedules_are_distinct_valid_and_seeded(tiny):
-    a = sample_schedules(tiny, 30, seed=3, num_sms=8)
-    assert len(a) == 30
+    n = len(SINGLES) + 8                                         # every single change, then seeded combinations
+    a = sample_schedules(tiny, n, seed=3, num_sms=8)
+    assert len(a) == n
     assert a[0][0] == "default" and a[0][1] == make_ir(tiny, num_sms=8)
-    assert len({_key(ir) for _, ir in a}) == 30                  # distinct knobs, not just labels
-    assert len({label for label, _ in a}) == 30
+    assert len({_key(ir) for _, ir in a}) == n                   # distinct knobs, not just labels
+    assert len({label for label, _ in a}) == n
     for _, ir in a:
         plan = ir.plan()                                         # the validator accepts every one
         assert plan.num_sms == 8 and len(plan.tg.tasks) <= MAX_TASKS
-    again = sample_schedules(tiny, 30, seed=3, num_sms=8)
+    again = sample_schedules(tiny, n, seed=3, num_sms=8)
     assert [(label, _key(ir)) for label, ir in again] == [(label, _key(ir)) for label, ir in a]
-    other = sample_schedules(tiny, 30, seed=4, num_sms=8)
+    other = sample_schedules(tiny, n, seed=4, num_sms=8)
     assert [label for label, _ in other] != [label for label, _ in a]     # the combinations follow the seed
     # every kind of knob is exercised
     kn = [ir.knobs for _, ir in a]
     assert any(k.tiles for k in kn) and any(k.sms for k in kn) and any(k.prefetch for k in kn)
     assert any(k.counters for k in kn) and any(ir.fused for _, ir in a)
     assert any(k.order != a[0][1].knobs.order for k in kn)
+    # and the expert's levers: norms on chip, split attention, one q/k/v wave
+    assert any(c == INLINE for _, ir in a for c in ir.fused.values()) and any(k.splits for k in kn)
+    assert "q/k/v in one wave" in {label for label, _ in a}
 
 
-def test_too_many_schedules_is_an_error(tiny):
+def test_too_many_schedules_is_an_error(tiny, monkeypatch):
+    # three single changes make at most 1 + 3 + 4 distinct schedules
+    monkeypatch.setattr(calibrate, "SINGLES", [s for s in SINGLES if s[0] in ("tiles", "fuse", "inline")][:3])
+    assert len({axis for axis, _, _ in calibrate.SINGLES}) >= 2
     with pytest.raises(ValueError, match="distinct valid schedules"):
-        sample_schedules(tiny, 10_000, seed=0, num_sms=8)
+        sample_schedules(tiny, 20, seed=0, num_sms=8)
 
 
 def test_spearman():

@@ -50,12 +50,16 @@ def test_fuse_edit_changes_the_plan_and_the_prediction(tiny):
     assert torch.allclose(got[g.outputs[0]], m(*inputs), atol=1e-5)
 
 
-def test_fusing_norms_helps_the_1b_shaped_model():
+def test_fusing_norms_in_the_1b_shaped_model_is_valid_and_priced():
     m, inputs = ZOO["llama-1b"](device="meta")
     g = capture(m, inputs, "llama-1b")
     k = default_knobs(g, 132)
-    base = predict(build_plan(g, k))
+    base_plan = build_plan(g, k)
+    base = predict(base_plan)
     k.fused = {o.name: _consumer(g, o.name) for o in g.ops if o.kind == "rmsnorm"}
     plan = build_plan(g, k)
     assert check(plan) == []
-    assert predict(plan).latency_us < base.latency_us
+    assert len(plan.tg.tasks) < len(base_plan.tg.tasks)
+    # every consumer task redoes its norm: the model weighs that work against the task and the hop
+    # saved (on an H100 the on-chip form of this lever, `inline`, measured neutral: megakernel_levers.json)
+    assert predict(plan).latency_us != base.latency_us

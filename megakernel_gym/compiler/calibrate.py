@@ -35,7 +35,9 @@ from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, predict, 
                                                 task_costs)
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
-from megakernel_gym.ir_exposure.ir import IR, MAX_TASKS, IRError, facts_of, fusion_problem, task_count, tile_size
+from megakernel_gym.compiler.tasks import INLINE
+from megakernel_gym.ir_exposure.ir import (IR, MAX_TASKS, IRError, facts_of, fusion_problem, inline_problem, split_problem,
+                                           task_count, tile_size)
 
 # ---------------------------------------------------------------------------------------
 # sampling schedules
@@ -139,6 +141,35 @@ def _reverse_qkv(ctx: _Ctx, k: Knobs, fused: dict) -> None:
     k.order = order
 
 
+def _inline_norms(ctx: _Ctx, k: Knobs, fused: dict) -> None:
+    """Every rmsnorm computed on chip inside its consumers (the `inline` lever), where the IR allows it."""
+    for n in ctx.ops(_kind("rmsnorm")):
+        if inline_problem(ctx.facts, fused, n) is None:
+            fused[n] = INLINE
+
+
+def _split_attention(parts: int) -> Change:
+    """Every decode attention split over its cached positions (the `split` lever)."""
+    def change(ctx: _Ctx, k: Knobs, fused: dict) -> None:
+        for n in ctx.ops(_kind("decode_attention")):
+            if split_problem(ctx.facts, n, parts) is None:
+                k.splits[n] = parts
+    return change
+
+
+def _qkv_wave(ctx: _Ctx, k: Knobs, fused: dict) -> None:
+    """q/k/v of each layer at the smallest common tile that gives them one task per SM together."""
+    for q in ctx.ops(_suffix("attn.q_proj")):
+        trio = [q, q[: -len("q_proj")] + "k_proj", q[: -len("q_proj")] + "v_proj"]
+        if not all(t in ctx.facts.info for t in trio):
+            continue
+        allowed = set.intersection(*(set(ctx.facts.info[t].allowed()) for t in trio))
+        fit = [t for t in sorted(allowed) if sum(ctx.facts.info[x].extent // t for x in trio) <= ctx.num_sms]
+        if fit:
+            for t in trio:
+                k.tiles[t] = fit[0]
+
+
 def _split_matmuls(ctx: _Ctx, k: Knobs, fused: dict) -> None:
     _sms(_kind("matmul"), 0, 1 / 2)(ctx, k, fused)
     _sms(lambda n, f: f.op.kind != "matmul", 1 / 2, 1)(ctx, k, fused)
@@ -152,6 +183,10 @@ SINGLES: list[tuple[str, str, Change]] = [
     ("prefetch", "prefetch 2 on matmuls", _prefetch(_kind("matmul"), 2)),
     ("fuse", "fuse mlp+o_proj", _fuse(FUSIONS["mlp+o_proj"])),
     ("counters", "op counters everywhere", _counters(_everything, "op")),
+    # the expert's levers (policies/expert.py), alone and, through the seeded combinations, with the rest
+    ("inline", "inline norms", _inline_norms),
+    ("split", "split attention n=8", _split_attention(8)),
+    ("wave", "q/k/v in one wave", _qkv_wave),
     ("sms", "all ops on half the SMs", _sms(_everything, 0, 1 / 2)),
     ("tiles", "matmul tiles x1/2", _tiles(_kind("matmul"), 1 / 2)),
     ("prefetch", "prefetch 4 on matmuls", _prefetch(_kind("matmul"), 4)),
@@ -175,13 +210,17 @@ SINGLES: list[tuple[str, str, Change]] = [
     ("tiles", "elementwise tiles x8", _tiles(_kind("elementwise"), 8)),
     ("tiles", "matmul tiles x4", _tiles(_kind("matmul"), 4)),
     ("prefetch", "prefetch 2 on every weight reader", _prefetch(_everything, 2)),
+    ("split", "split attention n=4", _split_attention(4)),
+    ("inline", "inline norms + fuse all three", lambda c, k, f: (_fuse(FUSIONS["mlp+o_proj"] + FUSIONS["ropes"])(c, k, f),
+                                                              _inline_norms(c, k, f))),
 ]
 
 
 def _key(ir: IR) -> tuple:
     k = ir.knobs
     return (k.num_sms, tuple(sorted(k.tiles.items())), tuple(sorted(k.sms.items())), tuple(k.order),
-            tuple(sorted(k.counters.items())), tuple(sorted(k.prefetch.items())), tuple(sorted(ir.fused.items())))
+            tuple(sorted(k.counters.items())), tuple(sorted(k.prefetch.items())), tuple(sorted(ir.fused.items())),
+            tuple(sorted(k.splits.items())))
 
 
 def _build(graph: Graph, ctx: _Ctx, changes: list[Change]) -> IR | None:
@@ -229,7 +268,7 @@ def sample_schedules(graph: Graph, n: int, seed: int = 0, num_sms: int = 132) ->
     while len(out) < n and tries < 50 * n:
         tries += 1
         picked: dict[str, tuple[str, Change]] = {}
-        for axis, label, change in rng.sample(SINGLES, rng.choice((2, 3, 4))):
+        for axis, label, change in rng.sample(SINGLES, min(len(SINGLES), rng.choice((2, 3, 4)))):
             picked.setdefault(axis, (label, change))
         if len(picked) < 2:
             continue
