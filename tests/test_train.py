@@ -1,6 +1,7 @@
 """policies/train.py and `mkgym train grpo`: a tiny model trained offline with TRL's GRPOTrainer,
 rewarded by the env; and the clear errors for bad models and configs."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -61,7 +62,9 @@ def test_env_reward_scores_completions_like_the_env(tmp_path):
                      problem=["mk_mlp_block"] * 3)
     finally:
         reward.close()
-    assert got[0] > 0.2 and got[1] == -1.0 and got[2] == -1.0       # a faster schedule, a bad edit, nothing
+    # a faster schedule (reward ln(speedup): the sim predicts about 1.10x; the GPU measured such MLP
+    # fusions at 1.15x, bench/results/leaderboard_gpu.json), a bad edit, nothing
+    assert got[0] > math.log(1.05) and got[1] == -1.0 and got[2] == -1.0
     assert reward.seen == 3 and reward.correct == 1
     from PIL import Image
     assert Image.open(tmp_path / "best_megakernel_timeline.png").size[0] > 100
@@ -111,7 +114,7 @@ def test_multi_turn_tools_drive_the_env():
     fb = env.apply_edit(FUSED_MLP)
     assert fb.startswith("turn 2/20: correct") and "speedup vs the best baseline" in fb
     best = env.get_reward()
-    assert best > 0.2
+    assert best > math.log(1.05)                                    # predicted at least 5% faster
     assert "compile_error" in env.submit_kernel("x = 1")            # kernel code in an IR-edit episode: refused
     assert env.get_reward() == best                                  # the best so far, not the last
 
