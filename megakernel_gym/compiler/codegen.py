@@ -628,8 +628,8 @@ class _Emitter:
     def epilogue_producers(self, op: Op) -> list[Op] | None:
         """The matmuls an elementwise op computes in its own task, when its fusion can be a real
         epilogue (weights="smem"): every fused producer of each of its tasks is a ring-fed matmul
-        over exactly the task's columns, all reading one input vector (through the same on-chip
-        norm, or none), of one row of output, each feeding the op directly. Then one call stages
+        over exactly the task's columns, all reading one input (through the same on-chip norm, or
+        none), each output shaped like the op's and feeding it directly. Then one call stages
         the vector once, runs the matmuls' rows off the ring and keeps their values in shared
         memory, and the op's own inputs are loaded before the vector; its output is computed from
         there, with no trip through memory between the matmuls and the op. None otherwise."""
