@@ -37,7 +37,7 @@ from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
 from megakernel_gym.compiler.tasks import INLINE
 from megakernel_gym.ir_exposure.ir import (IR, MAX_TASKS, IRError, facts_of, fusion_problem, inline_problem, split_problem,
-                                           task_count, tile_size)
+                                           task_count, tile_size, wave_tile)
 
 # ---------------------------------------------------------------------------------------
 # sampling schedules
@@ -163,11 +163,10 @@ def _qkv_wave(ctx: _Ctx, k: Knobs, fused: dict) -> None:
         trio = [q, q[: -len("q_proj")] + "k_proj", q[: -len("q_proj")] + "v_proj"]
         if not all(t in ctx.facts.info for t in trio):
             continue
-        allowed = set.intersection(*(set(ctx.facts.info[t].allowed()) for t in trio))
-        fit = [t for t in sorted(allowed) if sum(ctx.facts.info[x].extent // t for x in trio) <= ctx.num_sms]
-        if fit:
+        size = wave_tile(ctx.facts, trio, ctx.num_sms)
+        if size:
             for t in trio:
-                k.tiles[t] = fit[0]
+                k.tiles[t] = size
 
 
 def _split_matmuls(ctx: _Ctx, k: Knobs, fused: dict) -> None:

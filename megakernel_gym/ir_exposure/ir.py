@@ -321,6 +321,16 @@ def task_count(facts: GraphFacts, knobs: Knobs) -> int:
     return sum(facts.info[n].extent // tile_size(facts, knobs, n) * knobs.splits.get(n, 1) for n in facts.ops)
 
 
+def wave_tile(facts: GraphFacts, names: list[str], num_sms: int) -> int | None:
+    """The smallest tile size every op in `names` allows that gives them at most one task per SM
+    together (one wave for sibling matmuls such as q/k/v), or None."""
+    allowed = set.intersection(*(set(facts.info[n].allowed()) for n in names))
+    for t in sorted(allowed):
+        if sum(facts.info[n].extent // t for n in names) <= num_sms:
+            return t
+    return None
+
+
 def tile_size(facts: GraphFacts, knobs: Knobs, name: str) -> int:
     f = facts.info[name]
     return knobs.tiles.get(name) or default_tile(f.op, f.extent, knobs.num_sms, f.group)

@@ -20,6 +20,7 @@ Each lever is kept only where the IR accepts it, so any graph gets the subset th
 from __future__ import annotations
 
 from megakernel_gym.compiler.tasks import MAX_SPLIT
+from megakernel_gym.ir_exposure.ir import wave_tile as _wave_tile
 
 LEVERS = ("inline", "split", "wave")
 
@@ -47,12 +48,8 @@ def sibling_matmuls(ir) -> list[list[str]]:
 
 def wave_tile(ir, names: list[str]) -> int | None:
     """The smallest tile size every op in `names` allows that gives them at most one task per SM
-    together, or None."""
-    allowed = set.intersection(*(set(ir.facts.info[n].allowed()) for n in names))
-    for t in sorted(allowed):
-        if sum(ir.facts.info[n].extent // t for n in names) <= ir.knobs.num_sms:
-            return t
-    return None
+    together, or None (ir_exposure.ir.wave_tile on this IR's chip)."""
+    return _wave_tile(ir.facts, names, ir.knobs.num_sms)
 
 
 def lever_edits(ir, lever: str, parts: int | None = None) -> list[str]:
