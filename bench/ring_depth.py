@@ -29,7 +29,6 @@ import torch  # noqa: E402
 
 from judge_bench import write  # noqa: E402
 from megakernel_edits import layer_profile, load_step, rel_err  # noqa: E402
-from megakernel_gym.compiler.codegen import THREADS  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, make_ir  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
@@ -42,14 +41,9 @@ def config(text: str) -> tuple[int, int, int]:
 
 def no_deps_call(launch):
     """The launch with its counters pre-filled, so every wait is already met (diagnostic only)."""
-    mk, tab = launch.mk, launch.tab
-
     def call():
         launch.counters.fill_(1 << 30)
-        launch.fn((len(mk.plan.queues),), (THREADS,),
-                  (launch.ptrs, tab["slot_args"], tab["q_stream"], tab["qs_start"], tab["ws_start"], tab["ws_slot"],
-                   tab["ws_offset"], tab["ws_rows"], tab["ws_rowb"], launch.counters, mk.spin_budget,
-                   launch.status, launch.trace if launch.trace is not None else 0), shared_mem=launch.smem)
+        launch.enqueue()
     return call
 
 

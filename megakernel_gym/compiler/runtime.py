@@ -28,7 +28,7 @@ class Megakernel:
         """impls: op -> task body (the IR's `impl` edits, `ir.impls`), compiled in place of the generated one.
         weights: "smem" (streamed matmuls fed by the weight ring) or "regs"; stream: "smem" (each queue's
         task stream read from shared memory where it fits) or "global"; ring: the weight ring's
-        ring_stages and l2_ahead (codegen.emit_cuda)."""
+        ring_stages, l2_ahead and l2_wait (codegen.emit_cuda)."""
         from megakernel_gym.rewards.nvrtc import load_cuda
         self.plan = plan
         self.source, self.table = emit_cuda(plan, prefetch_mode, impls, weights, stream, **ring)
@@ -97,8 +97,13 @@ class Launch:
             mk.module.set_max_dynamic_smem("megakernel", self.smem)
 
     def __call__(self) -> None:
-        tab = self.tab
         self.counters.zero_()
+        self.enqueue()
+
+    def enqueue(self) -> None:
+        """Enqueue one run with the counters as they are (__call__ zeroes them first; a diagnostic
+        may start them elsewhere)."""
+        tab = self.tab
         self.fn((len(self.mk.plan.queues),), (THREADS,),
                 (self.ptrs, tab["slot_args"], tab["q_stream"], tab["qs_start"], tab["ws_start"], tab["ws_slot"],
                  tab["ws_offset"], tab["ws_rows"], tab["ws_rowb"], self.counters, self.mk.spin_budget,
