@@ -211,6 +211,7 @@ class _Emitter:
         # ahead of the task (weights="smem"), or straight into registers (weights="regs")
         self.weights = weights
         self.bulk_ops: set[str] = set()
+        self.epilogues: dict[str, list[Op]] = {}   # elementwise op -> its matmuls, run as one call (set by _emit)
         self.base = _bases(self.g)
         names = sorted({self.base[t] for t in self.g.tensors})
         self.slots = {t: i for i, t in enumerate(names)}
@@ -388,13 +389,10 @@ class _Emitter:
         if body is None:
             raise CodegenError(f"op {op.name}: primitive {op.kind!r} is not emitted yet")
         self._args: list[str] = []
-        prods = getattr(self, "epilogues", {}).get(op.name)
-        if prods:
-            text = (f"// {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}, with its "
-                    f"producers {', '.join(p.kind for p in prods)} as one call\n" + self._fused_epilogue(op, prods))
-        else:
-            text = (f"// {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}\n"
-                    + body(op, axis))
+        prods = self.epilogues.get(op.name)
+        text = (f"// {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}"
+                + (f", with its producers {', '.join(p.kind for p in prods)} as one call\n"
+                   + self._fused_epilogue(op, prods) if prods else "\n" + body(op, axis)))
         return text, [self.scratch[b][0] if b in self.scratch else self.slots[b] for b in self._args]
 
     def _box_loop(self, shape, axis: int, inner: str) -> str:
@@ -1197,23 +1195,30 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)
 __device__ __forceinline__ char* ws_stage(unsigned g) { return (char*)mk_smem + (g %% WS_STAGES) * WS_STAGE; }
 // thread 0: issue stages until `upto` are issued (or the queue's stream ends). It reads only shared
 // memory: warp 0 runs this between two stages of a task, and the other warps wait at the next barrier.
+// stage s of segment f: its first row's bytes, rows (one per warp), bytes per row (one WS_SEG piece
+// of each), and whether it is whole rows; then the cursor (f, s) moves to the next stage
+struct WsAt { const char* src; int nr, seg, rowb; bool whole; };
+__device__ __forceinline__ WsAt ws_at(int& f, int& s) {
+  const WsSeg sg = ws.seg[f];
+  const int ncs = (sg.rowb + WS_SEG - 1) / WS_SEG, rg = s / ncs, cs = s - rg * ncs;
+  const WsAt a{sg.src + (long long)rg * %(warps)d * sg.rowb + (long long)cs * WS_SEG, min(%(warps)d, sg.rows - rg * %(warps)d),
+               min(WS_SEG, sg.rowb - cs * WS_SEG), sg.rowb, ncs == 1};
+  if (++s == (sg.rows + %(warps)d - 1) / %(warps)d * ncs) { s = 0; ++f; }
+  return a;
+}
 __device__ void ws_l2(unsigned upto);
 __device__ void ws_pump(unsigned upto) {
   if (ws.issued < upto && ws.f < ws.f_end)   // the buffers were last read through the generic proxy
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   while (ws.issued < upto && ws.f < ws.f_end) {
-    const WsSeg sg = ws.seg[ws.f];
-    const int ncs = (sg.rowb + WS_SEG - 1) / WS_SEG, rg = ws.s / ncs, cs = ws.s - rg * ncs;
-    const int nr = min(%(warps)d, sg.rows - rg * %(warps)d), seg = min(WS_SEG, sg.rowb - cs * WS_SEG);
+    const WsAt a = ws_at(ws.f, ws.s);
     const unsigned bar = smem_addr(&ws_bar[ws.issued %% WS_STAGES]);
     const unsigned dst = smem_addr(ws_stage(ws.issued));
-    const char* src = sg.src + (long long)rg * %(warps)d * sg.rowb + (long long)cs * WS_SEG;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" :: "r"(bar), "r"(nr * seg) : "memory");
-    for (int r = 0; r < nr; ++r)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" :: "r"(bar), "r"(a.nr * a.seg) : "memory");
+    for (int r = 0; r < a.nr; ++r)
       asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
-                   :: "r"(dst + r * WS_SEG), "l"(src + (long long)r * sg.rowb), "r"(seg), "r"(bar) : "memory");
+                   :: "r"(dst + r * WS_SEG), "l"(a.src + (long long)r * a.rowb), "r"(a.seg), "r"(bar) : "memory");
     ++ws.issued;
-    if (++ws.s == (sg.rows + %(warps)d - 1) / %(warps)d * ncs) { ws.s = 0; ++ws.f; }
   }
 #if WS_L2_AHEAD > 0
   ws_l2(upto + WS_L2_AHEAD);
@@ -1224,16 +1229,12 @@ __device__ void ws_pump(unsigned upto) {
 __device__ void ws_l2(unsigned upto) {
   if (ws.pf < ws.issued) { ws.pf = ws.issued; ws.pf_f = ws.f; ws.pf_s = ws.s; }
   while (ws.pf < upto && ws.pf_f < ws.f_end) {
-    const WsSeg sg = ws.seg[ws.pf_f];
-    const int ncs = (sg.rowb + WS_SEG - 1) / WS_SEG, rg = ws.pf_s / ncs, cs = ws.pf_s - rg * ncs;
-    const int nr = min(%(warps)d, sg.rows - rg * %(warps)d), seg = min(WS_SEG, sg.rowb - cs * WS_SEG);
-    const char* src = sg.src + (long long)rg * %(warps)d * sg.rowb + (long long)cs * WS_SEG;
-    if (ncs == 1)   // whole rows: the stage is one contiguous run of nr rows
-      prefetch_l2(src, (unsigned)(nr * sg.rowb));
+    const WsAt a = ws_at(ws.pf_f, ws.pf_s);
+    if (a.whole)   // whole rows: the stage is one contiguous run of nr rows
+      prefetch_l2(a.src, (unsigned)(a.nr * a.rowb));
     else
-      for (int r = 0; r < nr; ++r) prefetch_l2(src + (long long)r * sg.rowb, (unsigned)seg);
+      for (int r = 0; r < a.nr; ++r) prefetch_l2(a.src + (long long)r * a.rowb, (unsigned)a.seg);
     ++ws.pf;
-    if (++ws.pf_s == (sg.rows + %(warps)d - 1) / %(warps)d * ncs) { ws.pf_s = 0; ++ws.pf_f; }
   }
 }
 // every thread: until stage g is in shared memory (a stage that never lands is a bug: trap)
@@ -1331,15 +1332,17 @@ _BULK_LOOP = """for (int f = 0; f < npf; ++f) {
   for (int c = threadIdx.x * %(chunk)d; c < F[4 * f + 3]; c += 32 * %(chunk)d)
     prefetch_l2(base + c, (unsigned)min(%(chunk)d, F[4 * f + 3] - c));
 }"""
+# warp 0: whether any of the task's counters is still short of its target (the scope stays open)
+_MUST_WAIT = """    if (threadIdx.x < 32) {
+      bool must_wait = false;
+      for (int w = threadIdx.x; w < nw; w += 32)
+        must_wait |= ld_acquire(&counters[W[2 * w]]) < (unsigned)W[2 * w + 1];"""
 _PREFETCH = {
     "bulk": "    if (threadIdx.x < 32) {\n" + textwrap.indent(_BULK_LOOP, " " * 6) + "\n    }",
     # bulk L2 prefetch only when the task must wait: warp 0 looks at its counters once, and a task
     # whose inputs are ready issues nothing (its bytes would compete with its own loads), while one
     # that waits (most SMs during a layer's attention) streams its weights to L2 in the meantime
-    "idle": """    if (threadIdx.x < 32) {
-      bool must_wait = false;
-      for (int w = threadIdx.x; w < nw; w += 32)
-        must_wait |= ld_acquire(&counters[W[2 * w]]) < (unsigned)W[2 * w + 1];
+    "idle": _MUST_WAIT + """
       if (__any_sync(0xffffffffu, must_wait)) {
 """ + textwrap.indent(_BULK_LOOP, " " * 8) + "\n      }\n    }",
     # every thread prefetches 128-byte lines (prefetch.global.L2::evict_last), before the barrier
@@ -1352,10 +1355,7 @@ _PREFETCH = {
 PREFETCH_MODES = tuple(_PREFETCH)
 # a task that must wait sends the WS_L2_WAIT stages past the ring to L2 first, so the memory pipe
 # works while the SM idles; a task whose inputs are ready adds nothing to its own streaming
-_L2_WAIT = """    if (threadIdx.x < 32) {
-      bool must_wait = false;
-      for (int w = threadIdx.x; w < nw; w += 32)
-        must_wait |= ld_acquire(&counters[W[2 * w]]) < (unsigned)W[2 * w + 1];
+_L2_WAIT = _MUST_WAIT + """
       if (__any_sync(0xffffffffu, must_wait) && threadIdx.x == 0) ws_l2(ws.issued + WS_L2_WAIT);
     }"""
 
@@ -1397,7 +1397,6 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
     # elementwise ops whose fused producers are ring-fed matmuls run them as a real epilogue: one call
-    em.epilogues = {}
     for name, ids in plan.tg.by_op.items():
         prods = em.epilogue_producers(ops[name]) if ids and name not in impls else None
         if prods and not any(p.name in impls for p in prods):
