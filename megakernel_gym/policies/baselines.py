@@ -122,25 +122,33 @@ class RandomPolicy(Policy):
         return None
 
 
-class HeuristicPolicy(Policy):
-    name = "heuristic"
+class _OneBatchPolicy(Policy):
+    """One edit batch, `batch(ir)`, on the first turn, then submits."""
+
+    def batch(self, ir) -> str:
+        raise NotImplementedError
 
     def plan_turn(self, obs, info):
         if self.kind != "edits" or self.turn > 1:
             return None
+        return self.batch(self.env.ir) or None
+
+
+class HeuristicPolicy(_OneBatchPolicy):
+    name = "heuristic"
+
+    def batch(self, ir) -> str:
         from megakernel_gym.ir_exposure import tuned_edits
-        return tuned_edits(self.env.ir) or None
+        return tuned_edits(ir)
 
 
-class ExpertPolicy(Policy):
+class ExpertPolicy(_OneBatchPolicy):
     """The expert schedule (policies/expert.py) as one edit batch, then submits: what the levers reach."""
     name = "expert"
 
-    def plan_turn(self, obs, info):
-        if self.kind != "edits" or self.turn > 1:
-            return None
+    def batch(self, ir) -> str:
         from megakernel_gym.policies.expert import expert_edits
-        return expert_edits(self.env.ir) or None
+        return expert_edits(ir)
 
 
 class SearchPolicy(Policy):
