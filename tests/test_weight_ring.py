@@ -124,6 +124,12 @@ def test_ring_depth_knobs(graphs):
     assert compile_cuda(src, "mlp-tiny-l2-wait.cu", arch="sm_90")[:4] == b"\x7fELF"
     with pytest.raises(CodegenError, match="ring takes 2-16 stages"):
         emit_cuda(plan, ring_stages=1)
+    # the warp that polls and signals: warp 1 leaves thread 0 to the ring's bulk copies alone
+    src = emit_cuda(plan, control_warp=1)[0]
+    assert "#define MK_CONTROL_WARP 1" in src and "#define MK_CONTROL_WARP 0" in emit_cuda(plan)[0]
+    assert compile_cuda(src, "mlp-tiny-control-warp.cu", arch="sm_90")[:4] == b"\x7fELF"
+    with pytest.raises(CodegenError, match="control_warp=8: a block has warps 0-7"):
+        emit_cuda(plan, control_warp=8)
 
 
 def test_impl_plans_and_an_unknown_path_fall_back_or_fail_clearly(graphs):
@@ -217,3 +223,60 @@ def test_the_task_stream_from_global_memory_computes_the_same_step_on_gpu(name, 
     for k, v in outs["smem"].items():
         assert torch.isfinite(v.float()).all(), k
         assert torch.equal(outs["global"][k], v), f"{name} {k}: task stream in memory != in shared memory"
+
+
+def test_probes_are_a_trace_row_per_task_and_leave_the_kernel_otherwise_alone(graphs):
+    """The probe diagnostic: with probes the kernel writes PROBE_WORDS trace words per task at the
+    same points of every body (input on chip, first stage or scores, last row); without, the
+    macro is empty and the trace keeps its two words per task."""
+    from megakernel_gym.compiler.codegen import PROBE_NAMES, PROBE_WORDS
+    base = make_ir(graphs["llama-tiny"], num_sms=8)
+    plan = apply_edits(base, expert_edits(base)).plan()
+    src, table = emit_cuda(plan, probes=True)
+    assert table.trace_words == PROBE_WORDS == 2 + len(PROBE_NAMES) and "#define MK_PROBES 1" in src
+    bodies = [b.split("\n}\n", 1)[0] for b in src.split("__device__ __forceinline__ void op_")[1:]]
+    ring = [b for b in bodies if "ws_wait(g)" in b]
+    attention = [b for b in bodies if "sc[g *" in b]
+    assert ring and attention
+    for b in ring + attention:
+        assert "MK_PROBE(PROBE_INPUT)" in b and "MK_PROBE(PROBE_FIRST)" in b and "MK_PROBE(PROBE_LAST)" in b
+    assert compile_cuda(src, "llama-tiny-probes.cu", arch="sm_90")[:4] == b"\x7fELF"
+    plain, t2 = emit_cuda(plan)
+    assert t2.trace_words == 2 and "#define MK_PROBES 0" in plain
+    assert plain.replace("#define MK_PROBES 0", "#define MK_PROBES 1") == src
+
+
+@pytest.mark.gpu
+def test_probes_come_back_in_order_within_each_task_on_gpu():
+    from megakernel_gym.compiler.runtime import Megakernel
+    g, params, feeds, ref = seeded_step("llama-tiny", 0)
+    base = make_ir(g, num_sms=8)
+    ir = apply_edits(base, expert_edits(base))
+    mk = Megakernel(ir.plan(), impls=ir.impls, probes=True)
+    launch = mk.bind(params, feeds, trace=True)
+    launch()
+    launch.check()
+    for k, v in ref.items():
+        torch.testing.assert_close(launch.outputs()[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4)
+    probes = launch.task_probes()
+    assert len(probes) == len(ir.plan().tg.tasks)
+    ring_tasks = 0
+    for p in probes:
+        assert p["dequeued"] == 0 and p["dequeued"] <= p["started"] <= p["signalled"], p
+        seen = [p[k] for k in ("started", "input", "first", "last", "signalled") if k in p]
+        assert seen == sorted(seen), p
+        ring_tasks += "first" in p
+    assert ring_tasks > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["llama-tiny", "mlp-tiny"])
+def test_polling_and_signalling_from_warp_1_computes_the_same_step_on_gpu(name):
+    from megakernel_gym.compiler.runtime import Megakernel
+    g, params, feeds, ref = seeded_step(name, 1)
+    base = make_ir(g, num_sms=8)
+    ir = apply_edits(base, expert_edits(base))
+    outs = [poisoned_runs(Megakernel(ir.plan(), impls=ir.impls, control_warp=w), params, feeds, 2) for w in (0, 1)]
+    for run in outs[1]:
+        for k, v in run.items():
+            assert torch.equal(v, outs[0][0][k]), f"{name} {k}: control_warp=1 changed the output"

@@ -39,6 +39,7 @@ WS_SEG = 4096                # weight ring: bytes of one weight row each warp mu
 WS_STAGE = WARPS * WS_SEG    # bytes per stage (one row segment per warp)
 WS_MAX_STAGES = 4            # stages in flight per SM (128 KB of weights)
 WS_L2_AHEAD = 0              # stages past the ring prefetched to L2 by the ring's producer
+CONTROL_WARP = 0             # the warp that polls a task's counters and signals its own
 SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 block may have
 WEIGHT_PATHS = ("smem", "regs")
 CTYPES = {"float32": "float", "bfloat16": "unsigned short", "int64": "long long", "int32": "int"}
@@ -176,6 +177,7 @@ class TaskTable:
     qs_in_smem: bool = False                                 # whether the kernel copies each stream into smem
     epilogues: dict[str, list[str]] = field(default_factory=dict)   # elementwise op -> the matmuls its one call
     #                                                                 runs first (a real epilogue fusion)
+    trace_words: int = 2                                     # trace words per task (PROBE_WORDS with probes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -566,11 +568,12 @@ class _Emitter:
                 + self._ring_rows(op, m, k, n_total, epv) +
                 f"  if (threadIdx.x == 0) ws.done = g;     // published by the barrier after the call\n")
 
-    def _ring_rows(self, op: Op, m: int, k: int, n_total: int, epv: int, keep: str = "") -> str:
+    def _ring_rows(self, op: Op, m: int, k: int, n_total: int, epv: int, keep: str = "", first: bool = True) -> str:
         """The stage loop of a ring-fed matmul over its rows [lo, hi), from ring stage g on (g ends
         past its last stage). Each row's value is stored to the op's output; with `keep` (a float*
         in shared memory) also kept there at keep[n - lo], as the output dtype rounds it, for a
-        fused consumer's epilogue."""
+        fused consumer's epilogue. Probes (emit_cuda probes=True): when its first stage is in (if
+        `first`: the task's first ring-fed rows) and when its last row is done."""
         out = op.outputs[0]
         kv = k // epv                                    # 16-byte vectors per weight row
         segv = WS_SEG // 16                              # vectors per segment
@@ -595,6 +598,7 @@ class _Emitter:
                 f"      for (int mm = 0; mm < {m}; ++mm) acc[mm] = 0.f;\n"
                 f"    }}\n"
                 f"    ws_wait(g);\n"
+                + ("    if (s == 0) MK_PROBE(PROBE_FIRST);\n" if first else "") +
                 f"    if (n < hi) {{\n"
                 f"      const uint4* Ws = (const uint4*)(ws_stage(g) + warp * {WS_SEG});\n"
                 f"#pragma unroll\n"
@@ -621,6 +625,7 @@ class _Emitter:
                 f"    __syncthreads();                      // every warp is done with stage g: refill its buffer\n"
                 f"    if (threadIdx.x == 0) ws_pump(g + 1 + WS_STAGES);\n"
                 f"  }}\n"
+                f"  MK_PROBE(PROBE_LAST);\n"
                 f"  }}\n")
 
     def epilogue_producers(self, op: Op) -> list[Op] | None:
@@ -695,8 +700,8 @@ class _Emitter:
                 f"  float* kept = sm + {keep_at};   // the matmuls' rows, as their outputs round them\n"
                 f"  unsigned g = ws.done;\n")
         for j, p in enumerate(prods):
-            body += f"  // {p.name.rsplit('.', 1)[-1]}: rows [lo, hi)\n" + self._ring_rows(p, m, k, n_total, epv,
-                                                                                           keep=f"(kept + {j * m} * (hi - lo))" if j else "kept")
+            body += f"  // {p.name.rsplit('.', 1)[-1]}: rows [lo, hi)\n" + self._ring_rows(
+                p, m, k, n_total, epv, keep=f"(kept + {j * m} * (hi - lo))" if j else "kept", first=j == 0)
         body += (f"  if (threadIdx.x == 0) ws.done = g;\n"
                  f"  __syncthreads();\n"
                  f"#pragma unroll\n"
@@ -716,7 +721,8 @@ class _Emitter:
         a block reduction in each consumer task instead of a task and a dependency hop of its own."""
         norm = self.onchip.get(op.name)
         if norm is None:
-            return "  float* xs = sm;\n" + self.stage(op.inputs[0], "0", m * k, "xs") + "  __syncthreads();\n"
+            return ("  float* xs = sm;\n" + self.stage(op.inputs[0], "0", m * k, "xs") + "  __syncthreads();\n"
+                    "  MK_PROBE(PROBE_INPUT);\n")
         self.smem = max(self.smem, m * k * 4 + 4 * WARPS)
         per = -(-k // THREADS)          # norm weight elements per thread, loaded before the vector is staged
         has_w = len(norm.inputs) > 1
@@ -738,7 +744,8 @@ class _Emitter:
                 f"    for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}, i = mm * {k} + c; "
                 f"if (c < {k}) xs[i] = {scaled}; }}\n"
                 f"  }}\n"
-                f"  __syncthreads();\n")
+                f"  __syncthreads();\n"
+                f"  MK_PROBE(PROBE_INPUT);\n")
 
     def _rmsnorm(self, op: Op, axis: int) -> str:
         """A row (and the weight) staged in shared memory in batched 16-byte loads, a block-wide sum
@@ -901,6 +908,7 @@ class _Emitter:
                 f"      for (int e = threadIdx.x; e < ng * {d}; e += blockDim.x) oacc[e] = 0.f;\n"
                 f"      if (threadIdx.x < ng) {{ mrun[threadIdx.x] = -INFINITY; lrun[threadIdx.x] = 0.f; }}\n"
                 f"      __syncthreads();\n"
+                f"      if (h0 == lo) MK_PROBE(PROBE_INPUT);\n"
                 f"      for (int s0 = s_lo; s0 < n; s0 += {ch}) {{\n"
                 f"        const int cn = min({ch}, n - s0);\n"
                 f"        for (int s = threadIdx.x; s < cn; s += blockDim.x) {{\n"
@@ -922,6 +930,7 @@ class _Emitter:
                 f"          for (int g = 0; g < {group}; ++g) if (g < ng) sc[g * {ch} + s] = dot[g] * {scale!r}f;\n"
                 f"        }}\n"
                 f"        __syncthreads();\n"
+                f"        if (h0 == lo && s0 == s_lo) MK_PROBE(PROBE_FIRST);\n"
                 f"        for (int g = warp; g < ng; g += {WARPS}) {{\n"
                 f"          float mx = -INFINITY;\n"
                 f"          for (int s = lane; s < cn; s += 32) mx = fmaxf(mx, sc[g * {ch} + s]);\n"
@@ -988,6 +997,7 @@ class _Emitter:
                    f"      for (int e = threadIdx.x; e < ng * {d}; e += blockDim.x)\n"
                    f"        {self.store(out, f'((long long)bb * {hq} + h0) * {d} + e', 'oacc[e] / lrun[e / ' + str(d) + ']')}\n") +
                 f"      __syncthreads();\n"
+                f"      MK_PROBE(PROBE_LAST);\n"
                 f"      h0 = h1;\n"
                 f"    }}\n"
                 f"  }}\n"
@@ -1070,6 +1080,26 @@ def _c_expr(tree) -> str:
         return _C_FUNCS[tree[1]].format(*(_c_expr(a) for a in tree[2]))
     raise CodegenError(f"expression node {kind!r} is not emitted")
 
+
+# Probes (emit_cuda probes=True, a diagnostic): each task's trace row gets PROBE_WORDS words: the
+# %globaltimer at its start (waits over) and finish, as without probes, then the SM's clock64 when the
+# queue reaches it, when its waits are over, when its input vector is on chip, when its first
+# weight stage is in (attention: its first scores), when its last row is done, and when it has signalled.
+PROBE_WORDS = 8
+PROBE_NAMES = ("dequeued", "started", "input", "first", "last", "signalled")   # words 2..7
+_PROBES = r"""
+#if MK_PROBES
+#define PROBE_WORDS 8
+#define PROBE_INPUT 4
+#define PROBE_FIRST 5
+#define PROBE_LAST 6
+__shared__ unsigned long long* mk_probe;   // thread 0: the running task's trace row (null: no trace)
+#define MK_PROBE(k) do { if (threadIdx.x == 0 && mk_probe) mk_probe[k] = clock64(); } while (0)
+#else
+#define PROBE_WORDS 2
+#define MK_PROBE(k) do { } while (0)
+#endif
+"""
 
 _PRELUDE = r"""// megakernel-gym: one persistent kernel for a whole plan (generated; see compiler/codegen.py)
 #ifndef INFINITY
@@ -1286,10 +1316,16 @@ extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
     const int* G = C + 5 * nc;
     const int* F = G + ns;
     p += 5 + 2 * nw + 5 * nc + ns + 4 * npf;
+#if MK_PROBES
+    if (threadIdx.x == 32 * MK_CONTROL_WARP) {   // the next task's row (thread 0, which writes the body's probes, sees it after the waits)
+      mk_probe = trace ? trace + PROBE_WORDS * t : nullptr;
+      if (mk_probe) mk_probe[2] = clock64();
+    }
+#endif
 %(prefetch)s
 %(l2_wait)s
-    if (threadIdx.x < 32) {   // the 32 lanes of warp 0 poll the task's counters side by side
-      for (int w = threadIdx.x; w < nw; w += 32) {
+    if (threadIdx.x / 32 == MK_CONTROL_WARP) {   // its 32 lanes poll the task's counters side by side
+      for (int w = threadIdx.x %% 32; w < nw; w += 32) {
         unsigned long long spins = 0;
         while (ld_acquire(&counters[W[2 * w]]) < (unsigned)W[2 * w + 1]) {
           if (++spins > spin_budget) {
@@ -1302,8 +1338,11 @@ extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
         }
       }
       __syncwarp();
-      if (trace && threadIdx.x == 0) {
-        unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[2 * t] = g;
+      if (trace && threadIdx.x == 32 * MK_CONTROL_WARP) {
+        unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[PROBE_WORDS * t] = g;
+#if MK_PROBES
+        mk_probe[3] = clock64();
+#endif
       }
     }
     __syncthreads();
@@ -1314,11 +1353,14 @@ extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
       }
       __syncthreads();
     }
-    if (threadIdx.x == 0) {   // the block's writes are ordered by the barrier above, published by this release
+    if (threadIdx.x == 32 * MK_CONTROL_WARP) {   // the block's writes are ordered by the barrier above, published by this release
       asm volatile("fence.acq_rel.gpu;" ::: "memory");
       for (int k = 0; k < ns; ++k)
         asm volatile("red.relaxed.gpu.global.add.u32 [%%0], 1;" :: "l"(&counters[G[k]]) : "memory");
-      if (trace) { unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[2 * t + 1] = g; }
+      if (trace) { unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[PROBE_WORDS * t + 1] = g; }
+#if MK_PROBES
+      if (mk_probe) mk_probe[7] = clock64();
+#endif
     }
   }
 }
@@ -1362,7 +1404,8 @@ _L2_WAIT = _MUST_WAIT + """
 
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
               weights: str = "smem", stream: str = "smem", ring_stages: int = WS_MAX_STAGES,
-              l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0) -> tuple[str, TaskTable]:
+              l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0, probes: bool = False,
+              control_warp: int = CONTROL_WARP) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -1372,8 +1415,13 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     "smem" (copied into shared memory at launch, where it fits) or "global" (memory, every time).
     `ring_stages`: the most weight-ring stages per SM (fewer where the ops' shared memory leaves
     less room); `l2_ahead`: stages past the ring that the producer prefetches to L2; `l2_wait`: the
-    same, only when a task must wait for its inputs."""
+    same, only when a task must wait for its inputs. `probes`: a diagnostic trace row per task
+    (PROBE_WORDS words, PROBE_NAMES; Launch.task_probes reads it), otherwise the same kernel.
+    `control_warp`: the warp that polls a task's counters and whose first lane signals its own
+    (0 is also the warp whose thread 0 issues the weight ring's bulk copies)."""
     impls = impls or {}
+    if not 0 <= control_warp < WARPS:
+        raise CodegenError(f"control_warp={control_warp}: a block has warps 0-{WARPS - 1}")
     if not (2 <= ring_stages <= 16 and 0 <= l2_ahead <= 64 and 0 <= l2_wait <= 64):
         raise CodegenError(f"ring_stages={ring_stages}, l2_ahead={l2_ahead}, l2_wait={l2_wait}: the ring takes "
                            "2-16 stages and the L2 lookaheads 0-64")
@@ -1384,14 +1432,16 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if stream not in ("smem", "global"):
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
-        source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait)
+        source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
+                              control_warp)
         if table.ws_stages >= 2:
             return source, table
-    return _emit(plan, prefetch_mode, impls, "regs", stream)
+    return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp)
 
 
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
-          ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0) -> tuple[str, TaskTable]:
+          ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0,
+          probes: bool = False, control_warp: int = CONTROL_WARP) -> tuple[str, TaskTable]:
     em = _Emitter(plan, impls, weights)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
@@ -1543,7 +1593,8 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
                       smem_bytes=ring_bytes + tab_bytes + em.smem, call_part=call_part, scratch=dict(em.scratch),
                       ws_start=ws_start, ws_slot=ws_slot, ws_offset=ws_offset, ws_rows=ws_rows, ws_rowb=ws_rowb,
                       ws_stages=stages, q_stream=q_stream, qs_start=qs_start,
-                      qs_in_smem=qs_smem, epilogues={e: [p.name for p in ps] for e, ps in em.epilogues.items()})
+                      qs_in_smem=qs_smem, epilogues={e: [p.name for p in ps] for e, ps in em.epilogues.items()},
+                      trace_words=PROBE_WORDS if probes else 2)
     cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + cc[4], cc[1], cc[2], cc[3], sm); "
                        "break;"
                        for i in range(len(bodies)))
@@ -1552,7 +1603,7 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
                      "l2_ahead": l2_ahead, "l2_wait": l2_wait}
             if stages > 0 else _NO_RING)
-    source = (_PRELUDE + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
+    source = (f"#define MK_PROBES {int(probes)}\n#define MK_CONTROL_WARP {control_warp}\n" + _PRELUDE + _PROBES + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
               + _MAIN % {"threads": THREADS, "cases": cases, "ring_init": _RING_INIT if stages > 0 else "",
                          "n_slots": n_slots, "n_args": n_args, "tab_bytes": tab_bytes,

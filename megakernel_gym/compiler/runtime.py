@@ -90,7 +90,7 @@ class Launch:
         self.counters = torch.zeros(max(1, mk.table.num_counters), dtype=torch.int32, device=device)
         self.status = torch.zeros(3, dtype=torch.int32, device=device)
         n = len(mk.plan.tg.tasks)
-        self.trace = torch.zeros(2 * n, dtype=torch.int64, device=device) if trace else None
+        self.trace = torch.zeros(mk.table.trace_words * n, dtype=torch.int64, device=device) if trace else None
         self.fn = mk.module.get_function("megakernel")
         self.smem = mk.table.smem_bytes
         if self.smem > 48 * 1024:   # past the default limit a kernel must ask for its dynamic shared memory
@@ -144,9 +144,28 @@ class Launch:
         """Per task (start, finish) in us from the kernel's first task, read from %globaltimer."""
         if self.trace is None:
             raise ValueError("bind(..., trace=True) to record task times")
-        t = self.trace.view(-1, 2).cpu().double()
+        t = self.trace.view(-1, self.mk.table.trace_words)[:, :2].cpu().double()
         t0 = float(t[:, 0][t[:, 0] > 0].min())
         return ((t[:, 0] - t0) / 1e3).tolist(), ((t[:, 1] - t0) / 1e3).tolist()
+
+    def task_probes(self) -> list[dict[str, float]]:
+        """Per task, its probes (Megakernel(..., probes=True), bound with trace=True) as us after the
+        task's queue reached it: codegen.PROBE_NAMES, from the SM's clock64, converted with the clock
+        rate that the tasks' own %globaltimer start and finish give (a probe the task never hit is
+        absent)."""
+        from megakernel_gym.compiler.codegen import PROBE_NAMES, PROBE_WORDS
+        if self.trace is None or self.mk.table.trace_words != PROBE_WORDS:
+            raise ValueError("Megakernel(..., probes=True) and bind(..., trace=True) to record probes")
+        t = self.trace.view(-1, PROBE_WORDS).cpu().double()
+        ns, cyc = t[:, 1] - t[:, 0], t[:, 7] - t[:, 3]
+        long = (ns > 2000) & (cyc > 0)   # tasks of 2 us or more set the rate (the timer ticks coarsely)
+        per_cycle = float((ns[long] / cyc[long]).median()) if bool(long.any()) else 0.5
+        out = []
+        for row in t.tolist():
+            base = row[2]
+            out.append({name: (row[2 + i] - base) * per_cycle / 1e3
+                        for i, name in enumerate(PROBE_NAMES) if row[2 + i] > 0})
+        return out
 
 
 def time_us(fn, iters: int = 50, prepare=None) -> dict:

@@ -10,8 +10,8 @@ measured alone in bench/results/megakernel_levers.json:
 - `inline` every rmsnorm whose consumers are all matmuls reading it as their input vector: each
   consumer task normalizes the vector in its own shared memory, so the norm costs no task of its own
   and no dependency hop (two per decoder layer);
-- `split` every decode attention over its cached positions (split-KV, as FlashDecoding), so its few
-  head tiles become about one task per SM; the last part of a tile to finish combines the parts;
+- `split` every decode attention over its cached positions (split-KV, as FlashDecoding), parts of
+  SPLIT_POSITIONS positions at full length; the last part of a tile to finish combines the parts;
 - one wave for sibling matmuls (q/k/v: one input vector, read by each): a common tile size so that
   together they have at most one task per SM, instead of q's tiles filling the chip and k/v waiting.
 
@@ -25,15 +25,21 @@ from megakernel_gym.ir_exposure.ir import wave_tile as _wave_tile
 LEVERS = ("inline", "split", "wave")
 
 
+SPLIT_POSITIONS = 256   # cached positions per split part at full length
+
+
 def split_parts(ir, name: str) -> int:
-    """Parts for a decode attention's tiles: at most one task per SM over all its tiles, each part at
-    least 128 cached positions long at full length (on an H100 the 1B step measured 1521 us at 4
-    parts, 1523 at 8 and 1560 at 16: a part's latency, not its bytes, sets the attention's time),
-    at most MAX_SPLIT."""
+    """Parts for a decode attention's tiles: at most one task per SM over all its tiles, each part
+    SPLIT_POSITIONS cached positions long at full length, at most MAX_SPLIT. A part costs a fixed
+    few microseconds of round trips whatever its length, so parts pay only where a tile's rows
+    take longer than that to stream: on an H100 the 1B step at position 168 of 1024 measured
+    1,310 us unsplit, 1,317 us at 4 parts and 1,332 us at 8 (bench/results/task_probe.json).
+    256 positions (4 parts at 1,024) keeps nearly all of the unsplit time at short positions and
+    bounds a tile's stream near full length."""
     f = ir.facts.info[name]
     tiles = f.extent // ir.tile(name)
     max_seq = ir.graph.tensors[f.op.inputs[1]].shape[2]
-    return max(1, min(MAX_SPLIT, ir.knobs.num_sms // max(1, tiles), max_seq // 128))
+    return max(1, min(MAX_SPLIT, ir.knobs.num_sms // max(1, tiles), max_seq // SPLIT_POSITIONS))
 
 
 def sibling_matmuls(ir) -> list[list[str]]:
