@@ -108,8 +108,9 @@ def rel_err(a, b) -> float:
 
 def load_step(model_name: str) -> SimpleNamespace:
     """A zoo model on the GPU with what every schedule of it is measured against: its graph and
-    tensors, the eager bf16 output and the float32 truth (the same weights, upcast), and the floor
-    (weight bytes over the device copy bandwidth measured now)."""
+    tensors, the eager bf16 output and the float32 truth (the same weights, upcast), the floor
+    (weight bytes over the device copy bandwidth measured now), and `base`, its default IR on this
+    GPU's SMs (what every schedule's edits apply to)."""
     bw = copy_bandwidth_gbs()
     model, inputs = ZOO[model_name](device="cuda")
     graph = capture(*ZOO[model_name](device="meta"), model_name)
@@ -117,7 +118,9 @@ def load_step(model_name: str) -> SimpleNamespace:
     with torch.no_grad():
         ref = model(*inputs)
         truth = copy.deepcopy(model).float()(*[x.float() if x.is_floating_point() else x for x in inputs])
-    return SimpleNamespace(bw=bw, graph=graph, weight_bytes=weight_bytes, floor_us=weight_bytes / (bw * 1e9) * 1e6,
+    base = make_ir(graph, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
+    return SimpleNamespace(bw=bw, graph=graph, base=base, weight_bytes=weight_bytes,
+                           floor_us=weight_bytes / (bw * 1e9) * 1e6,
                            params=module_tensors(model), feeds=dict(zip(graph.inputs, inputs)), ref=ref, truth=truth,
                            eager_err=rel_err(ref, truth))
 
@@ -136,14 +139,13 @@ def main():
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     step = load_step(args.model)
     bw, graph, weight_bytes, floor_us = step.bw, step.graph, step.weight_bytes, step.floor_us
     params, feeds, ref, truth, eager_err = step.params, step.feeds, step.ref, step.truth, step.eager_err
     for spec in args.extra:
         label, _, path = spec.partition("=")
         VARIANTS[label] = Path(path).read_text().splitlines()
-    base = make_ir(graph, num_sms=sms)
+    base = step.base
     rows = []
     runs = [(name, edits, mode) for mode in args.modes for name, edits in VARIANTS.items()
             if not args.only or name in args.only]

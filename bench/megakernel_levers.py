@@ -34,7 +34,7 @@ from megakernel_gym.compiler.calibrate import spearman  # noqa: E402
 from megakernel_gym.compiler.costmodel import predict  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
 from megakernel_gym.env.timeline import save_png, timeline_image  # noqa: E402
-from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits  # noqa: E402
+from megakernel_gym.ir_exposure import apply_edits, tuned_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits, lever_edits  # noqa: E402
 
 
@@ -69,11 +69,10 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     device = "H200" if "H200" in torch.cuda.get_device_name() else "H100"
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     step = load_step(args.model)
     bw, graph, weight_bytes, floor_us = step.bw, step.graph, step.weight_bytes, step.floor_us
     params, feeds, ref, truth, eager_err = step.params, step.feeds, step.ref, step.truth, step.eager_err
-    base = make_ir(graph, num_sms=sms)
+    base = step.base
     rows = []
     todo = [(name, edits, w, st) for name, edits in variants(base, args.splits).items()
             if args.only is None or name in args.only for w in args.weights for st in args.streams]

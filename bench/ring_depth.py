@@ -30,7 +30,7 @@ import torch  # noqa: E402
 from judge_bench import write  # noqa: E402
 from megakernel_edits import layer_profile, load_step, rel_err  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
-from megakernel_gym.ir_exposure import apply_edits, make_ir  # noqa: E402
+from megakernel_gym.ir_exposure import apply_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
 
 
@@ -58,9 +58,8 @@ def main():
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     step = load_step(args.model)
-    base = make_ir(step.graph, num_sms=sms)
+    base = step.base
     ir = apply_edits(base, expert_edits(base))
     plan = ir.plan()
     rows = []

@@ -35,7 +35,7 @@ import torch  # noqa: E402
 from judge_bench import write  # noqa: E402
 from megakernel_edits import load_step, rel_err  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
-from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits  # noqa: E402
+from megakernel_gym.ir_exposure import apply_edits, tuned_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
 from megakernel_gym.rewards.timing import L2Flusher  # noqa: E402
 from ring_depth import no_deps_call  # noqa: E402
@@ -99,9 +99,8 @@ def main():
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     step = load_step(args.model)
-    base = make_ir(step.graph, num_sms=sms)
+    base = step.base
     schedules = {"expert": expert_edits(base)}
     for spec in args.extra:
         label, _, path = spec.partition("=")
