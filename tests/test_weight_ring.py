@@ -112,6 +112,39 @@ def test_the_1b_expert_runs_its_projections_as_real_epilogues(llama_1b_graph):
     assert not regs.epilogues and producers <= set(regs.op_ids)
 
 
+def test_rows_of_1_2_4_or_8_whole_segments_come_as_packed_stages():
+    from megakernel_gym.compiler.codegen import ring_packed
+    assert all(ring_packed(WS_SEG * n) for n in (1, 2, 4, 8))
+    assert not any(ring_packed(b) for b in (WS_SEG // 2, 3 * WS_SEG, 16 * WS_SEG, WS_SEG + 16))
+
+
+def test_the_1b_expert_multiplies_x_from_registers_and_sums_split_rows_in_order(llama_1b_graph):
+    """Rows of 4 KB (q/k/v, o_proj, gate/up) and of 16 KB (down) come as packed stages: one bulk
+    copy per stage, each warp on the same columns in every stage, so x is read into registers
+    once per call; down's rows, four warps each, are summed per segment and then in segment
+    order by the last warp. The fused producers' outputs never reach memory: only their
+    consumer reads them, from shared memory."""
+    from megakernel_gym.compiler.codegen import _Emitter
+    base = make_ir(llama_1b_graph, num_sms=132)
+    ir = apply_edits(base, expert_edits(base))
+    plan = ir.plan()
+    src, table = emit_cuda(plan)
+    assert "if (a.packed)" in src
+    bodies = {b.split("(", 1)[0]: b.split("\n}\n", 1)[0] for b in src.split("__device__ __forceinline__ void op_")[1:]}
+    q = bodies[str(table.op_ids["layers.3.attn.q_proj"])]
+    down = bodies[str(table.op_ids["layers.3.mlp.add"])]
+    for body in (q, down):
+        assert "float4 xr[16];" in body and "dot_bf16x8(wv, xr[2 * j], xr[2 * j + 1])" in body
+    assert "pbuf" not in q and "const int nst = (hi - lo + 7) / 8, cs = warp % 1;" in q
+    assert "const int nst = (hi - lo + 1) / 2, cs = warp % 4;" in down and "c < 4; ++c) v += pbuf[" in down
+    em = _Emitter(plan)
+    g = plan.tg.graph
+    for name in ("layers.3.attn.o_proj", "layers.3.mlp.gate_proj", "layers.3.mlp.down_proj"):
+        assert em.kept_only(g.op(name).outputs[0]), name
+    assert not em.kept_only(g.op("layers.3.attn.add").outputs[0])   # the residual: read by norm and add
+    assert not em.kept_only(g.outputs[0])
+
+
 def test_ring_depth_knobs(graphs):
     ir = make_ir(graphs["mlp-tiny"], num_sms=8)
     plan = apply_edits(ir, tuned_edits(ir)).plan()

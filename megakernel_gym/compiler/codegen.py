@@ -96,6 +96,48 @@ def _streams(g: Graph, op: Op) -> bool:
             and m * k * 4 + 4 * WARPS <= SMEM_LIMIT)
 
 
+def ring_packed(rowb: int) -> bool:
+    """Whether weight rows of `rowb` bytes come through the ring as packed stages (WS_STAGE
+    contiguous bytes: whole rows of 1, 2, 4 or 8 segments), which both the producer (ws_at) and
+    the consumer (_ring_rows) decide from the row's bytes alone."""
+    return rowb % WS_SEG == 0 and WARPS % (rowb // WS_SEG) == 0
+
+
+def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: str, row: str, reset: str,
+               mac: str, done: str, combine: str) -> str:
+    """A ring-fed matmul's stage loop around one stage layout's pieces (_Emitter._ring_rows): `row`
+    names this warp's segment cs and row n in stage s, `reset` clears acc, `mac` adds one 16-byte
+    weight vector wv at column c, `done` ends the warp's part of a row, `combine` runs after the
+    stage's barrier, before the stage's buffer is refilled."""
+    return (f"  {{\n"
+            f"  const int nst = {nst};\n"
+            + head +
+            f"  float acc[{m}];\n"
+            f"  for (int s = 0; s < nst; ++s, ++g) {{\n"
+            f"    {row}\n"
+            + reset +
+            f"    ws_wait(g);\n"
+            + ("    if (s == 0) MK_PROBE(PROBE_FIRST);\n" if first else "") +
+            f"    if (n < hi) {{\n"
+            f"      const uint4* Ws = (const uint4*)(ws_stage(g) + warp * {WS_SEG});\n"
+            f"#pragma unroll\n"
+            f"      for (int j = 0; j < {u}; ++j) {{\n"
+            f"        const int cl = j * 32 + lane, c = cs * {segv} + cl;\n"
+            f"        if (c < {kv}) {{\n"
+            f"          const uint4 wv = Ws[cl];\n"
+            f"          {mac}\n"
+            f"        }}\n"
+            f"      }}\n"
+            + done +
+            f"    }}\n"
+            f"    __syncthreads();                      // every warp is done with stage g: refill its buffer\n"
+            + combine +
+            f"    if (threadIdx.x == 0) ws_pump(g + 1 + WS_STAGES);\n"
+            f"  }}\n"
+            f"  MK_PROBE(PROBE_LAST);\n"
+            f"  }}\n")
+
+
 def _dot_exprs(epv: int, w: str) -> tuple[str, str]:
     """A streamed matmul's inner step: (the dot of 16 weight bytes `w` with x at vector c, the load
     of that x from shared memory as float4s) for bf16 (8 per load) or float32 (4) weights."""
@@ -502,15 +544,30 @@ class _Emitter:
                     f"          }}\n"
                     f"      }}\n")
 
+        # rows the ring streams as packed stages of several segments sum each segment (warp_sum) and
+        # then the segments in order; so does this path, for the same bits
+        per_seg = ring_packed(kv * 16) and nc > 1
+
+        store = self.store(out, f"(long long)mm * {n_total} + n", "v" + bias)
+        if per_seg:   # every chunk starts a new sum; each chunk's warp sum adds to the row's total
+            reset = ("#pragma unroll\n"
+                     "        for (int i = 0; i < {r}; ++i) for (int mm = 0; mm < {m}; ++mm) "
+                     "{{ acc[i][mm] = 0.f; if (ci == 0) tot[i][mm] = 0.f; }}\n").format(r=r, m=m)
+            finish = (f"              tot[i][mm] += warp_sum(acc[i][mm]);\n"
+                      f"              const float v = tot[i][mm];\n"
+                      f"              if (ci == {nc - 1} && lane == 0 && n < hi) {{ {store} }}\n")
+        else:         # a row's chunks add up in each lane; one warp sum at its last chunk
+            reset = (f"        if (ci == 0)\n"
+                     f"#pragma unroll\n"
+                     f"          for (int i = 0; i < {r}; ++i) for (int mm = 0; mm < {m}; ++mm) acc[i][mm] = 0.f;\n")
+            finish = (f"              if (ci != {nc - 1}) continue;\n"
+                      f"              const float v = warp_sum(acc[i][mm]);\n"
+                      f"              if (lane == 0 && n < hi) {{ {store} }}\n")
+
         def compute(buf: str, st: str) -> str:
             return (f"      {{\n"
                     f"        const int n0 = lo + (warp + ({st}) / {nc} * {WARPS}) * {r}, ci = ({st}) % {nc};\n"
-                    f"        if (ci == 0) {{\n"
-                    f"#pragma unroll\n"
-                    f"          for (int i = 0; i < {r}; ++i)\n"
-                    f"#pragma unroll\n"
-                    f"            for (int mm = 0; mm < {m}; ++mm) acc[i][mm] = 0.f;\n"
-                    f"        }}\n"
+                    + reset +
                     f"#pragma unroll\n"
                     f"        for (int j = 0; j < {u}; ++j) {{\n"
                     f"          const int c = ci * {32 * u} + j * 32 + lane;\n"
@@ -524,16 +581,13 @@ class _Emitter:
                     f"            }}\n"
                     f"          }}\n"
                     f"        }}\n"
-                    f"        if (ci == {nc - 1}) {{\n"
                     f"#pragma unroll\n"
-                    f"          for (int i = 0; i < {r}; ++i)\n"
+                    f"        for (int i = 0; i < {r}; ++i)\n"
                     f"#pragma unroll\n"
-                    f"            for (int mm = 0; mm < {m}; ++mm) {{\n"
-                    f"              const float v = warp_sum(acc[i][mm]);\n"
+                    f"          for (int mm = 0; mm < {m}; ++mm) {{\n"
                     f"              const int n = n0 + i;\n"
-                    f"              if (lane == 0 && n < hi) {{ {self.store(out, f'(long long)mm * {n_total} + n', 'v' + bias)} }}\n"
-                    f"            }}\n"
-                    f"        }}\n"
+                    + finish +
+                    f"          }}\n"
                     f"      }}\n")
 
         # the first weight loads go out before the input vector is staged: their memory latency and
@@ -543,6 +597,7 @@ class _Emitter:
                 f"  const int mine = hi - lo - warp * {r};   // rows from this warp's first onward\n"
                 f"  const int steps = mine > 0 ? (mine + {WARPS * r - 1}) / {WARPS * r} * {nc} : 0;\n"
                 f"  float acc[{r}][{m}];\n"
+                + (f"  float tot[{r}][{m}];\n" if per_seg else "") +
                 f"  uint4 a[{r}][{u}], b[{r}][{u}];\n"
                 f"  if (steps > 0) {{\n" + load("a", "0") + "  }\n"
                 + self._stage_x(op, m, k) +
@@ -558,10 +613,11 @@ class _Emitter:
         memory by bulk copy (cp.async.bulk, completing on an mbarrier per stage), issued in queue
         order as soon as a stage is free, so a task's first stages land while it still waits for
         its inputs (and while the task before it runs). Each stage holds one WS_SEG-byte segment
-        of one row per warp; the warp multiplies its segment with x from shared memory, and the
-        last segment of a row ends in a warp sum. The stage count per call is the one
-        ws_pump walks for the same rows (ceil(rows / WARPS) row groups x segments per row)."""
-        self.smem = max(self.smem, m * k * 4)            # x, staged as float
+        of a row per warp: packed (ring_packed: WS_STAGE contiguous bytes, WARPS / segments rows,
+        x in registers) or one segment of each of WARPS rows, multiplied with x from shared memory.
+        The stage count per call is the one ws_at walks for the same rows: ceil(rows / rows per
+        stage) packed, ceil(rows / WARPS) row groups x segments per row otherwise."""
+        self.smem = max(self.smem, 4 * (m * k + WARPS + 2 * m * WARPS))   # x as float, a norm's scratch, pbuf
         return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
                 + self._stage_x(op, m, k) +
                 f"  unsigned g = ws.done;\n"
@@ -573,7 +629,15 @@ class _Emitter:
         past its last stage). Each row's value is stored to the op's output; with `keep` (a float*
         in shared memory) also kept there at keep[n - lo], as the output dtype rounds it, for a
         fused consumer's epilogue. Probes (emit_cuda probes=True): when its first stage is in (if
-        `first`: the task's first ring-fed rows) and when its last row is done."""
+        `first`: the task's first ring-fed rows) and when its last row is done.
+
+        Rows of whole WS_SEG segments, 1, 2, 4 or 8 of them (ring_packed), come as packed stages:
+        WS_STAGE contiguous bytes of the weight, so warp w always multiplies segment w % segments
+        of a row, always at the same columns of x: a decode vector (m = 1) is read from shared
+        memory into registers once per call, and each stage reads only its weights from shared
+        memory (x read per stage, twice the weight bytes with a 2-way bank conflict, cost about as
+        much as streaming the stage from memory). A row split over warps is summed per segment
+        (warp_sum) and the segments in order, by the last warp after the stage's barrier."""
         out = op.outputs[0]
         kv = k // epv                                    # 16-byte vectors per weight row
         segv = WS_SEG // 16                              # vectors per segment
@@ -582,51 +646,81 @@ class _Emitter:
         bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
         dot, xload = _dot_exprs(epv, "wv")
         value = "v" + bias
+        store = True
         if keep:
             rounded = "bf2f(f2bf(o))" if self.g.tensors[out].dtype == "bfloat16" else "o"
             kept = f" const float o = {value}; {keep}[mm * (hi - lo) + n - lo] = {rounded}; "
             value = "o"
+            store = not self.kept_only(out)
         else:
             kept = " "
-        return (f"  {{\n"
-                f"  const int nst = (hi - lo + {WARPS - 1}) / {WARPS} * {ncs};\n"
-                f"  float acc[{m}];\n"
-                f"  for (int s = 0; s < nst; ++s, ++g) {{\n"
-                f"    const int cs = s % {ncs}, n = lo + s / {ncs} * {WARPS} + warp;\n"
-                f"    if (cs == 0) {{\n"
-                f"#pragma unroll\n"
-                f"      for (int mm = 0; mm < {m}; ++mm) acc[mm] = 0.f;\n"
-                f"    }}\n"
-                f"    ws_wait(g);\n"
-                + ("    if (s == 0) MK_PROBE(PROBE_FIRST);\n" if first else "") +
-                f"    if (n < hi) {{\n"
-                f"      const uint4* Ws = (const uint4*)(ws_stage(g) + warp * {WS_SEG});\n"
-                f"#pragma unroll\n"
-                f"      for (int j = 0; j < {u}; ++j) {{\n"
-                f"        const int cl = j * 32 + lane, c = cs * {segv} + cl;\n"
-                f"        if (c < {kv}) {{\n"
-                f"          const uint4 wv = Ws[cl];\n"
-                f"#pragma unroll\n"
-                f"          for (int mm = 0; mm < {m}; ++mm) {{\n"
-                f"            const float4* X4 = (const float4*)(xs + mm * {k});\n"
-                f"            {xload}\n"
-                f"            acc[mm] += {dot};\n"
-                f"          }}\n"
-                f"        }}\n"
-                f"      }}\n"
-                f"      if (cs == {ncs - 1}) {{\n"
-                f"#pragma unroll\n"
-                f"        for (int mm = 0; mm < {m}; ++mm) {{\n"
-                f"          const float v = warp_sum(acc[mm]);\n"
-                f"          if (lane == 0) {{{kept}{self.store(out, f'(long long)mm * {n_total} + n', value)} }}\n"
-                f"        }}\n"
-                f"      }}\n"
-                f"    }}\n"
-                f"    __syncthreads();                      // every warp is done with stage g: refill its buffer\n"
-                f"    if (threadIdx.x == 0) ws_pump(g + 1 + WS_STAGES);\n"
-                f"  }}\n"
-                f"  MK_PROBE(PROBE_LAST);\n"
-                f"  }}\n")
+        emit = f"{kept}{self.store(out, f'(long long)mm * {n_total} + n', value) if store else ''} "
+        sum_emit = (f"#pragma unroll\n"
+                    f"        for (int mm = 0; mm < {m}; ++mm) {{\n"
+                    f"          const float v = warp_sum(acc[mm]);\n"
+                    f"          if (lane == 0) {{{emit}}}\n"
+                    f"        }}\n")
+        x_smem = (f"\n#pragma unroll\n"
+                  f"          for (int mm = 0; mm < {m}; ++mm) {{\n"
+                  f"            const float4* X4 = (const float4*)(xs + mm * {k});\n"
+                  f"            {xload}\n"
+                  f"            acc[mm] += {dot};\n"
+                  f"          }}")
+        zero = f"#pragma unroll\n    for (int mm = 0; mm < {m}; ++mm) acc[mm] = 0.f;\n"
+        if not ring_packed(kv * 16):   # one segment of each of WARPS rows: a row's segments in turn, one warp
+            return _ring_loop(m, segv, kv, u, first, nst=f"(hi - lo + {WARPS - 1}) / {WARPS} * {ncs}", head="",
+                              row=f"const int cs = s % {ncs}, n = lo + s / {ncs} * {WARPS} + warp;",
+                              reset=f"    if (cs == 0) {{\n{zero}    }}\n", mac=x_smem,
+                              done=f"      if (cs == {ncs - 1}) {{\n{sum_emit}      }}\n", combine="")
+        # packed: WARPS / ncs whole rows; warp w on segment w % ncs of row w / ncs, always the same columns
+        rps = WARPS // ncs
+        head = ""
+        if m == 1:   # x at this lane's columns in registers, read from shared memory once per call
+            nx = u * (2 if epv == 8 else 1)
+            grab = "xr[2 * j] = X4[2 * c]; xr[2 * j + 1] = X4[2 * c + 1];" if epv == 8 else "xr[j] = X4[c];"
+            none = ("xr[2 * j] = xr[2 * j + 1] = make_float4(0.f, 0.f, 0.f, 0.f);" if epv == 8
+                    else "xr[j] = make_float4(0.f, 0.f, 0.f, 0.f);")
+            head = (f"  float4 xr[{nx}];   // x at this warp's columns: the same in every stage\n"
+                    f"  {{\n"
+                    f"    const float4* X4 = (const float4*)xs;\n"
+                    f"#pragma unroll\n"
+                    f"    for (int j = 0; j < {u}; ++j) {{\n"
+                    f"      const int c = cs * {segv} + j * 32 + lane;\n"
+                    f"      if (c < {kv}) {{ {grab} }} else {{ {none} }}\n"
+                    f"    }}\n"
+                    f"  }}\n")
+        mac = (("acc[0] += dot_bf16x8(wv, xr[2 * j], xr[2 * j + 1]);" if epv == 8 else "acc[0] += dot_f32x4(wv, xr[j]);")
+               if m == 1 else x_smem)
+        if ncs == 1:       # a row per warp: its lane 0 has the row's value
+            done, combine = sum_emit, ""
+        else:              # a row per ncs warps: each segment's sum to pbuf, the last warp adds them in order
+            head = f"  float* pbuf = sm + {m * k + WARPS};   // per stage (two alternate): each warp's segment sums\n" + head
+            done = (f"#pragma unroll\n"
+                    f"        for (int mm = 0; mm < {m}; ++mm) {{\n"
+                    f"          const float v = warp_sum(acc[mm]);\n"
+                    f"          if (lane == 0) pbuf[((s & 1) * {m} + mm) * {WARPS} + warp] = v;\n"
+                    f"        }}\n")
+            combine = (f"    if (warp == {WARPS - 1})   // the stage's rows: their segments' sums, in segment order\n"
+                       f"      for (int e = lane; e < {rps * m}; e += 32) {{\n"
+                       f"        const int mm = e / {rps}, n = lo + s * {rps} + e % {rps};\n"
+                       f"        if (n < hi) {{\n"
+                       f"          float v = 0.f;\n"
+                       f"#pragma unroll\n"
+                       f"          for (int c = 0; c < {ncs}; ++c) v += pbuf[((s & 1) * {m} + mm) * {WARPS} + e % {rps} * {ncs} + c];\n"
+                       f"          {emit}\n"
+                       f"        }}\n"
+                       f"      }}\n")
+        return _ring_loop(m, segv, kv, u, first, nst=f"(hi - lo + {rps - 1}) / {rps}, cs = warp % {ncs}", head=head,
+                          row=f"const int n = lo + s * {rps} + warp / {ncs};", reset=zero, mac=mac,
+                          done=done, combine=combine)
+
+    def kept_only(self, tensor: str) -> bool:
+        """Whether a fused epilogue's matmul output need not reach memory at all: an activation
+        that no op but its one consumer reads (that consumer takes it from shared memory) and that
+        is no graph output. Storing it anyway measured 5-20 us of the 1B step on an H100."""
+        readers = [o.name for o in self.g.ops if tensor in o.inputs]
+        spec = self.g.tensors[tensor]
+        return len(readers) == 1 and tensor not in self.g.outputs and spec.kind not in ("buffer", "weight", "input")
 
     def epilogue_producers(self, op: Op) -> list[Op] | None:
         """The matmuls an elementwise op computes in its own task, when its fusion can be a real
@@ -675,7 +769,7 @@ class _Emitter:
         m, n_total = self.g.tensors[op.outputs[0]].shape
         tile = self.plan.tg.tiling[op.name][2]
         per = -(-m * tile // THREADS)                   # outputs per thread
-        keep_at = m * k + WARPS                         # past x and the norm's reduction scratch
+        keep_at = m * k + WARPS + 2 * m * WARPS         # past x, the norm's reduction scratch and pbuf
         self.smem = max(self.smem, 4 * (keep_at + len(prods) * m * tile))
         for p in prods:
             self.bulk_ops.add(p.name)
@@ -1227,12 +1321,21 @@ __device__ __forceinline__ char* ws_stage(unsigned g) { return (char*)mk_smem + 
 // memory: warp 0 runs this between two stages of a task, and the other warps wait at the next barrier.
 // stage s of segment f: its first row's bytes, rows (one per warp), bytes per row (one WS_SEG piece
 // of each), and whether it is whole rows; then the cursor (f, s) moves to the next stage
-struct WsAt { const char* src; int nr, seg, rowb; bool whole; };
+// (packed rows, codegen.ring_packed: whole rows of 1, 2, 4 or 8 segments, the stage one contiguous
+// WS_STAGE bytes of them, so that warp w always gets segment w %% segments of its row)
+struct WsAt { const char* src; int nr, seg, rowb; bool whole, packed; };
 __device__ __forceinline__ WsAt ws_at(int& f, int& s) {
   const WsSeg sg = ws.seg[f];
-  const int ncs = (sg.rowb + WS_SEG - 1) / WS_SEG, rg = s / ncs, cs = s - rg * ncs;
+  const int ncs = (sg.rowb + WS_SEG - 1) / WS_SEG;
+  if (sg.rowb %% WS_SEG == 0 && %(warps)d %% ncs == 0) {
+    const int rps = %(warps)d / ncs;
+    const WsAt a{sg.src + (long long)s * rps * sg.rowb, min(rps, sg.rows - s * rps), sg.rowb, sg.rowb, true, true};
+    if (++s == (sg.rows + rps - 1) / rps) { s = 0; ++f; }
+    return a;
+  }
+  const int rg = s / ncs, cs = s - rg * ncs;
   const WsAt a{sg.src + (long long)rg * %(warps)d * sg.rowb + (long long)cs * WS_SEG, min(%(warps)d, sg.rows - rg * %(warps)d),
-               min(WS_SEG, sg.rowb - cs * WS_SEG), sg.rowb, ncs == 1};
+               min(WS_SEG, sg.rowb - cs * WS_SEG), sg.rowb, ncs == 1, false};
   if (++s == (sg.rows + %(warps)d - 1) / %(warps)d * ncs) { s = 0; ++f; }
   return a;
 }
@@ -1245,7 +1348,10 @@ __device__ void ws_pump(unsigned upto) {
     const unsigned bar = smem_addr(&ws_bar[ws.issued %% WS_STAGES]);
     const unsigned dst = smem_addr(ws_stage(ws.issued));
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" :: "r"(bar), "r"(a.nr * a.seg) : "memory");
-    for (int r = 0; r < a.nr; ++r)
+    if (a.packed)   // one copy of the stage's whole rows
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
+                   :: "r"(dst), "l"(a.src), "r"(a.nr * a.seg), "r"(bar) : "memory");
+    else for (int r = 0; r < a.nr; ++r)
       asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
                    :: "r"(dst + r * WS_SEG), "l"(a.src + (long long)r * a.rowb), "r"(a.seg), "r"(bar) : "memory");
     ++ws.issued;
@@ -1291,7 +1397,9 @@ _MAIN = r"""
 // Before each task's waits, warp 0 issues the L2 prefetches scheduled at this queue position
 // (weight tiles of this or later tasks, as the schedule's prefetch depth says), so weights stream
 // while the task waits for its inputs.
-extern "C" __global__ void __launch_bounds__(%(threads)d) megakernel(
+// (one block per SM: __launch_bounds__ min 1 lets ptxas use all of its registers, which the ring's
+// x in registers needs without spilling)
+extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
     void* const* T_global, const int* __restrict__ slot_args_global, const int* __restrict__ q_stream,
     const int* __restrict__ qs_start, const int* __restrict__ ws_start,
     const int* __restrict__ ws_slot, const long long* __restrict__ ws_offset, const int* __restrict__ ws_rows,
