@@ -136,7 +136,7 @@ def test_the_1b_expert_multiplies_x_from_registers_and_sums_split_rows_in_order(
     for body in (q, down):
         assert "float4 xr[16];" in body and "dot_bf16x8(wv, xr[2 * j], xr[2 * j + 1])" in body
     assert "pbuf" not in q and "const int nst = (hi - lo + 7) / 8, cs = warp % 1;" in q
-    assert "const int nst = (hi - lo + 1) / 2, cs = warp % 4;" in down and "c < 4; ++c) v += pbuf[" in down
+    assert "const int nst = (hi - lo + 1) / 2, cs = warp % 4;" in down and "c < 4; ++c) v += pbuf[((g & 1)" in down
     em = _Emitter(plan)
     g = plan.tg.graph
     for name in ("layers.3.attn.o_proj", "layers.3.mlp.gate_proj", "layers.3.mlp.down_proj"):

@@ -694,11 +694,13 @@ class _Emitter:
         if ncs == 1:       # a row per warp: its lane 0 has the row's value
             done, combine = sum_emit, ""
         else:              # a row per ncs warps: each segment's sum to pbuf, the last warp adds them in order
-            head = f"  float* pbuf = sm + {m * k + WARPS};   // per stage (two alternate): each warp's segment sums\n" + head
+            # two buffers, by the ring stage's parity (not the call's: a fused epilogue's next matmul starts
+            # writing while the last warp may still add up the previous one's last stage)
+            head = f"  float* pbuf = sm + {m * k + WARPS};   // per ring stage (two alternate): each warp's segment sums\n" + head
             done = (f"#pragma unroll\n"
                     f"        for (int mm = 0; mm < {m}; ++mm) {{\n"
                     f"          const float v = warp_sum(acc[mm]);\n"
-                    f"          if (lane == 0) pbuf[((s & 1) * {m} + mm) * {WARPS} + warp] = v;\n"
+                    f"          if (lane == 0) pbuf[((g & 1) * {m} + mm) * {WARPS} + warp] = v;\n"
                     f"        }}\n")
             combine = (f"    if (warp == {WARPS - 1})   // the stage's rows: their segments' sums, in segment order\n"
                        f"      for (int e = lane; e < {rps * m}; e += 32) {{\n"
@@ -706,7 +708,7 @@ class _Emitter:
                        f"        if (n < hi) {{\n"
                        f"          float v = 0.f;\n"
                        f"#pragma unroll\n"
-                       f"          for (int c = 0; c < {ncs}; ++c) v += pbuf[((s & 1) * {m} + mm) * {WARPS} + e % {rps} * {ncs} + c];\n"
+                       f"          for (int c = 0; c < {ncs}; ++c) v += pbuf[((g & 1) * {m} + mm) * {WARPS} + e % {rps} * {ncs} + c];\n"
                        f"          {emit}\n"
                        f"        }}\n"
                        f"      }}\n")
