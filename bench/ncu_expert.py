@@ -50,11 +50,10 @@ def summarize(path: Path, top: int = 12) -> tuple[list[dict], dict]:
     all_samples = sum(totals.values())
     reasons = [{"reason": k, "samples": v, "share": v / all_samples}
                for k, v in sorted(totals.items(), key=lambda kv: -kv[1])]
-    ranked = sorted(data, key=lambda d: -sum(num(d[i]) for i in cols))[:top]
-    hot = [{"sass": d[1].strip(), "samples": sum(num(d[i]) for i in cols),
-            "share": sum(num(d[i]) for i in cols) / all_samples,
-            "reasons": {head[i]: num(d[i]) for i in cols if num(d[i]) >= 0.05 * sum(num(d[j]) for j in cols)}}
-           for d in ranked]
+    per = [(sum(num(d[i]) for i in cols), d) for d in data]   # each instruction's samples, summed once
+    hot = [{"sass": d[1].strip(), "samples": n, "share": n / all_samples,
+            "reasons": {head[i]: num(d[i]) for i in cols if num(d[i]) >= 0.05 * n}}
+           for n, d in sorted(per, key=lambda nd: -nd[0])[:top]]
     return reasons, {"instructions": len(data), "samples": all_samples, "hottest": hot}
 
 

@@ -103,6 +103,14 @@ def ring_packed(rowb: int) -> bool:
     return rowb % WS_SEG == 0 and WARPS % (rowb // WS_SEG) == 0
 
 
+def _ring_scratch(m: int, k: int) -> tuple[int, int]:
+    """A ring-fed matmul's op scratch, in floats from `sm`: x staged as float [0, m*k), a fused
+    norm's block reduction (WARPS), then pbuf, the split rows' segment sums (two stages of m x
+    WARPS). Returns (pbuf's offset, the end), the first float a fused epilogue may keep rows at."""
+    pbuf = m * k + WARPS
+    return pbuf, pbuf + 2 * m * WARPS
+
+
 def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: str, row: str, reset: str,
                mac: str, done: str, combine: str) -> str:
     """A ring-fed matmul's stage loop around one stage layout's pieces (_Emitter._ring_rows): `row`
@@ -617,7 +625,7 @@ class _Emitter:
         x in registers) or one segment of each of WARPS rows, multiplied with x from shared memory.
         The stage count per call is the one ws_at walks for the same rows: ceil(rows / rows per
         stage) packed, ceil(rows / WARPS) row groups x segments per row otherwise."""
-        self.smem = max(self.smem, 4 * (m * k + WARPS + 2 * m * WARPS))   # x as float, a norm's scratch, pbuf
+        self.smem = max(self.smem, 4 * _ring_scratch(m, k)[1])
         return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
                 + self._stage_x(op, m, k) +
                 f"  unsigned g = ws.done;\n"
@@ -696,7 +704,7 @@ class _Emitter:
         else:              # a row per ncs warps: each segment's sum to pbuf, the last warp adds them in order
             # two buffers, by the ring stage's parity (not the call's: a fused epilogue's next matmul starts
             # writing while the last warp may still add up the previous one's last stage)
-            head = f"  float* pbuf = sm + {m * k + WARPS};   // per ring stage (two alternate): each warp's segment sums\n" + head
+            head = f"  float* pbuf = sm + {_ring_scratch(m, k)[0]};   // per ring stage (two alternate): each warp's segment sums\n" + head
             done = (f"#pragma unroll\n"
                     f"        for (int mm = 0; mm < {m}; ++mm) {{\n"
                     f"          const float v = warp_sum(acc[mm]);\n"
@@ -771,7 +779,7 @@ class _Emitter:
         m, n_total = self.g.tensors[op.outputs[0]].shape
         tile = self.plan.tg.tiling[op.name][2]
         per = -(-m * tile // THREADS)                   # outputs per thread
-        keep_at = m * k + WARPS + 2 * m * WARPS         # past x, the norm's reduction scratch and pbuf
+        keep_at = _ring_scratch(m, k)[1]                # past x, the norm's reduction scratch and pbuf
         self.smem = max(self.smem, 4 * (keep_at + len(prods) * m * tile))
         for p in prods:
             self.bulk_ops.add(p.name)
