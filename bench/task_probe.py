@@ -14,7 +14,7 @@ runs, each run after an L2 flush as the timed runs have):
   tail    -> it has signalled (epilogue, combine, stores, the counter release)
 The whole step is also timed with and without probes, to show what the probes cost. `--no-deps`
 adds the same with counters started full (a diagnostic: nothing waits, the output is wrong).
-Each `--codegen` set (emit_cuda's knobs, e.g. control_warp=1 or ring_stages=3) adds every schedule
+Each `--codegen` set (emit_cuda's knobs, e.g. control_warp=1, ring_stages=3 or hops=ll) adds every schedule
 again, built with those knobs, for a side-by-side comparison in the same run.
 Writes task_probe.json.
 """
@@ -94,7 +94,7 @@ def main():
                          "EXPERT for expert_edits)")
     ap.add_argument("--no-deps", action="store_true", help="also probe each schedule with its counters started full")
     ap.add_argument("--codegen", nargs="*", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
-                    help="more builds of each schedule with these emit_cuda knobs (integers)")
+                    help="more builds of each schedule with these emit_cuda knobs (integers or names)")
     ap.add_argument("--tag", default="", help="suffix of the result's name (task_probe<tag>.json)")
     args = ap.parse_args()
     out = Path(args.out)
@@ -109,7 +109,8 @@ def main():
                                      expert_edits(base) if ln.strip() == "EXPERT" else ln for ln in lines)
     flush = L2Flusher(torch, torch.cuda.current_device())
     layers = range(args.layers[0], args.layers[1] + 1)
-    builds = [{}] + [{k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))} for spec in args.codegen]
+    builds = [{}] + [{k: int(v) if v.lstrip("-").isdigit() else v for k, v in (kv.split("=") for kv in spec.split(","))}
+                     for spec in args.codegen]
     rows = []
     for label, text in schedules.items():
         ir = apply_edits(base, text)

@@ -10,6 +10,7 @@ from conftest import seeded_step
 
 from megakernel_gym.compiler import ZOO, capture, module_tensors, run_graph
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
+from megakernel_gym.compiler.hops import HOPS, kept_waits
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
 from megakernel_gym.rewards.nvrtc import compile_cuda, parse_signatures
 
@@ -29,23 +30,29 @@ def test_megakernel_source_compiles_for_hopper(graphs, name):
     assert "ld.acquire.gpu" in src and "__trap()" in src and "%globaltimer" in src
 
 
+@pytest.mark.parametrize("hops", HOPS)
 @pytest.mark.parametrize("name", TINY)
-def test_task_table_is_the_plan(graphs, name):
+def test_task_table_is_the_plan(graphs, name, hops):
     plan = _plan(graphs, name)
-    _, t = emit_cuda(plan)
+    _, t = emit_cuda(plan, hops=hops)
     n = len(plan.tg.tasks)
+    # the waits LL words leave (hops="counters": all of them); only counters still waited on are signalled
+    ll = frozenset(t.ll)
+    assert (hops == "counters") == (not ll)
+    waits_of = kept_waits(plan, ll)
+    waited = {c for ws in waits_of.values() for c, _ in ws}
     assert sorted(t.q_task) == list(range(n))
     assert [t.q_task[t.q_start[q]:t.q_start[q + 1]] for q in range(len(plan.queues))] == plan.queues
     for task in range(n):
         waits = list(zip(t.wait_counter[t.wait_start[task]:t.wait_start[task + 1]],
                          t.wait_target[t.wait_start[task]:t.wait_start[task + 1]]))
-        assert waits == [tuple(w) for w in plan.waits.get(task, ())]
+        assert waits == [tuple(w) for w in waits_of.get(task, ())]
         calls = t.call_op[t.call_start[task]:t.call_start[task + 1]]
         assert calls[-1] == t.op_ids[plan.tg.tasks[task].op]          # its own op runs last
         assert all(lo < hi for lo, hi in zip(t.call_lo[t.call_start[task]:t.call_start[task + 1]],
                                              t.call_hi[t.call_start[task]:t.call_start[task + 1]]))
-    for c in plan.counters:   # every producer adds exactly once to each counter it feeds
-        assert t.signal_counter.count(c.id) == len(c.producers)
+    for c in plan.counters:   # every producer adds exactly once to each counter it feeds that is waited on
+        assert t.signal_counter.count(c.id) == (len(c.producers) if c.id in waited else 0)
     assert all(target <= len(plan.counters[c].producers) for c, target in zip(t.wait_counter, t.wait_target))
     # every tensor has memory: views share their base's
     assert set(t.aliases) == set(plan.tg.graph.tensors) and set(t.aliases.values()) == set(t.slots)
@@ -57,7 +64,7 @@ def test_task_table_is_the_plan(graphs, name):
             task, nw, nc, ns, npf = words[p:p + 5]
             p += 5
             assert [tuple(words[p + 2 * k:p + 2 * k + 2]) for k in range(nw)] == \
-                [tuple(w) for w in plan.waits.get(task, ())]
+                [tuple(w) for w in waits_of.get(task, ())]
             p += 2 * nw
             calls = [words[p + 5 * k:p + 5 * k + 5] for k in range(nc)]
             c0 = t.call_start[task]

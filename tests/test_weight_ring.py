@@ -157,6 +157,11 @@ def test_ring_depth_knobs(graphs):
     assert compile_cuda(src, "mlp-tiny-l2-wait.cu", arch="sm_90")[:4] == b"\x7fELF"
     with pytest.raises(CodegenError, match="ring takes 2-16 stages"):
         emit_cuda(plan, ring_stages=1)
+    # a call's last stage is refilled after the task's signal (WS_REFILL), not before its fence
+    src = emit_cuda(plan)[0]
+    assert "s + 1 < nst) ws_pump(g + 1 + WS_STAGES)" in src and "if (threadIdx.x == 0) ws_pump(g + 1" not in src
+    signal, refill = src.index("red.relaxed.gpu.global.add.u32"), src.index("    WS_REFILL;")
+    assert signal < refill and "ws_pump(ws.done + WS_STAGES)" in src
     # the warp that polls and signals: warp 1 leaves thread 0 to the ring's bulk copies alone
     src = emit_cuda(plan, control_warp=1)[0]
     assert "#define MK_CONTROL_WARP 1" in src and "#define MK_CONTROL_WARP 0" in emit_cuda(plan)[0]
@@ -210,6 +215,23 @@ def test_ring_and_register_paths_agree_bit_for_bit_on_gpu(name):
                     torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4,
                                                msg=f"{name} seed {seed} {edits} {k}")
                     assert torch.equal(out[k], regs[0][k]), f"{name} seed {seed} {edits} {k}: ring != registers"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", TINY)
+def test_a_ring_of_two_stages_feeds_calls_of_one_stage_on_gpu(name):
+    """A call's last stage leaves its buffer to the next call or the signal (WS_REFILL): with two
+    stages and tasks of a few rows, a call finds its first stage not yet issued and issues it."""
+    from megakernel_gym.compiler.runtime import Megakernel
+    g, params, feeds, ref = seeded_step(name, 0)
+    base = make_ir(g, num_sms=8)
+    ir = apply_edits(base, expert_edits(base))
+    mk = Megakernel(ir.plan(), impls=ir.impls, ring_stages=2)
+    assert mk.table.ws_stages == 2
+    _, regs = _outputs(ir.plan(), ir.impls, params, feeds, "regs", runs=1)
+    for out in poisoned_runs(mk, params, feeds, 2):
+        for k in ref:
+            assert torch.equal(out[k], regs[0][k]), f"{name} {k}: a ring of two != registers"
 
 
 @pytest.mark.gpu

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from megakernel_gym.compiler.expr import parse_expr
 from megakernel_gym.compiler.graph import Graph, Op
+from megakernel_gym.compiler.hops import HOPS, kept_waits, ll_tensors
 from megakernel_gym.compiler.schedule import Plan
 from megakernel_gym.compiler.tasks import INLINE, task_boxes
 
@@ -43,6 +44,7 @@ CONTROL_WARP = 0             # the warp that polls a task's counters and signals
 SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 block may have
 WEIGHT_PATHS = ("smem", "regs")
 CTYPES = {"float32": "float", "bfloat16": "unsigned short", "int64": "long long", "int32": "int"}
+LL_CTYPES = {"bfloat16": "unsigned", "float32": "unsigned long long"}   # an LL word per element (hops.py)
 EPV = {"bfloat16": 8, "float32": 4}     # elements per 16-byte load, for the dtypes loaded 16 bytes at a time
 ESIZE = {"bfloat16": 2, "float32": 4}   # their bytes per element
 
@@ -116,11 +118,16 @@ def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: 
     """A ring-fed matmul's stage loop around one stage layout's pieces (_Emitter._ring_rows): `row`
     names this warp's segment cs and row n in stage s, `reset` clears acc, `mac` adds one 16-byte
     weight vector wv at column c, `done` ends the warp's part of a row, `combine` runs after the
-    stage's barrier, before the stage's buffer is refilled."""
+    stage's barrier, before the stage's buffer is refilled. A call's last buffer is refilled by
+    the next ring call's first stage, or after the task has signalled (WS_REFILL), whichever
+    comes first: bulk copies issued just before the signal delay its fence (1B expert on an
+    H100: 1,276 -> 1,214 us). A call starts with its first stage not yet issued only after calls
+    of one stage each on a ring of two; it issues it then."""
     return (f"  {{\n"
             f"  const int nst = {nst};\n"
             + head +
             f"  float acc[{m}];\n"
+            f"  if (threadIdx.x == 0 && ws.issued <= g) ws_pump(g + WS_STAGES);   // calls of one stage with a ring of two\n"
             f"  for (int s = 0; s < nst; ++s, ++g) {{\n"
             f"    {row}\n"
             + reset +
@@ -140,7 +147,7 @@ def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: 
             f"    }}\n"
             f"    __syncthreads();                      // every warp is done with stage g: refill its buffer\n"
             + combine +
-            f"    if (threadIdx.x == 0) ws_pump(g + 1 + WS_STAGES);\n"
+            f"    if (threadIdx.x == 0 && s + 1 < nst) ws_pump(g + 1 + WS_STAGES);   // the last: WS_REFILL\n"
             f"  }}\n"
             f"  MK_PROBE(PROBE_LAST);\n"
             f"  }}\n")
@@ -228,6 +235,8 @@ class TaskTable:
     epilogues: dict[str, list[str]] = field(default_factory=dict)   # elementwise op -> the matmuls its one call
     #                                                                 runs first (a real epilogue fusion)
     trace_words: int = 2                                     # trace words per task (PROBE_WORDS with probes)
+    ll: list[str] = field(default_factory=list)              # base tensors kept as LL words (hops.py): 4 bytes
+    #                                                          per element, zeroed when bound, the epoch per launch
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,8 +266,15 @@ def _strides(shape) -> list[int]:
 
 
 class _Emitter:
-    def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem"):
+    def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem",
+                 ll: frozenset[str] = frozenset()):
         self.plan, self.g = plan, plan.tg.graph
+        # base tensors kept as LL words (hops.py): every access polls or stamps the launch's epoch
+        self.ll = ll
+        # how each base tensor is reached (hops.ll_tensors picks LL tensors from it): "stage", "store",
+        # "load <op kind>" or "raw" (a pointer handed to code that indexes it itself)
+        self.access: dict[str, set[str]] = {}
+        self._kind = ""
         # streamed matmuls read their weights from a ring in shared memory that bulk copies fill
         # ahead of the task (weights="smem"), or straight into registers (weights="regs")
         self.weights = weights
@@ -305,29 +321,40 @@ class _Emitter:
         b, hq, d = self.g.tensors[self.g.op(name).outputs[0]].shape
         return 4 * self.arrival_words(name) + 4 * b * hq * self.splits[name] * (d + 2)
 
-    def ptr(self, tensor: str) -> str:
+    def ptr(self, tensor: str, how: str = "raw") -> str:
         """The tensor's memory inside an op function: its k-th slot argument, so that ops alike in
-        everything but their tensors (the same projection in every layer) share one function."""
+        everything but their tensors (the same projection in every layer) share one function.
+        `how` records the access (load, store and stage pass theirs; any other is "raw")."""
         spec = self.g.tensors[tensor]
         ct = CTYPES.get(spec.dtype)
         if ct is None:
             raise CodegenError(f"tensor {tensor}: dtype {spec.dtype} is not emitted yet")
         b = self.base[tensor]
+        self.access.setdefault(b, set()).add(how)
+        if b in self.ll:
+            if how == "raw":
+                raise CodegenError(f"tensor {tensor}: an LL tensor reached by raw pointer (hops.ll_tensors admits none)")
+            ct = LL_CTYPES[spec.dtype]
         if b not in self._args:
             self._args.append(b)
         return f"(({ct}*)T[S[{self._args.index(b)}]])"
 
     def load(self, tensor: str, idx: str) -> str:
         dt = self.g.tensors[tensor].dtype
-        p = self.ptr(tensor)
+        p = self.ptr(tensor, f"load {self._kind}")
+        if self.base[tensor] in self.ll:   # polls until this launch's word is there
+            return f"{'ll_bf' if dt == 'bfloat16' else 'll_f32'}({p} + ({idx}))"
         if dt == "bfloat16":
             return f"bf2f({p}[{idx}])"
         return f"(float)({p}[{idx}])" if dt == "float32" else f"{p}[{idx}]"
 
     def store(self, tensor: str, idx: str, value: str) -> str:
         dt = self.g.tensors[tensor].dtype
+        p = self.ptr(tensor, "store")
+        if self.base[tensor] in self.ll:   # value and epoch in one store
+            return f"ll_st({p} + ({idx}), {'f2bf' if dt == 'bfloat16' else ''}({value}));"
         v = f"f2bf({value})" if dt == "bfloat16" else f"({CTYPES[dt]})({value})"
-        return f"{self.ptr(tensor)}[{idx}] = {v};"
+        return f"{p}[{idx}] = {v};"
 
     def weight_bytes(self, op: Op, lo: int, hi: int) -> tuple[int, int, int] | None:
         """(T index, first byte, bytes) of the weight rows [lo, hi) a matmul task streams, when they
@@ -351,7 +378,40 @@ class _Emitter:
         a multiple of the vector width) each load is 16 bytes."""
         dt = self.g.tensors[tensor].dtype
         epv = EPV.get(dt, 0)
-        p = self.ptr(tensor)
+        p = self.ptr(tensor, "stage")
+        per = {"bfloat16": 4, "float32": 2}.get(dt, 0)   # LL words per 16 bytes
+        if self.base[tensor] in self.ll and vec_ok and (unit or count) % per == 0:
+            # LL words, 16 bytes a load, all four of a thread's batch in flight together; the ones
+            # not this launch's yet are loaded again together, so a batch waits one trip per poll
+            nv = count // per if isinstance(count, int) else f"(({count}) / {per})"
+            vt, ld, ok, dt_, conv = (("ulonglong2", "ll_ld2", "ll_ok2", "float2",
+                                      "make_float2(__uint_as_float((unsigned)r[j].x), __uint_as_float((unsigned)r[j].y))")
+                                     if per == 2 else
+                                     ("uint4", "ll_ld4", "ll_ok4", "float4",
+                                      "make_float4(__uint_as_float(r[j].x << 16), __uint_as_float(r[j].y << 16), "
+                                      "__uint_as_float(r[j].z << 16), __uint_as_float(r[j].w << 16))"))
+            return (f"  {{\n"
+                    f"    const {vt}* src = (const {vt}*)({p} + ({offset}));\n"
+                    f"    {dt_}* dd = ({dt_}*)({dst});\n"
+                    f"    for (int v0 = threadIdx.x; v0 < {nv}; v0 += 4 * blockDim.x) {{\n"
+                    f"      {vt} r[4];\n"
+                    f"#pragma unroll\n"
+                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * blockDim.x; if (v < {nv}) r[j] = {ld}(src + v); }}\n"
+
+                    f"      for (unsigned long long tries = 0;; ++tries) {{\n"
+                    f"        bool all = true;\n"
+                    f"#pragma unroll\n"
+                    f"        for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * blockDim.x; "
+                    f"if (v < {nv} && !{ok}(r[j])) {{ all = false; r[j] = {ld}(src + v); }} }}\n"
+                    f"        if (all) break;\n"
+                    f"        if (tries > mk_spins) __trap();\n"
+                    f"      }}\n"
+                    f"#pragma unroll\n"
+                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * blockDim.x; if (v < {nv}) dd[v] = {conv}; }}\n"
+                    f"    }}\n"
+                    f"  }}\n")
+        if self.base[tensor] in self.ll:
+            vec_ok = False
         if vec_ok and epv and (unit or count) % epv == 0:
             nv = count // epv if isinstance(count, int) else f"(({count}) / {epv})"
             unpack = ("float f[8]; unpack_bf16x8(r[j], f); d4[2 * v] = make_float4(f[0], f[1], f[2], f[3]); "
@@ -441,6 +501,7 @@ class _Emitter:
         if body is None:
             raise CodegenError(f"op {op.name}: primitive {op.kind!r} is not emitted yet")
         self._args: list[str] = []
+        self._kind = op.kind
         prods = self.epilogues.get(op.name)
         text = (f"// {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}"
                 + (f", with its producers {', '.join(p.kind for p in prods)} as one call\n"
@@ -1276,9 +1337,62 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
+}
+// LL words (hops.py; NCCL's LL protocol, with the flag beside the data): a bf16 activation element
+// as one 4-byte word, the value in the low half and the launch's epoch in the high half (float32: 8
+// bytes, a word each), written by one store, so a reader that sees this launch's epoch sees the
+// value: no fence, no counter, no second trip. mk_ep: this launch's epoch (1-65535, never 0: a
+// zeroed word is no launch's).
+#define MK_LL_SLEEP 32   // ns between polls of a word not there yet: every thread of a block may poll
+__shared__ unsigned mk_ep;
+__shared__ unsigned long long mk_spins;   // polls before a word that never comes traps the kernel
+__device__ __forceinline__ void ll_st(unsigned* p, unsigned short v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" :: "l"(p), "r"((mk_ep << 16) | v) : "memory");
+}
+// a float32 element: 8 bytes, the value in the low word and the epoch in the high one
+__device__ __forceinline__ void ll_st(unsigned long long* p, float v) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;"
+               :: "l"(p), "l"(((unsigned long long)mk_ep << 32) | __float_as_uint(v)) : "memory");
+}
+__device__ __forceinline__ unsigned long long ll_ld1(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ ulonglong2 ll_ld2(const ulonglong2* p) {
+  ulonglong2 v;
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ unsigned ll_ld1(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint4 ll_ld4(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float ll_bf(const unsigned* p) {
+  unsigned w = ll_ld1(p);
+  for (unsigned long long tries = 0; (w >> 16) != mk_ep; w = ll_ld1(p))
+    if (++tries > mk_spins) __trap(); else __nanosleep(MK_LL_SLEEP);
+  return __uint_as_float(w << 16);
+}
+__device__ __forceinline__ float ll_f32(const unsigned long long* p) {
+  unsigned long long w = ll_ld1(p);
+  for (unsigned long long tries = 0; (unsigned)(w >> 32) != mk_ep; w = ll_ld1(p))
+    if (++tries > mk_spins) __trap(); else __nanosleep(MK_LL_SLEEP);
+  return __uint_as_float((unsigned)w);
+}
+__device__ __forceinline__ bool ll_ok2(ulonglong2 w) { return (unsigned)(w.x >> 32) == mk_ep && (unsigned)(w.y >> 32) == mk_ep; }
+__device__ __forceinline__ bool ll_ok4(uint4 w) {
+  return (w.x >> 16) == mk_ep && (w.y >> 16) == mk_ep && (w.z >> 16) == mk_ep && (w.w >> 16) == mk_ep;
 }"""
 
 _NO_RING = """
+#define WS_REFILL do { } while (0)
 #define WS_STAGES 0
 #define WS_STAGE 0
 #define WS_SEGS 0
@@ -1315,6 +1429,10 @@ _RING = r"""
 #define WS_SEGS %(ws_segs)d          // the most ring-fed calls any queue has (16 bytes each)
 #define WS_L2_AHEAD %(l2_ahead)d      // stages past the ring prefetched to L2, always
 #define WS_L2_WAIT %(l2_wait)d        // stages past the ring prefetched to L2 when a task must wait
+// after a task's signal, thread 0 refills the buffer its last ring stage freed (the stage loop leaves
+// it: a bulk copy in flight made the control warp's fence wait for it, about 0.5-1 us a task; with
+// control_warp 0, the same thread signalled just before)
+#define WS_REFILL do { if (threadIdx.x == 0) ws_pump(ws.done + WS_STAGES); } while (0)
 struct WsSeg { const char* src; int rows, rowb; };   // one ring-fed call: its first weight row, rows, row bytes
 struct WsStream {
   const WsSeg* seg;           // the queue's segments, copied into shared memory at launch
@@ -1414,7 +1532,8 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
     const int* __restrict__ qs_start, const int* __restrict__ ws_start,
     const int* __restrict__ ws_slot, const long long* __restrict__ ws_offset, const int* __restrict__ ws_rows,
     const int* __restrict__ ws_rowb, unsigned* counters,
-    unsigned long long spin_budget, int* status, unsigned long long* trace) {
+    unsigned long long spin_budget, int* status, unsigned long long* trace, unsigned epoch) {
+  if (threadIdx.x == 0) { mk_ep = epoch; mk_spins = spin_budget; }   // seen after the barrier below
   char* lay = (char*)mk_smem + WS_STAGES * WS_STAGE + WS_SEGS * 16;   // past the weight ring
   void** T = (void**)lay;
   int* slot_args = (int*)(lay + %(n_slots)d * 8);
@@ -1472,7 +1591,7 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
       __syncthreads();
     }
     if (threadIdx.x == 32 * MK_CONTROL_WARP) {   // the block's writes are ordered by the barrier above, published by this release
-      asm volatile("fence.acq_rel.gpu;" ::: "memory");
+      if (ns > 0) asm volatile("fence.acq_rel.gpu;" ::: "memory");   // none: its readers poll LL words
       for (int k = 0; k < ns; ++k)
         asm volatile("red.relaxed.gpu.global.add.u32 [%%0], 1;" :: "l"(&counters[G[k]]) : "memory");
       if (trace) { unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[PROBE_WORDS * t + 1] = g; }
@@ -1480,6 +1599,7 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
       if (mk_probe) mk_probe[7] = clock64();
 #endif
     }
+    WS_REFILL;
   }
 }
 """
@@ -1523,7 +1643,7 @@ _L2_WAIT = _MUST_WAIT + """
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
               weights: str = "smem", stream: str = "smem", ring_stages: int = WS_MAX_STAGES,
               l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0, probes: bool = False,
-              control_warp: int = CONTROL_WARP) -> tuple[str, TaskTable]:
+              control_warp: int = CONTROL_WARP, hops: str = "counters") -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -1536,8 +1656,13 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     same, only when a task must wait for its inputs. `probes`: a diagnostic trace row per task
     (PROBE_WORDS words, PROBE_NAMES; Launch.task_probes reads it), otherwise the same kernel.
     `control_warp`: the warp that polls a task's counters and whose first lane signals its own
-    (0 is also the warp whose thread 0 issues the weight ring's bulk copies)."""
+    (0 is also the warp whose thread 0 issues the weight ring's bulk copies). `hops`: how a task
+    learns its inputs are there (hops.py): "counters" (every dependency through the plan's
+    counters) or "ll" (the activations that can be are LL words, which carry the launch's epoch,
+    and the waits they make redundant go; the 1B expert measured 4% slower on an H100)."""
     impls = impls or {}
+    if hops not in HOPS:
+        raise CodegenError(f"hops {hops!r} is not one of {', '.join(HOPS)}")
     if not 0 <= control_warp < WARPS:
         raise CodegenError(f"control_warp={control_warp}: a block has warps 0-{WARPS - 1}")
     if not (2 <= ring_stages <= 16 and 0 <= l2_ahead <= 64 and 0 <= l2_wait <= 64):
@@ -1551,16 +1676,30 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
-                              control_warp)
+                              control_warp, hops)
         if table.ws_stages >= 2:
             return source, table
-    return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp)
+    return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=hops)
 
 
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
           ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0,
-          probes: bool = False, control_warp: int = CONTROL_WARP) -> tuple[str, TaskTable]:
-    em = _Emitter(plan, impls, weights)
+          probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters") -> tuple[str, TaskTable]:
+    """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
+    impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
+    args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp)
+    source, table, em = _emit_once(*args)
+    if hops == "ll" and not impls:
+        ll = ll_tensors(plan, em.access, em.base, em.called)
+        if ll:
+            source, table, _ = _emit_once(*args, ll=ll)
+    return source, table
+
+
+def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
+               ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int,
+               ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
+    em = _Emitter(plan, impls, weights, ll)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
@@ -1570,6 +1709,7 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
         if prods and not any(p.name in impls for p in prods):
             em.epilogues[name] = prods
     prologues = [[] if t.op in em.epilogues else em.prologue_calls(t) for t in plan.tg.tasks]
+    em.called = {pname for calls in prologues for pname, _ in calls}
     for calls in prologues:
         for pname, _ in calls:
             if pname not in used:
@@ -1613,16 +1753,21 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
         call_part.append(t.part)
         call_start.append(len(call_op))
     n = len(plan.tg.tasks)
+    # LL words enforce some dependencies themselves (hops.kept_waits); a counter nobody waits on
+    # any more is not signalled, and a task that signals nothing skips its fence
+    waits = kept_waits(plan, ll)
     wait_start, wait_counter, wait_target = [0], [], []
     for t in range(n):
-        for cid, threshold in plan.waits.get(t, ()):
+        for cid, threshold in waits.get(t, ()):
             wait_counter.append(cid)
             wait_target.append(threshold)
         wait_start.append(len(wait_counter))
+    waited = set(wait_counter)
     produces: dict[int, list[int]] = {}
     for c in plan.counters:
         for p in c.producers:
-            produces.setdefault(p, []).append(c.id)
+            if c.id in waited:
+                produces.setdefault(p, []).append(c.id)
     signal_start, signal_counter = [0], []
     for t in range(n):
         signal_counter += produces.get(t, [])
@@ -1712,7 +1857,7 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
                       ws_start=ws_start, ws_slot=ws_slot, ws_offset=ws_offset, ws_rows=ws_rows, ws_rowb=ws_rowb,
                       ws_stages=stages, q_stream=q_stream, qs_start=qs_start,
                       qs_in_smem=qs_smem, epilogues={e: [p.name for p in ps] for e, ps in em.epilogues.items()},
-                      trace_words=PROBE_WORDS if probes else 2)
+                      trace_words=PROBE_WORDS if probes else 2, ll=sorted(ll))
     cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + cc[4], cc[1], cc[2], cc[3], sm); "
                        "break;"
                        for i in range(len(bodies)))
@@ -1727,7 +1872,7 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
                          "n_slots": n_slots, "n_args": n_args, "tab_bytes": tab_bytes,
                          "prefetch": _PREFETCH[prefetch_mode] % {"chunk": PREFETCH_CHUNK},
                          "l2_wait": _L2_WAIT if stages > 0 and l2_wait > 0 else ""})
-    return source, table
+    return source, table, em
 
 
 __all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PREFETCH_MODES", "WEIGHT_PATHS", "IMPL_CONTRACT",

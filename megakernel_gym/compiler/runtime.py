@@ -28,7 +28,7 @@ class Megakernel:
         """impls: op -> task body (the IR's `impl` edits, `ir.impls`), compiled in place of the generated one.
         weights: "smem" (streamed matmuls fed by the weight ring) or "regs"; stream: "smem" (each queue's
         task stream read from shared memory where it fits) or "global"; ring: emit_cuda's other knobs
-        (the weight ring's ring_stages, l2_ahead and l2_wait; probes; control_warp)."""
+        (the weight ring's ring_stages, l2_ahead and l2_wait; probes; control_warp; hops)."""
         from megakernel_gym.rewards.nvrtc import load_cuda
         self.plan = plan
         self.source, self.table = emit_cuda(plan, prefetch_mode, impls, weights, stream, **ring)
@@ -60,7 +60,11 @@ class Megakernel:
         for name, i in self.table.slots.items():
             spec = g.tensors[name]
             t = env.get(name)
-            if t is None:   # activations and outputs: poisoned so an unwritten element shows up
+            if name in self.table.ll:   # LL words (compiler/hops.py): 4 bytes per bf16 element, 8 per float32
+                t = torch.zeros(spec.shape, dtype=torch.int32 if spec.dtype == "bfloat16" else torch.int64,
+                                device=device)   # zero is no launch's word
+                fresh.append(i)
+            elif t is None:   # activations and outputs: poisoned so an unwritten element shows up
                 dt = torch_dtype(spec.dtype)
                 t = torch.empty(spec.shape, dtype=dt, device=device)
                 fresh.append(i)
@@ -85,6 +89,7 @@ class Launch:
 
     def __init__(self, mk: Megakernel, slots: list[Tensor], device, trace: bool, fresh: list[int] = ()):
         self.mk, self.slots, self.fresh = mk, slots, list(fresh)
+        self.epoch = 0
         self.ptrs = torch.tensor([t.data_ptr() for t in slots], dtype=torch.int64, device=device)
         self.tab = mk._upload(device)
         self.counters = torch.zeros(max(1, mk.table.num_counters), dtype=torch.int32, device=device)
@@ -102,16 +107,19 @@ class Launch:
 
     def enqueue(self) -> None:
         """Enqueue one run with the counters as they are (__call__ zeroes them first; a diagnostic
-        may start them elsewhere)."""
+        may start them elsewhere). Each run has the next epoch (1-65535, then 1 again), which its
+        LL words carry: a word from the run before is never this run's."""
+        import numpy as np
         tab = self.tab
+        self.epoch = self.epoch % 65535 + 1
         self.fn((len(self.mk.plan.queues),), (THREADS,),
                 (self.ptrs, tab["slot_args"], tab["q_stream"], tab["qs_start"], tab["ws_start"], tab["ws_slot"],
                  tab["ws_offset"], tab["ws_rows"], tab["ws_rowb"], self.counters, self.mk.spin_budget,
-                 self.status, self.trace if self.trace is not None else 0), shared_mem=self.smem)
+                 self.status, self.trace if self.trace is not None else 0, np.uint32(self.epoch)), shared_mem=self.smem)
 
     def poison(self) -> None:
-        """Every activation and output buffer back to NaN (integers to 0), so the next run must
-        write all of it again: what an earlier run left there cannot pass for this run's result."""
+        """Every activation and output buffer back to NaN (integers and LL words to 0), so the next
+        run must write all of it again: what an earlier run left there cannot pass for this run's result."""
         for i in self.fresh:
             t = self.slots[i]
             t.fill_(float("nan")) if t.is_floating_point() else t.zero_()
@@ -120,6 +128,9 @@ class Launch:
         """The GPU tensor a graph tensor is bound to (views: their base's memory, in the tensor's
         shape); write into an input's to change the next run's input."""
         g, table = self.mk.plan.tg.graph, self.mk.table
+        if table.aliases[name] in table.ll:
+            raise ValueError(f"{name} is kept as LL words inside the kernel (compiler/hops.py); "
+                             "Megakernel(..., hops='counters') keeps it as its dtype")
         return self.slots[table.slots[table.aliases[name]]].view(g.tensors[name].shape)
 
     def check(self) -> None:

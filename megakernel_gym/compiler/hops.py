@@ -1,0 +1,97 @@
+"""Hops: how a megakernel task learns that its inputs are there.
+
+Counters (the plan's waits, schedule.build_plan): a producer task's block syncs, its control warp
+fences and adds 1 to the task's counter; a consumer's control warp polls the counter, then the
+task loads its input. Under a decode step's load each of those is a trip through a busy L2: on an
+H100 the fence alone took 1.5-2.5 us per task of the 1B expert (bench/task_probe.py).
+
+LL words (the idea of NCCL's low-latency protocol: the flag travels with the data): a bf16
+activation is kept as one 4-byte word per element, the value in the low half and the launch's
+epoch in the high half (a float32 one as 8 bytes, a word each), written by one store. A reader polls the words it reads until they carry
+this launch's epoch, which is one trip: no fence, no counter, no second load.
+
+Measured on an H100 (the 1B expert, bench/task_probe.py --codegen hops=ll): the fences go (task
+tails 1.3-2.5 us -> 0.2-0.3 us) and 81,024 waits become 1,024 (attention's on the KV caches), yet
+the step is about 4% slower (1,250 -> 1,297 us): what a task saves at its end, its readers now
+spend polling. So counters stay the default and "ll" is emit_cuda's knob.
+
+This module decides, for codegen, which tensors can be LL words (ll_tensors) and which waits they
+make redundant (kept_waits). The plan is not changed: the validator and the CPU VM see the same
+dependencies, and the megakernel enforces each of them either by a counter or by the LL words of
+the data itself.
+"""
+from __future__ import annotations
+
+from megakernel_gym.compiler.schedule import Plan
+from megakernel_gym.compiler.tasks import Task
+
+HOPS = ("ll", "counters")
+LL_DTYPES = ("bfloat16", "float32")   # 4-byte words (bf16 + a 16-bit epoch), 8-byte words (float32 + epoch)
+# accesses that read or write each element once per task: a poll per element costs one trip, where
+# a body that reads the same element many times (a generic matmul's x) would poll it each time
+ONCE = frozenset({"stage", "store", "load elementwise", "load rope", "load cache_write"})
+
+
+def ll_tensors(plan: Plan, access: dict[str, set[str]], base: dict[str, str], called: set[str]) -> frozenset[str]:
+    """Base tensors that can be LL words, from how one emission of the plan reached each tensor
+    (`access`: _Emitter.access). Each one is a bf16 or float32 activation (no graph input, output, buffer or
+    weight: nothing outside the kernel reads or writes it) that the kernel reaches only by element
+    loads, stores and staging that touch each element once per task; exactly one op writes it, in
+    that op's own tasks (`called`: ops that fused consumers also run, which would write it again),
+    and those tasks write every element of it, since a reader polls until each word it reads is this
+    launch's."""
+    g, tg = plan.tg.graph, plan.tg
+    writers: dict[str, list[str]] = {}
+    for op in g.ops:
+        if op.kind != "view":
+            for t in op.outputs:
+                writers.setdefault(base[t], []).append(op.name)
+    out = set()
+    for b, how in access.items():
+        spec = g.tensors[b]
+        if spec.kind != "activation" or spec.dtype not in LL_DTYPES or not how <= ONCE or "store" not in how:
+            continue
+        w = writers.get(b, [])
+        if len(w) != 1 or w[0] in called or not tg.by_op.get(w[0]):
+            continue
+        numel = 1
+        for d in spec.shape:
+            numel *= d
+        spans = sorted(s for tid in tg.by_op[w[0]] for r in tg.tasks[tid].writes if r.tensor == b for s in r.spans)
+        end = 0
+        for lo, hi in spans:
+            if lo > end:
+                break
+            end = max(end, hi)
+        if end == numel:
+            out.add(b)
+    return frozenset(out)
+
+
+def _ll_only(t: Task, p: Task, ll: frozenset[str]) -> bool:
+    """Whether task t depends on p only by reading LL words p writes: no write of t touches what p
+    reads or writes, and every overlap of t's reads with p's writes is on an LL tensor."""
+    if any(w.overlaps(x) for w in t.writes for x in p.writes + p.reads):
+        return False
+    return all(r.tensor in ll for r in t.reads for w in p.writes if r.overlaps(w))
+
+
+def kept_waits(plan: Plan, ll: frozenset[str]) -> dict[int, list[tuple[int, int]]]:
+    """The plan's waits less those that LL words enforce already: a wait goes when every task it
+    waits for (the counter's producers the task depends on) is a dependency by LL words alone."""
+    if not ll:
+        return plan.waits
+    tg = plan.tg
+    out = {}
+    for t, waits in plan.waits.items():
+        task, deps = tg.tasks[t], tg.deps[t]
+        kept = []
+        for c, threshold in waits:
+            prods = [p for p in plan.counters[c].producers if p in deps]
+            if not prods or not all(_ll_only(task, tg.tasks[p], ll) for p in prods):
+                kept.append((c, threshold))
+        out[t] = kept
+    return out
+
+
+__all__ = ["HOPS", "LL_DTYPES", "ONCE", "ll_tensors", "kept_waits"]
