@@ -12,8 +12,8 @@ this launch's epoch, which is one trip: no fence, no counter, no second load.
 
 Measured on an H100 (the 1B expert, bench/task_probe.py --codegen hops=ll): the fences go (task
 tails 1.3-2.5 us -> 0.2-0.3 us) and 81,024 waits become 1,024 (attention's on the KV caches), yet
-the step is about 4% slower (1,250 -> 1,297 us): what a task saves at its end, its readers now
-spend polling. So counters stay the default and "ll" is emit_cuda's knob.
+the step is about 6% slower (1,225 -> 1,301 us in one run): what a task saves at its end, its
+readers now spend polling. So counters stay the default and "ll" is emit_cuda's knob.
 
 This module decides, for codegen, which tensors can be LL words (ll_tensors) and which waits they
 make redundant (kept_waits). The plan is not changed: the validator and the CPU VM see the same
