@@ -77,6 +77,14 @@ def seeded_step(name: str, seed: int):
     return g, params, feeds, run_graph(g, params, feeds)
 
 
+def built_runs(plan, params, feeds, runs: int = 3, **knobs) -> tuple:
+    """(a Megakernel of the plan built with these knobs (Megakernel's: impls, weights, hops, ...),
+    its poisoned_runs)."""
+    from megakernel_gym.compiler.runtime import Megakernel
+    mk = Megakernel(plan, **knobs)
+    return mk, poisoned_runs(mk, params, feeds, runs)
+
+
 def poisoned_runs(mk, params, feeds, runs: int = 3) -> list[dict]:
     """A bound megakernel run `runs` times, every buffer poisoned before each run (so a run must
     write all of its output again), and each run's outputs copied out."""

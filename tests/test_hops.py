@@ -4,7 +4,7 @@ alone; LL tensors are activations one op writes in full; plans with impl bodies 
 the GPU: LL and counters give bit-identical outputs, and a run never takes the run before's words."""
 import pytest
 import torch
-from conftest import poisoned_runs, seeded_step
+from conftest import built_runs, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture, module_tensors, run_graph
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
@@ -131,12 +131,6 @@ def test_impl_bodies_and_the_counters_knob_keep_every_counter(graphs):
 # on the GPU
 
 
-def _runs(plan, params, feeds, hops, runs=2):
-    from megakernel_gym.compiler.runtime import Megakernel
-    mk = Megakernel(plan, hops=hops)
-    return mk, poisoned_runs(mk, params, feeds, runs)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", TINY)
 def test_ll_words_and_counters_agree_bit_for_bit_on_gpu(name):
@@ -144,9 +138,9 @@ def test_ll_words_and_counters_agree_bit_for_bit_on_gpu(name):
         g, params, feeds, ref = seeded_step(name, seed)
         for schedule in SCHEDULES:
             plan = _ir(g, schedule).plan()
-            mk, ll = _runs(plan, params, feeds, "ll")
+            mk, ll = built_runs(plan, params, feeds, 2, hops="ll")
             assert mk.table.ll
-            _, counters = _runs(plan, params, feeds, "counters", runs=1)
+            _, counters = built_runs(plan, params, feeds, 1, hops="counters")
             for out in ll:
                 for k, v in ref.items():
                     torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4,
@@ -185,8 +179,8 @@ def test_the_1b_expert_with_ll_words_is_the_counters_output_on_gpu():
     plan = _ir(g, "expert", sms=torch.cuda.get_device_properties(0).multi_processor_count).plan()
     model, inputs = ZOO["llama-1b"](seed=1, device="cuda")
     params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
-    _, ll = _runs(plan, params, feeds, "ll", runs=3)
-    _, counters = _runs(plan, params, feeds, "counters", runs=1)
+    _, ll = built_runs(plan, params, feeds, 3, hops="ll")
+    _, counters = built_runs(plan, params, feeds, 1, hops="counters")
     for out in ll:
         for k in out:
             assert torch.isfinite(out[k].float()).all(), k

@@ -6,7 +6,7 @@ register path give bit-identical outputs (the same products summed in the same o
 run, on three seeds of the tiny models and on the 1B's expert schedule."""
 import pytest
 import torch
-from conftest import poisoned_runs, seeded_step
+from conftest import built_runs, poisoned_runs, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture, module_tensors
 from megakernel_gym.compiler.codegen import (SMEM_BLOCK, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, CodegenError,
@@ -193,12 +193,6 @@ def llama_1b_graph():
 # on the GPU
 
 
-def _outputs(plan, impls, params, feeds, weights, runs=3):
-    from megakernel_gym.compiler.runtime import Megakernel
-    mk = Megakernel(plan, impls=impls, weights=weights)
-    return mk, poisoned_runs(mk, params, feeds, runs)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", TINY)
 def test_ring_and_register_paths_agree_bit_for_bit_on_gpu(name):
@@ -207,9 +201,9 @@ def test_ring_and_register_paths_agree_bit_for_bit_on_gpu(name):
         for edits in ("tuned", "expert"):
             base = make_ir(g, num_sms=8)
             ir = apply_edits(base, tuned_edits(base) if edits == "tuned" else expert_edits(base))
-            mk, ring = _outputs(ir.plan(), ir.impls, params, feeds, "smem")
+            mk, ring = built_runs(ir.plan(), params, feeds, impls=ir.impls, weights="smem")
             assert mk.table.ws_stages >= 2
-            _, regs = _outputs(ir.plan(), ir.impls, params, feeds, "regs", runs=1)
+            _, regs = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls, weights="regs")
             for out in ring:
                 for k, v in ref.items():
                     torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4,
@@ -222,14 +216,13 @@ def test_ring_and_register_paths_agree_bit_for_bit_on_gpu(name):
 def test_a_ring_of_two_stages_feeds_calls_of_one_stage_on_gpu(name):
     """A call's last stage leaves its buffer to the next call or the signal (WS_REFILL): with two
     stages and tasks of a few rows, a call finds its first stage not yet issued and issues it."""
-    from megakernel_gym.compiler.runtime import Megakernel
     g, params, feeds, ref = seeded_step(name, 0)
     base = make_ir(g, num_sms=8)
     ir = apply_edits(base, expert_edits(base))
-    mk = Megakernel(ir.plan(), impls=ir.impls, ring_stages=2)
+    mk, ring = built_runs(ir.plan(), params, feeds, 2, impls=ir.impls, ring_stages=2)
     assert mk.table.ws_stages == 2
-    _, regs = _outputs(ir.plan(), ir.impls, params, feeds, "regs", runs=1)
-    for out in poisoned_runs(mk, params, feeds, 2):
+    _, regs = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls, weights="regs")
+    for out in ring:
         for k in ref:
             assert torch.equal(out[k], regs[0][k]), f"{name} {k}: a ring of two != registers"
 
@@ -241,9 +234,9 @@ def test_the_1b_expert_through_the_ring_is_the_register_paths_output_on_gpu(llam
     ir = apply_edits(base, expert_edits(base))
     model, inputs = ZOO["llama-1b"](seed=1, device="cuda")
     params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
-    mk, ring = _outputs(ir.plan(), ir.impls, params, feeds, "smem")
+    mk, ring = built_runs(ir.plan(), params, feeds, impls=ir.impls, weights="smem")
     assert mk.table.ws_stages == WS_MAX_STAGES
-    _, regs = _outputs(ir.plan(), ir.impls, params, feeds, "regs", runs=1)
+    _, regs = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls, weights="regs")
     for out in ring:
         for k in out:
             assert torch.isfinite(out[k].float()).all(), k

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from megakernel_gym.compiler.expr import parse_expr
 from megakernel_gym.compiler.graph import Graph, Op
-from megakernel_gym.compiler.hops import HOPS, kept_waits, ll_tensors
+from megakernel_gym.compiler.hops import HOPS, LL_WORD_BYTES, kept_waits, ll_tensors
 from megakernel_gym.compiler.schedule import Plan
 from megakernel_gym.compiler.tasks import INLINE, task_boxes
 
@@ -44,7 +44,7 @@ CONTROL_WARP = 0             # the warp that polls a task's counters and signals
 SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 block may have
 WEIGHT_PATHS = ("smem", "regs")
 CTYPES = {"float32": "float", "bfloat16": "unsigned short", "int64": "long long", "int32": "int"}
-LL_CTYPES = {"bfloat16": "unsigned", "float32": "unsigned long long"}   # an LL word per element (hops.py)
+LL_CTYPES = {4: "unsigned", 8: "unsigned long long"}   # an LL word per element, by its bytes (hops.LL_WORD_BYTES)
 EPV = {"bfloat16": 8, "float32": 4}     # elements per 16-byte load, for the dtypes loaded 16 bytes at a time
 ESIZE = {"bfloat16": 2, "float32": 4}   # their bytes per element
 
@@ -335,7 +335,7 @@ class _Emitter:
         if b in self.ll:
             if how == "raw":
                 raise CodegenError(f"tensor {tensor}: an LL tensor reached by raw pointer (hops.ll_tensors admits none)")
-            ct = LL_CTYPES[spec.dtype]
+            ct = LL_CTYPES[LL_WORD_BYTES[spec.dtype]]
         if b not in self._args:
             self._args.append(b)
         return f"(({ct}*)T[S[{self._args.index(b)}]])"
@@ -380,8 +380,8 @@ class _Emitter:
         dt = self.g.tensors[tensor].dtype
         epv = EPV.get(dt, 0)
         p = self.ptr(tensor, "stage")
-        per = {"bfloat16": 4, "float32": 2}.get(dt, 0)   # LL words per 16 bytes
-        if self.base[tensor] in self.ll and vec_ok and (unit or count) % per == 0:
+        per = 16 // LL_WORD_BYTES[dt] if self.base[tensor] in self.ll else 0   # LL words per 16 bytes
+        if per and vec_ok and (unit or count) % per == 0:
             # LL words, 16 bytes a load, all four of a thread's batch in flight together; the ones
             # not this launch's yet are loaded again together, so a batch waits one trip per poll
             nv = count // per if isinstance(count, int) else f"(({count}) / {per})"

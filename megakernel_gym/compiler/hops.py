@@ -26,7 +26,9 @@ from megakernel_gym.compiler.schedule import Plan
 from megakernel_gym.compiler.tasks import Task
 
 HOPS = ("ll", "counters")
-LL_DTYPES = ("bfloat16", "float32")   # 4-byte words (bf16 + a 16-bit epoch), 8-byte words (float32 + epoch)
+# bytes of an element's LL word: bf16 + a 16-bit epoch, float32 + a 32-bit word for the epoch
+LL_WORD_BYTES = {"bfloat16": 4, "float32": 8}
+LL_DTYPES = tuple(LL_WORD_BYTES)
 # accesses that read or write each element once per task: a poll per element costs one trip, where
 # a body that reads the same element many times (a generic matmul's x) would poll it each time
 ONCE = frozenset({"stage", "store", "load elementwise", "load rope", "load cache_write"})
@@ -94,4 +96,4 @@ def kept_waits(plan: Plan, ll: frozenset[str]) -> dict[int, list[tuple[int, int]
     return out
 
 
-__all__ = ["HOPS", "LL_DTYPES", "ONCE", "ll_tensors", "kept_waits"]
+__all__ = ["HOPS", "LL_DTYPES", "LL_WORD_BYTES", "ONCE", "ll_tensors", "kept_waits"]

@@ -7,10 +7,12 @@ task and counter (never a hung GPU: the spin budget ends every wait).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from megakernel_gym.compiler.codegen import THREADS, emit_cuda
+from megakernel_gym.compiler.hops import LL_WORD_BYTES
 from megakernel_gym.compiler.interpret import bind_tensors, torch_dtype
 from megakernel_gym.compiler.schedule import Plan
 
@@ -60,9 +62,9 @@ class Megakernel:
         for name, i in self.table.slots.items():
             spec = g.tensors[name]
             t = env.get(name)
-            if name in self.table.ll:   # LL words (compiler/hops.py): 4 bytes per bf16 element, 8 per float32
-                t = torch.zeros(spec.shape, dtype=torch.int32 if spec.dtype == "bfloat16" else torch.int64,
-                                device=device)   # zero is no launch's word
+            if name in self.table.ll:   # LL words (compiler/hops.py): zero is no launch's word
+                t = torch.zeros(spec.shape, dtype={4: torch.int32, 8: torch.int64}[LL_WORD_BYTES[spec.dtype]],
+                                device=device)
                 fresh.append(i)
             elif t is None:   # activations and outputs: poisoned so an unwritten element shows up
                 dt = torch_dtype(spec.dtype)
@@ -109,7 +111,6 @@ class Launch:
         """Enqueue one run with the counters as they are (__call__ zeroes them first; a diagnostic
         may start them elsewhere). Each run has the next epoch (1-65535, then 1 again), which its
         LL words carry: a word from the run before is never this run's."""
-        import numpy as np
         tab = self.tab
         self.epoch = self.epoch % 65535 + 1
         self.fn((len(self.mk.plan.queues),), (THREADS,),

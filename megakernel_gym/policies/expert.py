@@ -33,7 +33,8 @@ def split_parts(ir, name: str) -> int:
     SPLIT_POSITIONS cached positions long at full length, at most MAX_SPLIT. A part costs a fixed
     few microseconds of round trips whatever its length, so parts pay only where a tile's rows
     take longer than that to stream: on an H100 the 1B step at position 168 of 1024 measured
-    1,310 us unsplit, 1,317 us at 4 parts and 1,332 us at 8 (bench/results/task_probe.json).
+    1,310 us unsplit, 1,317 us at 4 parts and 1,332 us at 8
+    (bench/results/task_probe_before_packed.json).
     256 positions (4 parts at 1,024) keeps nearly all of the unsplit time at short positions and
     bounds a tile's stream near full length."""
     f = ir.facts.info[name]
