@@ -77,6 +77,19 @@ def seeded_step(name: str, seed: int):
     return g, params, feeds, run_graph(g, params, feeds)
 
 
+def expert_1b(seed: int):
+    """The 1B model's expert plan on this GPU's SMs, with its parameters and inputs at `seed` on the
+    GPU: (plan, params, feeds)."""
+    import torch
+    from megakernel_gym.compiler import ZOO, capture, module_tensors
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
+    base = make_ir(g, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
+    model, inputs = ZOO["llama-1b"](seed=seed, device="cuda")
+    return apply_edits(base, expert_edits(base)).plan(), module_tensors(model), dict(zip(g.inputs, inputs))
+
+
 def built_runs(plan, params, feeds, runs: int = 3, **knobs) -> tuple:
     """(a Megakernel of the plan built with these knobs (Megakernel's: impls, weights, hops, ...),
     its poisoned_runs)."""

@@ -4,9 +4,9 @@ alone; LL tensors are activations one op writes in full; plans with impl bodies 
 the GPU: LL and counters give bit-identical outputs, and a run never takes the run before's words."""
 import pytest
 import torch
-from conftest import built_runs, seeded_step
+from conftest import built_runs, expert_1b, seeded_step
 
-from megakernel_gym.compiler import ZOO, capture, module_tensors, run_graph
+from megakernel_gym.compiler import ZOO, capture, run_graph
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
 from megakernel_gym.compiler.hops import LL_DTYPES, ONCE, kept_waits, ll_tensors
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
@@ -175,10 +175,7 @@ def test_a_run_never_takes_the_run_befores_words_on_gpu(name):
 
 @pytest.mark.gpu
 def test_the_1b_expert_with_ll_words_is_the_counters_output_on_gpu():
-    g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
-    plan = _ir(g, "expert", sms=torch.cuda.get_device_properties(0).multi_processor_count).plan()
-    model, inputs = ZOO["llama-1b"](seed=1, device="cuda")
-    params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
+    plan, params, feeds = expert_1b(seed=1)
     _, ll = built_runs(plan, params, feeds, 3, hops="ll")
     _, counters = built_runs(plan, params, feeds, 1, hops="counters")
     for out in ll:

@@ -43,6 +43,9 @@ WS_L2_AHEAD = 0              # stages past the ring prefetched to L2 by the ring
 CONTROL_WARP = 0             # the warp that polls a task's counters and signals its own
 SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 block may have
 WEIGHT_PATHS = ("smem", "regs")
+# who combines a split attention's parts: the last part to finish (into the op's output), or each
+# reader, while it stages the output as a matmul's input (the output is then never stored)
+COMBINES = ("last", "reader")
 CTYPES = {"float32": "float", "bfloat16": "unsigned short", "int64": "long long", "int32": "int"}
 LL_CTYPES = {4: "unsigned", 8: "unsigned long long"}   # an LL word per element, by its bytes (hops.LL_WORD_BYTES)
 EPV = {"bfloat16": 8, "float32": 4}     # elements per 16-byte load, for the dtypes loaded 16 bytes at a time
@@ -267,7 +270,7 @@ def _strides(shape) -> list[int]:
 
 class _Emitter:
     def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem",
-                 ll: frozenset[str] = frozenset()):
+                 ll: frozenset[str] = frozenset(), combine: str = "last"):
         self.plan, self.g = plan, plan.tg.graph
         # base tensors kept as LL words (hops.py): every access polls or stamps the launch's epoch
         self.ll = ll
@@ -302,6 +305,34 @@ class _Emitter:
                     and op.name not in (impls or {}) and onchip_norm_problem(self.g, norm, op) is None):
                 self.onchip[op.name] = norm
         self.onchip_norms = {n.name for n in self.onchip.values()}
+        # split attention outputs that their readers combine from the parts' partials (combine="reader")
+        self.deferred = self.reader_combined(impls or {}) if combine == "reader" else {}
+
+    def reader_combined(self, impls: dict[str, str]) -> dict[str, str]:
+        """Base tensor -> split attention op, for each split output that only streamed matmuls read, as
+        their input vector (staged whole into shared memory by _stage_x, so `stage` can combine the
+        parts there), that is no graph output and whose head rows are whole float4 runs. Its parts
+        then only write their partials: no arrival count, no last part's round trips to combine and
+        store, before the readers' wait is over."""
+        kept = {self.base[t] for t in list(self.g.outputs) + self.g.written_buffers()}
+        out = {}
+        for name in self.splits:
+            op = self.g.op(name)
+            b = self.base[op.outputs[0]]
+            if b in kept or self.g.tensors[op.outputs[0]].shape[-1] % 4:
+                continue
+            readers = [o for o in self.g.ops if o.kind != "view" and o.name != name
+                       and any(self.base[t] == b for t in o.inputs)]
+            if readers and all(o.kind == "matmul" and self.base[o.inputs[0]] == b and o.name not in impls
+                               and all(self.base[t] != b for t in o.inputs[1:]) and _streams(self.g, o)
+                               for o in readers):
+                out[b] = name
+        return out
+
+    def part_stride(self, d: int) -> int:
+        """Floats per (sequence, head, part) partial: the row, its max and its sum, padded to 16 bytes
+        so that a reader combining the parts loads the row in float4s."""
+        return -(-(d + 2) // 4) * 4
 
     def scratch_ptr(self, name: str, ctype: str) -> str:
         """A split op's scratch buffer inside its function: a slot argument like a tensor's."""
@@ -320,7 +351,7 @@ class _Emitter:
         """Arrival counts, then float partials: per (sequence, q head, part) the unnormalized output
         row, its max and its sum."""
         b, hq, d = self.g.tensors[self.g.op(name).outputs[0]].shape
-        return 4 * self.arrival_words(name) + 4 * b * hq * self.splits[name] * (d + 2)
+        return 4 * self.arrival_words(name) + 4 * b * hq * self.splits[name] * self.part_stride(d)
 
     def ptr(self, tensor: str, how: str = "raw") -> str:
         """The tensor's memory inside an op function: its k-th slot argument, so that ops alike in
@@ -377,6 +408,8 @@ class _Emitter:
         generic pointer, so the compiler may not move a global load above a shared store, and a
         load-store loop would wait out one memory latency per element. With vec_ok (the offset is
         a multiple of the vector width) each load is 16 bytes."""
+        if self.base[tensor] in self.deferred:
+            return self._stage_combined(self.deferred[self.base[tensor]], offset, count, dst)
         dt = self.g.tensors[tensor].dtype
         epv = EPV.get(dt, 0)
         p = self.ptr(tensor, "stage")
@@ -675,6 +708,41 @@ class _Emitter:
                 + compute("a", "st") +
                 f"    if (st + 2 < steps) {{\n" + load("a", "st + 2") + "    }\n"
                 f"    if (st + 1 < steps) {{\n" + compute("b", "st + 1") + "    }\n"
+                f"  }}\n")
+
+    def _stage_combined(self, name: str, offset: str, count, dst: str) -> str:
+        """`stage` of a split attention's output that its parts never stored (self.deferred): each
+        4 elements combined from every part's partial row, max and sum, in the order and arithmetic
+        of the last part's combine (_split_combine), and rounded to the output's dtype as its store
+        would, so the reader gets the same values."""
+        out = self.g.op(name).outputs[0]
+        _, _, d = self.g.tensors[out].shape
+        split, ps = self.splits[name], self.part_stride(d)
+        if not isinstance(count, int) or count % 4:
+            raise CodegenError(f"op {name}: its readers stage {count} elements, not whole float4s")
+        r = "bf2f(f2bf({}))" if self.g.tensors[out].dtype == "bfloat16" else "{}"
+        return (f"  {{\n"
+                f"    const float* part_out = {self.scratch_ptr(name, 'float')} + {self.arrival_words(name)};\n"
+                f"    for (int v = threadIdx.x; v < {count // 4}; v += blockDim.x) {{\n"
+                f"      const long long e = ({offset}) + 4LL * v, bh = e / {d};\n"
+                f"      const float* P = part_out + bh * {split * ps} + e % {d};\n"
+                f"      const float* M = part_out + bh * {split * ps} + {d};\n"
+                f"      float4 ov[{split}]; float2 ml[{split}];\n"
+                f"#pragma unroll\n"
+                f"      for (int p = 0; p < {split}; ++p) {{ ov[p] = __ldcg((const float4*)(P + p * {ps})); "
+                f"ml[p] = __ldcg((const float2*)(M + p * {ps})); }}\n"
+                f"      float mx = -INFINITY;\n"
+                f"#pragma unroll\n"
+                f"      for (int p = 0; p < {split}; ++p) mx = fmaxf(mx, ml[p].x);\n"
+                f"      float lsum = 0.f, o0 = 0.f, o1 = 0.f, o2 = 0.f, o3 = 0.f;\n"
+                f"#pragma unroll\n"
+                f"      for (int p = 0; p < {split}; ++p) {{\n"
+                f"        const float w = ml[p].x == -INFINITY ? 0.f : __expf(ml[p].x - mx);\n"
+                f"        lsum += w * ml[p].y; o0 += w * ov[p].x; o1 += w * ov[p].y; o2 += w * ov[p].z; o3 += w * ov[p].w;\n"
+                f"      }}\n"
+                f"      ((float4*)({dst}))[v] = make_float4({r.format('o0 / lsum')}, {r.format('o1 / lsum')}, "
+                f"{r.format('o2 / lsum')}, {r.format('o3 / lsum')});\n"
+                f"    }}\n"
                 f"  }}\n")
 
     def _matmul_ring(self, op: Op, m: int, k: int, n_total: int, epv: int) -> str:
@@ -1166,7 +1234,8 @@ class _Emitter:
                 f"      h0 = h1;\n"
                 f"    }}\n"
                 f"  }}\n"
-                + (self._split_combine(op, b, hq, d, split) if split > 1 else ""))
+                + (self._split_combine(op, b, hq, d, split)
+                   if split > 1 and self.base[out] not in self.deferred else ""))
 
     def _split_partials(self, op: Op, b: int, hq: int, d: int, split: int) -> str:
         """A split part's result: per head, the unnormalized output row, its max and its sum, to the
@@ -1176,7 +1245,7 @@ class _Emitter:
                 f"        float* part_out = {sp} + {self.arrival_words(op.name)};\n"
                 f"        for (int e = threadIdx.x; e < ng * {d + 2}; e += blockDim.x) {{\n"
                 f"          const int g = e / {d + 2}, c = e % {d + 2};\n"
-                f"          part_out[(((long long)bb * {hq} + h0 + g) * {split} + part) * {d + 2} + c] =\n"
+                f"          part_out[(((long long)bb * {hq} + h0 + g) * {split} + part) * {self.part_stride(d)} + c] =\n"
                 f"              c < {d} ? oacc[g * {d} + c] : c == {d} ? mrun[g] : lrun[g];\n"
                 f"        }}\n"
                 f"      }}\n")
@@ -1189,7 +1258,7 @@ class _Emitter:
         size = self.plan.tg.tiling[op.name][2]
         arrive = self.scratch_ptr(op.name, "unsigned")
         sp = self.scratch_ptr(op.name, "float")
-        slot = f"(((long long)bb * {hq} + h) * {split} + p) * {d + 2}"
+        slot = f"(((long long)bb * {hq} + h) * {split} + p) * {self.part_stride(d)}"
         return (f"  __shared__ unsigned mk_last;\n"
                 f"  __syncthreads();\n"
                 f"  if (threadIdx.x == 0) {{\n"
@@ -1643,7 +1712,7 @@ _L2_WAIT = _MUST_WAIT + """
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
               weights: str = "smem", stream: str = "smem", ring_stages: int = WS_MAX_STAGES,
               l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0, probes: bool = False,
-              control_warp: int = CONTROL_WARP, hops: str = "counters") -> tuple[str, TaskTable]:
+              control_warp: int = CONTROL_WARP, hops: str = "counters", combine: str = "last") -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -1659,8 +1728,15 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     (0 is also the warp whose thread 0 issues the weight ring's bulk copies). `hops`: how a task
     learns its inputs are there (hops.py): "counters" (every dependency through the plan's
     counters) or "ll" (the activations that can be are LL words, which carry the launch's epoch,
-    and the waits they make redundant go; the 1B expert measured 6% slower on an H100)."""
+    and the waits they make redundant go; the 1B expert measured 6% slower on an H100). `combine`: who
+    combines a split attention's parts (COMBINES): "last", the last part to finish, into the op's
+    output; "reader", every task that stages the output as a streamed matmul's input, from the
+    parts' partials, where every reader is one (_Emitter.reader_combined). Bit-identical; on the 1B
+    expert on an H100 the two measured the same (attention ends ~0.9 us sooner a layer, o_proj's
+    tasks take ~1.5 us longer to stage their input), so "last" stays the default."""
     impls = impls or {}
+    if combine not in COMBINES:
+        raise CodegenError(f"combine {combine!r} is not one of {', '.join(COMBINES)}")
     if hops not in HOPS:
         raise CodegenError(f"hops {hops!r} is not one of {', '.join(HOPS)}")
     if not 0 <= control_warp < WARPS:
@@ -1676,18 +1752,20 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
-                              control_warp, hops)
+                              control_warp, hops, combine)
         if table.ws_stages >= 2:
             return source, table
-    return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=hops)
+    return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=hops,
+                 combine=combine)
 
 
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
           ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0,
-          probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters") -> tuple[str, TaskTable]:
+          probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters",
+          combine: str = "last") -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
-    args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp)
+    args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine)
     source, table, em = _emit_once(*args)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
@@ -1697,9 +1775,9 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
 
 
 def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
-               ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int,
+               ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int, combine: str,
                ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
-    em = _Emitter(plan, impls, weights, ll)
+    em = _Emitter(plan, impls, weights, ll, combine)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them

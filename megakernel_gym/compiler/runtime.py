@@ -30,7 +30,7 @@ class Megakernel:
         """impls: op -> task body (the IR's `impl` edits, `ir.impls`), compiled in place of the generated one.
         weights: "smem" (streamed matmuls fed by the weight ring) or "regs"; stream: "smem" (each queue's
         task stream read from shared memory where it fits) or "global"; ring: emit_cuda's other knobs
-        (the weight ring's ring_stages, l2_ahead and l2_wait; probes; control_warp; hops)."""
+        (the weight ring's ring_stages, l2_ahead and l2_wait; probes; control_warp; hops; combine)."""
         from megakernel_gym.rewards.nvrtc import load_cuda
         self.plan = plan
         self.source, self.table = emit_cuda(plan, prefetch_mode, impls, weights, stream, **ring)
