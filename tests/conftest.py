@@ -90,6 +90,19 @@ def expert_1b(seed: int):
     return apply_edits(base, expert_edits(base)).plan(), module_tensors(model), dict(zip(g.inputs, inputs))
 
 
+def assert_1b_expert_same_bits(seed: int, **knobs):
+    """The 1B expert built with these emit_cuda knobs (three poisoned runs) and with the defaults
+    (one): every output finite and the same, bit for bit."""
+    import torch
+    plan, params, feeds = expert_1b(seed)
+    _, got = built_runs(plan, params, feeds, 3, **knobs)
+    _, want = built_runs(plan, params, feeds, 1)
+    for out in got:
+        for k in out:
+            assert torch.isfinite(out[k].float()).all(), k
+            assert torch.equal(out[k], want[0][k]), k
+
+
 def built_runs(plan, params, feeds, runs: int = 3, **knobs) -> tuple:
     """(a Megakernel of the plan built with these knobs (Megakernel's: impls, weights, hops, ...),
     its poisoned_runs)."""

@@ -4,7 +4,7 @@ alone; LL tensors are activations one op writes in full; plans with impl bodies 
 the GPU: LL and counters give bit-identical outputs, and a run never takes the run before's words."""
 import pytest
 import torch
-from conftest import built_runs, expert_1b, seeded_step
+from conftest import assert_1b_expert_same_bits, built_runs, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture, run_graph
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
@@ -175,10 +175,4 @@ def test_a_run_never_takes_the_run_befores_words_on_gpu(name):
 
 @pytest.mark.gpu
 def test_the_1b_expert_with_ll_words_is_the_counters_output_on_gpu():
-    plan, params, feeds = expert_1b(seed=1)
-    _, ll = built_runs(plan, params, feeds, 3, hops="ll")
-    _, counters = built_runs(plan, params, feeds, 1, hops="counters")
-    for out in ll:
-        for k in out:
-            assert torch.isfinite(out[k].float()).all(), k
-            assert torch.equal(out[k], counters[0][k]), k
+    assert_1b_expert_same_bits(1, hops="ll")

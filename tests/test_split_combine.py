@@ -4,7 +4,7 @@ On the CPU: which outputs the readers combine and which they cannot, and the sou
 GPU: both give the same bits, and the graph's numbers, over seeds, split counts and poisoned runs."""
 import pytest
 import torch
-from conftest import built_runs, expert_1b, seeded_step
+from conftest import assert_1b_expert_same_bits, built_runs, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.codegen import CodegenError, _Emitter, emit_cuda
@@ -93,10 +93,4 @@ def test_reader_and_last_part_combines_agree_bit_for_bit_on_gpu(name):
 
 @pytest.mark.gpu
 def test_the_1b_expert_combined_by_readers_is_the_last_parts_output_on_gpu():
-    plan, params, feeds = expert_1b(seed=2)
-    _, reader = built_runs(plan, params, feeds, 3, combine="reader")
-    _, last = built_runs(plan, params, feeds, 1, combine="last")
-    for out in reader:
-        for k in out:
-            assert torch.isfinite(out[k].float()).all(), k
-            assert torch.equal(out[k], last[0][k]), k
+    assert_1b_expert_same_bits(2, combine="reader")
