@@ -10,6 +10,8 @@ the measured rate is the ceiling a task body can reach by each load path:
   ring S x B  thread 0 keeps S stages of B bytes in flight as cp.async.bulk copies into shared
               memory (one copy per 4 KB row segment, as the weight ring does), every warp sums
               its segment, then the block syncs and refills the stage
+  ring ... producer warp   a 9th warp issues the copies; each compute warp releases a stage (an
+              arrival on its empty barrier) and goes on, with no block barrier
 Per variant: the median over repetitions of bytes / time, for per-block runs of 512 KB (a gate+up
 task) and 4 MB (steady state). Writes bench/results/stream_probe.json.
 """
@@ -119,6 +121,55 @@ extern "C" __global__ void __launch_bounds__(256) stream_ring(const char* w, lon
   }
   if (acc == 12345.f) out[threadIdx.x] = acc;
 }
+
+// the same stages fed by a producer warp (warp 8 of 288 threads): each of the 8 compute warps sums
+// its 4 KB segment of a stage and releases it (an arrival on the stage's empty barrier), with no
+// block barrier; the producer refills a buffer once all 8 have released it
+__shared__ __align__(8) unsigned long long empty_bar[16];
+__device__ __forceinline__ void bar_wait(unsigned b, unsigned parity) {
+  unsigned ok = 0;
+  while (!ok)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(ok) : "r"(b), "r"(parity) : "memory");
+}
+extern "C" __global__ void __launch_bounds__(288, 1) stream_ring_ws(const char* w, long long per_block, float* out,
+                                                                     int S, int stage, int piece) {
+  const char* src = w + blockIdx.x * per_block;
+  const int nst = (int)(per_block / stage), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < S; ++b) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(&bar[b])) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 8;" :: "r"(sa(&empty_bar[b])) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();
+  if (warp == 8) {
+    if (lane == 0)
+      for (int g = 0; g < nst; ++g) {
+        if (g >= S) bar_wait(sa(&empty_bar[g % S]), (g / S - 1) & 1u);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        const unsigned b = sa(&bar[g % S]);
+        const unsigned dst = sa((char*)smem + (g % S) * stage);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(stage) : "memory");
+        for (int p = 0; p < stage; p += piece)
+          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                       :: "r"(dst + p), "l"(src + (long long)g * stage + p), "r"(piece), "r"(b) : "memory");
+      }
+    return;
+  }
+  float acc = 0.f;
+  const int seg = stage / 8 / 16;   // 16-byte vectors of a warp's segment
+  for (int g = 0; g < nst; ++g) {
+    bar_wait(sa(&bar[g % S]), (g / S) & 1u);
+    const uint4* s4 = (const uint4*)((char*)smem + (g % S) * stage) + warp * seg;
+    for (int v = lane; v < seg; v += 32) acc += fold(s4[v]);
+    __syncwarp();
+    if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(&empty_bar[g % S])) : "memory");
+  }
+  if (acc == 12345.f) out[threadIdx.x] = acc;
+}
 """
 
 
@@ -136,6 +187,9 @@ def main():
     for s, stage, piece in [(4, 32768, 4096), (6, 32768, 4096), (4, 32768, 32768), (2, 65536, 4096),
                             (3, 65536, 65536), (8, 16384, 4096), (12, 16384, 16384)]:
         variants.append((f"ring {s} x {stage // 1024} KB ({piece // 1024} KB copies)", "stream_ring", (s, stage, piece)))
+    for s, stage, piece in [(2, 32768, 32768), (4, 32768, 32768), (6, 32768, 32768), (8, 16384, 16384)]:
+        variants.append((f"ring {s} x {stage // 1024} KB ({piece // 1024} KB copies), producer warp", "stream_ring_ws",
+                         (s, stage, piece)))
     for per_block in (512 * 1024, 4 * 1024 * 1024):
         w = torch.empty(sms * per_block + 4096, dtype=torch.uint8, device="cuda").random_()
         for name, fn_name, extra in variants:
@@ -149,7 +203,8 @@ def main():
                 torch.cuda.synchronize()
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 a.record()
-                fn((sms,), (512 if fn_name.endswith("_512") else 256,), args_, shared_mem=smem)
+                fn((sms,), (512 if fn_name.endswith("_512") else 288 if fn_name.endswith("_ws") else 256,), args_,
+                   shared_mem=smem)
                 b.record()
                 torch.cuda.synchronize()
                 if r >= 3:

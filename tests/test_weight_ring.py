@@ -6,11 +6,11 @@ register path give bit-identical outputs (the same products summed in the same o
 run, on three seeds of the tiny models and on the 1B's expert schedule."""
 import pytest
 import torch
-from conftest import built_runs, poisoned_runs, seeded_step
+from conftest import assert_1b_expert_same_bits, built_runs, poisoned_runs, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture, module_tensors
-from megakernel_gym.compiler.codegen import (SMEM_BLOCK, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, CodegenError,
-                                             emit_cuda)
+from megakernel_gym.compiler.codegen import (SMEM_BLOCK, THREADS, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE,
+                                             CodegenError, emit_cuda)
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
 from megakernel_gym.policies.expert import expert_edits
 from megakernel_gym.rewards.nvrtc import compile_cuda
@@ -168,6 +168,66 @@ def test_ring_depth_knobs(graphs):
     assert compile_cuda(src, "mlp-tiny-control-warp.cu", arch="sm_90")[:4] == b"\x7fELF"
     with pytest.raises(CodegenError, match="control_warp=8: a block has warps 0-7"):
         emit_cuda(plan, control_warp=8)
+
+
+def _op_bodies(src: str) -> list[str]:
+    return [b.split("\n}\n", 1)[0] for b in src.split("__device__ __forceinline__ void op_")[1:]]
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_a_producer_warp_feeds_the_ring_and_the_bodies_never_wait_for_it(graphs, name):
+    """producer="warp": a ninth warp issues every stage's copies (ws_produce) and leaves the task
+    loop; the compute warps release each stage on its empty barrier instead of syncing the block
+    per stage, and every barrier and thread count in a body is the compute warps' (barrier 1)."""
+    base = make_ir(graphs[name], num_sms=8)
+    plan = apply_edits(base, expert_edits(base)).plan()
+    src, table = emit_cuda(plan, producer="warp")
+    thread_src, thread_table = emit_cuda(plan)
+    assert table.threads == THREADS + 32 and thread_table.threads == THREADS
+    assert "#define WS_PRODUCER_WARP 1" in src and "#define WS_PRODUCER_WARP 0" in thread_src
+    assert f"__launch_bounds__({THREADS + 32}, 1)" in src and f"__launch_bounds__({THREADS}, 1)" in thread_src
+    # the same tables: only who issues the copies differs
+    assert (table.ws_rows, table.ws_rowb, table.ws_offset, table.q_stream) == \
+        (thread_table.ws_rows, thread_table.ws_rowb, thread_table.ws_offset, thread_table.q_stream)
+    ring = [b for b in _op_bodies(src) if "ws_wait(g)" in b]
+    assert ring
+    for b in ring:
+        assert "ws_release(g);" in b and "ws_pump" not in b and "__syncthreads" not in b and "blockDim" not in b
+        loop = b[b.index("for (int s = 0; s < nst"):]
+        assert "MK_SYNC()" not in loop.split("MK_PROBE(PROBE_LAST)")[0], "no block barrier per stage"
+    for b in _op_bodies(thread_src):
+        if "ws_wait(g)" in b:
+            assert "ws_release" not in b and "ws_pump(g + 1 + WS_STAGES)" in b
+    main = src[src.index("megakernel("):]
+    assert "if (threadIdx.x == MK_NT) ws_produce();" in main and "#define MK_SYNC() asm volatile(\"bar.sync 1, 256;" in src
+    assert compile_cuda(src, f"{name}-producer-warp.cu", arch="sm_90")[:4] == b"\x7fELF"
+
+
+def test_a_producer_warp_sums_a_row_over_several_warps_among_those_warps(llama_1b_graph):
+    """The 1B's down_proj rows (16 KB: four segments, four warps) are summed by the row's last warp
+    after a named barrier of just those four warps (2 + row), in segment order, as thread 0's ring
+    does after its block barrier."""
+    base = make_ir(llama_1b_graph, num_sms=132)
+    src, table = emit_cuda(apply_edits(base, expert_edits(base)).plan(), producer="warp")
+    assert table.ws_stages == WS_MAX_STAGES and table.threads == THREADS + 32
+    down = [b for b in _op_bodies(src) if "c < 1024" in b and "ws_wait(g)" in b]
+    assert down
+    for b in down:
+        assert 'asm volatile("bar.sync %0, 128;" :: "r"(2 + warp / 4)' in b
+        assert "if (warp % 4 == 3)" in b and "warp / 4 * 4 + c]" in b
+    assert compile_cuda(src, "llama-1b-producer-warp.cu", arch="sm_90")[:4] == b"\x7fELF"
+
+
+def test_a_bad_producer_or_l2_lookahead_with_a_producer_warp_is_refused(graphs):
+    ir = make_ir(graphs["mlp-tiny"], num_sms=8)
+    plan = apply_edits(ir, tuned_edits(ir)).plan()
+    with pytest.raises(CodegenError, match="producer 'dma' is not one of thread, warp"):
+        emit_cuda(plan, producer="dma")
+    with pytest.raises(CodegenError, match="l2_ahead and l2_wait are thread 0's prefetches"):
+        emit_cuda(plan, producer="warp", l2_wait=4)
+    # no ring (register path): no producer warp either
+    src, table = emit_cuda(plan, producer="warp", weights="regs")
+    assert table.threads == THREADS and "#define WS_PRODUCER_WARP 0" in src
 
 
 def test_impl_plans_and_an_unknown_path_fall_back_or_fail_clearly(graphs):
@@ -328,3 +388,39 @@ def test_polling_and_signalling_from_warp_1_computes_the_same_step_on_gpu(name):
     for run in outs[1]:
         for k, v in run.items():
             assert torch.equal(v, outs[0][0][k]), f"{name} {k}: control_warp=1 changed the output"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", TINY)
+def test_a_producer_warp_computes_what_thread_0_does_bit_for_bit_on_gpu(name):
+    for seed in (0, 1, 2):
+        g, params, feeds, ref = seeded_step(name, seed)
+        base = make_ir(g, num_sms=8)
+        for edits in ("default", "tuned", "expert"):
+            ir = apply_edits(base, {"default": "", "tuned": tuned_edits(base), "expert": expert_edits(base)}[edits])
+            mk, warp = built_runs(ir.plan(), params, feeds, 2, impls=ir.impls, producer="warp")
+            _, thread = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls)
+            for out in warp:
+                for k, v in ref.items():
+                    torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4,
+                                               msg=f"{name} seed {seed} {edits} {k}")
+                    assert torch.equal(out[k], thread[0][k]), f"{name} seed {seed} {edits} {k}: warp != thread 0"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages", [2, 3])
+def test_a_producer_warp_with_a_short_ring_computes_the_same_step_on_gpu(stages):
+    g, params, feeds, ref = seeded_step("llama-tiny", 1)
+    base = make_ir(g, num_sms=8)
+    ir = apply_edits(base, expert_edits(base))
+    mk, warp = built_runs(ir.plan(), params, feeds, 2, impls=ir.impls, producer="warp", ring_stages=stages)
+    assert mk.table.ws_stages == stages
+    _, thread = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls)
+    for out in warp:
+        for k in ref:
+            assert torch.equal(out[k], thread[0][k]), k
+
+
+@pytest.mark.gpu
+def test_the_1b_expert_fed_by_a_producer_warp_is_thread_0s_output_on_gpu():
+    assert_1b_expert_same_bits(3, producer="warp")

@@ -46,6 +46,9 @@ WEIGHT_PATHS = ("smem", "regs")
 # who combines a split attention's parts: the last part to finish (into the op's output), or each
 # reader, while it stages the output as a matmul's input (the output is then never stored)
 COMBINES = ("last", "reader")
+# who issues the weight ring's bulk copies: thread 0, between a call's stages and after a task's signal,
+# or a warp of its own beside the WARPS that run task bodies (full and empty barriers per stage)
+PRODUCERS = ("thread", "warp")
 CTYPES = {"float32": "float", "bfloat16": "unsigned short", "int64": "long long", "int32": "int"}
 LL_CTYPES = {4: "unsigned", 8: "unsigned long long"}   # an LL word per element, by its bytes (hops.LL_WORD_BYTES)
 EPV = {"bfloat16": 8, "float32": 4}     # elements per 16-byte load, for the dtypes loaded 16 bytes at a time
@@ -117,7 +120,7 @@ def _ring_scratch(m: int, k: int) -> tuple[int, int]:
 
 
 def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: str, row: str, reset: str,
-               mac: str, done: str, combine: str) -> str:
+               mac: str, done: str, combine: str, producer: str = "thread") -> str:
     """A ring-fed matmul's stage loop around one stage layout's pieces (_Emitter._ring_rows): `row`
     names this warp's segment cs and row n in stage s, `reset` clears acc, `mac` adds one 16-byte
     weight vector wv at column c, `done` ends the warp's part of a row, `combine` runs after the
@@ -125,12 +128,18 @@ def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: 
     the next ring call's first stage, or after the task has signalled (WS_REFILL), whichever
     comes first: bulk copies issued just before the signal delay its fence (1B expert on an
     H100: 1,276 -> 1,214 us). A call starts with its first stage not yet issued only after calls
-    of one stage each on a ring of two; it issues it then."""
+    of one stage each on a ring of two; it issues it then.
+
+    With producer="warp" a warp of its own issues the copies (ws_produce): each compute warp
+    releases a stage when it is done with it (ws_release) and goes on to the next one, with no
+    block barrier per stage and no copy issued in its way; `combine` then syncs only the warps
+    it needs."""
     return (f"  {{\n"
             f"  const int nst = {nst};\n"
             + head +
             f"  float acc[{m}];\n"
-            f"  if (threadIdx.x == 0 && ws.issued <= g) ws_pump(g + WS_STAGES);   // calls of one stage with a ring of two\n"
+            + ("" if producer == "warp" else
+               "  if (threadIdx.x == 0 && ws.issued <= g) ws_pump(g + WS_STAGES);   // calls of one stage with a ring of two\n") +
             f"  for (int s = 0; s < nst; ++s, ++g) {{\n"
             f"    {row}\n"
             + reset +
@@ -148,9 +157,11 @@ def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: 
             f"      }}\n"
             + done +
             f"    }}\n"
-            f"    __syncthreads();                      // every warp is done with stage g: refill its buffer\n"
-            + combine +
-            f"    if (threadIdx.x == 0 && s + 1 < nst) ws_pump(g + 1 + WS_STAGES);   // the last: WS_REFILL\n"
+            + ("    ws_release(g);                        // this warp is done with stage g: the producer refills it\n"
+               + combine if producer == "warp" else
+               "    MK_SYNC();                      // every warp is done with stage g: refill its buffer\n"
+               + combine +
+               "    if (threadIdx.x == 0 && s + 1 < nst) ws_pump(g + 1 + WS_STAGES);   // the last: WS_REFILL\n") +
             f"  }}\n"
             f"  MK_PROBE(PROBE_LAST);\n"
             f"  }}\n")
@@ -238,6 +249,7 @@ class TaskTable:
     epilogues: dict[str, list[str]] = field(default_factory=dict)   # elementwise op -> the matmuls its one call
     #                                                                 runs first (a real epilogue fusion)
     trace_words: int = 2                                     # trace words per task (PROBE_WORDS with probes)
+    threads: int = THREADS                                   # threads per block (THREADS, plus a producer warp)
     ll: list[str] = field(default_factory=list)              # base tensors kept as LL words (hops.py): 4 bytes
     #                                                          per element, zeroed when bound, the epoch per launch
 
@@ -270,8 +282,10 @@ def _strides(shape) -> list[int]:
 
 class _Emitter:
     def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem",
-                 ll: frozenset[str] = frozenset(), combine: str = "last"):
+                 ll: frozenset[str] = frozenset(), combine: str = "last", producer: str = "thread"):
         self.plan, self.g = plan, plan.tg.graph
+        # who issues the weight ring's copies: thread 0 between stages, or a warp of its own (PRODUCERS)
+        self.producer = producer
         # base tensors kept as LL words (hops.py): every access polls or stamps the launch's epoch
         self.ll = ll
         # how each base tensor is reached (hops.ll_tensors picks LL tensors from it): "stage", "store",
@@ -427,20 +441,20 @@ class _Emitter:
             return (f"  {{\n"
                     f"    const {vt}* src = (const {vt}*)({p} + ({offset}));\n"
                     f"    {dt_}* dd = ({dt_}*)({dst});\n"
-                    f"    for (int v0 = threadIdx.x; v0 < {nv}; v0 += 4 * blockDim.x) {{\n"
+                    f"    for (int v0 = threadIdx.x; v0 < {nv}; v0 += 4 * MK_NT) {{\n"
                     f"      {vt} r[4];\n"
                     f"#pragma unroll\n"
-                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * blockDim.x; if (v < {nv}) r[j] = {ld}(src + v); }}\n"
+                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * MK_NT; if (v < {nv}) r[j] = {ld}(src + v); }}\n"
                     f"      for (unsigned long long tries = 0;; ++tries) {{\n"
                     f"        bool all = true;\n"
                     f"#pragma unroll\n"
-                    f"        for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * blockDim.x; "
+                    f"        for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * MK_NT; "
                     f"if (v < {nv} && !{ok}(r[j])) {{ all = false; r[j] = {ld}(src + v); }} }}\n"
                     f"        if (all) break;\n"
                     f"        if (tries > mk_spins) __trap();\n"
                     f"      }}\n"
                     f"#pragma unroll\n"
-                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * blockDim.x; if (v < {nv}) dd[v] = {conv}; }}\n"
+                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * MK_NT; if (v < {nv}) dd[v] = {conv}; }}\n"
                     f"    }}\n"
                     f"  }}\n")
         if self.base[tensor] in self.ll:
@@ -454,21 +468,21 @@ class _Emitter:
             return (f"  {{\n"
                     f"    const uint4* src = (const uint4*)({p} + ({offset}));\n"
                     f"    float4* d4 = (float4*)({dst});\n"
-                    f"    for (int v0 = threadIdx.x; v0 < {nv}; v0 += 4 * blockDim.x) {{\n"
+                    f"    for (int v0 = threadIdx.x; v0 < {nv}; v0 += 4 * MK_NT) {{\n"
                     f"      uint4 r[4];\n"
                     f"#pragma unroll\n"
-                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * blockDim.x; if (v < {nv}) r[j] = src[v]; }}\n"
+                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * MK_NT; if (v < {nv}) r[j] = src[v]; }}\n"
                     f"#pragma unroll\n"
-                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * blockDim.x; if (v < {nv}) {{ {unpack} }} }}\n"
+                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * MK_NT; if (v < {nv}) {{ {unpack} }} }}\n"
                     f"    }}\n"
                     f"  }}\n")
-        return (f"  for (int e0 = threadIdx.x; e0 < {count}; e0 += 4 * blockDim.x) {{\n"
+        return (f"  for (int e0 = threadIdx.x; e0 < {count}; e0 += 4 * MK_NT) {{\n"
                 f"    float r[4];\n"
                 f"#pragma unroll\n"
-                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * blockDim.x; "
+                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * MK_NT; "
                 f"r[j] = e < {count} ? {self.load(tensor, f'({offset}) + e')} : 0.f; }}\n"
                 f"#pragma unroll\n"
-                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * blockDim.x; if (e < {count}) ({dst})[e] = r[j]; }}\n"
+                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * MK_NT; if (e < {count}) ({dst})[e] = r[j]; }}\n"
                 f"  }}\n")
 
     def cache_bytes(self, op: Op, lo: int, hi: int) -> list[tuple[int, int, int]]:
@@ -546,7 +560,7 @@ class _Emitter:
         dims = [f"{d}" for d in shape]
         dims[axis] = "(hi - lo)"
         n = " * ".join(dims) or "1"
-        lines = [f"  const int n = {n};", "  for (int e = threadIdx.x; e < n; e += blockDim.x) {",
+        lines = [f"  const int n = {n};", "  for (int e = threadIdx.x; e < n; e += MK_NT) {",
                  "    int r = e;"]
         for i in reversed(range(len(shape))):
             lines.append(f"    const int c{i} = r % {dims[i]}{' + lo' if i == axis else ''}; r /= {dims[i]};")
@@ -607,7 +621,7 @@ class _Emitter:
         bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
         return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
                 f"  const int pairs = {m} * (hi - lo);\n"
-                f"  for (int p = warp; p < pairs; p += blockDim.x / 32) {{\n"
+                f"  for (int p = warp; p < pairs; p += MK_NT / 32) {{\n"
                 f"    const int mm = p / (hi - lo), n = lo + p % (hi - lo);\n"
                 f"    float acc = 0.f;\n"
                 f"    for (int kk = lane; kk < {k}; kk += 32)\n"
@@ -723,7 +737,7 @@ class _Emitter:
         r = "bf2f(f2bf({}))" if self.g.tensors[out].dtype == "bfloat16" else "{}"
         return (f"  {{\n"
                 f"    const float* part_out = {self.scratch_ptr(name, 'float')} + {self.arrival_words(name)};\n"
-                f"    for (int v = threadIdx.x; v < {count // 4}; v += blockDim.x) {{\n"
+                f"    for (int v = threadIdx.x; v < {count // 4}; v += MK_NT) {{\n"
                 f"      const long long e = ({offset}) + 4LL * v, bh = e / {d};\n"
                 f"      const float* P = part_out + bh * {split * ps} + e % {d};\n"
                 f"      const float* M = part_out + bh * {split * ps} + {d};\n"
@@ -808,7 +822,8 @@ class _Emitter:
             return _ring_loop(m, segv, kv, u, first, nst=f"(hi - lo + {WARPS - 1}) / {WARPS} * {ncs}", head="",
                               row=f"const int cs = s % {ncs}, n = lo + s / {ncs} * {WARPS} + warp;",
                               reset=f"    if (cs == 0) {{\n{zero}    }}\n", mac=x_smem,
-                              done=f"      if (cs == {ncs - 1}) {{\n{sum_emit}      }}\n", combine="")
+                              done=f"      if (cs == {ncs - 1}) {{\n{sum_emit}      }}\n", combine="",
+                              producer=self.producer)
         # packed: WARPS / ncs whole rows; warp w on segment w % ncs of row w / ncs, always the same columns
         rps = WARPS // ncs
         head = ""
@@ -839,19 +854,33 @@ class _Emitter:
                     f"          const float v = warp_sum(acc[mm]);\n"
                     f"          if (lane == 0) pbuf[((g & 1) * {m} + mm) * {WARPS} + warp] = v;\n"
                     f"        }}\n")
-            combine = (f"    if (warp == {WARPS - 1})   // the stage's rows: their segments' sums, in segment order\n"
-                       f"      for (int e = lane; e < {rps * m}; e += 32) {{\n"
-                       f"        const int mm = e / {rps}, n = lo + s * {rps} + e % {rps};\n"
-                       f"        if (n < hi) {{\n"
-                       f"          float v = 0.f;\n"
-                       f"#pragma unroll\n"
-                       f"          for (int c = 0; c < {ncs}; ++c) v += pbuf[((g & 1) * {m} + mm) * {WARPS} + e % {rps} * {ncs} + c];\n"
-                       f"          {emit}\n"
-                       f"        }}\n"
-                       f"      }}\n")
+            if self.producer == "warp":   # the row's own warps meet (named barrier 2 + its row), its last adds up
+                combine = (f"    asm volatile(\"bar.sync %0, {32 * ncs};\" :: \"r\"(2 + warp / {ncs}) : \"memory\");"
+                           f"   // the row's {ncs} warps: their segment sums are in\n"
+                           f"    if (warp % {ncs} == {ncs - 1})   // the row: its segments' sums, in segment order\n"
+                           f"      for (int mm = lane; mm < {m}; mm += 32) {{\n"
+                           f"        const int n = lo + s * {rps} + warp / {ncs};\n"
+                           f"        if (n < hi) {{\n"
+                           f"          float v = 0.f;\n"
+                           f"#pragma unroll\n"
+                           f"          for (int c = 0; c < {ncs}; ++c) v += pbuf[((g & 1) * {m} + mm) * {WARPS} + warp / {ncs} * {ncs} + c];\n"
+                           f"          {emit}\n"
+                           f"        }}\n"
+                           f"      }}\n")
+            else:
+                combine = (f"    if (warp == {WARPS - 1})   // the stage's rows: their segments' sums, in segment order\n"
+                           f"      for (int e = lane; e < {rps * m}; e += 32) {{\n"
+                           f"        const int mm = e / {rps}, n = lo + s * {rps} + e % {rps};\n"
+                           f"        if (n < hi) {{\n"
+                           f"          float v = 0.f;\n"
+                           f"#pragma unroll\n"
+                           f"          for (int c = 0; c < {ncs}; ++c) v += pbuf[((g & 1) * {m} + mm) * {WARPS} + e % {rps} * {ncs} + c];\n"
+                           f"          {emit}\n"
+                           f"        }}\n"
+                           f"      }}\n")
         return _ring_loop(m, segv, kv, u, first, nst=f"(hi - lo + {rps - 1}) / {rps}, cs = warp % {ncs}", head=head,
                           row=f"const int n = lo + s * {rps} + warp / {ncs};", reset=zero, mac=mac,
-                          done=done, combine=combine)
+                          done=done, combine=combine, producer=self.producer)
 
     def kept_only(self, tensor: str) -> bool:
         """Whether a fused epilogue's matmul output need not reach memory at all: an activation
@@ -936,7 +965,7 @@ class _Emitter:
             body += f"  // {p.name.rsplit('.', 1)[-1]}: rows [lo, hi)\n" + self._ring_rows(
                 p, m, k, n_total, epv, keep=f"(kept + {j * m} * (hi - lo))" if j else "kept", first=j == 0)
         body += (f"  if (threadIdx.x == 0) ws.done = g;\n"
-                 f"  __syncthreads();\n"
+                 f"  MK_SYNC();\n"
                  f"#pragma unroll\n"
                  f"  for (int r = 0; r < {per}; ++r) {{\n"
                  f"    const int e = threadIdx.x + r * {THREADS};\n"
@@ -954,7 +983,7 @@ class _Emitter:
         a block reduction in each consumer task instead of a task and a dependency hop of its own."""
         norm = self.onchip.get(op.name)
         if norm is None:
-            return ("  float* xs = sm;\n" + self.stage(op.inputs[0], "0", m * k, "xs") + "  __syncthreads();\n"
+            return ("  float* xs = sm;\n" + self.stage(op.inputs[0], "0", m * k, "xs") + "  MK_SYNC();\n"
                     "  MK_PROBE(PROBE_INPUT);\n")
         self.smem = max(self.smem, m * k * 4 + 4 * WARPS)
         per = -(-k // THREADS)          # norm weight elements per thread, loaded before the vector is staged
@@ -968,16 +997,16 @@ class _Emitter:
                  f"wr[j] = c < {k} ? {self.load(norm.inputs[1], 'c')} : 0.f; }}\n") if has_w else ""
         return (f"  float* xs = sm; float* red = sm + {m * k};   // the fused rmsnorm, computed here on chip\n"
                 + wload + self.stage(norm.inputs[0], "0", m * k, "xs") +
-                f"  __syncthreads();\n"
+                f"  MK_SYNC();\n"
                 f"  for (int mm = 0; mm < {m}; ++mm) {{\n"
                 f"    float ss = 0.f;\n"
-                f"    for (int c = threadIdx.x; c < {k}; c += blockDim.x) ss += xs[mm * {k} + c] * xs[mm * {k} + c];\n"
+                f"    for (int c = threadIdx.x; c < {k}; c += MK_NT) ss += xs[mm * {k} + c] * xs[mm * {k} + c];\n"
                 f"    const float inv = rsqrtf(block_sum(ss, red) / {k}.f + {float(norm.attrs['eps'])!r}f);\n"
                 f"#pragma unroll\n"
                 f"    for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}, i = mm * {k} + c; "
                 f"if (c < {k}) xs[i] = {scaled}; }}\n"
                 f"  }}\n"
-                f"  __syncthreads();\n"
+                f"  MK_SYNC();\n"
                 f"  MK_PROBE(PROBE_INPUT);\n")
 
     def _rmsnorm(self, op: Op, axis: int) -> str:
@@ -996,14 +1025,14 @@ class _Emitter:
                 + (self.stage(op.inputs[1], "0", d, "ws") if has_w else "") +
                 f"  for (int row = lo; row < hi; ++row) {{\n"
                 + self.stage(x, f"(long long)row * {d}", d, "xs", vec_ok=vec) +
-                f"    __syncthreads();\n"
+                f"    MK_SYNC();\n"
                 f"    float ss = 0.f;\n"
-                f"    for (int c = threadIdx.x; c < {d}; c += blockDim.x) ss += xs[c] * xs[c];\n"
+                f"    for (int c = threadIdx.x; c < {d}; c += MK_NT) ss += xs[c] * xs[c];\n"
                 f"    const float total = block_sum(ss, red);\n"
                 f"    const float inv = rsqrtf(total / {d}.f + {float(op.attrs['eps'])!r}f);\n"
-                f"    for (int c = threadIdx.x; c < {d}; c += blockDim.x)\n"
+                f"    for (int c = threadIdx.x; c < {d}; c += MK_NT)\n"
                 f"      {self.store(out, f'(long long)row * {d} + c', 'xs[c] * inv' + (' * ws[c]' if has_w else ''))}\n"
-                f"    __syncthreads();\n"
+                f"    MK_SYNC();\n"
                 f"  }}\n")
 
     def _rope(self, op: Op, axis: int) -> str:
@@ -1054,7 +1083,7 @@ class _Emitter:
         per_lane = (d + 31) // 32
         kv = lambda t: self.load(t, f"((long long)kvrow + s) * {d} + dd")  # noqa: E731
         return (f"  __shared__ float sm_m[{WARPS}], sm_l[{WARPS}], sm_acc[{WARPS}][{d}];\n"
-                f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;\n"
+                f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = MK_NT / 32;\n"
                 f"  for (int pair = 0; pair < {b} * (hi - lo); ++pair) {{\n"
                 f"    const int bb = pair / (hi - lo), h = lo + pair % (hi - lo), kvh = h / {group};\n"
                 f"    const int n = (int)({self.load(pos, 'bb')}) + 1;\n"
@@ -1074,8 +1103,8 @@ class _Emitter:
                 f"    }}\n"
                 f"    if (lane == 0) {{ sm_m[warp] = m; sm_l[warp] = l; }}\n"
                 f"    for (int j = 0, dd = lane; j < {per_lane}; ++j, dd += 32) if (dd < {d}) sm_acc[warp][dd] = acc[j];\n"
-                f"    __syncthreads();\n"
-                f"    for (int dd = threadIdx.x; dd < {d}; dd += blockDim.x) {{\n"
+                f"    MK_SYNC();\n"
+                f"    for (int dd = threadIdx.x; dd < {d}; dd += MK_NT) {{\n"
                 f"      float mx = -INFINITY;\n"
                 f"      for (int w = 0; w < nw; ++w) mx = fmaxf(mx, sm_m[w]);\n"
                 f"      float lsum = 0.f, o = 0.f;\n"
@@ -1083,7 +1112,7 @@ class _Emitter:
                 f"__expf(sm_m[w] - mx); lsum += sm_l[w] * f; o += sm_acc[w][dd] * f; }}\n"
                 f"      {self.store(out, 'qrow + dd', 'o / lsum')}\n"
                 f"    }}\n"
-                f"    __syncthreads();\n"
+                f"    MK_SYNC();\n"
                 f"  }}\n")
 
     def _decode_attention_parallel(self, op: Op, b, hq, hkv, s_max, d, group, scale, epv) -> str:
@@ -1111,7 +1140,7 @@ class _Emitter:
             prefetch = (f"  for (int bb = 0; bb < {b}; ++bb) {{\n"
                         + span +
                         f"    const int rows = (n - s_lo) * ((hi - 1) / {group} - lo / {group} + 1);\n"
-                        f"    for (int e = threadIdx.x; e < rows * {lines}; e += blockDim.x) {{\n"
+                        f"    for (int e = threadIdx.x; e < rows * {lines}; e += MK_NT) {{\n"
                         f"      const int row = e / {lines}, line = e % {lines};\n"
                         f"      const long long at = (((long long)bb * {hkv} + lo / {group} + row / (n - s_lo)) * {s_max}"
                         f" + s_lo + row % (n - s_lo)) * {d};\n"
@@ -1138,13 +1167,13 @@ class _Emitter:
                 f"      const int kvh = h0 / {group}, h1 = min(hi, (kvh + 1) * {group}), ng = h1 - h0;\n"
                 f"      const long long kvrow = ((long long)bb * {hkv} + kvh) * {s_max};\n"
                 + self.stage(q, f"((long long)bb * {hq} + h0) * {d}", f"ng * {d}", "qs", unit=d) +
-                f"      for (int e = threadIdx.x; e < ng * {d}; e += blockDim.x) oacc[e] = 0.f;\n"
+                f"      for (int e = threadIdx.x; e < ng * {d}; e += MK_NT) oacc[e] = 0.f;\n"
                 f"      if (threadIdx.x < ng) {{ mrun[threadIdx.x] = -INFINITY; lrun[threadIdx.x] = 0.f; }}\n"
-                f"      __syncthreads();\n"
+                f"      MK_SYNC();\n"
                 f"      if (h0 == lo) MK_PROBE(PROBE_INPUT);\n"
                 f"      for (int s0 = s_lo; s0 < n; s0 += {ch}) {{\n"
                 f"        const int cn = min({ch}, n - s0);\n"
-                f"        for (int s = threadIdx.x; s < cn; s += blockDim.x) {{\n"
+                f"        for (int s = threadIdx.x; s < cn; s += MK_NT) {{\n"
                 f"          uint4 kr[{dv}];\n"
                 f"#pragma unroll\n"
                 f"          for (int j = 0; j < {dv}; ++j) kr[j] = K4[(kvrow + s0 + s) * {dv} + j];\n"
@@ -1162,7 +1191,7 @@ class _Emitter:
                 f"#pragma unroll\n"
                 f"          for (int g = 0; g < {group}; ++g) if (g < ng) sc[g * {ch} + s] = dot[g] * {scale!r}f;\n"
                 f"        }}\n"
-                f"        __syncthreads();\n"
+                f"        MK_SYNC();\n"
                 f"        if (h0 == lo && s0 == s_lo) MK_PROBE(PROBE_FIRST);\n"
                 f"        for (int g = warp; g < ng; g += {WARPS}) {{\n"
                 f"          float mx = -INFINITY;\n"
@@ -1179,7 +1208,7 @@ class _Emitter:
                 f"            cor[g] = c; lrun[g] = lrun[g] * c + sum; mrun[g] = m_new;\n"
                 f"          }}\n"
                 f"        }}\n"
-                f"        __syncthreads();\n"
+                f"        MK_SYNC();\n"
                 f"        {{\n"
                 f"          const int sl = threadIdx.x % {dv}, part = threadIdx.x / {dv};\n"
                 f"          float acc[{group}][{epv}];\n"
@@ -1217,19 +1246,19 @@ class _Emitter:
                 f"              if (lane < {dv}) red[(warp * {group} + g) * {d} + sl * {epv} + e] = v;\n"
                 f"            }}\n"
                 f"        }}\n"
-                f"        __syncthreads();\n"
-                f"        for (int e = threadIdx.x; e < ng * {d}; e += blockDim.x) {{\n"
+                f"        MK_SYNC();\n"
+                f"        for (int e = threadIdx.x; e < ng * {d}; e += MK_NT) {{\n"
                 f"          const int g = e / {d};\n"
                 f"          float o = oacc[e] * cor[g];\n"
                 f"          for (int w = 0; w < {WARPS}; ++w) o += red[(w * {group} + g) * {d} + e % {d}];\n"
                 f"          oacc[e] = o;\n"
                 f"        }}\n"
-                f"        __syncthreads();\n"
+                f"        MK_SYNC();\n"
                 f"      }}\n"
                 + (self._split_partials(op, b, hq, d, split) if split > 1 else
-                   f"      for (int e = threadIdx.x; e < ng * {d}; e += blockDim.x)\n"
+                   f"      for (int e = threadIdx.x; e < ng * {d}; e += MK_NT)\n"
                    f"        {self.store(out, f'((long long)bb * {hq} + h0) * {d} + e', 'oacc[e] / lrun[e / ' + str(d) + ']')}\n") +
-                f"      __syncthreads();\n"
+                f"      MK_SYNC();\n"
                 f"      MK_PROBE(PROBE_LAST);\n"
                 f"      h0 = h1;\n"
                 f"    }}\n"
@@ -1243,7 +1272,7 @@ class _Emitter:
         sp = self.scratch_ptr(op.name, "float")
         return (f"      {{\n"
                 f"        float* part_out = {sp} + {self.arrival_words(op.name)};\n"
-                f"        for (int e = threadIdx.x; e < ng * {d + 2}; e += blockDim.x) {{\n"
+                f"        for (int e = threadIdx.x; e < ng * {d + 2}; e += MK_NT) {{\n"
                 f"          const int g = e / {d + 2}, c = e % {d + 2};\n"
                 f"          part_out[(((long long)bb * {hq} + h0 + g) * {split} + part) * {self.part_stride(d)} + c] =\n"
                 f"              c < {d} ? oacc[g * {d} + c] : c == {d} ? mrun[g] : lrun[g];\n"
@@ -1260,17 +1289,17 @@ class _Emitter:
         sp = self.scratch_ptr(op.name, "float")
         slot = f"(((long long)bb * {hq} + h) * {split} + p) * {self.part_stride(d)}"
         return (f"  __shared__ unsigned mk_last;\n"
-                f"  __syncthreads();\n"
+                f"  MK_SYNC();\n"
                 f"  if (threadIdx.x == 0) {{\n"
                 f"    __threadfence();\n"
                 f"    const unsigned seen = atomicAdd({arrive} + lo / {size}, 1u);\n"
                 f"    mk_last = (seen + 1u) % {split}u == 0u;\n"
                 f"    __threadfence();\n"
                 f"  }}\n"
-                f"  __syncthreads();\n"
+                f"  MK_SYNC();\n"
                 f"  if (mk_last) {{\n"
                 f"    const float* part_out = {sp} + {self.arrival_words(op.name)};\n"
-                f"    for (int e = threadIdx.x; e < {b} * (hi - lo) * {d}; e += blockDim.x) {{\n"
+                f"    for (int e = threadIdx.x; e < {b} * (hi - lo) * {d}; e += MK_NT) {{\n"
                 f"      const int bb = e / ((hi - lo) * {d}), h = lo + e / {d} % (hi - lo), c = e % {d};\n"
                 f"      float mx = -INFINITY;\n"
                 f"      for (int p = 0; p < {split}; ++p) mx = fmaxf(mx, __ldcg(part_out + {slot} + {d}));\n"
@@ -1335,6 +1364,16 @@ __shared__ unsigned long long* mk_probe;   // the running task's trace row (null
 #endif
 """
 
+_THREADS = r"""#define WS_PRODUCER_WARP %(producer_warp)d   // a warp of its own issues the weight ring's copies
+#if WS_PRODUCER_WARP   // task bodies run on the block less that warp, and sync on barrier 1 alone
+#define MK_NT %(nt)d
+#define MK_SYNC() asm volatile("bar.sync 1, %(nt)d;" ::: "memory")
+#else
+#define MK_NT blockDim.x
+#define MK_SYNC() __syncthreads()
+#endif
+"""
+
 _PRELUDE = r"""// megakernel-gym: one persistent kernel for a whole plan (generated; see compiler/codegen.py)
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
@@ -1396,10 +1435,10 @@ __device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
 __device__ float block_sum(float v, float* red) {
   v = warp_sum(v);
   if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
+  MK_SYNC();
   float t = 0.f;
-  for (int w = 0; w < (int)(blockDim.x / 32); ++w) t += red[w];
-  __syncthreads();
+  for (int w = 0; w < (int)(MK_NT / 32); ++w) t += red[w];
+  MK_SYNC();
   return t;
 }
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
@@ -1475,13 +1514,19 @@ _RING_INIT = r"""  {   // the weight ring: the queue's segments into shared memo
       seg[f] = WsSeg{(const char*)T_global[ws_slot[f0 + f]] + ws_offset[f0 + f], ws_rows[f0 + f], ws_rowb[f0 + f]};
     __syncthreads();
     if (threadIdx.x == 0) {
-      for (int b = 0; b < WS_STAGES; ++b)
+      for (int b = 0; b < WS_STAGES; ++b) {
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&ws_bar[b])) : "memory");
+#if WS_PRODUCER_WARP   // a stage's buffer is free again once every compute warp has released it
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_addr(&ws_empty[b])), "r"(MK_NT / 32) : "memory");
+#endif
+      }
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       ws.seg = seg; ws.f = 0; ws.f_end = nseg; ws.s = 0; ws.issued = 0; ws.done = 0;
       ws.pf_f = 0; ws.pf_s = 0; ws.pf = 0;
+#if !WS_PRODUCER_WARP
       ws_pump(WS_STAGES);
+#endif
     }
     __syncthreads();
   }"""
@@ -1501,7 +1546,11 @@ _RING = r"""
 // after a task's signal, thread 0 refills the buffer its last ring stage freed (the stage loop leaves
 // it: a bulk copy in flight made the control warp's fence wait for it, about 0.5-1 us a task; with
 // control_warp 0, the same thread signalled just before)
+#if WS_PRODUCER_WARP   // the producer warp refills every buffer as soon as it is released
+#define WS_REFILL do { } while (0)
+#else
 #define WS_REFILL do { if (threadIdx.x == 0) ws_pump(ws.done + WS_STAGES); } while (0)
+#endif
 struct WsSeg { const char* src; int rows, rowb; };   // one ring-fed call: its first weight row, rows, row bytes
 struct WsStream {
   const WsSeg* seg;           // the queue's segments, copied into shared memory at launch
@@ -1510,7 +1559,10 @@ struct WsStream {
   int pf_f, pf_s; unsigned pf; // the L2 lookahead's cursor (segment, stage within it) and stages sent to L2
 };
 __shared__ WsStream ws;
-__shared__ __align__(8) unsigned long long ws_bar[WS_STAGES];
+__shared__ __align__(8) unsigned long long ws_bar[WS_STAGES];     // full: the stage's bytes have landed
+#if WS_PRODUCER_WARP
+__shared__ __align__(8) unsigned long long ws_empty[WS_STAGES];   // empty: every compute warp is done with it
+#endif
 extern __shared__ float4 mk_smem[];
 __device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ char* ws_stage(unsigned g) { return (char*)mk_smem + (g %% WS_STAGES) * WS_STAGE; }
@@ -1536,21 +1588,24 @@ __device__ __forceinline__ WsAt ws_at(int& f, int& s) {
   if (++s == (sg.rows + %(warps)d - 1) / %(warps)d * ncs) { s = 0; ++f; }
   return a;
 }
+// stage g's bulk copies, completing on its full barrier
+__device__ __forceinline__ void ws_copy(const WsAt& a, unsigned g) {
+  const unsigned bar = smem_addr(&ws_bar[g %% WS_STAGES]);
+  const unsigned dst = smem_addr(ws_stage(g));
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" :: "r"(bar), "r"(a.nr * a.seg) : "memory");
+  if (a.packed)   // one copy of the stage's whole rows
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
+                 :: "r"(dst), "l"(a.src), "r"(a.nr * a.seg), "r"(bar) : "memory");
+  else for (int r = 0; r < a.nr; ++r)
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
+                 :: "r"(dst + r * WS_SEG), "l"(a.src + (long long)r * a.rowb), "r"(a.seg), "r"(bar) : "memory");
+}
 __device__ void ws_l2(unsigned upto);
 __device__ void ws_pump(unsigned upto) {
   if (ws.issued < upto && ws.f < ws.f_end)   // the buffers were last read through the generic proxy
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   while (ws.issued < upto && ws.f < ws.f_end) {
-    const WsAt a = ws_at(ws.f, ws.s);
-    const unsigned bar = smem_addr(&ws_bar[ws.issued %% WS_STAGES]);
-    const unsigned dst = smem_addr(ws_stage(ws.issued));
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" :: "r"(bar), "r"(a.nr * a.seg) : "memory");
-    if (a.packed)   // one copy of the stage's whole rows
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
-                   :: "r"(dst), "l"(a.src), "r"(a.nr * a.seg), "r"(bar) : "memory");
-    else for (int r = 0; r < a.nr; ++r)
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
-                   :: "r"(dst + r * WS_SEG), "l"(a.src + (long long)r * a.rowb), "r"(a.seg), "r"(bar) : "memory");
+    ws_copy(ws_at(ws.f, ws.s), ws.issued);
     ++ws.issued;
   }
 #if WS_L2_AHEAD > 0
@@ -1570,9 +1625,8 @@ __device__ void ws_l2(unsigned upto) {
     ++ws.pf;
   }
 }
-// every thread: until stage g is in shared memory (a stage that never lands is a bug: trap)
-__device__ __forceinline__ void ws_wait(unsigned g) {
-  const unsigned bar = smem_addr(&ws_bar[g %% WS_STAGES]), parity = (g / WS_STAGES) & 1u;
+// until the barrier's phase of this parity has completed (one that never does is a bug: trap)
+__device__ __forceinline__ void ws_wait_bar(unsigned bar, unsigned parity) {
   for (unsigned long long tries = 0;; ++tries) {
     unsigned ok;
     asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
@@ -1581,6 +1635,28 @@ __device__ __forceinline__ void ws_wait(unsigned g) {
     if (tries > (1ull << 26)) __trap();
   }
 }
+// every thread: until stage g is in shared memory
+__device__ __forceinline__ void ws_wait(unsigned g) {
+  ws_wait_bar(smem_addr(&ws_bar[g %% WS_STAGES]), (g / WS_STAGES) & 1u);
+}
+#if WS_PRODUCER_WARP
+// a compute warp done reading stage g (every lane's loads of it are in registers): one arrival
+__device__ __forceinline__ void ws_release(unsigned g) {
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0)
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%%0];" :: "r"(smem_addr(&ws_empty[g %% WS_STAGES])) : "memory");
+}
+// the producer warp's first lane: the queue's whole stream of stages, each as soon as its buffer is
+// free (every compute warp released the stage WS_STAGES before it), never in a compute warp's way
+__device__ void ws_produce() {
+  int f = 0, s = 0;
+  for (unsigned g = 0; f < ws.f_end; ++g) {
+    if (g >= WS_STAGES) ws_wait_bar(smem_addr(&ws_empty[g %% WS_STAGES]), (g / WS_STAGES - 1) & 1u);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the buffer was read through the generic proxy
+    ws_copy(ws_at(f, s), g);
+  }
+}
+#endif
 """
 
 _MAIN = r"""
@@ -1615,6 +1691,12 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
     for (int k = threadIdx.x; k < qn; k += blockDim.x) ((int*)QS)[k] = q_stream[qs_start[q] + k];
   __syncthreads();
 %(ring_init)s
+#if WS_PRODUCER_WARP
+  if (threadIdx.x >= MK_NT) {   // the producer warp: the weight ring's copies, nothing else
+    if (threadIdx.x == MK_NT) ws_produce();
+    return;
+  }
+#endif
   for (int p = 0; p < qn;) {
     const int t = QS[p], nw = QS[p + 1], nc = QS[p + 2], ns = QS[p + 3], npf = QS[p + 4];
     const int* W = QS + p + 5;
@@ -1651,13 +1733,13 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
 #endif
       }
     }
-    __syncthreads();
+    MK_SYNC();
     for (int c = 0; c < nc; ++c) {
       const int* cc = C + 5 * c;
       switch (cc[0]) {
 %(cases)s
       }
-      __syncthreads();
+      MK_SYNC();
     }
     if (threadIdx.x == 32 * MK_CONTROL_WARP) {   // the block's writes are ordered by the barrier above, published by this release
       if (ns > 0) asm volatile("fence.acq_rel.gpu;" ::: "memory");   // none: its readers poll LL words
@@ -1697,7 +1779,7 @@ _PREFETCH = {
     # every thread prefetches 128-byte lines (prefetch.global.L2::evict_last), before the barrier
     "lines": """    for (int f = 0; f < npf; ++f) {
       const char* base = (const char*)T[F[4 * f]] + (long long)(((unsigned long long)(unsigned)F[4 * f + 2] << 32) | (unsigned)F[4 * f + 1]);
-      for (int c = threadIdx.x * 128; c < F[4 * f + 3]; c += blockDim.x * 128)
+      for (int c = threadIdx.x * 128; c < F[4 * f + 3]; c += MK_NT * 128)
         asm volatile("prefetch.global.L2::evict_last [%%0];" :: "l"(base + c));
     }""",
 }
@@ -1712,7 +1794,8 @@ _L2_WAIT = _MUST_WAIT + """
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
               weights: str = "smem", stream: str = "smem", ring_stages: int = WS_MAX_STAGES,
               l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0, probes: bool = False,
-              control_warp: int = CONTROL_WARP, hops: str = "counters", combine: str = "last") -> tuple[str, TaskTable]:
+              control_warp: int = CONTROL_WARP, hops: str = "counters", combine: str = "last",
+              producer: str = "thread") -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -1733,8 +1816,15 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     output; "reader", every task that stages the output as a streamed matmul's input, from the
     parts' partials, where every reader is one (_Emitter.reader_combined). Bit-identical; on the 1B
     expert on an H100 the two measured the same (attention ends ~0.9 us sooner a layer, o_proj's
-    tasks take ~1.5 us longer to stage their input), so "last" stays the default."""
+    tasks take ~1.5 us longer to stage their input), so "last" stays the default. `producer`: who
+    issues the weight ring's copies (PRODUCERS): "thread", thread 0 between a call's stages (the
+    block syncs at every stage), or "warp", a warp of its own (the block gets THREADS + 32 threads)
+    that refills each stage as soon as every compute warp has released it."""
     impls = impls or {}
+    if producer not in PRODUCERS:
+        raise CodegenError(f"producer {producer!r} is not one of {', '.join(PRODUCERS)}")
+    if producer == "warp" and (l2_ahead or l2_wait):
+        raise CodegenError("l2_ahead and l2_wait are thread 0's prefetches: they take producer='thread'")
     if combine not in COMBINES:
         raise CodegenError(f"combine {combine!r} is not one of {', '.join(COMBINES)}")
     if hops not in HOPS:
@@ -1752,7 +1842,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
-                              control_warp, hops, combine)
+                              control_warp, hops, combine, producer)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=hops,
@@ -1762,10 +1852,11 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
           ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0,
           probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters",
-          combine: str = "last") -> tuple[str, TaskTable]:
+          combine: str = "last", producer: str = "thread") -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
-    args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine)
+    args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
+            producer)
     source, table, em = _emit_once(*args)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
@@ -1776,8 +1867,8 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
 
 def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
                ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int, combine: str,
-               ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
-    em = _Emitter(plan, impls, weights, ll, combine)
+               producer: str, ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
+    em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread")
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
@@ -1935,7 +2026,8 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                       ws_start=ws_start, ws_slot=ws_slot, ws_offset=ws_offset, ws_rows=ws_rows, ws_rowb=ws_rowb,
                       ws_stages=stages, q_stream=q_stream, qs_start=qs_start,
                       qs_in_smem=qs_smem, epilogues={e: [p.name for p in ps] for e, ps in em.epilogues.items()},
-                      trace_words=PROBE_WORDS if probes else 2, ll=sorted(ll))
+                      trace_words=PROBE_WORDS if probes else 2, ll=sorted(ll),
+                      threads=THREADS + 32 if stages > 0 and em.producer == "warp" else THREADS)
     cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + cc[4], cc[1], cc[2], cc[3], sm); "
                        "break;"
                        for i in range(len(bodies)))
@@ -1944,14 +2036,16 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
                      "l2_ahead": l2_ahead, "l2_wait": l2_wait}
             if stages > 0 else _NO_RING)
-    source = (f"#define MK_PROBES {int(probes)}\n#define MK_CONTROL_WARP {control_warp}\n" + _PRELUDE + _PROBES + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
+    source = (f"#define MK_PROBES {int(probes)}\n#define MK_CONTROL_WARP {control_warp}\n"
+              + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS}
+              + _PRELUDE + _PROBES + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
-              + _MAIN % {"threads": THREADS, "cases": cases, "ring_init": _RING_INIT if stages > 0 else "",
+              + _MAIN % {"threads": table.threads, "cases": cases, "ring_init": _RING_INIT if stages > 0 else "",
                          "n_slots": n_slots, "n_args": n_args, "tab_bytes": tab_bytes,
                          "prefetch": _PREFETCH[prefetch_mode] % {"chunk": PREFETCH_CHUNK},
                          "l2_wait": _L2_WAIT if stages > 0 and l2_wait > 0 else ""})
     return source, table, em
 
 
-__all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PREFETCH_MODES", "WEIGHT_PATHS", "IMPL_CONTRACT",
+__all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PRODUCERS", "PREFETCH_MODES", "WEIGHT_PATHS", "IMPL_CONTRACT",
            "impl_code_problem", "SMEM_LIMIT", "onchip_norm_problem", "attention_split_problem"]

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from megakernel_gym.compiler.codegen import THREADS, emit_cuda
+from megakernel_gym.compiler.codegen import emit_cuda
 from megakernel_gym.compiler.hops import LL_WORD_BYTES
 from megakernel_gym.compiler.interpret import bind_tensors, torch_dtype
 from megakernel_gym.compiler.schedule import Plan
@@ -30,7 +30,7 @@ class Megakernel:
         """impls: op -> task body (the IR's `impl` edits, `ir.impls`), compiled in place of the generated one.
         weights: "smem" (streamed matmuls fed by the weight ring) or "regs"; stream: "smem" (each queue's
         task stream read from shared memory where it fits) or "global"; ring: emit_cuda's other knobs
-        (the weight ring's ring_stages, l2_ahead and l2_wait; probes; control_warp; hops; combine)."""
+        (the weight ring's ring_stages, l2_ahead and l2_wait; probes; control_warp; hops; combine; producer)."""
         from megakernel_gym.rewards.nvrtc import load_cuda
         self.plan = plan
         self.source, self.table = emit_cuda(plan, prefetch_mode, impls, weights, stream, **ring)
@@ -113,7 +113,7 @@ class Launch:
         LL words carry: a word from the run before is never this run's."""
         tab = self.tab
         self.epoch = self.epoch % 65535 + 1
-        self.fn((len(self.mk.plan.queues),), (THREADS,),
+        self.fn((len(self.mk.plan.queues),), (self.mk.table.threads,),
                 (self.ptrs, tab["slot_args"], tab["q_stream"], tab["qs_start"], tab["ws_start"], tab["ws_slot"],
                  tab["ws_offset"], tab["ws_rows"], tab["ws_rowb"], self.counters, self.mk.spin_budget,
                  self.status, self.trace if self.trace is not None else 0, np.uint32(self.epoch)), shared_mem=self.smem)
