@@ -157,11 +157,17 @@ def test_ring_depth_knobs(graphs):
     assert compile_cuda(src, "mlp-tiny-l2-wait.cu", arch="sm_90")[:4] == b"\x7fELF"
     with pytest.raises(CodegenError, match="ring takes 2-16 stages"):
         emit_cuda(plan, ring_stages=1)
-    # a call's last stage is refilled after the task's signal (WS_REFILL), not before its fence
-    src = emit_cuda(plan)[0]
+    # a call's last stage is refilled after the task's signal (WS_REFILL), not before its fence: by
+    # thread 0 as it issues the copies, or, with the producer warp (the default), by thread 0
+    # releasing the stage the call held back
+    src = emit_cuda(plan, producer="thread")[0]
     assert "s + 1 < nst) ws_pump(g + 1 + WS_STAGES)" in src and "if (threadIdx.x == 0) ws_pump(g + 1" not in src
     signal, refill = src.index("red.relaxed.gpu.global.add.u32"), src.index("    WS_REFILL;")
     assert signal < refill and "ws_pump(ws.done + WS_STAGES)" in src
+    src = emit_cuda(plan)[0]
+    assert "if (s + 1 < nst) ws_release(g);" in src and "ws.held = g - 1;" in src
+    signal, refill = src.index("red.relaxed.gpu.global.add.u32"), src.index("    WS_REFILL;")
+    assert signal < refill and "#define WS_REFILL do { if (threadIdx.x == 0) ws_unhold(); } while (0)" in src
     # the warp that polls and signals: warp 1 leaves thread 0 to the ring's bulk copies alone
     src = emit_cuda(plan, control_warp=1)[0]
     assert "#define MK_CONTROL_WARP 1" in src and "#define MK_CONTROL_WARP 0" in emit_cuda(plan)[0]
@@ -176,13 +182,14 @@ def _op_bodies(src: str) -> list[str]:
 
 @pytest.mark.parametrize("name", TINY)
 def test_a_producer_warp_feeds_the_ring_and_the_bodies_never_wait_for_it(graphs, name):
-    """producer="warp": a ninth warp issues every stage's copies (ws_produce) and leaves the task
-    loop; the compute warps release each stage on its empty barrier instead of syncing the block
-    per stage, and every barrier and thread count in a body is the compute warps' (barrier 1)."""
+    """producer="warp" (the default): a ninth warp issues every stage's copies (ws_produce) and
+    leaves the task loop; the compute warps release each stage on its empty barrier instead of
+    syncing the block per stage (a call's last stage is held until thread 0 releases it), and every
+    barrier and thread count in a body is the compute warps' (barrier 1)."""
     base = make_ir(graphs[name], num_sms=8)
     plan = apply_edits(base, expert_edits(base)).plan()
-    src, table = emit_cuda(plan, producer="warp")
-    thread_src, thread_table = emit_cuda(plan)
+    src, table = emit_cuda(plan)   # the default
+    thread_src, thread_table = emit_cuda(plan, producer="thread")
     assert table.threads == THREADS + 32 and thread_table.threads == THREADS
     assert "#define WS_PRODUCER_WARP 1" in src and "#define WS_PRODUCER_WARP 0" in thread_src
     assert f"__launch_bounds__({THREADS + 32}, 1)" in src and f"__launch_bounds__({THREADS}, 1)" in thread_src
@@ -193,6 +200,7 @@ def test_a_producer_warp_feeds_the_ring_and_the_bodies_never_wait_for_it(graphs,
     assert ring
     for b in ring:
         assert "ws_release(g);" in b and "ws_pump" not in b and "__syncthreads" not in b and "blockDim" not in b
+        assert "if (threadIdx.x == 0) ws_unhold();" in b
         loop = b[b.index("for (int s = 0; s < nst"):]
         assert "MK_SYNC()" not in loop.split("MK_PROBE(PROBE_LAST)")[0], "no block barrier per stage"
     for b in _op_bodies(thread_src):
@@ -225,6 +233,8 @@ def test_a_bad_producer_or_l2_lookahead_with_a_producer_warp_is_refused(graphs):
         emit_cuda(plan, producer="dma")
     with pytest.raises(CodegenError, match="l2_ahead and l2_wait are thread 0's prefetches"):
         emit_cuda(plan, producer="warp", l2_wait=4)
+    # with no producer named, thread 0's prefetches take thread 0 as the producer
+    assert emit_cuda(plan, l2_wait=4)[1].threads == THREADS
     # no ring (register path): no producer warp either
     src, table = emit_cuda(plan, producer="warp", weights="regs")
     assert table.threads == THREADS and "#define WS_PRODUCER_WARP 0" in src
@@ -272,14 +282,16 @@ def test_ring_and_register_paths_agree_bit_for_bit_on_gpu(name):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("producer", ["thread", "warp"])
 @pytest.mark.parametrize("name", TINY)
-def test_a_ring_of_two_stages_feeds_calls_of_one_stage_on_gpu(name):
+def test_a_ring_of_two_stages_feeds_calls_of_one_stage_on_gpu(name, producer):
     """A call's last stage leaves its buffer to the next call or the signal (WS_REFILL): with two
-    stages and tasks of a few rows, a call finds its first stage not yet issued and issues it."""
+    stages and tasks of a few rows, a call finds its first stage not yet issued and issues it
+    (thread 0), or waits for the stage the call before it held back (producer warp)."""
     g, params, feeds, ref = seeded_step(name, 0)
     base = make_ir(g, num_sms=8)
     ir = apply_edits(base, expert_edits(base))
-    mk, ring = built_runs(ir.plan(), params, feeds, 2, impls=ir.impls, ring_stages=2)
+    mk, ring = built_runs(ir.plan(), params, feeds, 2, impls=ir.impls, ring_stages=2, producer=producer)
     assert mk.table.ws_stages == 2
     _, regs = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls, weights="regs")
     for out in ring:
@@ -399,7 +411,7 @@ def test_a_producer_warp_computes_what_thread_0_does_bit_for_bit_on_gpu(name):
         for edits in ("default", "tuned", "expert"):
             ir = apply_edits(base, {"default": "", "tuned": tuned_edits(base), "expert": expert_edits(base)}[edits])
             mk, warp = built_runs(ir.plan(), params, feeds, 2, impls=ir.impls, producer="warp")
-            _, thread = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls)
+            _, thread = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls, producer="thread")
             for out in warp:
                 for k, v in ref.items():
                     torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4,
@@ -415,12 +427,12 @@ def test_a_producer_warp_with_a_short_ring_computes_the_same_step_on_gpu(stages)
     ir = apply_edits(base, expert_edits(base))
     mk, warp = built_runs(ir.plan(), params, feeds, 2, impls=ir.impls, producer="warp", ring_stages=stages)
     assert mk.table.ws_stages == stages
-    _, thread = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls)
+    _, thread = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls, producer="thread")
     for out in warp:
         for k in ref:
             assert torch.equal(out[k], thread[0][k]), k
 
 
 @pytest.mark.gpu
-def test_the_1b_expert_fed_by_a_producer_warp_is_thread_0s_output_on_gpu():
-    assert_1b_expert_same_bits(3, producer="warp")
+def test_the_1b_expert_fed_by_thread_0_is_the_producer_warps_output_on_gpu():
+    assert_1b_expert_same_bits(3, producer="thread")

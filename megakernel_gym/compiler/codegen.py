@@ -120,7 +120,7 @@ def _ring_scratch(m: int, k: int) -> tuple[int, int]:
 
 
 def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: str, row: str, reset: str,
-               mac: str, done: str, combine: str, producer: str = "thread") -> str:
+               mac: str, done: str, combine: str, producer: str = "thread", last: bool = True) -> str:
     """A ring-fed matmul's stage loop around one stage layout's pieces (_Emitter._ring_rows): `row`
     names this warp's segment cs and row n in stage s, `reset` clears acc, `mac` adds one 16-byte
     weight vector wv at column c, `done` ends the warp's part of a row, `combine` runs after the
@@ -133,12 +133,16 @@ def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: 
     With producer="warp" a warp of its own issues the copies (ws_produce): each compute warp
     releases a stage when it is done with it (ws_release) and goes on to the next one, with no
     block barrier per stage and no copy issued in its way; `combine` then syncs only the warps
-    it needs."""
+    it needs. The `last` loop of a call holds its last stage back (ws.held), released by thread 0
+    after the task's signal (WS_REFILL) or before the next ring call, whichever comes first: the
+    producer warp refilling it at once put a bulk copy in flight at every signal, and the signal's
+    fence waits for those (1B expert on an H100: q/k/v tails 1.3 -> 3.4 us)."""
     return (f"  {{\n"
             f"  const int nst = {nst};\n"
             + head +
             f"  float acc[{m}];\n"
-            + ("" if producer == "warp" else
+            + ("  if (threadIdx.x == 0) ws_unhold();      // the stage a call before this one held back\n"
+               if producer == "warp" else
                "  if (threadIdx.x == 0 && ws.issued <= g) ws_pump(g + WS_STAGES);   // calls of one stage with a ring of two\n") +
             f"  for (int s = 0; s < nst; ++s, ++g) {{\n"
             f"    {row}\n"
@@ -157,12 +161,16 @@ def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: 
             f"      }}\n"
             + done +
             f"    }}\n"
-            + ("    ws_release(g);                        // this warp is done with stage g: the producer refills it\n"
+            + (("    if (s + 1 < nst) ws_release(g);   // done with stage g: the producer refills it (the last: WS_REFILL)\n"
+                if last else
+                "    ws_release(g);                        // this warp is done with stage g: the producer refills it\n")
                + combine if producer == "warp" else
                "    MK_SYNC();                      // every warp is done with stage g: refill its buffer\n"
                + combine +
                "    if (threadIdx.x == 0 && s + 1 < nst) ws_pump(g + 1 + WS_STAGES);   // the last: WS_REFILL\n") +
             f"  }}\n"
+            + ("  if (threadIdx.x == 0 && nst > 0) ws.held = g - 1;   // released after the task's signal\n"
+               if producer == "warp" and last else "") +
             f"  MK_PROBE(PROBE_LAST);\n"
             f"  }}\n")
 
@@ -775,7 +783,8 @@ class _Emitter:
                 + self._ring_rows(op, m, k, n_total, epv) +
                 f"  if (threadIdx.x == 0) ws.done = g;     // published by the barrier after the call\n")
 
-    def _ring_rows(self, op: Op, m: int, k: int, n_total: int, epv: int, keep: str = "", first: bool = True) -> str:
+    def _ring_rows(self, op: Op, m: int, k: int, n_total: int, epv: int, keep: str = "", first: bool = True,
+                   last: bool = True) -> str:
         """The stage loop of a ring-fed matmul over its rows [lo, hi), from ring stage g on (g ends
         past its last stage). Each row's value is stored to the op's output; with `keep` (a float*
         in shared memory) also kept there at keep[n - lo], as the output dtype rounds it, for a
@@ -823,7 +832,7 @@ class _Emitter:
                               row=f"const int cs = s % {ncs}, n = lo + s / {ncs} * {WARPS} + warp;",
                               reset=f"    if (cs == 0) {{\n{zero}    }}\n", mac=x_smem,
                               done=f"      if (cs == {ncs - 1}) {{\n{sum_emit}      }}\n", combine="",
-                              producer=self.producer)
+                              producer=self.producer, last=last)
         # packed: WARPS / ncs whole rows; warp w on segment w % ncs of row w / ncs, always the same columns
         rps = WARPS // ncs
         head = ""
@@ -880,7 +889,7 @@ class _Emitter:
                            f"      }}\n")
         return _ring_loop(m, segv, kv, u, first, nst=f"(hi - lo + {rps - 1}) / {rps}, cs = warp % {ncs}", head=head,
                           row=f"const int n = lo + s * {rps} + warp / {ncs};", reset=zero, mac=mac,
-                          done=done, combine=combine, producer=self.producer)
+                          done=done, combine=combine, producer=self.producer, last=last)
 
     def kept_only(self, tensor: str) -> bool:
         """Whether a fused epilogue's matmul output need not reach memory at all: an activation
@@ -963,7 +972,8 @@ class _Emitter:
                 f"  unsigned g = ws.done;\n")
         for j, p in enumerate(prods):
             body += f"  // {p.name.rsplit('.', 1)[-1]}: rows [lo, hi)\n" + self._ring_rows(
-                p, m, k, n_total, epv, keep=f"(kept + {j * m} * (hi - lo))" if j else "kept", first=j == 0)
+                p, m, k, n_total, epv, keep=f"(kept + {j * m} * (hi - lo))" if j else "kept", first=j == 0,
+                last=j == len(prods) - 1)
         body += (f"  if (threadIdx.x == 0) ws.done = g;\n"
                  f"  MK_SYNC();\n"
                  f"#pragma unroll\n"
@@ -1523,7 +1533,7 @@ _RING_INIT = r"""  {   // the weight ring: the queue's segments into shared memo
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       ws.seg = seg; ws.f = 0; ws.f_end = nseg; ws.s = 0; ws.issued = 0; ws.done = 0;
-      ws.pf_f = 0; ws.pf_s = 0; ws.pf = 0;
+      ws.pf_f = 0; ws.pf_s = 0; ws.pf = 0; ws.held = ~0u;
 #if !WS_PRODUCER_WARP
       ws_pump(WS_STAGES);
 #endif
@@ -1546,8 +1556,8 @@ _RING = r"""
 // after a task's signal, thread 0 refills the buffer its last ring stage freed (the stage loop leaves
 // it: a bulk copy in flight made the control warp's fence wait for it, about 0.5-1 us a task; with
 // control_warp 0, the same thread signalled just before)
-#if WS_PRODUCER_WARP   // the producer warp refills every buffer as soon as it is released
-#define WS_REFILL do { } while (0)
+#if WS_PRODUCER_WARP   // the producer warp refills a buffer once it is released: the held one, now
+#define WS_REFILL do { if (threadIdx.x == 0) ws_unhold(); } while (0)
 #else
 #define WS_REFILL do { if (threadIdx.x == 0) ws_pump(ws.done + WS_STAGES); } while (0)
 #endif
@@ -1557,6 +1567,7 @@ struct WsStream {
   int f, f_end, s;            // producer: the segment it copies from, the end, the stage within it
   unsigned issued, done;      // stages issued / consumed by this block since the launch
   int pf_f, pf_s; unsigned pf; // the L2 lookahead's cursor (segment, stage within it) and stages sent to L2
+  unsigned held;              // producer warp: a call's last stage, released by thread 0 later (~0u: none)
 };
 __shared__ WsStream ws;
 __shared__ __align__(8) unsigned long long ws_bar[WS_STAGES];     // full: the stage's bytes have landed
@@ -1645,6 +1656,14 @@ __device__ __forceinline__ void ws_release(unsigned g) {
   __syncwarp();
   if ((threadIdx.x & 31) == 0)
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%%0];" :: "r"(smem_addr(&ws_empty[g %% WS_STAGES])) : "memory");
+}
+// thread 0: the stage a ring call held back is released for all compute warps (they are past it)
+__device__ __forceinline__ void ws_unhold() {
+  if (ws.held != ~0u) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%%0], %%1;"
+                 :: "r"(smem_addr(&ws_empty[ws.held %% WS_STAGES])), "r"(MK_NT / 32) : "memory");
+    ws.held = ~0u;
+  }
 }
 // the producer warp's first lane: the queue's whole stream of stages, each as soon as its buffer is
 // free (every compute warp released the stage WS_STAGES before it), never in a compute warp's way
@@ -1795,7 +1814,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               weights: str = "smem", stream: str = "smem", ring_stages: int = WS_MAX_STAGES,
               l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0, probes: bool = False,
               control_warp: int = CONTROL_WARP, hops: str = "counters", combine: str = "last",
-              producer: str = "thread") -> tuple[str, TaskTable]:
+              producer: str | None = None) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -1819,8 +1838,13 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     tasks take ~1.5 us longer to stage their input), so "last" stays the default. `producer`: who
     issues the weight ring's copies (PRODUCERS): "thread", thread 0 between a call's stages (the
     block syncs at every stage), or "warp", a warp of its own (the block gets THREADS + 32 threads)
-    that refills each stage as soon as every compute warp has released it."""
+    that refills each stage as soon as every compute warp has released it; None: "warp", or
+    "thread" where l2_ahead or l2_wait (thread 0's prefetches) are set. With the warp the 1B
+    expert measured 1,193 against 1,229 us on an H100, bit-identical
+    (bench/results/ab_knobs_producer_h100.json)."""
     impls = impls or {}
+    if producer is None:
+        producer = "thread" if l2_ahead or l2_wait else "warp"
     if producer not in PRODUCERS:
         raise CodegenError(f"producer {producer!r} is not one of {', '.join(PRODUCERS)}")
     if producer == "warp" and (l2_ahead or l2_wait):
@@ -1846,13 +1870,13 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=hops,
-                 combine=combine)
+                 combine=combine, producer="thread")
 
 
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
           ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0,
           probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters",
-          combine: str = "last", producer: str = "thread") -> tuple[str, TaskTable]:
+          combine: str = "last", producer: str = "warp") -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
