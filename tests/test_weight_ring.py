@@ -165,7 +165,7 @@ def test_ring_depth_knobs(graphs):
     signal, refill = src.index("red.relaxed.gpu.global.add.u32"), src.index("    WS_REFILL;")
     assert signal < refill and "ws_pump(ws.done + WS_STAGES)" in src
     src = emit_cuda(plan)[0]
-    assert "if (s + 1 < nst) ws_release(g);" in src and "ws.held = g - 1;" in src
+    assert "if (s + WS_HOLD < nst) ws_release(g);" in src and "ws.held = g - ws.nheld;" in src
     signal, refill = src.index("red.relaxed.gpu.global.add.u32"), src.index("    WS_REFILL;")
     assert signal < refill and "#define WS_REFILL do { if (threadIdx.x == 0) ws_unhold(); } while (0)" in src
     # the warp that polls and signals: warp 1 leaves thread 0 to the ring's bulk copies alone
@@ -238,6 +238,25 @@ def test_a_bad_producer_or_l2_lookahead_with_a_producer_warp_is_refused(graphs):
     # no ring (register path): no producer warp either
     src, table = emit_cuda(plan, producer="warp", weights="regs")
     assert table.threads == THREADS and "#define WS_PRODUCER_WARP 0" in src
+
+
+def test_the_signal_and_the_held_stages_are_knobs_the_source_shows(graphs):
+    base = make_ir(graphs["llama-tiny"], num_sms=8)
+    plan = apply_edits(base, expert_edits(base)).plan()
+    src = emit_cuda(plan)[0]
+    assert "#define MK_SIGNAL_RELEASE 0" in src and "#define WS_HOLD 3 " in src, "all of the ring's stages but one"
+    assert "#define WS_HOLD 1 " in emit_cuda(plan, ring_stages=2)[0] and "#define WS_HOLD 1 " in emit_cuda(plan, hold=1)[0]
+    release = emit_cuda(plan, signal="release")[0]
+    assert "#define MK_SIGNAL_RELEASE 1" in release and "red.release.gpu.global.add.u32" in release
+    held = emit_cuda(plan, hold=3)[0]
+    assert "#define WS_HOLD 3 " in held and "if (s + WS_HOLD < nst) ws_release(g);" in held
+    assert "#define WS_HOLD 3 " in emit_cuda(plan, hold=9)[0], "never more than the ring's stages less one"
+    for src in (release, held):
+        assert compile_cuda(src, "llama-tiny-signal-hold.cu", arch="sm_90")[:4] == b"\x7fELF"
+    with pytest.raises(CodegenError, match="signal 'sc' is not one of fence, release"):
+        emit_cuda(plan, signal="sc")
+    with pytest.raises(CodegenError, match="hold=0: a call holds 1 to 15"):
+        emit_cuda(plan, hold=0)
 
 
 def test_impl_plans_and_an_unknown_path_fall_back_or_fail_clearly(graphs):
@@ -436,3 +455,23 @@ def test_a_producer_warp_with_a_short_ring_computes_the_same_step_on_gpu(stages)
 @pytest.mark.gpu
 def test_the_1b_expert_fed_by_thread_0_is_the_producer_warps_output_on_gpu():
     assert_1b_expert_same_bits(3, producer="thread")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("knobs", [{"signal": "release"}, {"hold": 1}, {"hold": 2}, {"producer": "thread", "signal": "release"}])
+@pytest.mark.parametrize("name", ["llama-tiny", "attention-tiny"])
+def test_the_signal_and_held_stages_compute_the_same_step_on_gpu(name, knobs):
+    g, params, feeds, ref = seeded_step(name, 2)
+    base = make_ir(g, num_sms=8)
+    ir = apply_edits(base, expert_edits(base))
+    _, got = built_runs(ir.plan(), params, feeds, 2, impls=ir.impls, **knobs)
+    _, want = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls)
+    for out in got:
+        for k in ref:
+            assert torch.equal(out[k], want[0][k]), f"{name} {knobs} {k}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("knobs", [{"signal": "release"}, {"hold": 1}])
+def test_the_1b_expert_with_a_release_signal_or_one_held_stage_is_the_defaults_output_on_gpu(knobs):
+    assert_1b_expert_same_bits(4, **knobs)

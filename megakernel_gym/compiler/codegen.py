@@ -49,6 +49,9 @@ COMBINES = ("last", "reader")
 # who issues the weight ring's bulk copies: thread 0, between a call's stages and after a task's signal,
 # or a warp of its own beside the WARPS that run task bodies (full and empty barriers per stage)
 PRODUCERS = ("thread", "warp")
+# how a task publishes its writes before it adds to its counters: a fence, then relaxed adds, or
+# release adds
+SIGNALS = ("fence", "release")
 CTYPES = {"float32": "float", "bfloat16": "unsigned short", "int64": "long long", "int32": "int"}
 LL_CTYPES = {4: "unsigned", 8: "unsigned long long"}   # an LL word per element, by its bytes (hops.LL_WORD_BYTES)
 EPV = {"bfloat16": 8, "float32": 4}     # elements per 16-byte load, for the dtypes loaded 16 bytes at a time
@@ -161,7 +164,8 @@ def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: 
             f"      }}\n"
             + done +
             f"    }}\n"
-            + (("    if (s + 1 < nst) ws_release(g);   // done with stage g: the producer refills it (the last: WS_REFILL)\n"
+            + (("    if (s + WS_HOLD < nst) ws_release(g);   // done with stage g: the producer refills it "
+                "(the last WS_HOLD: WS_REFILL)\n"
                 if last else
                 "    ws_release(g);                        // this warp is done with stage g: the producer refills it\n")
                + combine if producer == "warp" else
@@ -169,7 +173,8 @@ def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: 
                + combine +
                "    if (threadIdx.x == 0 && s + 1 < nst) ws_pump(g + 1 + WS_STAGES);   // the last: WS_REFILL\n") +
             f"  }}\n"
-            + ("  if (threadIdx.x == 0 && nst > 0) ws.held = g - 1;   // released after the task's signal\n"
+            + ("  if (threadIdx.x == 0 && nst > 0) { ws.nheld = min(nst, WS_HOLD); ws.held = g - ws.nheld; }"
+               "   // released after the task's signal\n"
                if producer == "warp" and last else "") +
             f"  MK_PROBE(PROBE_LAST);\n"
             f"  }}\n")
@@ -1533,7 +1538,7 @@ _RING_INIT = r"""  {   // the weight ring: the queue's segments into shared memo
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       ws.seg = seg; ws.f = 0; ws.f_end = nseg; ws.s = 0; ws.issued = 0; ws.done = 0;
-      ws.pf_f = 0; ws.pf_s = 0; ws.pf = 0; ws.held = ~0u;
+      ws.pf_f = 0; ws.pf_s = 0; ws.pf = 0; ws.held = 0; ws.nheld = 0;
 #if !WS_PRODUCER_WARP
       ws_pump(WS_STAGES);
 #endif
@@ -1553,6 +1558,7 @@ _RING = r"""
 #define WS_SEGS %(ws_segs)d          // the most ring-fed calls any queue has (16 bytes each)
 #define WS_L2_AHEAD %(l2_ahead)d      // stages past the ring prefetched to L2, always
 #define WS_L2_WAIT %(l2_wait)d        // stages past the ring prefetched to L2 when a task must wait
+#define WS_HOLD %(hold)d              // producer warp: a call's last stages held until the task has signalled
 // after a task's signal, thread 0 refills the buffer its last ring stage freed (the stage loop leaves
 // it: a bulk copy in flight made the control warp's fence wait for it, about 0.5-1 us a task; with
 // control_warp 0, the same thread signalled just before)
@@ -1567,7 +1573,7 @@ struct WsStream {
   int f, f_end, s;            // producer: the segment it copies from, the end, the stage within it
   unsigned issued, done;      // stages issued / consumed by this block since the launch
   int pf_f, pf_s; unsigned pf; // the L2 lookahead's cursor (segment, stage within it) and stages sent to L2
-  unsigned held;              // producer warp: a call's last stage, released by thread 0 later (~0u: none)
+  unsigned held, nheld;       // producer warp: a call's last stages, released by thread 0 later (nheld 0: none)
 };
 __shared__ WsStream ws;
 __shared__ __align__(8) unsigned long long ws_bar[WS_STAGES];     // full: the stage's bytes have landed
@@ -1659,11 +1665,10 @@ __device__ __forceinline__ void ws_release(unsigned g) {
 }
 // thread 0: the stage a ring call held back is released for all compute warps (they are past it)
 __device__ __forceinline__ void ws_unhold() {
-  if (ws.held != ~0u) {
+  for (unsigned h = 0; h < ws.nheld; ++h)
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%%0], %%1;"
-                 :: "r"(smem_addr(&ws_empty[ws.held %% WS_STAGES])), "r"(MK_NT / 32) : "memory");
-    ws.held = ~0u;
-  }
+                 :: "r"(smem_addr(&ws_empty[(ws.held + h) %% WS_STAGES])), "r"(MK_NT / 32) : "memory");
+  ws.nheld = 0;
 }
 // the producer warp's first lane: the queue's whole stream of stages, each as soon as its buffer is
 // free (every compute warp released the stage WS_STAGES before it), never in a compute warp's way
@@ -1761,9 +1766,14 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
       MK_SYNC();
     }
     if (threadIdx.x == 32 * MK_CONTROL_WARP) {   // the block's writes are ordered by the barrier above, published by this release
+#if MK_SIGNAL_RELEASE   // each counter's add a release of its own
+      for (int k = 0; k < ns; ++k)
+        asm volatile("red.release.gpu.global.add.u32 [%%0], 1;" :: "l"(&counters[G[k]]) : "memory");
+#else
       if (ns > 0) asm volatile("fence.acq_rel.gpu;" ::: "memory");   // none: its readers poll LL words
       for (int k = 0; k < ns; ++k)
         asm volatile("red.relaxed.gpu.global.add.u32 [%%0], 1;" :: "l"(&counters[G[k]]) : "memory");
+#endif
       if (trace) { unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[PROBE_WORDS * t + 1] = g; }
 #if MK_PROBES
       if (mk_probe) mk_probe[7] = clock64();
@@ -1814,7 +1824,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               weights: str = "smem", stream: str = "smem", ring_stages: int = WS_MAX_STAGES,
               l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0, probes: bool = False,
               control_warp: int = CONTROL_WARP, hops: str = "counters", combine: str = "last",
-              producer: str | None = None) -> tuple[str, TaskTable]:
+              producer: str | None = None, signal: str = "fence", hold: int | None = None) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -1841,10 +1851,23 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     that refills each stage as soon as every compute warp has released it; None: "warp", or
     "thread" where l2_ahead or l2_wait (thread 0's prefetches) are set. With the warp the 1B
     expert measured 1,193 against 1,229 us on an H100, bit-identical
-    (bench/results/ab_knobs_producer_h100.json)."""
+    (bench/results/ab_knobs_producer_h100.json). `hold`: with the producer warp, how many of a
+    call's last stages wait for the task's signal before they are refilled (1 to the ring's
+    stages less one; None: all but one). The signal's fence waits for the block's bulk copies in
+    flight, so each stage held keeps one out of its way: on the 1B expert on an H100 hold 1/2/3
+    measured 1,197/1,177/1,168 us, q/k/v tails 2.5 -> 0.55 us at 3
+    (bench/results/ab_knobs_signal_hold.json). `signal` (SIGNALS): how a task publishes its writes
+    before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
+    add a release); they measured the same."""
     impls = impls or {}
     if producer is None:
         producer = "thread" if l2_ahead or l2_wait else "warp"
+    if signal not in SIGNALS:
+        raise CodegenError(f"signal {signal!r} is not one of {', '.join(SIGNALS)}")
+    if hold is None:
+        hold = 15          # all but one of the ring's stages (clamped where the ring is sized)
+    if not 1 <= hold <= 15:
+        raise CodegenError(f"hold={hold}: a call holds 1 to 15 of its last stages (fewer than the ring has)")
     if producer not in PRODUCERS:
         raise CodegenError(f"producer {producer!r} is not one of {', '.join(PRODUCERS)}")
     if producer == "warp" and (l2_ahead or l2_wait):
@@ -1866,21 +1889,22 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
-                              control_warp, hops, combine, producer)
+                              control_warp, hops, combine, producer, signal, hold)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=hops,
-                 combine=combine, producer="thread")
+                 combine=combine, producer="thread", signal=signal)
 
 
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
           ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0,
           probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters",
-          combine: str = "last", producer: str = "warp") -> tuple[str, TaskTable]:
+          combine: str = "last", producer: str = "warp", signal: str = "fence",
+          hold: int = 15) -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
-            producer)
+            producer, signal, hold)
     source, table, em = _emit_once(*args)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
@@ -1891,7 +1915,8 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
 
 def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
                ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int, combine: str,
-               producer: str, ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
+               producer: str, signal: str, hold: int,
+               ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread")
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
@@ -2058,9 +2083,10 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
-                     "l2_ahead": l2_ahead, "l2_wait": l2_wait}
+                     "l2_ahead": l2_ahead, "l2_wait": l2_wait, "hold": min(hold, stages - 1)}
             if stages > 0 else _NO_RING)
     source = (f"#define MK_PROBES {int(probes)}\n#define MK_CONTROL_WARP {control_warp}\n"
+              f"#define MK_SIGNAL_RELEASE {int(signal == 'release')}\n"
               + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS}
               + _PRELUDE + _PROBES + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
