@@ -80,8 +80,17 @@ extern "C" __global__ void __launch_bounds__(512) stream_regs8_512(const uint4* 
   regs<8>(w + blockIdx.x * (per_block / 16), per_block / 16, out);
 }
 
-__shared__ __align__(8) unsigned long long bar[8];
+__shared__ __align__(8) unsigned long long bar[16];
 __device__ __forceinline__ unsigned sa(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+// stage g of a block's run into buffer g % S, as copies of `piece` bytes completing on its full barrier
+__device__ __forceinline__ void issue_stage(const char* src, int g, int S, int stage, int piece) {
+  const unsigned b = sa(&bar[g % S]);
+  const unsigned dst = sa((char*)smem + (g % S) * stage);
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(stage) : "memory");
+  for (int p = 0; p < stage; p += piece)
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(dst + p), "l"(src + (long long)g * stage + p), "r"(piece), "r"(b) : "memory");
+}
 
 // stages of `stage` bytes, issued as copies of `piece` bytes; S stages in flight
 extern "C" __global__ void __launch_bounds__(256) stream_ring(const char* w, long long per_block, float* out,
@@ -94,16 +103,8 @@ extern "C" __global__ void __launch_bounds__(256) stream_ring(const char* w, lon
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
   __syncthreads();
-  auto issue = [&](int g) {
-    const unsigned b = sa(&bar[g % S]);
-    const unsigned dst = sa((char*)smem + (g % S) * stage);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(stage) : "memory");
-    for (int p = 0; p < stage; p += piece)
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                   :: "r"(dst + p), "l"(src + (long long)g * stage + p), "r"(piece), "r"(b) : "memory");
-  };
   if (threadIdx.x == 0)
-    for (int g = 0; g < S && g < nst; ++g) issue(g);
+    for (int g = 0; g < S && g < nst; ++g) issue_stage(src, g, S, stage, piece);
   float acc = 0.f;
   for (int g = 0; g < nst; ++g) {
     const unsigned b = sa(&bar[g % S]), parity = (g / S) & 1u;
@@ -116,7 +117,7 @@ extern "C" __global__ void __launch_bounds__(256) stream_ring(const char* w, lon
     __syncthreads();
     if (threadIdx.x == 0 && g + S < nst) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      issue(g + S);
+      issue_stage(src, g + S, S, stage, piece);
     }
   }
   if (acc == 12345.f) out[threadIdx.x] = acc;
@@ -150,12 +151,7 @@ extern "C" __global__ void __launch_bounds__(288, 1) stream_ring_ws(const char* 
       for (int g = 0; g < nst; ++g) {
         if (g >= S) bar_wait(sa(&empty_bar[g % S]), (g / S - 1) & 1u);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        const unsigned b = sa(&bar[g % S]);
-        const unsigned dst = sa((char*)smem + (g % S) * stage);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(stage) : "memory");
-        for (int p = 0; p < stage; p += piece)
-          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                       :: "r"(dst + p), "l"(src + (long long)g * stage + p), "r"(piece), "r"(b) : "memory");
+        issue_stage(src, g, S, stage, piece);
       }
     return;
   }

@@ -103,6 +103,21 @@ def assert_1b_expert_same_bits(seed: int, **knobs):
             assert torch.equal(out[k], want[0][k]), k
 
 
+def assert_builds_agree(plan, params, feeds, ref: dict, knobs: dict, want_knobs: dict, runs: int = 2,
+                        what: str = ""):
+    """The plan built with `knobs` (its poisoned runs) computes the graph's values (`ref`, within
+    1e-4) and, bit for bit, what the plan built with `want_knobs` computes. Returns the first
+    build's Megakernel."""
+    import torch
+    mk, got = built_runs(plan, params, feeds, runs, **knobs)
+    _, want = built_runs(plan, params, feeds, 1, **want_knobs)
+    for out in got:
+        for k, v in ref.items():
+            torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4, msg=f"{what} {k}")
+            assert torch.equal(out[k], want[0][k]), f"{what} {k}: {knobs} != {want_knobs}"
+    return mk
+
+
 def built_runs(plan, params, feeds, runs: int = 3, **knobs) -> tuple:
     """(a Megakernel of the plan built with these knobs (Megakernel's: impls, weights, hops, ...),
     its poisoned_runs)."""

@@ -4,7 +4,7 @@ alone; LL tensors are activations one op writes in full; plans with impl bodies 
 the GPU: LL and counters give bit-identical outputs, and a run never takes the run before's words."""
 import pytest
 import torch
-from conftest import assert_1b_expert_same_bits, built_runs, seeded_step
+from conftest import assert_1b_expert_same_bits, assert_builds_agree, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture, run_graph
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
@@ -138,14 +138,9 @@ def test_ll_words_and_counters_agree_bit_for_bit_on_gpu(name):
         g, params, feeds, ref = seeded_step(name, seed)
         for schedule in SCHEDULES:
             plan = _ir(g, schedule).plan()
-            mk, ll = built_runs(plan, params, feeds, 2, hops="ll")
+            mk = assert_builds_agree(plan, params, feeds, ref, {"hops": "ll"}, {"hops": "counters"}, 2,
+                                     f"{name} seed {seed} {schedule}")
             assert mk.table.ll
-            _, counters = built_runs(plan, params, feeds, 1, hops="counters")
-            for out in ll:
-                for k, v in ref.items():
-                    torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4,
-                                               msg=f"{name} seed {seed} {schedule} {k}")
-                    assert torch.equal(out[k], counters[0][k]), f"{name} seed {seed} {schedule} {k}: ll != counters"
 
 
 @pytest.mark.gpu

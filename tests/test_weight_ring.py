@@ -6,7 +6,7 @@ register path give bit-identical outputs (the same products summed in the same o
 run, on three seeds of the tiny models and on the 1B's expert schedule."""
 import pytest
 import torch
-from conftest import assert_1b_expert_same_bits, built_runs, poisoned_runs, seeded_step
+from conftest import assert_1b_expert_same_bits, assert_builds_agree, built_runs, poisoned_runs, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture, module_tensors
 from megakernel_gym.compiler.codegen import (SMEM_BLOCK, THREADS, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE,
@@ -290,14 +290,9 @@ def test_ring_and_register_paths_agree_bit_for_bit_on_gpu(name):
         for edits in ("tuned", "expert"):
             base = make_ir(g, num_sms=8)
             ir = apply_edits(base, tuned_edits(base) if edits == "tuned" else expert_edits(base))
-            mk, ring = built_runs(ir.plan(), params, feeds, impls=ir.impls, weights="smem")
+            mk = assert_builds_agree(ir.plan(), params, feeds, ref, {"impls": ir.impls, "weights": "smem"},
+                                     {"impls": ir.impls, "weights": "regs"}, 3, f"{name} seed {seed} {edits}")
             assert mk.table.ws_stages >= 2
-            _, regs = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls, weights="regs")
-            for out in ring:
-                for k, v in ref.items():
-                    torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4,
-                                               msg=f"{name} seed {seed} {edits} {k}")
-                    assert torch.equal(out[k], regs[0][k]), f"{name} seed {seed} {edits} {k}: ring != registers"
 
 
 @pytest.mark.gpu
@@ -429,13 +424,8 @@ def test_a_producer_warp_computes_what_thread_0_does_bit_for_bit_on_gpu(name):
         base = make_ir(g, num_sms=8)
         for edits in ("default", "tuned", "expert"):
             ir = apply_edits(base, {"default": "", "tuned": tuned_edits(base), "expert": expert_edits(base)}[edits])
-            mk, warp = built_runs(ir.plan(), params, feeds, 2, impls=ir.impls, producer="warp")
-            _, thread = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls, producer="thread")
-            for out in warp:
-                for k, v in ref.items():
-                    torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4,
-                                               msg=f"{name} seed {seed} {edits} {k}")
-                    assert torch.equal(out[k], thread[0][k]), f"{name} seed {seed} {edits} {k}: warp != thread 0"
+            assert_builds_agree(ir.plan(), params, feeds, ref, {"impls": ir.impls, "producer": "warp"},
+                                {"impls": ir.impls, "producer": "thread"}, 2, f"{name} seed {seed} {edits}")
 
 
 @pytest.mark.gpu
@@ -464,11 +454,7 @@ def test_the_signal_and_held_stages_compute_the_same_step_on_gpu(name, knobs):
     g, params, feeds, ref = seeded_step(name, 2)
     base = make_ir(g, num_sms=8)
     ir = apply_edits(base, expert_edits(base))
-    _, got = built_runs(ir.plan(), params, feeds, 2, impls=ir.impls, **knobs)
-    _, want = built_runs(ir.plan(), params, feeds, 1, impls=ir.impls)
-    for out in got:
-        for k in ref:
-            assert torch.equal(out[k], want[0][k]), f"{name} {knobs} {k}"
+    assert_builds_agree(ir.plan(), params, feeds, ref, {"impls": ir.impls, **knobs}, {"impls": ir.impls}, 2, name)
 
 
 @pytest.mark.gpu
