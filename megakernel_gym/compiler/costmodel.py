@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from megakernel_gym.compiler.interpret import torch_dtype
+from megakernel_gym.compiler.pause_gc import gc_paused
 from megakernel_gym.compiler.schedule import Plan
 from megakernel_gym.compiler.tasks import input_boxes, task_boxes
 
@@ -155,6 +156,7 @@ def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
     return nbytes, flops
 
 
+@gc_paused
 def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int], list[float]] | None = None
             ) -> Prediction:
     """List-schedule the plan's queues with the device's constants (see the module doc)."""

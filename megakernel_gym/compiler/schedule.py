@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from megakernel_gym.compiler.graph import Graph
+from megakernel_gym.compiler.pause_gc import gc_paused
 from megakernel_gym.compiler.tasks import TaskGraph, lower_cached
 
 COUNTER_MODES = ("tile", "op")
@@ -64,6 +65,7 @@ def default_knobs(g: Graph, num_sms: int = 132) -> Knobs:
     return Knobs(num_sms=num_sms, order=[o.name for o in g.ops if o.kind != "view"])
 
 
+@gc_paused
 def build_plan(g: Graph, knobs: Knobs) -> Plan:
     """Lower with the knobs' tile sizes, then fill the SM queues op by op.
 

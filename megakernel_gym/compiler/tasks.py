@@ -10,6 +10,8 @@ write-after-write between tasks of ops in program order whose regions overlap.
 """
 from __future__ import annotations
 
+import functools
+
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -152,7 +154,14 @@ def _normalizes_along(op: Op, rank: int) -> int | None:
 
 
 def allowed_tiles(op: Op, extent: int, group: int = 1) -> list[int]:
-    return [t for t in range(1, extent + 1) if extent % t == 0 and t % group == 0]
+    return list(_divisors(extent, group))
+
+
+@functools.lru_cache(maxsize=4096)
+def _divisors(extent: int, group: int) -> tuple[int, ...]:
+    """The tile sizes of an extent: its divisors that are multiples of the group (cached: the sim
+    asks for every op's at every step, and lm_head's extent is 128,256)."""
+    return tuple(t for t in range(1, extent + 1) if extent % t == 0 and t % group == 0)
 
 
 def _group(op: Op, g: Graph) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from megakernel_gym.compiler.pause_gc import gc_paused
 from megakernel_gym.compiler.schedule import Plan
 
 
@@ -37,61 +38,91 @@ class Finding:
     counter: str | None = None
 
 
+@gc_paused
 def check(plan: Plan) -> list[Finding]:
     """Every reason the plan is unsafe; empty when it is proven safe."""
+    out = check_counters(plan)
+    if out:
+        return out
+    tg = plan.tg
+    n = len(tg.tasks)
+    by_id = {c.id: c for c in plan.counters}
+
+    # -- deadlock: queue order + full waits must be acyclic. Each counter is a node of its own
+    # (producers -> counter -> waiter), so a wait is one edge, not one per producer: a path through
+    # a counter node is a producer -> waiter edge and back, so the two graphs have the same cycles
+    # and order the same tasks (check_full keeps the producer -> waiter form, for the tests).
+    cix = {cid: n + j for j, cid in enumerate(by_id)}
+    nodes = n + len(cix)
+    preds: list[list[int]] = [[] for _ in range(nodes)]
+    for cid, c in by_id.items():
+        preds[cix[cid]] = [p for p in c.producers if 0 <= p < n]
+    waited: dict[int, set[int]] = {}                # waiter -> counter nodes it waits on in full
+    for t, ws in plan.waits.items():
+        for cid, _ in ws:
+            if cix[cid] not in waited.setdefault(t, set()):
+                waited[t].add(cix[cid])
+                preds[t].append(cix[cid])
+    sm_pos: dict[int, tuple[int, int]] = {}
+    for s, q in enumerate(plan.queues):
+        for i, t in enumerate(q):
+            sm_pos[t] = (s, i)
+        for a, b in zip(q, q[1:]):
+            preds[b].append(a)
+    topo = _toposort(nodes, preds)
+    if topo is None:
+        return check_full(plan)     # names the cycle in the producer -> waiter form
+
+    # -- races: every derived dependency must be ordered (transitively). Most are ordered by one
+    # edge: a full wait on a counter the producer adds to, or the same SM's queue; only the rest
+    # need the transitive closure (ancestor bitsets over the graph above).
+    produces: dict[int, set[int]] = {}
+    for cid, c in by_id.items():
+        for p in c.producers:
+            produces.setdefault(p, set()).add(cix[cid])
+    anc: list[int] | None = None
+    counter_names = plan.counter_of_task()
+    for t in range(n):
+        mine, (st, it) = waited.get(t, set()), sm_pos[t]
+        for p in sorted(tg.deps[t]):
+            sp, ip = sm_pos.get(p, (-1, 0))
+            if (sp == st and ip < it) or (mine and not mine.isdisjoint(produces.get(p, ()))):
+                continue
+            if anc is None:
+                anc = _ancestors(topo, preds, n)
+            if not (anc[t] >> p) & 1:
+                out.append(_race(plan, t, p, by_id, counter_names))
+    return out
+
+
+def _ancestors(topo: list[int], preds: list[list[int]], n: int) -> list[int]:
+    """Per node, the tasks (nodes below n) it comes after, as a bitset."""
+    anc = [0] * len(preds)
+    for t in topo:
+        acc = 0
+        for p in preds[t]:
+            acc |= anc[p] | ((1 << p) if p < n else 0)
+        anc[t] = acc
+    return anc
+
+
+def check_full(plan: Plan) -> list[Finding]:
+    """check() as first written: every wait an edge from each of its counter's producers, and the
+    transitive closure for every dependency. The reference the faster check() is tested against
+    (the same findings, in the same order, on every plan), and the form a deadlock is named in."""
     tg = plan.tg
     tasks = tg.tasks
     n = len(tasks)
-    out: list[Finding] = []
     name = lambda t: str(tasks[t]) if 0 <= t < n else f"task #{t}"  # noqa: E731
-
-    # -- coverage: every task exactly once, on an SM that exists
-    if len(plan.queues) != plan.num_sms:
-        out.append(Finding("coverage", f"{len(plan.queues)} queues for {plan.num_sms} SMs"))
-    seen: dict[int, int] = {}
-    for s, q in enumerate(plan.queues):
-        for t in q:
-            if not 0 <= t < n:
-                out.append(Finding("coverage", f"SM {s} queues unknown task #{t}", task=t))
-            elif t in seen:
-                out.append(Finding("coverage", f"{name(t)} is queued twice (SM {seen[t]} and SM {s})",
-                                   op=tasks[t].op, task=t))
-            else:
-                seen[t] = s
-    for t in range(n):
-        if t not in seen:
-            out.append(Finding("coverage", f"{name(t)} is on no SM's queue, so it never runs and its "
-                               "consumers wait forever", op=tasks[t].op, task=t))
-    if out:
-        return out
-
-    # -- counters and waits
-    full_wait_edges: dict[int, set[int]] = {t: set() for t in range(n)}   # waiter -> producers ordered
-    for c in plan.counters:
-        bad = [p for p in c.producers if not 0 <= p < n]
-        if bad:
-            out.append(Finding("counter", f"counter {c.name} lists unknown producer tasks {bad}", counter=c.name))
+    pre = check_counters(plan)
+    if pre:
+        return pre
+    out: list[Finding] = []
     by_id = {c.id: c for c in plan.counters}
+    full_wait_edges: dict[int, set[int]] = {t: set() for t in range(n)}   # waiter -> producers ordered
     for t, ws in plan.waits.items():
-        for cid, thr in ws:
-            c = by_id.get(cid)
-            if c is None:
-                out.append(Finding("counter", f"{name(t)} waits on counter #{cid}, which does not exist",
-                                   op=tasks[t].op, task=t))
-                continue
-            if thr > len(c.producers):
-                out.append(Finding("deadlock", f"{name(t)} waits for counter {c.name} to reach {thr}, but only "
-                                   f"{len(c.producers)} task(s) ever increment it", op=tasks[t].op, task=t,
-                                   counter=c.name))
-            elif thr < len(c.producers):
-                out.append(Finding("partial_wait", f"{name(t)} waits for {thr} of the {len(c.producers)} producers "
-                                   f"of counter {c.name}: a partial wait does not say which finished; wait for all",
-                                   op=tasks[t].op, task=t, counter=c.name))
-            else:
-                full_wait_edges[t].update(p for p in c.producers if 0 <= p < n)
-    if out:
-        return out
-
+        for cid, _ in ws:
+            full_wait_edges[t].update(p for p in by_id[cid].producers if 0 <= p < n)
     # -- deadlock: queue order + full waits must be acyclic
     preds: dict[int, set[int]] = {t: set(full_wait_edges[t]) for t in range(n)}
     for q in plan.queues:
@@ -123,12 +154,60 @@ def check(plan: Plan) -> list[Finding]:
     for t in range(n):
         for p in sorted(tg.deps[t]):
             if not (anc[t] >> p) & 1:
-                shared = _shared_tensor(tasks[t], tasks[p])
-                cname = by_id[counter_names[p][0]].name if counter_names.get(p) else None
-                hint = f"wait on counter {cname}" if cname else f"give {name(p)} a counter and wait on it"
-                out.append(Finding("race", f"{name(t)} touches {shared} that {name(p)} writes or reads, but nothing "
-                                   f"makes it wait for {name(p)} (missing producer): {hint}",
-                                   op=tasks[t].op, task=t, counter=cname))
+                out.append(_race(plan, t, p, by_id, counter_names))
+    return out
+
+
+def check_counters(plan: Plan) -> list[Finding]:
+    """The first checks, shared by check and check_full: every task queued once, on an SM that
+    exists; counters and waits that exist, each wait for its counter's full producer count."""
+    tg = plan.tg
+    tasks = tg.tasks
+    n = len(tasks)
+    out: list[Finding] = []
+    name = lambda t: str(tasks[t]) if 0 <= t < n else f"task #{t}"  # noqa: E731
+
+    # -- coverage: every task exactly once, on an SM that exists
+    if len(plan.queues) != plan.num_sms:
+        out.append(Finding("coverage", f"{len(plan.queues)} queues for {plan.num_sms} SMs"))
+    seen: dict[int, int] = {}
+    for s, q in enumerate(plan.queues):
+        for t in q:
+            if not 0 <= t < n:
+                out.append(Finding("coverage", f"SM {s} queues unknown task #{t}", task=t))
+            elif t in seen:
+                out.append(Finding("coverage", f"{name(t)} is queued twice (SM {seen[t]} and SM {s})",
+                                   op=tasks[t].op, task=t))
+            else:
+                seen[t] = s
+    for t in range(n):
+        if t not in seen:
+            out.append(Finding("coverage", f"{name(t)} is on no SM's queue, so it never runs and its "
+                               "consumers wait forever", op=tasks[t].op, task=t))
+    if out:
+        return out
+
+    # -- counters and waits
+    for c in plan.counters:
+        bad = [p for p in c.producers if not 0 <= p < n]
+        if bad:
+            out.append(Finding("counter", f"counter {c.name} lists unknown producer tasks {bad}", counter=c.name))
+    by_id = {c.id: c for c in plan.counters}
+    for t, ws in plan.waits.items():
+        for cid, thr in ws:
+            c = by_id.get(cid)
+            if c is None:
+                out.append(Finding("counter", f"{name(t)} waits on counter #{cid}, which does not exist",
+                                   op=tasks[t].op, task=t))
+                continue
+            if thr > len(c.producers):
+                out.append(Finding("deadlock", f"{name(t)} waits for counter {c.name} to reach {thr}, but only "
+                                   f"{len(c.producers)} task(s) ever increment it", op=tasks[t].op, task=t,
+                                   counter=c.name))
+            elif thr < len(c.producers):
+                out.append(Finding("partial_wait", f"{name(t)} waits for {thr} of the {len(c.producers)} producers "
+                                   f"of counter {c.name}: a partial wait does not say which finished; wait for all",
+                                   op=tasks[t].op, task=t, counter=c.name))
     return out
 
 
@@ -138,6 +217,16 @@ def validate(plan: Plan) -> Plan:
     if findings:
         raise ScheduleError(findings)
     return plan
+
+
+def _race(plan: Plan, t: int, p: int, by_id: dict, counter_names: dict[int, list[int]]) -> Finding:
+    """The finding for task t, which touches what task p does with nothing ordering it after p."""
+    tasks = plan.tg.tasks
+    shared = _shared_tensor(tasks[t], tasks[p])
+    cname = by_id[counter_names[p][0]].name if counter_names.get(p) else None
+    hint = f"wait on counter {cname}" if cname else f"give {tasks[p]} a counter and wait on it"
+    return Finding("race", f"{tasks[t]} touches {shared} that {tasks[p]} writes or reads, but nothing "
+                   f"makes it wait for {tasks[p]} (missing producer): {hint}", op=tasks[t].op, task=t, counter=cname)
 
 
 def _shared_tensor(a, b) -> str:
