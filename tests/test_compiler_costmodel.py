@@ -76,3 +76,48 @@ def test_deadlocked_plan_is_refused(tiny):
     p.queues = [list(reversed(q)) for q in plan.queues]
     with pytest.raises(ValueError, match="deadlock"):
         predict(p)
+
+
+def _start_times_waiting_on_each_producer(plan, dur: list[float], lat: float) -> list[float]:
+    """The list schedule as first written: a task waits on every producer of every counter it
+    waits for, one by one (the reference for predict's per-counter bookkeeping)."""
+    counters = {c.id: c for c in plan.counters}
+    needs = [[p for cid, _ in plan.waits.get(t, ()) for p in counters[cid].producers] for t in range(len(dur))]
+    start, finish = [0.0] * len(dur), [-1.0] * len(dur)
+    head, free = [0] * len(plan.queues), [0.0] * len(plan.queues)
+    left = len(dur)
+    while left:
+        for s, q in enumerate(plan.queues):
+            while head[s] < len(q):
+                t = q[head[s]]
+                if any(finish[p] < 0 for p in needs[t]):
+                    break
+                start[t] = max([free[s]] + [finish[p] + lat for p in needs[t]])
+                finish[t] = free[s] = start[t] + dur[t]
+                head[s] += 1
+                left -= 1
+    return start
+
+
+@pytest.mark.parametrize("counters", ["tile", "op"])
+def test_predict_waits_on_counters_as_on_each_of_their_producers(tiny, big, counters):
+    for g, sms in ((tiny, 3), (tiny, 8), (big, 132)):
+        knobs = default_knobs(g, sms)
+        knobs.counters = {o.name: counters for o in g.ops if o.kind != "view"}
+        plan = build_plan(g, knobs)
+        p = predict(plan, "H100")
+        dur = [f - s for s, f in zip(p.start_us, p.finish_us)]
+        assert p.start_us == pytest.approx(
+            _start_times_waiting_on_each_producer(plan, dur, DEVICES["H100"].wait_latency_us), abs=1e-6)
+
+
+def test_task_costs_are_kept_per_lowering_and_handed_out_as_copies(tiny):
+    plan = build_plan(tiny, default_knobs(tiny, 4))
+    nbytes, flops = task_costs(plan)
+    nbytes[0] = -1
+    assert task_costs(plan)[0][0] != -1                           # the kept costs are not the caller's
+    other = build_plan(tiny, Knobs(num_sms=4, tiles={"lm_head": 8}))
+    assert len(task_costs(other)[0]) == len(other.tg.tasks) != len(plan.tg.tasks)
+    # another plan of the same lowering (other SM ranges) shares the task graph and its costs
+    again = build_plan(tiny, Knobs(num_sms=4, sms={"lm_head": (0, 1)}))
+    assert again.tg is plan.tg and task_costs(again) == task_costs(plan)

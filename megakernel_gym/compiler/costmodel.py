@@ -127,8 +127,17 @@ def _op_flops(op, g, obox, reads) -> tuple[float, int | None]:
 def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
     """Bytes moved and flops for every task of the plan. A task's bytes are what it reads
     (fused producers' inputs in place of their outputs) and its output tile; its flops include
-    the fused producers' work it repeats."""
+    the fused producers' work it repeats. They depend on the lowering alone, so they are kept on
+    the task graph, which the lowering cache shares between plans (the sim's edits to SM ranges,
+    counters, order or prefetch reuse them)."""
     tg = plan.tg
+    cached = tg.__dict__.get("_task_costs")
+    if cached is None:
+        cached = tg.__dict__["_task_costs"] = _task_costs(tg)
+    return list(cached[0]), list(cached[1])
+
+
+def _task_costs(tg) -> tuple[list[int], list[float]]:
     g = tg.graph
     ops = {o.name: o for o in g.ops}
     nbytes, flops = [], []
@@ -173,9 +182,17 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
                + (dev.prefetch_us if pf[t.id] else dev.mem_latency_us))
         dur[t.id] = (max(mem, flops[t.id] / sm_rate) + dev.task_overhead_us
                      + dev.counter_us * len(plan.waits.get(t.id, ())))
-    counters = {c.id: c for c in plan.counters}
-    # every producer a task waits for, flattened once (full waits only: the validator's rule)
-    needs = [[p for cid, _ in plan.waits.get(t, ()) for p in counters[cid].producers] for t in range(n)]
+    # per counter: producers still to finish, and the latest finish so far; a task may start once
+    # every counter it waits on is complete (full waits only: the validator's rule), at the latest
+    # of their last producers' finishes plus the wait latency
+    cix = {c.id: i for i, c in enumerate(plan.counters)}
+    left = [len(c.producers) for c in plan.counters]
+    last = [0.0] * len(plan.counters)
+    adds: list[list[int]] = [[] for _ in range(n)]
+    for i, c in enumerate(plan.counters):
+        for p in c.producers:
+            adds[p].append(i)
+    needs = [[cix[cid] for cid, _ in plan.waits.get(t, ())] for t in range(n)]
     lat = dev.wait_latency_us
     start = [0.0] * n
     finish = [-1.0] * n
@@ -192,17 +209,20 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
                 t = q[head[s]]
                 ready = sm_free[s]
                 blocked = False
-                for p in needs[t]:
-                    f = finish[p]
-                    if f < 0:
+                for c in needs[t]:
+                    if left[c]:
                         blocked = True
                         break
-                    if f + lat > ready:
-                        ready = f + lat
+                    if last[c] + lat > ready:
+                        ready = last[c] + lat
                 if blocked:
                     break
                 start[t] = ready
                 finish[t] = ready + dur[t]
+                for c in adds[t]:
+                    left[c] -= 1
+                    if finish[t] > last[c]:
+                        last[c] = finish[t]
                 sm_free[s] = finish[t]
                 busy[s] += dur[t]
                 head[s] += 1
