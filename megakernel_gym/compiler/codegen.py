@@ -869,29 +869,26 @@ class _Emitter:
                     f"          const float v = warp_sum(acc[mm]);\n"
                     f"          if (lane == 0) pbuf[((g & 1) * {m} + mm) * {WARPS} + warp] = v;\n"
                     f"        }}\n")
+            def row_sum(row: str) -> str:   # row `row` of the stage (n): its segments' sums, in segment order
+                return (f"        if (n < hi) {{\n"
+                        f"          float v = 0.f;\n"
+                        f"#pragma unroll\n"
+                        f"          for (int c = 0; c < {ncs}; ++c) v += pbuf[((g & 1) * {m} + mm) * {WARPS} + {row} * {ncs} + c];\n"
+                        f"          {emit}\n"
+                        f"        }}\n")
             if self.producer == "warp":   # the row's own warps meet (named barrier 2 + its row), its last adds up
                 combine = (f"    asm volatile(\"bar.sync %0, {32 * ncs};\" :: \"r\"(2 + warp / {ncs}) : \"memory\");"
                            f"   // the row's {ncs} warps: their segment sums are in\n"
                            f"    if (warp % {ncs} == {ncs - 1})   // the row: its segments' sums, in segment order\n"
                            f"      for (int mm = lane; mm < {m}; mm += 32) {{\n"
                            f"        const int n = lo + s * {rps} + warp / {ncs};\n"
-                           f"        if (n < hi) {{\n"
-                           f"          float v = 0.f;\n"
-                           f"#pragma unroll\n"
-                           f"          for (int c = 0; c < {ncs}; ++c) v += pbuf[((g & 1) * {m} + mm) * {WARPS} + warp / {ncs} * {ncs} + c];\n"
-                           f"          {emit}\n"
-                           f"        }}\n"
+                           + row_sum(f"warp / {ncs}") +
                            f"      }}\n")
             else:
                 combine = (f"    if (warp == {WARPS - 1})   // the stage's rows: their segments' sums, in segment order\n"
                            f"      for (int e = lane; e < {rps * m}; e += 32) {{\n"
                            f"        const int mm = e / {rps}, n = lo + s * {rps} + e % {rps};\n"
-                           f"        if (n < hi) {{\n"
-                           f"          float v = 0.f;\n"
-                           f"#pragma unroll\n"
-                           f"          for (int c = 0; c < {ncs}; ++c) v += pbuf[((g & 1) * {m} + mm) * {WARPS} + e % {rps} * {ncs} + c];\n"
-                           f"          {emit}\n"
-                           f"        }}\n"
+                           + row_sum(f"e % {rps}") +
                            f"      }}\n")
         return _ring_loop(m, segv, kv, u, first, nst=f"(hi - lo + {rps - 1}) / {rps}, cs = warp % {ncs}", head=head,
                           row=f"const int n = lo + s * {rps} + warp / {ncs};", reset=zero, mac=mac,

@@ -11,7 +11,6 @@ write-after-write between tasks of ops in program order whose regions overlap.
 from __future__ import annotations
 
 import functools
-
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field

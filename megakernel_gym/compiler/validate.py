@@ -144,12 +144,7 @@ def check_full(plan: Plan) -> list[Finding]:
         return out
 
     # -- races: every derived dependency must be ordered (transitively)
-    anc = [0] * n
-    for t in topo:
-        acc = 0
-        for p in preds[t]:
-            acc |= anc[p] | (1 << p)
-        anc[t] = acc
+    anc = _ancestors(topo, preds, n)
     counter_names = plan.counter_of_task()
     for t in range(n):
         for p in sorted(tg.deps[t]):
