@@ -3,10 +3,12 @@ rounds (every build once per round, the order rotated), so drift on the host sho
 as a difference between builds.
 
     python bench/ab_knobs.py [--out DIR] [--model llama-1b] [--schedules expert tuned default]
-                             [--rounds 3] [--iters 30] [--tag _producer] KEY=VALUE[,KEY=VALUE] ...
+                             [--extra LABEL=FILE ...] [--rounds 3] [--iters 30] [--tag _producer]
+                             KEY=VALUE[,KEY=VALUE] ...
 
 Each positional argument is one knob set (emit_cuda's keywords: producer=warp, ring_stages=5,
-hops=ll, ...); the defaults are always the first build. Every build's output is checked against the
+hops=ll, ...); the defaults are always the first build. `--extra` adds schedules from files of edits (a line EXPERT
+stands for the expert's edits, TUNED for the compiler's tuned edits), each built with every knob set. Every build's output is checked against the
 defaults' bit for bit and against the float32 truth. Writes ab_knobs<tag>.json: per schedule and
 build, the median of each round's median and every round's numbers, and the ratio to the defaults.
 """
@@ -24,7 +26,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import torch  # noqa: E402
 
 from judge_bench import write  # noqa: E402
-from megakernel_edits import load_step, rel_err  # noqa: E402
+from megakernel_edits import load_step, rel_err, schedule_file  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, tuned_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
@@ -46,6 +48,8 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--model", default="llama-1b")
     ap.add_argument("--schedules", nargs="*", default=["expert"], choices=["expert", "tuned", "default"])
+    ap.add_argument("--extra", nargs="*", default=[], metavar="LABEL=FILE",
+                    help="more schedules: a label and a file of edits (EXPERT / TUNED lines stand for those edits)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--tag", default="")
@@ -54,8 +58,11 @@ def main():
     base = step.base
     sets = knob_sets(args.knobs)
     edits = {"expert": lambda: expert_edits(base), "tuned": lambda: tuned_edits(base), "default": lambda: ""}
+    for spec in args.extra:
+        name, _, path = spec.partition("=")
+        edits[name] = lambda path=path: schedule_file(base, path)
     rows = []
-    for sched in args.schedules:
+    for sched in args.schedules + [spec.partition("=")[0] for spec in args.extra]:
         ir = apply_edits(base, edits[sched]())
         plan = ir.plan()
         builds, want = [], None

@@ -125,6 +125,14 @@ def load_step(model_name: str) -> SimpleNamespace:
                            eager_err=rel_err(ref, truth))
 
 
+def schedule_file(base, path: str) -> str:
+    """A file of edit lines as edit text for `base`: a line TUNED stands for the compiler's
+    tuned_edits, EXPERT for the expert's edits (both spelled out for `base`)."""
+    from megakernel_gym.policies.expert import expert_edits
+    return "\n".join(tuned_edits(base) if ln.strip() == "TUNED" else expert_edits(base) if ln.strip() == "EXPERT"
+                     else ln for ln in Path(path).read_text().splitlines())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))

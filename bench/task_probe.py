@@ -12,7 +12,8 @@ runs, each run after an L2 flush as the timed runs have):
   first   -> its first weight stage has landed (attention: the first scores are in)
   rows    -> its last weight row is done (attention: its outputs or partials are out)
   tail    -> it has signalled (epilogue, combine, stores, the counter release)
-The whole step is also timed with and without probes, to show what the probes cost. `--no-deps`
+Per op also its window: its first task's start to its last task's signal, after the layer's first
+start (medians), which shows the chain a layer waits along. The whole step is also timed with and without probes, to show what the probes cost. `--no-deps`
 adds the same with counters started full (a diagnostic: nothing waits, the output is wrong).
 Each `--codegen` set (emit_cuda's knobs, e.g. control_warp=1, ring_stages=3 or hops=ll) adds every schedule
 again, built with those knobs, for a side-by-side comparison in the same run.
@@ -33,9 +34,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 import torch  # noqa: E402
 
 from judge_bench import write  # noqa: E402
-from megakernel_edits import load_step, rel_err  # noqa: E402
+from megakernel_edits import load_step, rel_err, schedule_file  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
-from megakernel_gym.ir_exposure import apply_edits, tuned_edits  # noqa: E402
+from megakernel_gym.ir_exposure import apply_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
 from megakernel_gym.rewards.timing import L2Flusher  # noqa: E402
 from ring_depth import no_deps_call  # noqa: E402
@@ -76,6 +77,33 @@ def op_table(plan, probes_runs: list[list[dict]], layers: range) -> list[dict]:
     return rows
 
 
+def op_windows(plan, spans_runs: list[list[tuple[float, float]]], layers: range) -> list[dict]:
+    """Per op (layer prefix dropped): when its first task started and its last one signalled,
+    relative to its layer's first start (medians over the layers and runs), which is the chain a
+    layer waits along; ops outside the layers (embedding, final norm, lm_head) relative to the
+    step's first start. `spans_runs`: per run, each task's (start, finish) in us (the trace's
+    %globaltimer)."""
+    by_layer: dict[tuple, list[int]] = {}
+    for t in plan.tg.tasks:
+        parts = t.op.split(".")
+        inside = parts[0] == "layers"
+        if inside and int(parts[1]) not in layers:
+            continue
+        by_layer.setdefault((int(parts[1]) if inside else None, ".".join(parts[2:]) if inside else t.op), []).append(t.id)
+    out: dict[str, list[tuple[float, float]]] = {}
+    for spans in spans_runs:
+        t_step = min(a for a, _ in spans)
+        firsts = {}
+        for (layer, _), ids in by_layer.items():
+            if layer is not None:
+                firsts[layer] = min(firsts.get(layer, float("inf")), min(spans[i][0] for i in ids))
+        for (layer, key), ids in by_layer.items():
+            t0 = t_step if layer is None else firsts[layer]
+            out.setdefault(key, []).append((min(spans[i][0] for i in ids) - t0, max(spans[i][1] for i in ids) - t0))
+    return [{"op": k, "from_us": statistics.median(a for a, _ in v), "to_us": statistics.median(b for _, b in v)}
+            for k, v in out.items()]
+
+
 def fmt(row: dict) -> str:
     cells = " ".join(f"{row[k]:7.2f}" if row[k] is not None else "      -" for k in ("wait", "input", "first", "rows",
                                                                                   "tail", "busy"))
@@ -104,9 +132,7 @@ def main():
     schedules = {"expert": expert_edits(base)}
     for spec in args.extra:
         label, _, path = spec.partition("=")
-        lines = Path(path).read_text().splitlines()
-        schedules[label] = "\n".join(tuned_edits(base) if ln.strip() == "TUNED" else
-                                     expert_edits(base) if ln.strip() == "EXPERT" else ln for ln in lines)
+        schedules[label] = schedule_file(base, path)
     flush = L2Flusher(torch, torch.cuda.current_device())
     layers = range(args.layers[0], args.layers[1] + 1)
     builds = [{}] + [{k: int(v) if v.lstrip("-").isdigit() else v for k, v in (kv.split("=") for kv in spec.split(","))}
@@ -120,12 +146,14 @@ def main():
             mk = Megakernel(plan, impls=ir.impls, probes=True, **knobs)
             launch = mk.bind(step.params, step.feeds, trace=True)
             call = no_deps_call(launch) if nodeps else launch
-            runs = []
+            runs, spans = [], []
             for _ in range(args.runs):
                 flush()
                 call()
                 launch.check()
                 runs.append(launch.task_probes())
+                ns = launch.trace.view(len(plan.tg.tasks), -1)[:, :2].cpu().double() / 1e3
+                spans.append([tuple(r) for r in ns.tolist()])
             err = None if nodeps else rel_err(launch.outputs()[step.graph.outputs[0]], step.truth)
             probed = time_us(no_deps_call(mk.bind(step.params, step.feeds)) if nodeps
                              else mk.bind(step.params, step.feeds), args.iters)
@@ -133,10 +161,11 @@ def main():
             timed = plain.bind(step.params, step.feeds)
             t = time_us(no_deps_call(timed) if nodeps else timed, args.iters)
             table = op_table(plan, runs, layers)
+            windows = op_windows(plan, spans, layers)
             row = {"schedule": label + "".join(f", {k}={v}" for k, v in knobs.items())
                    + (" [no deps: diagnostic]" if nodeps else ""), "no_deps": nodeps, "codegen": knobs,
                    "megakernel": t, "with_probes": probed, "floor_share": step.floor_us / t["median_us"],
-                   "rel_l2_err_vs_fp32": err, "ops": table, "edits": text, "build_s": time.perf_counter() - t0}
+                   "rel_l2_err_vs_fp32": err, "ops": table, "windows": windows, "edits": text, "build_s": time.perf_counter() - t0}
             rows.append(row)
             print(f"{row['schedule']}: {t['median_us']:.1f} us (p10 {t['p10_us']:.1f}, p90 {t['p90_us']:.1f}); "
                   f"with probes {probed['median_us']:.1f} us; err/fp32 {err}", flush=True)
@@ -144,6 +173,8 @@ def main():
                   "    tail    busy  (us, medians)", flush=True)
             for r in table:
                 print(fmt(r), flush=True)
+            print("windows (us after the layer's first start; outside the layers: after the step's): "
+                  + "; ".join(f"{w['op']} {w['from_us']:.1f}-{w['to_us']:.1f}" for w in windows), flush=True)
             del launch, mk, plain, timed
     real = [r for r in rows if not r["no_deps"]]
     targets = [

@@ -57,9 +57,13 @@ def test_every_dependency_is_kept_by_a_wait_or_by_ll_words(graphs, name, schedul
     _check_every_dependency_enforced(plan, table)
     assert len(table.wait_counter) < sum(len(w) for w in plan.waits.values())
     assert "ll_st(((unsigned" in src and compile_cuda(src, f"{name}-{schedule}-ll.cu", arch="sm_90")[:4] == b"\x7fELF"
-    # counters (the default): the plan's waits, every one
-    _, full = emit_cuda(plan)
+    # counters: the plan's waits, every one
+    _, full = emit_cuda(plan, hops="counters")
     assert not full.ll and all(_table_waits(full, t) == list(plan.waits[t]) for t in plan.waits)
+    # the default: LL words with the producer warp, counters with thread 0 (and on the regs path)
+    assert emit_cuda(plan)[1].ll == table.ll
+    assert not emit_cuda(plan, producer="thread")[1].ll and not emit_cuda(plan, weights="regs")[1].ll
+    assert emit_cuda(plan, producer="thread", hops="ll")[1].ll == table.ll
 
 
 def test_the_1b_expert_keeps_only_the_kv_cache_waits():

@@ -1,10 +1,12 @@
 """Who combines a split attention's parts (emit_cuda combine=): the last part to finish, into the op's
 output ("last"), or each reader while it stages the output as a streamed matmul's input ("reader").
 On the CPU: which outputs the readers combine and which they cannot, and the sources compile. On the
-GPU: both give the same bits, and the graph's numbers, over seeds, split counts and poisoned runs."""
+GPU: both give the same bits, and the graph's numbers, over seeds, split counts and poisoned runs.
+Also when a part prefetches its slice of the KV caches (emit_cuda kv_prefetch=): before its waits
+or at its body's start."""
 import pytest
 import torch
-from conftest import assert_1b_expert_same_bits, built_runs, seeded_step
+from conftest import assert_1b_expert_same_bits, assert_builds_agree, built_runs, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.codegen import CodegenError, _Emitter, emit_cuda
@@ -72,7 +74,38 @@ def test_the_1b_experts_sixteen_attentions_are_combined_by_their_readers():
     assert compile_cuda(ll, "1b-reader-ll.cu", arch="sm_90")[:4] == b"\x7fELF"
 
 
+@pytest.mark.parametrize("name", TINY)
+def test_a_split_part_prefetches_its_kv_slice_before_its_waits(graphs, name):
+    """kv_prefetch="wait": the slice's L2 prefetches move out of the attention's body into its pre_N
+    function, which the task loop calls before the control warp polls; "body" (the default) keeps
+    them after the waits. Unsplit attention (its whole cache is a scheduled prefetch) has none."""
+    plan = _split(make_ir(graphs[name], num_sms=8), 3).plan()
+    early, _ = emit_cuda(plan, kv_prefetch="wait")
+    late, _ = emit_cuda(plan)
+    pre = early.split("__device__ __forceinline__ void pre_")[1].split("\n}\n")[0]
+    assert pre.count("prefetch.global.L2 [%0]") == 2 and "n_all" in pre
+    loop = early.split("extern \"C\" __global__")[1]
+    assert loop.index("pre_") < loop.index("ld_acquire(&counters[W[2 * w]])")   # before the waits
+    bodies = [b for b in early.split("void op_")[1:] if "decode_attention" in b.split("\n", 2)[1]]
+    assert bodies and all("prefetch.global.L2 [%0]" not in b.split("\n}\n")[0] for b in bodies)
+    assert "void pre_" not in late and late.count("prefetch.global.L2 [%0]") == 2
+    assert compile_cuda(early, f"{name}-kv-early.cu", arch="sm_90")[:4] == b"\x7fELF"
+    unsplit = apply_edits(make_ir(graphs[name], num_sms=8), tuned_edits(make_ir(graphs[name], num_sms=8))).plan()
+    assert "void pre_" not in emit_cuda(unsplit, kv_prefetch="wait")[0]
+    with pytest.raises(CodegenError, match="kv_prefetch 'never' is not one of wait, body"):
+        emit_cuda(plan, kv_prefetch="never")
+
+
 # on the GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", TINY)
+def test_kv_slices_prefetched_before_or_after_the_waits_give_the_same_bits_on_gpu(name):
+    for seed in (0, 1, 2):
+        g, params, feeds, ref = seeded_step(name, seed)
+        plan = _split(make_ir(g, num_sms=8), 3).plan()
+        assert_builds_agree(plan, params, feeds, ref, {"kv_prefetch": "wait"}, {}, what=f"{name} seed {seed}")
 
 
 @pytest.mark.gpu

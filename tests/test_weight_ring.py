@@ -189,7 +189,7 @@ def test_a_producer_warp_feeds_the_ring_and_the_bodies_never_wait_for_it(graphs,
     base = make_ir(graphs[name], num_sms=8)
     plan = apply_edits(base, expert_edits(base)).plan()
     src, table = emit_cuda(plan)   # the default
-    thread_src, thread_table = emit_cuda(plan, producer="thread")
+    thread_src, thread_table = emit_cuda(plan, producer="thread", hops="ll")   # the default's hops
     assert table.threads == THREADS + 32 and thread_table.threads == THREADS
     assert "#define WS_PRODUCER_WARP 1" in src and "#define WS_PRODUCER_WARP 0" in thread_src
     assert f"__launch_bounds__({THREADS + 32}, 1)" in src and f"__launch_bounds__({THREADS}, 1)" in thread_src
@@ -244,13 +244,15 @@ def test_the_signal_and_the_held_stages_are_knobs_the_source_shows(graphs):
     base = make_ir(graphs["llama-tiny"], num_sms=8)
     plan = apply_edits(base, expert_edits(base)).plan()
     src = emit_cuda(plan)[0]
-    assert "#define MK_SIGNAL_RELEASE 0" in src and "#define WS_HOLD 3 " in src, "all of the ring's stages but one"
+    assert "#define MK_SIGNAL_RELEASE 0" in src and f"#define WS_HOLD {WS_MAX_STAGES - 1} " in src, \
+        "all of the ring's stages but one"
     assert "#define WS_HOLD 1 " in emit_cuda(plan, ring_stages=2)[0] and "#define WS_HOLD 1 " in emit_cuda(plan, hold=1)[0]
     release = emit_cuda(plan, signal="release")[0]
     assert "#define MK_SIGNAL_RELEASE 1" in release and "red.release.gpu.global.add.u32" in release
     held = emit_cuda(plan, hold=3)[0]
     assert "#define WS_HOLD 3 " in held and "if (s + WS_HOLD < nst) ws_release(g);" in held
-    assert "#define WS_HOLD 3 " in emit_cuda(plan, hold=9)[0], "never more than the ring's stages less one"
+    assert f"#define WS_HOLD {WS_MAX_STAGES - 1} " in emit_cuda(plan, hold=9)[0], \
+        "never more than the ring's stages less one"
     for src in (release, held):
         assert compile_cuda(src, "llama-tiny-signal-hold.cu", arch="sm_90")[:4] == b"\x7fELF"
     with pytest.raises(CodegenError, match="signal 'sc' is not one of fence, release"):

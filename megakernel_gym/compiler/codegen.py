@@ -38,7 +38,7 @@ SMEM_LIMIT = 192 * 1024      # dynamic shared memory one op may use (an H100/H20
 PREFETCH_CHUNK = 32 * 1024   # bytes per cp.async.bulk.prefetch.L2 instruction
 WS_SEG = 4096                # weight ring: bytes of one weight row each warp multiplies per stage
 WS_STAGE = WARPS * WS_SEG    # bytes per stage (one row segment per warp)
-WS_MAX_STAGES = 4            # stages in flight per SM (128 KB of weights)
+WS_MAX_STAGES = 5            # stages in flight per SM (160 KB of weights; 4 measured 3% slower, below)
 WS_L2_AHEAD = 0              # stages past the ring prefetched to L2 by the ring's producer
 CONTROL_WARP = 0             # the warp that polls a task's counters and signals its own
 SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 block may have
@@ -296,8 +296,13 @@ def _strides(shape) -> list[int]:
 
 class _Emitter:
     def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem",
-                 ll: frozenset[str] = frozenset(), combine: str = "last", producer: str = "thread"):
+                 ll: frozenset[str] = frozenset(), combine: str = "last", producer: str = "thread",
+                 kv_prefetch: str = "body"):
         self.plan, self.g = plan, plan.tg.graph
+        # where a split attention part sends its slice of the KV caches to L2 (KV_PREFETCHES): before
+        # the task's waits ("wait": the op's pre-wait body, self.prewait) or at the body's start
+        self.kv_prefetch = kv_prefetch
+        self.prewait = ""
         # who issues the weight ring's copies: thread 0 between stages, or a warp of its own (PRODUCERS)
         self.producer = producer
         # base tensors kept as LL words (hops.py): every access polls or stamps the launch's epoch
@@ -1165,6 +1170,8 @@ class _Emitter:
             span = (f"    const int s_lo = 0, n = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
                     f"    (void)part;\n")
             prefetch = ""
+        if prefetch and self.kv_prefetch == "wait":   # the slice needs only pos, no input of this step
+            self.prewait, prefetch = prefetch, ""
         self.smem = max(self.smem, 4 * (group * (2 * d + ch) + 3 * group + WARPS * group * d))
         unpack = "unpack_bf16x8" if epv == 8 else "unpack_f32x4"
         kp, vp = self.ptr(kc), self.ptr(vc)
@@ -1733,6 +1740,7 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
       if (mk_probe) mk_probe[2] = clock64();
     }
 #endif
+%(prewait)s
 %(prefetch)s
 %(l2_wait)s
     if (threadIdx.x / 32 == MK_CONTROL_WARP) {   // its 32 lanes poll the task's counters side by side
@@ -1812,6 +1820,10 @@ _PREFETCH = {
     }""",
 }
 PREFETCH_MODES = tuple(_PREFETCH)
+# where a split decode attention part sends its slice of the KV caches to L2 (the slice depends on
+# the step's positions, an input, and on nothing the kernel writes): "wait", before the task's waits
+# (the op's pre_N function), or "body", at the start of its body, after them
+KV_PREFETCHES = ("wait", "body")
 # a task that must wait sends the WS_L2_WAIT stages past the ring to L2 first, so the memory pipe
 # works while the SM idles; a task whose inputs are ready adds nothing to its own streaming
 _L2_WAIT = _MUST_WAIT + """
@@ -1822,8 +1834,9 @@ _L2_WAIT = _MUST_WAIT + """
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
               weights: str = "smem", stream: str = "smem", ring_stages: int = WS_MAX_STAGES,
               l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0, probes: bool = False,
-              control_warp: int = CONTROL_WARP, hops: str = "counters", combine: str = "last",
-              producer: str | None = None, signal: str = "fence", hold: int | None = None) -> tuple[str, TaskTable]:
+              control_warp: int = CONTROL_WARP, hops: str | None = None, combine: str = "last",
+              producer: str | None = None, signal: str = "fence", hold: int | None = None,
+              kv_prefetch: str = "body") -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -1839,7 +1852,11 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     (0 is also the warp whose thread 0 issues the weight ring's bulk copies). `hops`: how a task
     learns its inputs are there (hops.py): "counters" (every dependency through the plan's
     counters) or "ll" (the activations that can be are LL words, which carry the launch's epoch,
-    and the waits they make redundant go; the 1B expert measured 6% slower on an H100). `combine`: who
+    and the waits they make redundant go); None: "ll" with the producer warp, "counters" with
+    thread 0 (the weights="regs" path included). On the 1B expert on an H100, "ll" measured 6% slower
+    than counters with thread 0 (1,301 against 1,225 us) and 4.5% faster with the producer warp
+    (1,117 against 1,167 us, bit-identical; bench/results/ab_knobs_kv_fused.json): the signal's
+    fence, which LL words do without, waits for the ring's bulk copies in flight. `combine`: who
     combines a split attention's parts (COMBINES): "last", the last part to finish, into the op's
     output; "reader", every task that stages the output as a streamed matmul's input, from the
     parts' partials, where every reader is one (_Emitter.reader_combined). Bit-identical; on the 1B
@@ -1855,14 +1872,22 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     stages less one; None: all but one). The signal's fence waits for the block's bulk copies in
     flight, so each stage held keeps one out of its way: on the 1B expert on an H100 hold 1/2/3
     measured 1,197/1,177/1,168 us, q/k/v tails 2.5 -> 0.55 us at 3
-    (bench/results/ab_knobs_signal_hold.json). `signal` (SIGNALS): how a task publishes its writes
+    (bench/results/ab_knobs_signal_hold.json). `kv_prefetch` (KV_PREFETCHES): when a split
+    attention part prefetches its slice of the KV caches to L2, at its body's start ("body") or
+    before its waits ("wait"); on the 1B expert on an H100 "wait" measured 1,093 against 1,087 us
+    (bench/results/ab_knobs_ring5_kvpf.json), so "body" stays. `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
     add a release); they measured the same."""
     impls = impls or {}
     if producer is None:
         producer = "thread" if l2_ahead or l2_wait else "warp"
+    regs_hops = hops or "counters"          # the weights="regs" path has no producer warp
+    if hops is None:
+        hops = "ll" if producer == "warp" else "counters"
     if signal not in SIGNALS:
         raise CodegenError(f"signal {signal!r} is not one of {', '.join(SIGNALS)}")
+    if kv_prefetch not in KV_PREFETCHES:
+        raise CodegenError(f"kv_prefetch {kv_prefetch!r} is not one of {', '.join(KV_PREFETCHES)}")
     if hold is None:
         hold = 15          # all but one of the ring's stages (clamped where the ring is sized)
     if not 1 <= hold <= 15:
@@ -1888,22 +1913,22 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
-                              control_warp, hops, combine, producer, signal, hold)
+                              control_warp, hops, combine, producer, signal, hold, kv_prefetch)
         if table.ws_stages >= 2:
             return source, table
-    return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=hops,
-                 combine=combine, producer="thread", signal=signal)
+    return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
+                 combine=combine, producer="thread", signal=signal, kv_prefetch=kv_prefetch)
 
 
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
           ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0,
           probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters",
           combine: str = "last", producer: str = "warp", signal: str = "fence",
-          hold: int = 15) -> tuple[str, TaskTable]:
+          hold: int = 15, kv_prefetch: str = "body") -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
-            producer, signal, hold)
+            producer, signal, hold, kv_prefetch)
     source, table, em = _emit_once(*args)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
@@ -1914,9 +1939,9 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
 
 def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
                ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int, combine: str,
-               producer: str, signal: str, hold: int,
+               producer: str, signal: str, hold: int, kv_prefetch: str,
                ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
-    em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread")
+    em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
@@ -1937,14 +1962,19 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     if unknown:
         raise CodegenError(f"impl for {unknown[0]!r}: the plan has no op of that name")
     for name in used:
+        em.prewait = ""
         body, slot_list = em.impl_body(ops[name], impls[name]) if name in impls else em.op_body(ops[name])
-        fid = bodies.setdefault(body, len(bodies))
+        fid = bodies.setdefault((body, em.prewait), len(bodies))
         op_ids[name], op_slots[name] = fid, slot_list
         users.setdefault(fid, []).append(name)
     functions = [f"// used by {len(users[fid])} op(s): {', '.join(users[fid][:4])}{' ...' if len(users[fid]) > 4 else ''}\n"
                  f"__device__ __forceinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, "
                  f"int part, float* sm) {{\n"
-                 f"{body}}}\n" for body, fid in bodies.items()]
+                 f"{body}}}\n"
+                 + (f"// op_{fid}'s work that needs no input of this step, run before the task's waits\n"
+                    f"__device__ __forceinline__ void pre_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, "
+                    f"int part) {{\n{pre}}}\n" if pre else "")
+                 for (body, pre), fid in bodies.items()]
 
     op_slot_start, slot_args = {}, []
     for name in used:
@@ -2079,6 +2109,11 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + cc[4], cc[1], cc[2], cc[3], sm); "
                        "break;"
                        for i in range(len(bodies)))
+    pre_cases = "\n".join(f"        case {fid}: pre_{fid}(T, slot_args + cc[4], cc[1], cc[2], cc[3]); break;"
+                           for (_, pre), fid in bodies.items() if pre)
+    prewait = ("    for (int c = 0; c < nc; ++c) {   // the calls' pre-wait work (pre_N), then the waits\n"
+               "      const int* cc = C + 5 * c;\n"
+               "      switch (cc[0]) {\n" + pre_cases + "\n      }\n    }") if pre_cases else ""
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
@@ -2089,7 +2124,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
               + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS}
               + _PRELUDE + _PROBES + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
-              + _MAIN % {"threads": table.threads, "cases": cases, "ring_init": _RING_INIT if stages > 0 else "",
+              + _MAIN % {"threads": table.threads, "cases": cases, "prewait": prewait, "ring_init": _RING_INIT if stages > 0 else "",
                          "n_slots": n_slots, "n_args": n_args, "tab_bytes": tab_bytes,
                          "prefetch": _PREFETCH[prefetch_mode] % {"chunk": PREFETCH_CHUNK},
                          "l2_wait": _L2_WAIT if stages > 0 and l2_wait > 0 else ""})

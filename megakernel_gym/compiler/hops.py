@@ -11,9 +11,12 @@ epoch in the high half (a float32 one as 8 bytes, a word each), written by one s
 this launch's epoch, which is one trip: no fence, no counter, no second load.
 
 Measured on an H100 (the 1B expert, bench/task_probe.py --codegen hops=ll): the fences go (task
-tails 1.3-2.5 us -> 0.2-0.3 us) and 81,024 waits become 1,024 (attention's on the KV caches), yet
-the step is about 6% slower (1,225 -> 1,301 us in one run): what a task saves at its end, its
-readers now spend polling. So counters stay the default and "ll" is emit_cuda's knob.
+tails 1.3-2.5 us -> 0.2-0.3 us) and 81,024 waits become 1,024 (attention's on the KV caches). With
+thread 0 issuing the weight ring's copies the step was about 6% slower (1,225 -> 1,301 us in one
+run): what a task saved at its end, its readers spent polling. With the producer warp it is 4.5%
+faster (1,167 -> 1,117 us, bench/results/ab_knobs_kv_fused.json), since there the fence also waited
+for the ring's bulk copies in flight. So emit_cuda takes "ll" with the producer warp, counters
+with thread 0.
 
 This module decides, for codegen, which tensors can be LL words (ll_tensors) and which waits they
 make redundant (kept_waits). The plan is not changed: the validator and the CPU VM see the same
