@@ -133,6 +133,9 @@ def test_bench_dry_run(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "DeviceSpec(" in r.stdout
     doc = json.loads((tmp_path / "megakernel_schedules_dry_run.json").read_text())
-    assert len(doc["rows"]) == 12 and doc["targets"] and "fit" in doc
+    # the 12 sampled schedules, with the compiler's tuned and expert schedules after the default
+    assert len(doc["rows"]) == 14 and doc["targets"] and "fit" in doc
+    assert [r["label"] for r in doc["rows"][:3]] == ["default", "tuned (the compiler's tuned edits)", "expert"]
+    assert any(t["target"].startswith("the expert's predicted gain") for t in doc["targets"])
     assert all({"label", "predicted_us", "predicted_fit_us", "measured"} <= set(row) for row in doc["rows"])
     assert (tmp_path / "megakernel_schedules_dry_run.png").stat().st_size > 0
