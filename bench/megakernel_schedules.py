@@ -3,6 +3,7 @@
     python bench/megakernel_schedules.py [--out DIR] [--n 40] [--iters 20] [--model llama-1b]
                                          [--device-name H100|H200] [--seed 0]
     python bench/megakernel_schedules.py --dry-run [--n 40]      # CPU: sample and predict, no GPU
+    python bench/megakernel_schedules.py --refit bench/results/megakernel_schedules.json   # CPU: fit again
 
 Samples n varied schedules of one zoo model (compiler.calibrate.sample_schedules: tile sizes, SM
 ranges, prefetch depths, counter granularity, fusions, op order; from everything on a sixteenth
@@ -15,6 +16,11 @@ and reports Spearman's rank correlation and the error before and after, with a h
 (fit on the even-numbered schedules, scored on the odd). Writes megakernel_schedules.json and
 megakernel_schedules.png (predicted vs measured, log-log), and prints the fitted DeviceSpec as a
 line to paste into costmodel.DEVICES.
+
+--refit FILE fits the cost model again to the measurements a GPU run recorded in FILE (the same
+schedules, rebuilt from its --n and --seed and checked label by label), on the CPU: for a change to
+the model itself, not to the kernel. The result keeps the recorded device, date and command
+(`refit_of`) and is written where --out says (bench/results by default).
 
 --dry-run builds the graph on the meta device, predicts every schedule, and checks the fit on
 synthetic measurements (predictions under a perturbed DeviceSpec, with 3% noise) so the whole
@@ -47,6 +53,7 @@ from megakernel_gym.policies.expert import expert_edits  # noqa: E402
 
 SPEARMAN_TARGET = 0.9
 MIN_SCHEDULES = 30
+RECORDED = ("compile_s", "measured", "max_abs_err_vs_first", "rel_l2_err_vs_fp32", "correct", "error")
 GAIN_TOLERANCE = 0.05          # the expert's predicted gain over the default within 5% of the measured one
 TUNED, EXPERT = "tuned (the compiler's tuned edits)", "expert"
 
@@ -163,16 +170,24 @@ def main():
                     help="the costmodel.DEVICES entry to start from (default: from the GPU's name)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the sampled schedule combinations")
     ap.add_argument("--dry-run", action="store_true", help="CPU only: sample, predict, fit synthetic data")
+    ap.add_argument("--refit", type=Path, default=None, metavar="FILE",
+                    help="CPU only: fit again to the measurements of an earlier run's megakernel_schedules.json")
     args = ap.parse_args()
     t_start = time.perf_counter()
-    if not args.dry_run and not torch.cuda.is_available():
+    recorded = None
+    if args.refit:
+        recorded = json.loads(args.refit.read_text())
+        if args.dry_run:
+            raise SystemExit("--refit fits recorded measurements; --dry-run fits synthetic ones: pass one of them")
+    if not args.dry_run and recorded is None and not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU here: run on the device, or pass --dry-run to check the pipeline on the CPU")
     # the fit starts from the datasheet constants, so before/after and the held-out check do not
     # lean on constants an earlier fit of these same schedules produced; the constants the project
     # ships (costmodel.DEVICES) are scored beside them
     base = DATASHEET[pick_device(args.device_name)]
     shipped_dev = DEVICES[base.name]
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count if not args.dry_run else base.num_sms
+    num_sms = (torch.cuda.get_device_properties(0).multi_processor_count if not args.dry_run and recorded is None
+               else base.num_sms)
     if num_sms != base.num_sms:
         base, shipped_dev = replace(base, num_sms=num_sms), replace(shipped_dev, num_sms=num_sms)
 
@@ -185,9 +200,12 @@ def main():
                       (EXPERT, apply_edits(base_ir, expert_edits(base_ir)))]
     log(f"{len(schedules)} schedules of {args.model} on {num_sms} SMs, starting from {base.name}'s constants "
         f"({time.perf_counter() - t_start:.0f} s)")
+    if recorded is not None and [r["label"] for r in recorded["rows"]] != [label for label, _ in schedules]:
+        raise SystemExit(f"{args.refit}: its schedules are not the ones --n {args.n} --seed {args.seed} samples "
+                         f"(its command: {recorded['command']}); pass the --n and --seed it ran with")
     params = feeds = out_name = step = None
     bw = None
-    if not args.dry_run:
+    if not args.dry_run and recorded is None:
         from megakernel_edits import load_step, rel_err
         step = load_step(args.model)   # the weights, inputs, float32 truth and eager bf16's error against it
         params, feeds, bw = step.params, step.feeds, step.bw
@@ -202,7 +220,9 @@ def main():
         row = {"label": label, "tasks": len(plan.tg.tasks),
                "predicted_us": predict(plan, base, costs=costs).latency_us,
                "predicted_shipped_us": predict(plan, shipped_dev, costs=costs).latency_us}
-        if not args.dry_run and alive:
+        if recorded is not None:   # the measurement and its checks, as that run recorded them
+            row.update({k: v for k, v in recorded["rows"][i].items() if k in RECORDED})
+        elif not args.dry_run and alive:
             try:
                 row.update(measure(plan, params, feeds, out_name, ref, args.iters))
                 out = row.pop("_out")
@@ -297,7 +317,9 @@ def main():
                                   f"{GAIN_TOLERANCE:.0%} of the measured one",
                         "measured": {"predicted": round(pred_gain, 3), "measured": round(meas_gain, 3)},
                         "met": abs(pred_gain / meas_gain - 1) <= GAIN_TOLERANCE})
-    if not args.dry_run:
+    if recorded is not None:   # the run's own check of its outputs
+        targets += [t for t in recorded["targets"] if t["target"].startswith("every schedule runs")]
+    elif not args.dry_run:
         errs = [r.get("rel_l2_err_vs_fp32") for r in rows if r.get("rel_l2_err_vs_fp32") is not None]
         targets.append({"target": "every schedule runs and is as close to the float32 truth as eager bf16 "
                                   "(relative L2 error <= 1.5x eager's)",
@@ -308,7 +330,12 @@ def main():
              f"model {args.model}, {num_sms} SMs, seed {args.seed}; started from costmodel.DATASHEET[{base.name!r}]; "
              f"fitted: {spec_literal(fitted)}"
              + (f"; device copy bandwidth measured in this run: {bw:.0f} GB/s" if bw else ""))
+    if recorded is not None:
+        notes = f"REFIT on the CPU of the measurements of {recorded['date']} ({recorded['device']}). " + notes
     doc = write("schedules" + suffix, rows, targets, out, notes=notes, prefix="megakernel_")
+    if recorded is not None:   # the measurements' device and run; this file's command is the refit
+        doc["device"] = recorded["device"]
+        doc["refit_of"] = {k: recorded[k] for k in ("date", "command", "device")}
     doc["fit"] = {"fitted": report["fitted"], "base": report["base"], "device_spec": spec_literal(fitted),
                   "before": before, "after": after, "holdout": held, "shipped": shipped, "rounds": report["rounds"],
                   "schedules_fitted": len(use), "fit_s": round(fit_s, 1)}

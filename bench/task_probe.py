@@ -22,6 +22,7 @@ Writes task_probe.json.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -124,6 +125,9 @@ def main():
     ap.add_argument("--codegen", nargs="*", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
                     help="more builds of each schedule with these emit_cuda knobs (integers or names)")
     ap.add_argument("--tag", default="", help="suffix of the result's name (task_probe<tag>.json)")
+    ap.add_argument("--dump", action="store_true",
+                    help="also write every task of each build's first run (task_probe<tag>_tasks.json): op, SM, "
+                         "start and signal after the step's first start, its phases")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -137,7 +141,7 @@ def main():
     layers = range(args.layers[0], args.layers[1] + 1)
     builds = [{}] + [{k: int(v) if v.lstrip("-").isdigit() else v for k, v in (kv.split("=") for kv in spec.split(","))}
                      for spec in args.codegen]
-    rows = []
+    rows, dumps = [], []
     for label, text in schedules.items():
         ir = apply_edits(base, text)
         plan = ir.plan()
@@ -167,6 +171,15 @@ def main():
                    "megakernel": t, "with_probes": probed, "floor_share": step.floor_us / t["median_us"],
                    "rel_l2_err_vs_fp32": err, "ops": table, "windows": windows, "edits": text, "build_s": time.perf_counter() - t0}
             rows.append(row)
+            if args.dump:
+                t_step = min(a for a, _ in spans[0])
+                sm_of = {t: s for s, q in enumerate(plan.queues) for t in q}
+                dumps.append({"schedule": row["schedule"], "tasks": [
+                    {"op": task.op, "part": task.part, "sm": sm_of[task.id], "start_us": round(spans[0][task.id][0] - t_step, 3),
+                     "signal_us": round(spans[0][task.id][1] - t_step, 3),
+                     "phases": {k: round(v, 3) for k, v in phases(runs[0][task.id]).items()}
+                     if {"dequeued", "started", "signalled"} <= set(runs[0][task.id]) else {}}
+                    for task in plan.tg.tasks]})
             print(f"{row['schedule']}: {t['median_us']:.1f} us (p10 {t['p10_us']:.1f}, p90 {t['p90_us']:.1f}); "
                   f"with probes {probed['median_us']:.1f} us; err/fp32 {err}", flush=True)
             print(f"{'op (layers %d-%d)' % (layers[0], layers[-1]):24s} tasks    wait   input   first    rows"
@@ -185,6 +198,8 @@ def main():
          "measured": max(r["with_probes"]["median_us"] / r["megakernel"]["median_us"] for r in rows),
          "met": all(r["with_probes"]["median_us"] <= 1.03 * r["megakernel"]["median_us"] for r in rows)},
     ]
+    if args.dump:   # one file beside the result: every task of every build's first run
+        (out / f"task_probe{args.tag}_tasks.json").write_text(json.dumps(dumps))
     write("task_probe" + args.tag, rows, targets, out, prefix="",
           notes=f"model {args.model} on {torch.cuda.get_device_name()}; floor {step.floor_us:.0f} us "
                 f"({step.bw:.0f} GB/s copy bandwidth measured in this run); phases are medians over layers "

@@ -59,13 +59,16 @@ def test_more_sms_prefetch_and_counter_granularity(big):
         dev = replace(h200, prefetch_us=prefetch_us)
         assert (predict(pf_plan, dev).latency_us < predict(base_plan, dev).latency_us) == faster
     # op-wide counters: a consumer polls one counter per producer op instead of one per tile, but
-    # cannot start on early tiles; free polling makes them no faster, the measured cost makes them so
+    # cannot start on early tiles; free polling makes them no faster, a polling cost makes them so.
+    # With LL words (the default kernel) a reader polls the words it reads, whatever the counters
     k = default_knobs(big, 132)
     k.counters = {op: "op" for op in k.order}
     op_plan = build_plan(big, k)
     free = replace(h200, counter_us=0.0)
-    assert predict(op_plan, free).latency_us >= predict(base_plan, free).latency_us - 1e-6
-    assert predict(op_plan, "H100").latency_us < predict(base_plan, "H100").latency_us
+    assert predict(op_plan, free, hops="counters").latency_us >= predict(base_plan, free, hops="counters").latency_us - 1e-6
+    polls = replace(h200, counter_us=0.03)
+    assert predict(op_plan, polls, hops="counters").latency_us < predict(base_plan, polls, hops="counters").latency_us
+    assert predict(op_plan, "H100").latency_us == predict(base_plan, "H100").latency_us
     assert base.floor_us < base.latency_us and 0.2 < base.efficiency < 1.0
     assert predict(base_plan, "H100").latency_us > base.latency_us
 
@@ -78,11 +81,13 @@ def test_deadlocked_plan_is_refused(tiny):
         predict(p)
 
 
-def _start_times_waiting_on_each_producer(plan, dur: list[float], lat: float) -> list[float]:
+def _start_times_waiting_on_each_producer(plan, dur: list[float], lat: float, hops: str) -> list[float]:
     """The list schedule as first written: a task waits on every producer of every counter it
-    waits for, one by one (the reference for predict's per-counter bookkeeping)."""
+    waits for (hops="counters"), or on every task it depends on (hops="ll"), one by one (the
+    reference for predict's per-group bookkeeping)."""
     counters = {c.id: c for c in plan.counters}
-    needs = [[p for cid, _ in plan.waits.get(t, ()) for p in counters[cid].producers] for t in range(len(dur))]
+    needs = ([[p for cid, _ in plan.waits.get(t, ()) for p in counters[cid].producers] for t in range(len(dur))]
+             if hops == "counters" else [sorted(plan.tg.deps.get(t, ())) for t in range(len(dur))])
     start, finish = [0.0] * len(dur), [-1.0] * len(dur)
     head, free = [0] * len(plan.queues), [0.0] * len(plan.queues)
     left = len(dur)
@@ -99,16 +104,42 @@ def _start_times_waiting_on_each_producer(plan, dur: list[float], lat: float) ->
     return start
 
 
+@pytest.mark.parametrize("hops", ["counters", "ll"])
 @pytest.mark.parametrize("counters", ["tile", "op"])
-def test_predict_waits_on_counters_as_on_each_of_their_producers(tiny, big, counters):
+def test_predict_waits_on_counters_as_on_each_of_their_producers(tiny, big, counters, hops):
     for g, sms in ((tiny, 3), (tiny, 8), (big, 132)):
         knobs = default_knobs(g, sms)
         knobs.counters = {o.name: counters for o in g.ops if o.kind != "view"}
         plan = build_plan(g, knobs)
-        p = predict(plan, "H100")
+        p = predict(plan, "H100", hops=hops)
         dur = [f - s for s, f in zip(p.start_us, p.finish_us)]
         assert p.start_us == pytest.approx(
-            _start_times_waiting_on_each_producer(plan, dur, DEVICES["H100"].wait_latency_us), abs=1e-6)
+            _start_times_waiting_on_each_producer(plan, dur, DEVICES["H100"].wait_latency_us, hops), abs=1e-6)
+    with pytest.raises(ValueError, match="hops 'flags' is not one of"):
+        predict(plan, "H100", hops="flags")
+
+
+def test_ll_groups_are_kept_per_lowering_and_a_task_with_trips_pays_them(tiny):
+    from dataclasses import replace
+
+    from megakernel_gym.compiler.costmodel import task_trips, wait_groups
+    plan = build_plan(tiny, default_knobs(tiny, 4))
+    groups, needs = wait_groups(plan, "ll")
+    assert wait_groups(plan, "ll")[0] is groups                        # kept on the task graph
+    assert all(set(groups[i] for i in needs[t]) == ({tuple(sorted(plan.tg.deps[t]))} if plan.tg.deps[t] else set())
+               for t in range(len(needs)))
+    trips = task_trips(plan)
+    kinds = {o.name: o.kind for o in tiny.ops}
+    assert {trips[t.id] for t in plan.tg.tasks if kinds[t.op] == "decode_attention"} == {2}
+    assert {trips[t.id] for t in plan.tg.tasks if kinds[t.op] == "matmul"} == {0}
+    # the memory latency is paid once more per round trip
+    slow = replace(DEVICES["H100"], mem_latency_us=DEVICES["H100"].mem_latency_us + 1.0)
+    a, b = predict(plan, "H100"), predict(plan, slow)
+    att = [t.id for t in plan.tg.tasks if kinds[t.op] == "decode_attention"]
+    mm = [t.id for t in plan.tg.tasks if kinds[t.op] == "matmul"]
+    dur = lambda p, t: p.finish_us[t] - p.start_us[t]  # noqa: E731
+    assert all(dur(b, t) - dur(a, t) == pytest.approx(3.0) for t in att)
+    assert all(dur(b, t) - dur(a, t) == pytest.approx(1.0) for t in mm)
 
 
 def test_task_costs_are_kept_per_lowering_and_handed_out_as_copies(tiny):

@@ -231,10 +231,23 @@ def test_a_bad_producer_or_l2_lookahead_with_a_producer_warp_is_refused(graphs):
     plan = apply_edits(ir, tuned_edits(ir)).plan()
     with pytest.raises(CodegenError, match="producer 'dma' is not one of thread, warp"):
         emit_cuda(plan, producer="dma")
-    with pytest.raises(CodegenError, match="l2_ahead and l2_wait are thread 0's prefetches"):
+    with pytest.raises(CodegenError, match="l2_wait is thread 0's prefetch"):
         emit_cuda(plan, producer="warp", l2_wait=4)
-    # with no producer named, thread 0's prefetches take thread 0 as the producer
+    # with no producer named, thread 0's prefetch takes thread 0 as the producer
     assert emit_cuda(plan, l2_wait=4)[1].threads == THREADS
+    # the L2 lookahead: the producer warp sends the stages past the ring to L2 before it waits
+    src, table = emit_cuda(plan, l2_ahead=3)
+    assert table.threads == THREADS + 32 and "#define WS_L2_AHEAD 3" in src
+    produce = src.split("__device__ void ws_produce()")[1].split("\n}\n")[0]
+    assert produce.index("ws_stage_l2(a)") < produce.index("ws_wait_bar(")
+    assert compile_cuda(src, "mlp-tiny-warp-l2.cu", arch="sm_90")[:4] == b"\x7fELF"
+    # how long a staged LL vector's poll pauses before loading again
+    assert "#define MK_LL_POLL_NS 0 " in emit_cuda(plan)[0]
+    src = emit_cuda(plan, ll_poll_ns=400)[0]
+    assert "#define MK_LL_POLL_NS 400 " in src and "__nanosleep(MK_LL_POLL_NS)" in src
+    assert compile_cuda(src, "mlp-tiny-ll-poll.cu", arch="sm_90")[:4] == b"\x7fELF"
+    with pytest.raises(CodegenError, match="ll_poll_ns=-1: the pause between polls is 0-100000 ns"):
+        emit_cuda(plan, ll_poll_ns=-1)
     # no ring (register path): no producer warp either
     src, table = emit_cuda(plan, producer="warp", weights="regs")
     assert table.threads == THREADS and "#define WS_PRODUCER_WARP 0" in src

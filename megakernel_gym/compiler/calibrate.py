@@ -32,7 +32,7 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, predict, prefetched, task_bandwidth_terms,
-                                                task_costs)
+                                                task_costs, task_trips, wait_groups)
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
 from megakernel_gym.compiler.tasks import INLINE
@@ -315,31 +315,34 @@ FIT_BOUNDS = {"hbm_gbs": (100.0, 20000.0), "task_overhead_us": (0.01, 100.0), "w
 class _PlanTerms:
     """What a plan's critical paths need, computed once: per task its bytes (alone, and times
     its op's SM spread: costmodel.task_bandwidth_terms), its compute time at the (fixed)
-    tensor-core rate, whether it pays the memory latency (no prefetch), how many counters it
+    tensor-core rate, whether it pays the memory latency (no prefetch), its further round trips
+    (costmodel.task_trips), how many counters it
     polls, its SM predecessor and the producers it waits for."""
     nbytes: np.ndarray
     shared_bytes: np.ndarray
     compute_us: np.ndarray
     pays_latency: np.ndarray
+    trips: np.ndarray
     counters: np.ndarray
     prev: list[int]
     needs: list[list[int]]
 
 
-def _terms(plan: Plan, costs, dev: DeviceSpec) -> _PlanTerms:
+def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
     nbytes, flops = costs
     n = len(plan.tg.tasks)
     pays = np.array([0.0 if p else 1.0 for p in prefetched(plan)])
+    trips = np.array(task_trips(plan), dtype=float)
     prev = [-1] * n
     for q in plan.queues:
         for a, b in zip(q, q[1:]):
             prev[b] = a
-    counters = {c.id: c for c in plan.counters}
-    needs = [[p for cid, _ in plan.waits.get(t, ()) for p in counters[cid].producers] for t in range(n)]
+    groups, waits = wait_groups(plan, hops)
+    needs = [[p for g in waits[t] for p in groups[g]] for t in range(n)]
     sm_rate = dev.tflops * 1e6 / dev.num_sms
     own, shared = task_bandwidth_terms(plan, nbytes)
-    polls = np.array([len(plan.waits.get(t, ())) for t in range(n)], dtype=float)
-    return _PlanTerms(np.asarray(own), np.asarray(shared), np.asarray(flops, dtype=float) / sm_rate, pays, polls,
+    polls = np.array([len(w) for w in waits], dtype=float)
+    return _PlanTerms(np.asarray(own), np.asarray(shared), np.asarray(flops, dtype=float) / sm_rate, pays, trips, polls,
                       prev, needs)
 
 
@@ -383,16 +386,17 @@ class _PathModel:
         self.seen[i].add(path)
         idx = np.asarray(path)
         self.paths[i].append((terms.nbytes[idx], terms.shared_bytes[idx], terms.compute_us[idx],
-                              terms.pays_latency[idx], float(terms.counters[idx].sum()), len(path), waits))
+                              terms.pays_latency[idx], terms.trips[idx], float(terms.counters[idx].sum()), len(path),
+                              waits))
         return True
 
     def latency(self, v: dict) -> np.ndarray:
         out = np.empty(len(self.paths))
         for i, paths in enumerate(self.paths):
             best = 0.0
-            for nbytes, shared, compute, pays, polls, count, waits in paths:
+            for nbytes, shared, compute, pays, trips, polls, count, waits in paths:
                 mem = (np.maximum(nbytes / (v["sm_gbs"] * 1e3), shared / (v["hbm_gbs"] * 1e3))
-                       + pays * v["mem_latency_us"] + (1 - pays) * v["prefetch_us"])
+                       + (pays + trips) * v["mem_latency_us"] + (1 - pays) * v["prefetch_us"])
                 total = (np.maximum(mem, compute).sum() + count * v["task_overhead_us"] + waits * v["wait_latency_us"]
                          + polls * v["counter_us"])
                 best = max(best, total)
@@ -420,7 +424,7 @@ def _spec(base: DeviceSpec, v: dict, name: str | None = None) -> DeviceSpec:
 
 def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], base: DeviceSpec, *,
                prior: float = 1e-4, rounds: int = 12, starts: int = 24, seed: int = 0,
-               name: str | None = None) -> tuple[DeviceSpec, dict]:
+               name: str | None = None, hops: str = "ll") -> tuple[DeviceSpec, dict]:
     """Fit FIT_FIELDS of `base` so predict() matches the measured latencies of the plans.
 
     plans_costs: [(plan, task_costs(plan))], measured_us: one latency per plan. The loss is the
@@ -430,7 +434,7 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     the datasheet put it. Search is Nelder-Mead in log space over the critical-path model, with
     predict() re-run at each round's optimum (see the module doc); the first round also starts
     from `starts` random constants (seeded by `seed`) within 10x of base's. The constants returned
-    are the best that predict() itself scored.
+    are the best that predict() itself scored, with the kernel's `hops` (costmodel.wait_groups).
 
     Returns (the fitted DeviceSpec, a report: the constants before and after, agreement() before
     and after, and predictions per plan before and after).
@@ -441,7 +445,7 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
         raise ValueError("fit_device: every measured latency must be a positive number of us")
     log_meas = np.log(np.asarray(measured_us, dtype=float))
     x0 = np.array([math.log(getattr(base, k)) for k in FIT_FIELDS])
-    terms = [_terms(plan, costs, base) for plan, costs in plans_costs]
+    terms = [_terms(plan, costs, base, hops) for plan, costs in plans_costs]
     model = _PathModel(base.num_sms)
 
     def loss(pred: np.ndarray, x: np.ndarray) -> float:
@@ -452,7 +456,7 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
         dev = _spec(base, _values(x))
         preds, added = [], 0
         for i, ((plan, costs), tm) in enumerate(zip(plans_costs, terms)):
-            p = predict(plan, dev, costs=costs)
+            p = predict(plan, dev, costs=costs, hops=hops)
             preds.append(p.latency_us)
             added += model.add(i, tm, *_critical_path(tm, p, dev.wait_latency_us))
         return loss(np.asarray(preds), x), preds, added

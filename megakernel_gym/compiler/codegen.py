@@ -468,9 +468,15 @@ class _Emitter:
                     f"        bool all = true;\n"
                     f"#pragma unroll\n"
                     f"        for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * MK_NT; "
-                    f"if (v < {nv} && !{ok}(r[j])) {{ all = false; r[j] = {ld}(src + v); }} }}\n"
+                    f"if (v < {nv} && !{ok}(r[j])) all = false; }}\n"
                     f"        if (all) break;\n"
                     f"        if (tries > mk_spins) __trap();\n"
+                    f"#if MK_LL_POLL_NS > 0\n"
+                    f"        __nanosleep(MK_LL_POLL_NS);\n"
+                    f"#endif\n"
+                    f"#pragma unroll\n"
+                    f"        for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * MK_NT; "
+                    f"if (v < {nv} && !{ok}(r[j])) r[j] = {ld}(src + v); }}\n"
                     f"      }}\n"
                     f"#pragma unroll\n"
                     f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * MK_NT; if (v < {nv}) dd[v] = {conv}; }}\n"
@@ -1637,14 +1643,16 @@ __device__ void ws_pump(unsigned upto) {
 }
 // thread 0: the stream's stages up to `upto` that are past the ring go to L2 (cp.async.bulk.prefetch.L2),
 // so that a wait longer than the ring's depth still keeps this SM's share of the memory pipe busy
+__device__ __forceinline__ void ws_stage_l2(const WsAt& a) {
+  if (a.whole)   // whole rows: the stage is one contiguous run of nr rows
+    prefetch_l2(a.src, (unsigned)(a.nr * a.rowb));
+  else
+    for (int r = 0; r < a.nr; ++r) prefetch_l2(a.src + (long long)r * a.rowb, (unsigned)a.seg);
+}
 __device__ void ws_l2(unsigned upto) {
   if (ws.pf < ws.issued) { ws.pf = ws.issued; ws.pf_f = ws.f; ws.pf_s = ws.s; }
   while (ws.pf < upto && ws.pf_f < ws.f_end) {
-    const WsAt a = ws_at(ws.pf_f, ws.pf_s);
-    if (a.whole)   // whole rows: the stage is one contiguous run of nr rows
-      prefetch_l2(a.src, (unsigned)(a.nr * a.rowb));
-    else
-      for (int r = 0; r < a.nr; ++r) prefetch_l2(a.src + (long long)r * a.rowb, (unsigned)a.seg);
+    ws_stage_l2(ws_at(ws.pf_f, ws.pf_s));
     ++ws.pf;
   }
 }
@@ -1678,9 +1686,21 @@ __device__ __forceinline__ void ws_unhold() {
 }
 // the producer warp's first lane: the queue's whole stream of stages, each as soon as its buffer is
 // free (every compute warp released the stage WS_STAGES before it), never in a compute warp's way
+// With WS_L2_AHEAD, the WS_L2_AHEAD stages past the ring's are sent to L2 before it waits for a
+// buffer, so while the ring is full (its tasks wait for their inputs) the memory pipe still works.
 __device__ void ws_produce() {
   int f = 0, s = 0;
+#if WS_L2_AHEAD > 0
+  int lf = 0, ls = 0;
+  unsigned lg = 0;   // the L2 lookahead's cursor: stages it has passed (those the ring will hold it skips)
+#endif
   for (unsigned g = 0; f < ws.f_end; ++g) {
+#if WS_L2_AHEAD > 0
+    for (; lg < g + WS_STAGES + WS_L2_AHEAD && lf < ws.f_end; ++lg) {
+      const WsAt a = ws_at(lf, ls);
+      if (lg >= g + WS_STAGES) ws_stage_l2(a);
+    }
+#endif
     if (g >= WS_STAGES) ws_wait_bar(smem_addr(&ws_empty[g %% WS_STAGES]), (g / WS_STAGES - 1) & 1u);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the buffer was read through the generic proxy
     ws_copy(ws_at(f, s), g);
@@ -1836,7 +1856,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0, probes: bool = False,
               control_warp: int = CONTROL_WARP, hops: str | None = None, combine: str = "last",
               producer: str | None = None, signal: str = "fence", hold: int | None = None,
-              kv_prefetch: str = "body") -> tuple[str, TaskTable]:
+              kv_prefetch: str = "body", ll_poll_ns: int = 0) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -1864,8 +1884,9 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     tasks take ~1.5 us longer to stage their input), so "last" stays the default. `producer`: who
     issues the weight ring's copies (PRODUCERS): "thread", thread 0 between a call's stages (the
     block syncs at every stage), or "warp", a warp of its own (the block gets THREADS + 32 threads)
-    that refills each stage as soon as every compute warp has released it; None: "warp", or
-    "thread" where l2_ahead or l2_wait (thread 0's prefetches) are set. With the warp the 1B
+    that refills each stage as soon as every compute warp has released it, and sends the
+    `l2_ahead` stages past the ring to L2 before it waits for a buffer; None: "warp", or "thread"
+    where l2_wait (thread 0's prefetch) is set. With the warp the 1B
     expert measured 1,193 against 1,229 us on an H100, bit-identical
     (bench/results/ab_knobs_producer_h100.json). `hold`: with the producer warp, how many of a
     call's last stages wait for the task's signal before they are refilled (1 to the ring's
@@ -1875,12 +1896,17 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     (bench/results/ab_knobs_signal_hold.json). `kv_prefetch` (KV_PREFETCHES): when a split
     attention part prefetches its slice of the KV caches to L2, at its body's start ("body") or
     before its waits ("wait"); on the 1B expert on an H100 "wait" measured 1,093 against 1,087 us
-    (bench/results/ab_knobs_ring5_kvpf.json), so "body" stays. `signal` (SIGNALS): how a task publishes its writes
+    (bench/results/ab_knobs_ring5_kvpf.json), so "body" stays. `ll_poll_ns`: with LL words, how long a
+    thread pauses before loading again a staged vector that is not this launch's yet (0: at once;
+    every block of a wave polls the same few lines of L2); on the 1B expert on an H100 0/100/400/1500
+    ns measured 1,089/1,088/1,096/1,121 us (ab_knobs_ll_poll.json). The producer warp's `l2_ahead`
+    measured 1,087 us at 0, 1,433 at 2 and 1,573-1,609 at 4-16 (ab_knobs_l2_ahead_warp.json), as
+    thread 0's had: a weight stage sent to L2 ahead of its bulk copy costs more than it saves. `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
     add a release); they measured the same."""
     impls = impls or {}
     if producer is None:
-        producer = "thread" if l2_ahead or l2_wait else "warp"
+        producer = "thread" if l2_wait else "warp"
     regs_hops = hops or "counters"          # the weights="regs" path has no producer warp
     if hops is None:
         hops = "ll" if producer == "warp" else "counters"
@@ -1888,14 +1914,16 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"signal {signal!r} is not one of {', '.join(SIGNALS)}")
     if kv_prefetch not in KV_PREFETCHES:
         raise CodegenError(f"kv_prefetch {kv_prefetch!r} is not one of {', '.join(KV_PREFETCHES)}")
+    if not (isinstance(ll_poll_ns, int) and 0 <= ll_poll_ns <= 100_000):
+        raise CodegenError(f"ll_poll_ns={ll_poll_ns!r}: the pause between polls is 0-100000 ns")
     if hold is None:
         hold = 15          # all but one of the ring's stages (clamped where the ring is sized)
     if not 1 <= hold <= 15:
         raise CodegenError(f"hold={hold}: a call holds 1 to 15 of its last stages (fewer than the ring has)")
     if producer not in PRODUCERS:
         raise CodegenError(f"producer {producer!r} is not one of {', '.join(PRODUCERS)}")
-    if producer == "warp" and (l2_ahead or l2_wait):
-        raise CodegenError("l2_ahead and l2_wait are thread 0's prefetches: they take producer='thread'")
+    if producer == "warp" and l2_wait:
+        raise CodegenError("l2_wait is thread 0's prefetch: it takes producer='thread'")
     if combine not in COMBINES:
         raise CodegenError(f"combine {combine!r} is not one of {', '.join(COMBINES)}")
     if hops not in HOPS:
@@ -1913,22 +1941,22 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
-                              control_warp, hops, combine, producer, signal, hold, kv_prefetch)
+                              control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
-                 combine=combine, producer="thread", signal=signal, kv_prefetch=kv_prefetch)
+                 combine=combine, producer="thread", signal=signal, kv_prefetch=kv_prefetch, ll_poll_ns=ll_poll_ns)
 
 
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
           ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0,
           probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters",
           combine: str = "last", producer: str = "warp", signal: str = "fence",
-          hold: int = 15, kv_prefetch: str = "body") -> tuple[str, TaskTable]:
+          hold: int = 15, kv_prefetch: str = "body", ll_poll_ns: int = 0) -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
-            producer, signal, hold, kv_prefetch)
+            producer, signal, hold, kv_prefetch, ll_poll_ns)
     source, table, em = _emit_once(*args)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
@@ -1939,7 +1967,7 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
 
 def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
                ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int, combine: str,
-               producer: str, signal: str, hold: int, kv_prefetch: str,
+               producer: str, signal: str, hold: int, kv_prefetch: str, ll_poll_ns: int,
                ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch)
     g = plan.tg.graph
@@ -2120,6 +2148,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                      "l2_ahead": l2_ahead, "l2_wait": l2_wait, "hold": min(hold, stages - 1)}
             if stages > 0 else _NO_RING)
     source = (f"#define MK_PROBES {int(probes)}\n#define MK_CONTROL_WARP {control_warp}\n"
+              f"#define MK_LL_POLL_NS {ll_poll_ns}   // ns before a staged LL vector not yet there is loaded again\n"
               f"#define MK_SIGNAL_RELEASE {int(signal == 'release')}\n"
               + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS}
               + _PRELUDE + _PROBES + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)

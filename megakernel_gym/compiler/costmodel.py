@@ -5,9 +5,15 @@ one SM gets (the chip's HBM bandwidth shared by the SMs its op runs on, at most 
 stream alone), plus the memory latency (or, where the schedule prefetches its weights, the cost
 of issuing the prefetch), and its flops over its SM's share of the tensor-core rate, whichever
 is larger; plus a fixed per-task overhead and the cost of polling each counter it waits on. Across SMs: each SM runs its queue in order; a task
-starts when its SM is free and every counter it waits on is complete (its last producer
-finished, plus the latency of seeing a counter change in global memory). The prediction is
-the last finish plus one kernel launch.
+starts when its SM is free and every group of producers it waits on has finished (plus the
+latency of seeing that in global memory). The prediction is the last finish plus one kernel launch.
+
+What a task waits on follows the kernel's hops (compiler/hops.py, emit_cuda's `hops`): with
+counters, each counter of the plan it waits on (an op counter makes it wait for every producer
+of the op); with LL words, the default kernel, the producers of the data it reads (its task
+graph dependencies), however the plan's counters are laid out, since a reader polls the words
+it reads. Counter granularity then costs nothing, as measured (bench/results/ab_knobs_ll.json,
+megakernel_schedules.json).
 
 All device constants live in DEVICES: the H100's are fitted to measured megakernels
 (compiler/calibrate.py); the H200's take its measured bandwidth and the H100's latencies.
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
 from megakernel_gym.compiler.schedule import Plan
@@ -45,15 +52,17 @@ DATASHEET = {
 }
 # H100: fitted (calibrate.fit_device) to 42 measured schedules of the 1B-shaped step with the
 # current kernel (producer warp, LL words, a weight ring of 5 stages), the compiler's tuned and
-# expert schedules among them (bench/results/megakernel_schedules.json): Spearman 0.925, 0.908 on
-# held-out schedules, median error 3.6% (the device copy ran at about 3000 GB/s there). The model
-# still over-credits the expert's levers: it predicts 1.32x over the default, 1.14x was measured.
+# expert schedules among them, predicted with LL waits and each task's round trips
+# (bench/results/megakernel_schedules.json, refitted on the CPU from that run's measurements):
+# Spearman 0.923, 0.961 on held-out schedules, median error 3.1% (the device copy ran at about
+# 3000 GB/s there). The model still over-credits the expert's levers: 1.24x over the default
+# predicted, 1.14x measured.
 # H200: the H100's latencies and per-SM rate, with the H200's measured copy bandwidth; not fitted.
 DEVICES = {
-    "H100": DeviceSpec("H100", 132, 3161.3, 700.0, 0.602, 0.568, 4.13, 0.493,
-                       sm_gbs=53.6, counter_us=0.00598, prefetch_us=1.3),
-    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.602, 0.568, 4.13, 0.493,
-                       sm_gbs=53.6, counter_us=0.00598, prefetch_us=1.3),
+    "H100": DeviceSpec("H100", 132, 3580.2, 700.0, 0.539, 0.972, 4.17, 0.583,
+                       sm_gbs=52.8, counter_us=0.0199, prefetch_us=1.43),
+    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.539, 0.972, 4.17, 0.583,
+                       sm_gbs=52.8, counter_us=0.0199, prefetch_us=1.43),
 }
 
 
@@ -166,10 +175,66 @@ def _task_costs(tg) -> tuple[list[int], list[float]]:
     return nbytes, flops
 
 
+def wait_groups(plan: Plan, hops: str = "ll") -> tuple[list[tuple[int, ...]], list[list[int]]]:
+    """What each task waits for under `hops` (HOPS): (groups, needs), each group a tuple of
+    producer tasks that must all have finished, needs[t] the groups task t waits on. "counters":
+    the plan's counters and waits; "ll": one group per task, the tasks it depends on (distinct
+    dependency sets shared; they depend on the lowering alone, so they are kept on the task
+    graph, as its task costs are)."""
+    if hops not in HOPS:
+        raise ValueError(f"hops {hops!r} is not one of {', '.join(HOPS)}")
+    tg = plan.tg
+    if hops == "counters":
+        cix = {c.id: i for i, c in enumerate(plan.counters)}
+        return ([tuple(c.producers) for c in plan.counters],
+                [[cix[cid] for cid, _ in plan.waits.get(t, ())] for t in range(len(tg.tasks))])
+    cached = tg.__dict__.get("_ll_groups")
+    if cached is None:
+        index: dict[tuple[int, ...], int] = {}
+        groups: list[tuple[int, ...]] = []
+        needs: list[list[int]] = []
+        for t in range(len(tg.tasks)):
+            deps = tg.deps.get(t)
+            if not deps:
+                needs.append([])
+                continue
+            key = tuple(sorted(deps))
+            i = index.get(key)
+            if i is None:
+                i = index[key] = len(groups)
+                groups.append(key)
+            needs.append([i])
+        cached = tg.__dict__["_ll_groups"] = (groups, needs)
+    return cached
+
+
+# memory round trips a task's body makes one after another, past its first (each waits for the
+# one before): attention stages q, then scores its keys, then weighs its values; a split part
+# also writes its partials and, the last of them, reads them all back; a cache write loads the
+# new row before storing it; a fused producer run as a call of its own (not a matmul epilogue)
+# stores its output and the next call reads it back. Each costs the memory latency.
+TRIPS = {"decode_attention": 2, "cache_write": 1}
+SPLIT_TRIPS = 2
+
+
+def task_trips(plan: Plan) -> list[int]:
+    """Per task, its dependent memory round trips past the first (TRIPS); kept on the task graph."""
+    tg = plan.tg
+    cached = tg.__dict__.get("_task_trips")
+    if cached is None:
+        kinds = {o.name: o.kind for o in tg.graph.ops}
+        cached = tg.__dict__["_task_trips"] = [
+            TRIPS.get(kinds[t.op], 0) + (SPLIT_TRIPS if t.parts > 1 else 0)
+            + sum(1 for p, _ in t.prologue if kinds[p] != "matmul") for t in tg.tasks]
+    return cached
+
+
 @gc_paused
-def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int], list[float]] | None = None
-            ) -> Prediction:
-    """List-schedule the plan's queues with the device's constants (see the module doc)."""
+def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int], list[float]] | None = None,
+            hops: str = "ll") -> Prediction:
+    """List-schedule the plan's queues with the device's constants (see the module doc). `hops`:
+    how the kernel's tasks learn their inputs are there (wait_groups): "ll", the default
+    kernel's, or "counters" (emit_cuda(hops="counters"), thread 0's ring, or a plan with impls)."""
     dev = DEVICES[device] if isinstance(device, str) else device
     tg = plan.tg
     n = len(tg.tasks)
@@ -177,23 +242,23 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     sm_rate = dev.tflops * 1e6 / dev.num_sms          # flops per us per SM
     pf = prefetched(plan)
     own, shared = task_bandwidth_terms(plan, nbytes)
+    groups, needs = wait_groups(plan, hops)
+    trips = task_trips(plan)
     dur = [0.0] * n
     for t in tg.tasks:
         mem = (max(own[t.id] / (dev.sm_gbs * 1e3), shared[t.id] / (dev.hbm_gbs * 1e3))
-               + (dev.prefetch_us if pf[t.id] else dev.mem_latency_us))
+               + (dev.prefetch_us if pf[t.id] else dev.mem_latency_us) + trips[t.id] * dev.mem_latency_us)
         dur[t.id] = (max(mem, flops[t.id] / sm_rate) + dev.task_overhead_us
-                     + dev.counter_us * len(plan.waits.get(t.id, ())))
-    # per counter: producers still to finish, and the latest finish so far; a task may start once
-    # every counter it waits on is complete (full waits only: the validator's rule), at the latest
+                     + dev.counter_us * len(needs[t.id]))
+    # per group: producers still to finish, and the latest finish so far; a task may start once
+    # every group it waits on is complete (full waits only: the validator's rule), at the latest
     # of their last producers' finishes plus the wait latency
-    cix = {c.id: i for i, c in enumerate(plan.counters)}
-    left = [len(c.producers) for c in plan.counters]
-    last = [0.0] * len(plan.counters)
+    left = [len(g) for g in groups]
+    last = [0.0] * len(groups)
     adds: list[list[int]] = [[] for _ in range(n)]
-    for i, c in enumerate(plan.counters):
-        for p in c.producers:
+    for i, g in enumerate(groups):
+        for p in g:
             adds[p].append(i)
-    needs = [[cix[cid] for cid, _ in plan.waits.get(t, ())] for t in range(n)]
     lat = dev.wait_latency_us
     start = [0.0] * n
     finish = [-1.0] * n
@@ -237,4 +302,5 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     return Prediction(dev.name, latency, floor, busy, start, finish)
 
 
-__all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched", "task_bandwidth_terms"]
+__all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched",
+           "task_bandwidth_terms", "wait_groups"]
