@@ -17,6 +17,11 @@ Rejections name the op, the task, the counter, and the cycle or the missing prod
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 from megakernel_gym.compiler.pause_gc import gc_paused
 from megakernel_gym.compiler.schedule import Plan
@@ -41,9 +46,105 @@ class Finding:
 @gc_paused
 def check(plan: Plan) -> list[Finding]:
     """Every reason the plan is unsafe; empty when it is proven safe."""
-    out = check_counters(plan)
+    waits = _wait_arrays(plan)
+    out = check_counters(plan, waits)
     if out:
         return out
+    if waits is not None and _proven_safe(plan, waits):
+        return out
+    return _check_edges(plan)
+
+
+def _wait_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every wait as (waiter, counter id, threshold) arrays, read at C speed from plan.waits; None
+    where a wait is not a (counter, threshold) pair of integers (the checks then go one by one)."""
+    try:
+        lists = list(plan.waits.values())
+        lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        waiter = np.repeat(np.fromiter(plan.waits.keys(), dtype=np.int64, count=len(lists)), lens)
+        pairs = np.fromiter(map(len, chain.from_iterable(lists)), dtype=np.int64, count=len(waiter))
+        if not bool((pairs == 2).all()):
+            return None
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(lists)), dtype=np.int64,
+                           count=2 * len(waiter))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return waiter, flat[0::2], flat[1::2]
+
+
+def _dep_edges(tg) -> tuple[np.ndarray, np.ndarray]:
+    """Every dependency (t, p) of the task graph as two arrays; kept on the task graph (they depend
+    on the lowering alone, which the lowering cache shares between plans)."""
+    cached = tg.__dict__.get("_dep_edges")
+    if cached is None:
+        ts = [t for t in range(len(tg.tasks)) for _ in tg.deps[t]]
+        ps = [p for t in range(len(tg.tasks)) for p in tg.deps[t]]
+        cached = tg.__dict__["_dep_edges"] = (np.asarray(ts, dtype=np.int64), np.asarray(ps, dtype=np.int64))
+    return cached
+
+
+def _proven_safe(plan: Plan, waits: tuple | None = None) -> bool:
+    """The common verdict at array speed, for a plan check_counters passed: True when the graph of
+    queue order and full waits is acyclic (scipy's strongly connected components, one per node)
+    and every dependency is ordered by one edge (a full wait on a counter its producer adds to,
+    or an earlier place on the same SM). Then _check_edges would find nothing; otherwise (False)
+    it runs, and its findings are check's."""
+    tg = plan.tg
+    n = len(tg.tasks)
+    nc = len(plan.counters)
+    waits = waits if waits is not None else _wait_arrays(plan)
+    if waits is None:
+        return False
+    wait_t, wait_cid, _ = waits
+    if len(wait_t) and not (0 <= int(wait_t.min()) and int(wait_t.max()) < n):
+        return False                  # a waiter that is no task: left to the edge-by-edge check
+    if all(c.id == i for i, c in enumerate(plan.counters)):   # build_plan numbers counters by position
+        wait_c = wait_cid
+    else:
+        idx = {c.id: i for i, c in enumerate(plan.counters)}
+        wait_c = np.fromiter((idx[c] for c in wait_cid.tolist()), dtype=np.int64, count=len(wait_cid))
+    counter_of = np.full(n, -1, dtype=np.int64)
+    prod_p, prod_c = [], []
+    for i, c in enumerate(plan.counters):
+        for p in c.producers:
+            if counter_of[p] >= 0:
+                return False          # a task adding to two counters: left to the edge-by-edge check
+            counter_of[p] = i
+            prod_p.append(p)
+            prod_c.append(i)
+    sm = np.empty(n, dtype=np.int64)
+    pos = np.empty(n, dtype=np.int64)
+    q_from, q_to = [], []
+    for s, q in enumerate(plan.queues):
+        sm[q] = s
+        pos[q] = np.arange(len(q))
+        q_from += q[:-1]
+        q_to += q[1:]
+    # -- every dependency ordered by one edge
+    dt, dp = _dep_edges(tg)
+    same_sm = (sm[dp] == sm[dt]) & (pos[dp] < pos[dt])
+    cp = counter_of[dp]
+    # (waiter, counter) keys, sorted (build_plan lists them nearly in order), looked up per dependency
+    waited_keys = np.sort(wait_t * max(nc, 1) + wait_c, kind="stable")
+    keys = dt * max(nc, 1) + cp
+    at = np.minimum(np.searchsorted(waited_keys, keys), max(len(waited_keys) - 1, 0))
+    waited = (cp >= 0) & (waited_keys[at] == keys) if len(waited_keys) else np.zeros(len(keys), dtype=bool)
+    if not bool((same_sm | waited).all()):
+        return False
+    # -- deadlock-free: producer -> counter node -> waiter and queue order, with no cycle
+    rows = np.concatenate([np.asarray(prod_p, dtype=np.int64), n + wait_c, np.asarray(q_from, dtype=np.int64)])
+    cols = np.concatenate([n + np.asarray(prod_c, dtype=np.int64), wait_t, np.asarray(q_to, dtype=np.int64)])
+    nodes = n + nc
+    # (a repeated edge sums its entries: int64 ones, so no count of repeats can wrap to zero)
+    graph = csr_matrix((np.ones(len(rows), dtype=np.int64), (rows, cols)), shape=(nodes, nodes))
+    components, _ = connected_components(graph, directed=True, connection="strong")
+    return components == nodes
+
+
+def _check_edges(plan: Plan) -> list[Finding]:
+    """check past check_counters, edge by edge: deadlock over counter nodes, then every dependency
+    ordered by one edge or, failing that, by the transitive closure."""
+    out: list[Finding] = []
     tg = plan.tg
     n = len(tg.tasks)
     by_id = {c.id: c for c in plan.counters}
@@ -153,9 +254,11 @@ def check_full(plan: Plan) -> list[Finding]:
     return out
 
 
-def check_counters(plan: Plan) -> list[Finding]:
+def check_counters(plan: Plan, waits: tuple | None = None) -> list[Finding]:
     """The first checks, shared by check and check_full: every task queued once, on an SM that
-    exists; counters and waits that exist, each wait for its counter's full producer count."""
+    exists; counters and waits that exist, each wait for its counter's full producer count.
+    `waits`: _wait_arrays(plan), where the caller has them: the waits are then checked at array
+    speed first, and one by one (for the findings, in order) only where something is wrong."""
     tg = plan.tg
     tasks = tg.tasks
     n = len(tasks)
@@ -187,6 +290,14 @@ def check_counters(plan: Plan) -> list[Finding]:
         bad = [p for p in c.producers if not 0 <= p < n]
         if bad:
             out.append(Finding("counter", f"counter {c.name} lists unknown producer tasks {bad}", counter=c.name))
+    nc = len(plan.counters)
+    if waits is not None and not out and all(c.id == i for i, c in enumerate(plan.counters)):
+        _, cid, thr = waits
+        known = (cid >= 0) & (cid < nc)
+        if bool(known.all()):
+            full = np.fromiter((len(c.producers) for c in plan.counters), dtype=np.int64, count=nc)
+            if bool((thr == full[cid]).all()):
+                return out
     by_id = {c.id: c for c in plan.counters}
     for t, ws in plan.waits.items():
         for cid, thr in ws:
