@@ -142,7 +142,8 @@ def main():
     ap.add_argument("--timelines", action="store_true", help="save each variant's per-SM timeline as a PNG")
     ap.add_argument("--modes", nargs="*", default=["bulk"], help="prefetch instruction(s) to compare: bulk, idle, lines")
     ap.add_argument("--extra", nargs="*", default=[], metavar="LABEL=FILE",
-                    help="more variants: a label and a file of edits (a line TUNED stands for tuned_edits)")
+                    help="more variants: a label and a file of edits (a line TUNED stands for tuned_edits, "
+                         "EXPERT for expert_edits: schedule_file)")
     ap.add_argument("--profile-layer", type=int, default=5, help="the layer whose ops are profiled per variant")
     args = ap.parse_args()
     out = Path(args.out)
@@ -150,10 +151,10 @@ def main():
     step = load_step(args.model)
     bw, graph, weight_bytes, floor_us = step.bw, step.graph, step.weight_bytes, step.floor_us
     params, feeds, ref, truth, eager_err = step.params, step.feeds, step.ref, step.truth, step.eager_err
+    base = step.base
     for spec in args.extra:
         label, _, path = spec.partition("=")
-        VARIANTS[label] = Path(path).read_text().splitlines()
-    base = step.base
+        VARIANTS[label] = schedule_file(base, path)
     rows = []
     runs = [(name, edits, mode) for mode in args.modes for name, edits in VARIANTS.items()
             if not args.only or name in args.only]

@@ -56,8 +56,9 @@ def check(plan: Plan) -> list[Finding]:
 
 
 def _wait_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Every wait as (waiter, counter id, threshold) arrays, read at C speed from plan.waits; None
-    where a wait is not a (counter, threshold) pair of integers (the checks then go one by one)."""
+    """Every wait as (waiter, the counter's position in plan.counters or -1 where no counter has
+    its id, threshold) arrays, read at C speed from plan.waits; None where a wait is not a
+    (counter, threshold) pair of integers (the checks then go one by one)."""
     try:
         lists = list(plan.waits.values())
         lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
@@ -69,7 +70,13 @@ def _wait_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
                            count=2 * len(waiter))
     except (TypeError, ValueError, OverflowError):
         return None
-    return waiter, flat[0::2], flat[1::2]
+    cid, nc = flat[0::2], len(plan.counters)
+    if all(c.id == i for i, c in enumerate(plan.counters)):   # build_plan numbers counters by position
+        at = np.where((cid >= 0) & (cid < nc), cid, -1)
+    else:
+        idx = {c.id: i for i, c in enumerate(plan.counters)}
+        at = np.fromiter((idx.get(c, -1) for c in cid.tolist()), dtype=np.int64, count=len(cid))
+    return waiter, at, flat[1::2]
 
 
 def _dep_edges(tg) -> tuple[np.ndarray, np.ndarray]:
@@ -95,14 +102,11 @@ def _proven_safe(plan: Plan, waits: tuple | None = None) -> bool:
     waits = waits if waits is not None else _wait_arrays(plan)
     if waits is None:
         return False
-    wait_t, wait_cid, _ = waits
+    wait_t, wait_c, _ = waits
     if len(wait_t) and not (0 <= int(wait_t.min()) and int(wait_t.max()) < n):
         return False                  # a waiter that is no task: left to the edge-by-edge check
-    if all(c.id == i for i, c in enumerate(plan.counters)):   # build_plan numbers counters by position
-        wait_c = wait_cid
-    else:
-        idx = {c.id: i for i, c in enumerate(plan.counters)}
-        wait_c = np.fromiter((idx[c] for c in wait_cid.tolist()), dtype=np.int64, count=len(wait_cid))
+    if len(wait_c) and int(wait_c.min()) < 0:
+        return False                  # a wait on no counter: left to the edge-by-edge check
     counter_of = np.full(n, -1, dtype=np.int64)
     prod_p, prod_c = [], []
     for i, c in enumerate(plan.counters):
@@ -290,13 +294,11 @@ def check_counters(plan: Plan, waits: tuple | None = None) -> list[Finding]:
         bad = [p for p in c.producers if not 0 <= p < n]
         if bad:
             out.append(Finding("counter", f"counter {c.name} lists unknown producer tasks {bad}", counter=c.name))
-    nc = len(plan.counters)
-    if waits is not None and not out and all(c.id == i for i, c in enumerate(plan.counters)):
-        _, cid, thr = waits
-        known = (cid >= 0) & (cid < nc)
-        if bool(known.all()):
-            full = np.fromiter((len(c.producers) for c in plan.counters), dtype=np.int64, count=nc)
-            if bool((thr == full[cid]).all()):
+    if waits is not None and not out:
+        _, at, thr = waits
+        if bool((at >= 0).all()):
+            full = np.fromiter((len(c.producers) for c in plan.counters), dtype=np.int64, count=len(plan.counters))
+            if bool((thr == full[at]).all()):
                 return out
     by_id = {c.id: c for c in plan.counters}
     for t, ws in plan.waits.items():
