@@ -272,7 +272,7 @@ BAD_EDITS = [
     ("fuse layers.0.attn.q_proj into layers.0.attn.k_proj", r"does not depend on .*`fuse layers.0.attn.q_proj into "
                                                             r"layers.0.attn.q_rope`"),
     ("fuse lm_head into norm", r"writes output, which the step must leave in memory"),
-    ("fuse layers.0.attn.k_cache_write into layers.0.attn.decode_attention", r"KV cache"),
+    ("fuse layers.0.attn.k_cache_write into layers.0.attn.o_proj", r"KV cache"),
     ("fuse layers.0.mlp.gate_proj into layers.0.mlp.silu_mul\nfuse layers.0.mlp.gate_proj into layers.0.mlp.silu_mul",
      r"edit 2 .*already fused into layers.0.mlp.silu_mul; unfuse it first"),
     ("unfuse lm_head", r"not fused"),

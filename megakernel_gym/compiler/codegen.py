@@ -123,7 +123,8 @@ def _ring_scratch(m: int, k: int) -> tuple[int, int]:
 
 
 def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: str, row: str, reset: str,
-               mac: str, done: str, combine: str, producer: str = "thread", last: bool = True) -> str:
+               mac: str, done: str, combine: str, producer: str = "thread", last: bool = True,
+               hold: str = "WS_HOLD") -> str:
     """A ring-fed matmul's stage loop around one stage layout's pieces (_Emitter._ring_rows): `row`
     names this warp's segment cs and row n in stage s, `reset` clears acc, `mac` adds one 16-byte
     weight vector wv at column c, `done` ends the warp's part of a row, `combine` runs after the
@@ -140,7 +141,8 @@ def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: 
     released by thread 0 after the task's signal (WS_REFILL) or before the next ring call,
     whichever comes first: the signal's fence waits for the block's bulk copies in flight, and a
     producer warp refilling every buffer at once put copies in flight at every signal (1B expert
-    on an H100: q/k/v tails 1.3 -> 3.4 us with none held, 0.55 us with three)."""
+    on an H100: q/k/v tails 1.3 -> 3.4 us with none held, 0.55 us with three). `hold`: the
+    count held, WS_HOLD or a number of this call's own (emit_cuda's hold_ops)."""
     return (f"  {{\n"
             f"  const int nst = {nst};\n"
             + head +
@@ -165,8 +167,8 @@ def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: 
             f"      }}\n"
             + done +
             f"    }}\n"
-            + (("    if (s + WS_HOLD < nst) ws_release(g);   // done with stage g: the producer refills it "
-                "(the last WS_HOLD: WS_REFILL)\n"
+            + ((f"    if (s + {hold} < nst) ws_release(g);   // done with stage g: the producer refills it "
+                f"(the last {hold}: WS_REFILL)\n"
                 if last else
                 "    ws_release(g);                        // this warp is done with stage g: the producer refills it\n")
                + combine if producer == "warp" else
@@ -174,7 +176,7 @@ def _ring_loop(m: int, segv: int, kv: int, u: int, first: bool, nst: str, head: 
                + combine +
                "    if (threadIdx.x == 0 && s + 1 < nst) ws_pump(g + 1 + WS_STAGES);   // the last: WS_REFILL\n") +
             f"  }}\n"
-            + ("  if (threadIdx.x == 0 && nst > 0) { ws.nheld = min(nst, WS_HOLD); ws.held = g - ws.nheld; }"
+            + (f"  if (threadIdx.x == 0 && nst > 0) {{ ws.nheld = min(nst, {hold}); ws.held = g - ws.nheld; }}"
                "   // released after the task's signal\n"
                if producer == "warp" and last else "") +
             f"  MK_PROBE(PROBE_LAST);\n"
@@ -297,8 +299,11 @@ def _strides(shape) -> list[int]:
 class _Emitter:
     def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem",
                  ll: frozenset[str] = frozenset(), combine: str = "last", producer: str = "thread",
-                 kv_prefetch: str = "body"):
+                 kv_prefetch: str = "body", hold_ops: tuple[tuple[str, int], ...] = ()):
         self.plan, self.g = plan, plan.tg.graph
+        # (op-name pattern, stages held) for the ring calls of ops that hold other than WS_HOLD (the first match)
+        self.hold_ops = hold_ops
+        self._hold = "WS_HOLD"
         # where a split attention part sends its slice of the KV caches to L2 (KV_PREFETCHES): before
         # the task's waits ("wait": the op's pre-wait body, self.prewait) or at the body's start
         self.kv_prefetch = kv_prefetch
@@ -574,6 +579,8 @@ class _Emitter:
             raise CodegenError(f"op {op.name}: primitive {op.kind!r} is not emitted yet")
         self._args: list[str] = []
         self._kind = op.kind
+        self._hold = next((str(n) if n == 0 else f"min({n}, WS_STAGES - 1)" for pat, n in self.hold_ops
+                           if re.search(pat, op.name)), "WS_HOLD")
         prods = self.epilogues.get(op.name)
         text = (f"// {op.kind}{' ' + str(op.attrs) if op.attrs else ''}, tiled along axis {axis}"
                 + (f", with its producers {', '.join(p.kind for p in prods)} as one call\n"
@@ -849,7 +856,7 @@ class _Emitter:
                               row=f"const int cs = s % {ncs}, n = lo + s / {ncs} * {WARPS} + warp;",
                               reset=f"    if (cs == 0) {{\n{zero}    }}\n", mac=x_smem,
                               done=f"      if (cs == {ncs - 1}) {{\n{sum_emit}      }}\n", combine="",
-                              producer=self.producer, last=last)
+                              producer=self.producer, last=last, hold=self._hold)
         # packed: WARPS / ncs whole rows; warp w on segment w % ncs of row w / ncs, always the same columns
         rps = WARPS // ncs
         head = ""
@@ -903,7 +910,7 @@ class _Emitter:
                            f"      }}\n")
         return _ring_loop(m, segv, kv, u, first, nst=f"(hi - lo + {rps - 1}) / {rps}, cs = warp % {ncs}", head=head,
                           row=f"const int n = lo + s * {rps} + warp / {ncs};", reset=zero, mac=mac,
-                          done=done, combine=combine, producer=self.producer, last=last)
+                          done=done, combine=combine, producer=self.producer, last=last, hold=self._hold)
 
     def kept_only(self, tensor: str) -> bool:
         """Whether a fused epilogue's matmul output need not reach memory at all: an activation
@@ -1851,12 +1858,41 @@ _L2_WAIT = _MUST_WAIT + """
     }"""
 
 
+def parse_hold_ops(spec) -> tuple[tuple[str, int], ...]:
+    """emit_cuda's hold_ops as (op-name pattern, stages held) pairs: None, pairs, a dict, or text
+    "PATTERN:N;PATTERN:N" (as bench/ab_knobs.py passes it). A pattern is a regular expression
+    searched in the name of the op whose task runs the ring call (the elementwise op of a fused
+    epilogue, e.g. 'mlp\\.add$'); N is 0 (release every stage as the call is done with it) to 15."""
+    if spec is None or spec == "":
+        return ()
+    if isinstance(spec, str):
+        pairs = []
+        for item in spec.split(";"):
+            pat, sep, n = item.rpartition(":")
+            if not sep or not n.strip().isdigit():
+                raise CodegenError(f"hold_ops item {item!r}: write PATTERN:N, e.g. 'mlp\\.add$:0'")
+            pairs.append((pat, int(n)))
+        spec = pairs
+    elif isinstance(spec, dict):
+        spec = list(spec.items())
+    out = []
+    for pat, n in spec:
+        try:
+            re.compile(pat)
+        except (re.error, TypeError) as e:
+            raise CodegenError(f"hold_ops pattern {pat!r} is not a regular expression: {e}") from None
+        if not (isinstance(n, int) and 0 <= n <= 15):
+            raise CodegenError(f"hold_ops {pat!r}: {n!r} stages; a call holds 0 to 15")
+        out.append((pat, n))
+    return tuple(out)
+
+
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
               weights: str = "smem", stream: str = "smem", ring_stages: int = WS_MAX_STAGES,
               l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0, probes: bool = False,
               control_warp: int = CONTROL_WARP, hops: str | None = None, combine: str = "last",
               producer: str | None = None, signal: str = "fence", hold: int | None = None,
-              kv_prefetch: str = "body", ll_poll_ns: int = 0) -> tuple[str, TaskTable]:
+              kv_prefetch: str = "body", ll_poll_ns: int = 0, hold_ops=None) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -1920,6 +1956,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         hold = 15          # all but one of the ring's stages (clamped where the ring is sized)
     if not 1 <= hold <= 15:
         raise CodegenError(f"hold={hold}: a call holds 1 to 15 of its last stages (fewer than the ring has)")
+    hold_ops = parse_hold_ops(hold_ops)
     if producer not in PRODUCERS:
         raise CodegenError(f"producer {producer!r} is not one of {', '.join(PRODUCERS)}")
     if producer == "warp" and l2_wait:
@@ -1941,7 +1978,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
-                              control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns)
+                              control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns,
+                              hold_ops)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
@@ -1952,11 +1990,12 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
           ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0,
           probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters",
           combine: str = "last", producer: str = "warp", signal: str = "fence",
-          hold: int = 15, kv_prefetch: str = "body", ll_poll_ns: int = 0) -> tuple[str, TaskTable]:
+          hold: int = 15, kv_prefetch: str = "body", ll_poll_ns: int = 0,
+          hold_ops: tuple[tuple[str, int], ...] = ()) -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
-            producer, signal, hold, kv_prefetch, ll_poll_ns)
+            producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops)
     source, table, em = _emit_once(*args)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
@@ -1968,8 +2007,10 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
 def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
                ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int, combine: str,
                producer: str, signal: str, hold: int, kv_prefetch: str, ll_poll_ns: int,
+               hold_ops: tuple[tuple[str, int], ...] = (),
                ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
-    em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch)
+    em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
+                  hold_ops)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them

@@ -286,9 +286,10 @@ def fusion_problem(facts: GraphFacts, fused: dict[str, str], a: str, b: str) -> 
     if fused.get(b) == INLINE:
         return f"cannot fuse {a} into {b}: {b} is inlined into its consumers, which compute it from its inputs"
     cons = facts.consumers[a]
-    if facts.b(facts.info[a].out_name) in facts.state:
+    if facts.b(facts.info[a].out_name) in facts.state and not _writes_through(facts, a, b):
         return (f"cannot fuse {a} into {b}: {a} writes {facts.info[a].out_name}, which the step must leave in "
-                "memory (a model output or state such as a KV cache), so it cannot be folded into another op")
+                "memory (a model output or state such as a KV cache), so it cannot be folded into another op"
+                " (a cache_write can be fused only into the decode_attention that reads the cache)")
     if b not in cons:
         hint = f"; its only consumer is {cons[0]} (`fuse {a} into {cons[0]}`)" if len(cons) == 1 else ""
         return f"cannot fuse {a} into {b}: {b} does not depend on {a} (fuse a producer into its consumer){hint}"
@@ -303,6 +304,16 @@ def fusion_problem(facts: GraphFacts, fused: dict[str, str], a: str, b: str) -> 
         if c == a:
             return f"cannot fuse {a} into {b}: {b} is already fused into {a}, which would make a cycle"
     return None
+
+
+def _writes_through(facts: GraphFacts, a: str, b: str) -> bool:
+    """Whether fusing state writer `a` into `b` still leaves the state in memory: a cache_write
+    fused into the decode_attention reading its cache runs as a prologue call of each attention
+    task, which stores the step's row to the cache before the attention reads it (then from that
+    SM, so the attention waits for the k/v projections, not for a cache-write task). The
+    attention's tiles together read every kv head, so every row the write owns is written (by
+    each split part of a tile: the same values)."""
+    return facts.info[a].op.kind == "cache_write" and facts.info[b].op.kind == "decode_attention"
 
 
 def order_problem(facts: GraphFacts, order: list[str]) -> tuple[str, str] | None:
