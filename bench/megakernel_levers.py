@@ -46,6 +46,7 @@ def variants(base, splits) -> dict[str, str]:
     for n in splits:
         out[f"tuned + split attention n={n}"] = tuned_text + "\n" + "\n".join(lever_edits(tuned, "split", n))
     out["tuned + q/k/v in one wave"] = tuned_text + "\n" + "\n".join(lever_edits(tuned, "wave"))
+    out["tuned + cache writes fused into attention"] = tuned_text + "\n" + "\n".join(lever_edits(tuned, "cache"))
     out["expert (all levers)"] = expert_edits(base)
     for n in splits:
         out[f"expert, split n={n}"] = expert_edits(base, parts=n)

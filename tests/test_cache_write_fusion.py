@@ -11,7 +11,7 @@ import torch
 from conftest import built_runs, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture, check, module_tensors, predict, run_graph, run_plan
-from megakernel_gym.compiler.codegen import CodegenError, emit_cuda, parse_hold_ops
+from megakernel_gym.compiler.codegen import CodegenError, _Emitter, emit_cuda, parse_hold_ops
 from megakernel_gym.ir_exposure import EditError, apply_edits, make_ir, tuned_edits
 from megakernel_gym.policies.expert import expert_edits
 from megakernel_gym.rewards.nvrtc import compile_cuda
@@ -92,6 +92,33 @@ def test_fused_cache_write_source_compiles_for_hopper(graphs, name):
     assert compile_cuda(src, f"{name}_cw.cu", arch="sm_90")
 
 
+def test_the_attention_takes_its_fused_producers_into_its_body(graphs):
+    g = graphs["llama-tiny"]
+    plain, fused = _plans(g, 2)
+    em = _Emitter(fused)
+    a = em.absorbed["layers.0.attn.decode_attention"]
+    assert a["ops"] == {"layers.0.attn.q_rope", "layers.0.attn.k_rope", "layers.0.attn.k_cache_write",
+                        "layers.0.attn.v_cache_write"}
+    assert a["q"][1].name == "layers.0.attn.q_rope" and a["kc"][2].name == "layers.0.attn.k_rope"
+    assert a["vc"][2] is None
+    att = fused.tg.tasks[fused.tg.by_op["layers.0.attn.decode_attention"][0]]
+    assert em.prologue_calls(att) == []                     # nothing left to call: the body does it
+    assert _Emitter(fused, step_inputs="calls").absorbed == {}
+    assert [p for p, _ in _Emitter(fused, step_inputs="calls").prologue_calls(att)] == [p for p, _ in att.prologue]
+    body, _ = emit_cuda(fused)
+    calls, _ = emit_cuda(fused, step_inputs="calls")
+    assert body.count("const int tid_ = threadIdx.x - ") >= 3 and "tid_" not in calls
+    assert compile_cuda(body, "absorbed.cu", arch="sm_90")
+    with pytest.raises(CodegenError, match="step_inputs 'never' is not one of body, calls"):
+        emit_cuda(fused, step_inputs="never")
+    # where q's rope computes its own producer (a matmul fused into it), the prologue calls stay
+    ir = make_ir(g, num_sms=8)
+    splits = "\n".join(f"split {o.name} n=2" for o in g.ops if o.kind == "decode_attention")
+    deeper = apply_edits(ir, tuned_edits(ir) + "\n" + splits + "\n" + _fuse_lines(g)
+                         + "\nfuse layers.0.attn.q_proj into layers.0.attn.q_rope").plan()
+    assert set(_Emitter(deeper).absorbed) == {"layers.1.attn.decode_attention"}
+
+
 def test_the_1b_expert_with_fused_cache_writes_is_valid_and_predicted_faster():
     g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
     base = make_ir(g, num_sms=132)
@@ -130,8 +157,9 @@ def test_fused_cache_writes_give_the_unfused_bits_on_gpu(name):
         for split in (1, 3):
             plain, fused = _plans(g, split)
             _, got = built_runs(fused, params, feeds, 3)
+            _, calls = built_runs(fused, params, feeds, 1, step_inputs="calls")
             _, want = built_runs(plain, params, feeds, 1)
-            for out in got:
+            for out in got + calls:
                 for k, v in ref.items():
                     assert torch.equal(out[k], want[0][k]), f"{name} seed {seed} split {split} {k}"
                     torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4)
@@ -146,7 +174,8 @@ def test_the_1b_expert_with_fused_cache_writes_and_hold_ops_gives_the_experts_bi
     expert = apply_edits(base, expert_edits(base)).plan()
     fused = apply_edits(base, expert_edits(base) + "\n" + _fuse_lines(g)).plan()
     _, want = built_runs(expert, params, feeds, 1)
-    for plan, knobs in [(fused, {}), (expert, {"hold_ops": r"mlp\.add$:0"})]:
+    for plan, knobs in [(fused, {}), (fused, {"step_inputs": "calls"}), (expert, {"step_inputs": "calls"}),
+                        (expert, {"hold_ops": r"mlp\.add$:0"})]:
         _, got = built_runs(plan, params, feeds, 2, **knobs)
         for out in got:
             for k in out:

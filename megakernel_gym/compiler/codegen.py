@@ -299,7 +299,8 @@ def _strides(shape) -> list[int]:
 class _Emitter:
     def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem",
                  ll: frozenset[str] = frozenset(), combine: str = "last", producer: str = "thread",
-                 kv_prefetch: str = "body", hold_ops: tuple[tuple[str, int], ...] = ()):
+                 kv_prefetch: str = "body", hold_ops: tuple[tuple[str, int], ...] = (),
+                 step_inputs: str = "body"):
         self.plan, self.g = plan, plan.tg.graph
         # (op-name pattern, stages held) for the ring calls of ops that hold other than WS_HOLD (the first match)
         self.hold_ops = hold_ops
@@ -345,6 +346,47 @@ class _Emitter:
         self.onchip_norms = {n.name for n in self.onchip.values()}
         # split attention outputs that their readers combine from the parts' partials (combine="reader")
         self.deferred = self.reader_combined(impls or {}) if combine == "reader" else {}
+        # decode attentions that take their fused producers (q's rope, the cache writes and k's rope)
+        # into their own body: attention op -> its step inputs (attention_inputs)
+        self.absorbed = {o.name: a for o in self.g.ops if o.kind == "decode_attention" and o.name not in (impls or {})
+                         and step_inputs == "body" for a in [self.attention_inputs(o, fused, writer, impls or {})] if a}
+
+    def attention_inputs(self, op: Op, fused: dict[str, str], writer: dict[str, Op],
+                         impls: dict[str, str]) -> dict | None:
+        """How a decode attention whose producers are fused into it reads this step's q, k and v in
+        its own body, instead of through prologue calls that each poll their input, write memory
+        and sync before the next: q's rope, and each cache write with k's rope, fused into it. The
+        body stages the projections' rows at once (one poll for all three), ropes them on chip,
+        stores the new k and v rows to the caches and then reads the caches as ever. Returns
+        {"q": (tensor staged, rope op or None), "kc"/"vc": (cache_write op, tensor staged, rope op
+        or None) for each fused cache write, "ops": the producers absorbed}, or None where any
+        producer fused into it is not of these forms (the prologue calls then run as they are)."""
+        into = [n for n, c in fused.items() if c == op.name]
+        if not into or any(n in impls for n in into):
+            return None
+        q, kc, vc, _ = op.inputs
+        out: dict = {"ops": set()}
+
+        def roped(t: str, consumer: str):
+            """(tensor to stage, the rope fused into `consumer` that makes t, or None)."""
+            r = writer.get(t)
+            if r is not None and r.kind == "rope" and fused.get(r.name) == consumer and r.name not in impls \
+                    and len(self.g.tensors[t].shape) == 3 and self.g.tensors[t].shape[-1] % 2 == 0 \
+                    and r.name not in fused.values():
+                out["ops"].add(r.name)
+                return r.inputs[0], r
+            return t, None
+
+        out["q"] = roped(q, op.name)
+        for key, cache in (("kc", kc), ("vc", vc)):
+            cw = writer.get(cache)
+            if cw is not None and cw.kind == "cache_write" and fused.get(cw.name) == op.name:
+                out["ops"].add(cw.name)
+                src, rope = roped(cw.inputs[1], cw.name)
+                if any(c == cw.name and n != (rope.name if rope else None) for n, c in fused.items()):
+                    return None
+                out[key] = (cw, src, rope)
+        return out if set(into) <= out["ops"] else None
 
     def reader_combined(self, impls: dict[str, str]) -> dict[str, str]:
         """Base tensor -> split attention op, for each split output that only streamed matmuls read, as
@@ -537,7 +579,10 @@ class _Emitter:
         reader of theirs in this task computes on chip."""
         chain = [p for p, _ in task.prologue] + [task.op]
         out = []
+        absorbed = self.absorbed[task.op]["ops"] if task.op in self.absorbed else ()
         for i, (pname, pbox) in enumerate(task.prologue):
+            if pname in absorbed:      # the attention's body does these (attention_inputs)
+                continue
             if pname in self.onchip_norms:
                 produced = self.g.op(pname).outputs[0]
                 readers = [c for c in chain[i + 1:] if produced in self.g.op(c).inputs]
@@ -1199,7 +1244,8 @@ class _Emitter:
                 f"    for (int h0 = lo; h0 < hi;) {{\n"
                 f"      const int kvh = h0 / {group}, h1 = min(hi, (kvh + 1) * {group}), ng = h1 - h0;\n"
                 f"      const long long kvrow = ((long long)bb * {hkv} + kvh) * {s_max};\n"
-                + self.stage(q, f"((long long)bb * {hq} + h0) * {d}", f"ng * {d}", "qs", unit=d) +
+                + (self._step_inputs(op, b, hq, hkv, s_max, d, group) if op.name in self.absorbed else
+                   self.stage(q, f"((long long)bb * {hq} + h0) * {d}", f"ng * {d}", "qs", unit=d)) +
                 f"      for (int e = threadIdx.x; e < ng * {d}; e += MK_NT) oacc[e] = 0.f;\n"
                 f"      if (threadIdx.x < ng) {{ mrun[threadIdx.x] = -INFINITY; lrun[threadIdx.x] = 0.f; }}\n"
                 f"      MK_SYNC();\n"
@@ -1298,6 +1344,61 @@ class _Emitter:
                 f"  }}\n"
                 + (self._split_combine(op, b, hq, d, split)
                    if split > 1 and self.base[out] not in self.deferred else ""))
+
+    def _stage_threads(self, tensor: str, offset: str, count, dst: str, t0: int, t1: int, unit: int = 0) -> str:
+        """`stage` by threads [t0, t1) only, so that stages of different tensors given disjoint
+        threads poll their inputs at the same time."""
+        body = self.stage(tensor, offset, count, dst, unit=unit).replace("threadIdx.x", "tid_").replace(
+            "MK_NT", str(t1 - t0))
+        return (f"  if (threadIdx.x >= {t0} && threadIdx.x < {t1}) {{\n"
+                f"    const int tid_ = threadIdx.x - {t0};\n" + textwrap.indent(body, "  ") + "  }\n")
+
+    def _rope_value(self, rope: Op, x: str, e: str, d: int, p: str) -> str:
+        """Element e of a head row of `rope`'s output, its input row at float* x, as _rope computes it
+        (the same expression, so the same bits) and rounded as its output tensor stores it."""
+        half, theta = d // 2, float(rope.attrs["theta"])
+        v = (f"[&]() {{ const int i = ({e}) % {half}; "
+             f"const float inv_freq = 1.f / powf({theta!r}f, (float)(2 * i) / {d}.f); "
+             f"const float ang = (float)({p}) * inv_freq; float s, co; sincosf(ang, &s, &co); "
+             f"const float x1 = {x}[i], x2 = {x}[i + {half}]; "
+             f"return ({e}) < {half} ? x1 * co - x2 * s : x2 * co + x1 * s; }}()")
+        return f"bf2f(f2bf({v}))" if self.g.tensors[rope.outputs[0]].dtype == "bfloat16" else v
+
+    def _step_inputs(self, op: Op, b: int, hq: int, hkv: int, s_max: int, d: int, group: int) -> str:
+        """This step's q (heads [h0, h1)) into qs, and the new k and v rows of kv head kvh into the
+        caches, for an attention that absorbed its producers (attention_inputs): the rows of the
+        projections staged together (q by half the threads, k and v by a quarter each, so that
+        their polls overlap) into `red`, which is free until the p.V step, roped there, then q
+        kept in qs and k, v stored at row pos; the barrier after makes the stores visible to this
+        block's cache reads."""
+        a = self.absorbed[op.name]
+        qsrc, qrope = a["q"]
+        raw = "red"
+        code = self._stage_threads(qsrc, f"((long long)bb * {hq} + h0) * {d}", f"ng * {d}",
+                                   raw if qrope else "qs", 0, THREADS // 2, unit=d)
+        t0 = THREADS // 2
+        for j, key in enumerate(("kc", "vc")):
+            if key in a:
+                _, src, _ = a[key]
+                code += self._stage_threads(src, f"((long long)bb * {hkv} + kvh) * {d}", d,
+                                            f"({raw} + {(group + j) * d})", t0, t0 + THREADS // 4)
+                t0 += THREADS // 4
+        code += "      MK_SYNC();\n"
+        pos = op.inputs[3]
+        p = f"{self.load(pos, 'bb')}"
+        if qrope:
+            code += (f"      for (int e = threadIdx.x; e < ng * {d}; e += MK_NT)\n"
+                     f"        qs[e] = {self._rope_value(qrope, f'({raw} + e / {d} * {d})', f'e % {d}', d, p)};\n")
+        for j, key in enumerate(("kc", "vc")):
+            if key not in a:
+                continue
+            cw, _, rope = a[key]
+            cache = cw.inputs[0]
+            x = f"({raw} + {(group + j) * d})"
+            value = self._rope_value(rope, x, "e", d, p) if rope else f"{x}[e]"
+            code += (f"      for (int e = threadIdx.x; e < {d}; e += MK_NT)   // {cw.name.rsplit('.', 1)[-1]}: row pos\n"
+                     f"        {self.store(cache, f'((((long long)bb * {hkv} + kvh) * {s_max}) + {p}) * {d} + e', value)}\n")
+        return code + "      MK_SYNC();\n"
 
     def _split_partials(self, op: Op, b: int, hq: int, d: int, split: int) -> str:
         """A split part's result: per head, the unnormalized output row, its max and its sum, to the
@@ -1858,6 +1959,12 @@ _L2_WAIT = _MUST_WAIT + """
     }"""
 
 
+# how a decode attention reads this step's q, k, v where its producers are fused into it
+# (_Emitter.attention_inputs): in its own body, all staged together ("body"), or through the
+# producers' prologue calls, one after another ("calls")
+STEP_INPUTS = ("body", "calls")
+
+
 def parse_hold_ops(spec) -> tuple[tuple[str, int], ...]:
     """emit_cuda's hold_ops as (op-name pattern, stages held) pairs: None, pairs, a dict, or text
     "PATTERN:N;PATTERN:N" (as bench/ab_knobs.py passes it). A pattern is a regular expression
@@ -1892,7 +1999,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0, probes: bool = False,
               control_warp: int = CONTROL_WARP, hops: str | None = None, combine: str = "last",
               producer: str | None = None, signal: str = "fence", hold: int | None = None,
-              kv_prefetch: str = "body", ll_poll_ns: int = 0, hold_ops=None) -> tuple[str, TaskTable]:
+              kv_prefetch: str = "body", ll_poll_ns: int = 0, hold_ops=None,
+              step_inputs: str = "body") -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -1957,6 +2065,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if not 1 <= hold <= 15:
         raise CodegenError(f"hold={hold}: a call holds 1 to 15 of its last stages (fewer than the ring has)")
     hold_ops = parse_hold_ops(hold_ops)
+    if step_inputs not in STEP_INPUTS:
+        raise CodegenError(f"step_inputs {step_inputs!r} is not one of {', '.join(STEP_INPUTS)}")
     if producer not in PRODUCERS:
         raise CodegenError(f"producer {producer!r} is not one of {', '.join(PRODUCERS)}")
     if producer == "warp" and l2_wait:
@@ -1979,11 +2089,12 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
                               control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns,
-                              hold_ops)
+                              hold_ops, step_inputs)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
-                 combine=combine, producer="thread", signal=signal, kv_prefetch=kv_prefetch, ll_poll_ns=ll_poll_ns)
+                 combine=combine, producer="thread", signal=signal, kv_prefetch=kv_prefetch, ll_poll_ns=ll_poll_ns,
+                 step_inputs=step_inputs)
 
 
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
@@ -1991,11 +2102,11 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
           probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters",
           combine: str = "last", producer: str = "warp", signal: str = "fence",
           hold: int = 15, kv_prefetch: str = "body", ll_poll_ns: int = 0,
-          hold_ops: tuple[tuple[str, int], ...] = ()) -> tuple[str, TaskTable]:
+          hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body") -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
-            producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops)
+            producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops, step_inputs)
     source, table, em = _emit_once(*args)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
@@ -2007,10 +2118,10 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
 def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
                ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int, combine: str,
                producer: str, signal: str, hold: int, kv_prefetch: str, ll_poll_ns: int,
-               hold_ops: tuple[tuple[str, int], ...] = (),
+               hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body",
                ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
-                  hold_ops)
+                  hold_ops, step_inputs)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
