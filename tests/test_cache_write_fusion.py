@@ -103,6 +103,8 @@ def test_the_attention_takes_its_fused_producers_into_its_body(graphs):
     assert a["vc"][2] is None
     att = fused.tg.tasks[fused.tg.by_op["layers.0.attn.decode_attention"][0]]
     assert em.prologue_calls(att) == []                     # nothing left to call: the body does it
+    from megakernel_gym.compiler.costmodel import task_trips
+    assert task_trips(fused)[att.id] == 2 + 2 + 1           # q.k, p.V; the split's partials; the staged inputs
     assert _Emitter(fused, step_inputs="calls").absorbed == {}
     assert [p for p, _ in _Emitter(fused, step_inputs="calls").prologue_calls(att)] == [p for p, _ in att.prologue]
     body, _ = emit_cuda(fused)
@@ -122,8 +124,9 @@ def test_the_attention_takes_its_fused_producers_into_its_body(graphs):
 def test_the_1b_expert_with_fused_cache_writes_is_valid_and_predicted_faster():
     g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
     base = make_ir(g, num_sms=132)
-    expert = apply_edits(base, expert_edits(base)).plan()
-    fused = apply_edits(base, expert_edits(base) + "\n" + _fuse_lines(g)).plan()
+    expert = apply_edits(base, expert_edits(base, levers=("inline", "split", "wave"))).plan()
+    fused = apply_edits(base, expert_edits(base)).plan()          # the expert's lever "cache" fuses them
+    assert _fuse_lines(g) in expert_edits(base)
     assert check(fused) == []
     assert len(fused.tg.tasks) == len(expert.tg.tasks) - 2 * 8 * 16    # 8 kv heads' k and v writes, 16 layers
     assert predict(fused).latency_us < predict(expert).latency_us
@@ -171,8 +174,8 @@ def test_the_1b_expert_with_fused_cache_writes_and_hold_ops_gives_the_experts_bi
     base = make_ir(g, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
     model, inputs = ZOO["llama-1b"](seed=2, device="cuda")
     params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
-    expert = apply_edits(base, expert_edits(base)).plan()
-    fused = apply_edits(base, expert_edits(base) + "\n" + _fuse_lines(g)).plan()
+    expert = apply_edits(base, expert_edits(base, levers=("inline", "split", "wave"))).plan()
+    fused = apply_edits(base, expert_edits(base)).plan()
     _, want = built_runs(expert, params, feeds, 1)
     for plan, knobs in [(fused, {}), (fused, {"step_inputs": "calls"}), (expert, {"step_inputs": "calls"}),
                         (expert, {"hold_ops": r"mlp\.add$:0"})]:

@@ -212,9 +212,12 @@ def wait_groups(plan: Plan, hops: str = "ll") -> tuple[list[tuple[int, ...]], li
 # one before): attention stages q, then scores its keys, then weighs its values; a split part
 # also writes its partials and, the last of them, reads them all back; a cache write loads the
 # new row before storing it; a fused producer run as a call of its own (not a matmul epilogue)
-# stores its output and the next call reads it back. Each costs the memory latency.
+# stores its output and the next call reads it back. Each costs the memory latency. A decode
+# attention's fused ropes and cache writes are staged together in its own body (the kernel's
+# default, codegen step_inputs="body"): one trip for all of them.
 TRIPS = {"decode_attention": 2, "cache_write": 1}
 SPLIT_TRIPS = 2
+STEP_INPUT_KINDS = ("rope", "cache_write")
 
 
 def task_trips(plan: Plan) -> list[int]:
@@ -224,9 +227,19 @@ def task_trips(plan: Plan) -> list[int]:
     if cached is None:
         kinds = {o.name: o.kind for o in tg.graph.ops}
         cached = tg.__dict__["_task_trips"] = [
-            TRIPS.get(kinds[t.op], 0) + (SPLIT_TRIPS if t.parts > 1 else 0)
-            + sum(1 for p, _ in t.prologue if kinds[p] != "matmul") for t in tg.tasks]
+            TRIPS.get(kinds[t.op], 0) + (SPLIT_TRIPS if t.parts > 1 else 0) + _prologue_trips(t, kinds)
+            for t in tg.tasks]
     return cached
+
+
+def _prologue_trips(t, kinds: dict[str, str]) -> int:
+    """A task's fused producers' trips: one per call of its own (not a matmul epilogue), but one in
+    all for a decode attention's ropes and cache writes (staged together in its body)."""
+    calls = [p for p, _ in t.prologue if kinds[p] != "matmul"]
+    if kinds[t.op] == "decode_attention":
+        staged = [p for p in calls if kinds[p] in STEP_INPUT_KINDS]
+        return len(calls) - len(staged) + (1 if staged else 0)
+    return len(calls)
 
 
 @gc_paused
