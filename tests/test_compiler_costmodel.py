@@ -152,3 +152,34 @@ def test_task_costs_are_kept_per_lowering_and_handed_out_as_copies(tiny):
     # another plan of the same lowering (other SM ranges) shares the task graph and its costs
     again = build_plan(tiny, Knobs(num_sms=4, sms={"lm_head": (0, 1)}))
     assert again.tg is plan.tg and task_costs(again) == task_costs(plan)
+
+
+def test_the_ring_loads_a_tasks_weights_while_its_sm_waits_and_the_task_streams_the_rest():
+    from megakernel_gym.compiler.costmodel import FREE_BYTES, RING_BYTES, ring_bytes
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
+    base = make_ir(g, num_sms=132)
+    plan = apply_edits(base, expert_edits(base)).plan()
+    wb = ring_bytes(plan)
+    kinds = {o.name: o.kind for o in g.ops}
+    q = plan.tg.by_op["layers.3.attn.q_proj"]
+    assert {wb[t] for t in q} == {32 * 2048 * 2}                     # 32 weight rows of 2048 bf16
+    assert all(wb[t] == 0 for t in plan.tg.by_op["layers.3.attn.decode_attention"])
+    down = plan.tg.by_op["layers.3.mlp.add"]                          # down_proj fused: its rows stream
+    assert all(wb[t] == 16 * 8192 * 2 for t in down)
+    p = predict(plan, "H100")
+    assert all(0 <= p.preloaded[t] <= min(wb[t], RING_BYTES) for t in range(len(wb)))
+    assert all(p.preloaded[t] >= min(wb[t], FREE_BYTES) for t in range(len(wb)))
+    # a task that waited long got its whole weight in; the per-SM rate bounds what a short wait loads
+    assert any(p.preloaded[t] == wb[t] for t in q)
+    # without the ring's loads (a ring of one free stage) the step is slower
+    import megakernel_gym.compiler.costmodel as cm
+    keep = cm.RING_BYTES
+    try:
+        cm.RING_BYTES = cm.FREE_BYTES
+        slower = predict(plan, "H100")
+    finally:
+        cm.RING_BYTES = keep
+    assert slower.latency_us > p.latency_us
+    assert kinds["layers.3.mlp.add"] == "elementwise"

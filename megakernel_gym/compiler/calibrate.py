@@ -377,15 +377,22 @@ class _PathModel:
         self.paths: list[list[tuple]] = []
         self.seen: list[set] = []
 
-    def add(self, i: int, terms: _PlanTerms, path: tuple[int, ...], waits: int) -> bool:
+    def add(self, i: int, terms: _PlanTerms, path: tuple[int, ...], waits: int, preloaded=None) -> bool:
+        """Add plan i's critical path; `preloaded`: per task the weight bytes the ring had in when it
+        started (Prediction.preloaded, from the prediction the path came from), which it does not
+        stream itself."""
         while len(self.paths) <= i:
             self.paths.append([])
             self.seen.append(set())
-        if path in self.seen[i]:
-            return False
-        self.seen[i].add(path)
         idx = np.asarray(path)
-        self.paths[i].append((terms.nbytes[idx], terms.shared_bytes[idx], terms.compute_us[idx],
+        got = np.zeros(len(path)) if preloaded is None else np.asarray(preloaded, dtype=float)[idx]
+        key = (path, tuple(np.round(got / 1024).astype(int)))
+        if key in self.seen[i]:
+            return False
+        self.seen[i].add(key)
+        own = terms.nbytes[idx]
+        left = np.where(own > 0, 1.0 - got / np.maximum(own, 1.0), 1.0)   # the share still to stream
+        self.paths[i].append((own * left, terms.shared_bytes[idx] * left, terms.compute_us[idx],
                               terms.pays_latency[idx], terms.trips[idx], float(terms.counters[idx].sum()), len(path),
                               waits))
         return True
@@ -458,7 +465,7 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
         for i, ((plan, costs), tm) in enumerate(zip(plans_costs, terms)):
             p = predict(plan, dev, costs=costs, hops=hops)
             preds.append(p.latency_us)
-            added += model.add(i, tm, *_critical_path(tm, p, dev.wait_latency_us))
+            added += model.add(i, tm, *_critical_path(tm, p, dev.wait_latency_us), p.preloaded)
         return loss(np.asarray(preds), x), preds, added
 
     def model_loss(x: np.ndarray) -> float:

@@ -1,8 +1,9 @@
 """Cost model and the `sim` backend: predicted megakernel latency of a plan on a GPU.
 
-Per task: the bytes it must move (each read region and its output tile once) at the bandwidth
-one SM gets (the chip's HBM bandwidth shared by the SMs its op runs on, at most what one SM can
-stream alone), plus the memory latency (or, where the schedule prefetches its weights, the cost
+Per task: the bytes it must move (each read region and its output tile once, less the weight
+bytes the SM's weight ring loaded while it waited for the task's inputs: ring_bytes, RING_BYTES)
+at the bandwidth one SM gets (the chip's HBM bandwidth shared by the SMs its op runs on, at most
+what one SM can stream alone), plus the memory latency (or, where the schedule prefetches its weights, the cost
 of issuing the prefetch), and its flops over its SM's share of the tensor-core rate, whichever
 is larger; plus a fixed per-task overhead and the cost of polling each counter it waits on. Across SMs: each SM runs its queue in order; a task
 starts when its SM is free and every group of producers it waits on has finished (plus the
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from megakernel_gym.compiler.codegen import WS_MAX_STAGES, WS_STAGE, _streams
 from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
@@ -51,18 +53,21 @@ DATASHEET = {
     "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.6, 0.8, 4.0, 1.0),
 }
 # H100: fitted (calibrate.fit_device) to 42 measured schedules of the 1B-shaped step with the
-# current kernel (producer warp, LL words, a weight ring of 5 stages), the compiler's tuned and
-# expert schedules among them, predicted with LL waits and each task's round trips
-# (bench/results/megakernel_schedules.json, refitted on the CPU from that run's measurements):
-# Spearman 0.923, 0.961 on held-out schedules, median error 3.1% (the device copy ran at about
-# 3000 GB/s there). The model still over-credits the expert's levers: 1.24x over the default
-# predicted, 1.14x measured.
+# current kernel (producer warp, LL words, a weight ring of 5 stages, attention taking its step
+# inputs into its body), the compiler's tuned and expert schedules among them, predicted with LL
+# waits, each task's round trips and the weight bytes the ring loads while a task's SM waits
+# (bench/results/megakernel_schedules.json, refitted on the CPU from the GPU run's measurements in
+# megakernel_schedules_run.json): Spearman 0.921, 0.947 on held-out schedules, median error 2.2%
+# (the device copy ran at 3007 GB/s there). The model still over-credits the expert: 1.29x over
+# the default predicted, 1.16x measured; its attention half takes 12 us a layer in the model and
+# 20 us measured (the q/k/v tasks' input, the residual polled as LL words, is in 2.5-4.9 us after
+# the last down task has signalled, bench/results/task_probe_cw_tasks.json).
 # H200: the H100's latencies and per-SM rate, with the H200's measured copy bandwidth; not fitted.
 DEVICES = {
-    "H100": DeviceSpec("H100", 132, 3580.2, 700.0, 0.539, 0.972, 4.17, 0.583,
-                       sm_gbs=52.8, counter_us=0.0199, prefetch_us=1.43),
-    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.539, 0.972, 4.17, 0.583,
-                       sm_gbs=52.8, counter_us=0.0199, prefetch_us=1.43),
+    "H100": DeviceSpec("H100", 132, 2879.4, 700.0, 0.8, 1.15, 4.08, 0.507,
+                       sm_gbs=50.0, counter_us=0.0202, prefetch_us=1.4),
+    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.8, 1.15, 4.08, 0.507,
+                       sm_gbs=50.0, counter_us=0.0202, prefetch_us=1.4),
 }
 
 
@@ -89,6 +94,32 @@ def task_bandwidth_terms(plan: Plan, nbytes: list[int]) -> tuple[list[float], li
     return ([float(b) for b in nbytes], [float(b) * spread[t.op] for b, t in zip(nbytes, plan.tg.tasks)])
 
 
+# The weight ring (codegen): each SM streams its queue's matmul weights into shared memory ahead
+# of the tasks, RING_BYTES at most, while a task waits for its inputs and while the task before it
+# runs; a call holds all but one of its last stages until its task has signalled, so one stage,
+# FREE_BYTES, is all the next task's weights get in before that.
+RING_BYTES = WS_MAX_STAGES * WS_STAGE
+FREE_BYTES = WS_STAGE
+
+
+def ring_bytes(plan: Plan) -> list[int]:
+    """Per task, the weight bytes its ring-fed matmuls stream (its own op's and its fused matmul
+    producers'), which the ring may load before the task starts; kept on the task graph."""
+    tg = plan.tg
+    cached = tg.__dict__.get("_ring_bytes")
+    if cached is None:
+        g = tg.graph
+        ops = {o.name: o for o in g.ops}
+        cached = []
+        for t in tg.tasks:
+            obox, _ = task_boxes(tg, t, ops[t.op])
+            calls = [(ops[p], pbox) for p, pbox in t.prologue] + [(ops[t.op], obox)]
+            cached.append(sum(_nbytes(g, op.inputs[1], input_boxes(op, g, box)[1][1]) for op, box in calls
+                              if op.kind == "matmul" and _streams(g, op)))
+        tg.__dict__["_ring_bytes"] = cached
+    return list(cached)
+
+
 @dataclass
 class Prediction:
     device: str
@@ -97,6 +128,7 @@ class Prediction:
     busy_us: list[float]                  # per SM
     start_us: list[float] = field(repr=False, default_factory=list)    # per task
     finish_us: list[float] = field(repr=False, default_factory=list)
+    preloaded: list[float] = field(repr=False, default_factory=list)   # per task: weight bytes the ring had in
 
     @property
     def efficiency(self) -> float:
@@ -257,12 +289,15 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     own, shared = task_bandwidth_terms(plan, nbytes)
     groups, needs = wait_groups(plan, hops)
     trips = task_trips(plan)
-    dur = [0.0] * n
-    for t in tg.tasks:
-        mem = (max(own[t.id] / (dev.sm_gbs * 1e3), shared[t.id] / (dev.hbm_gbs * 1e3))
-               + (dev.prefetch_us if pf[t.id] else dev.mem_latency_us) + trips[t.id] * dev.mem_latency_us)
-        dur[t.id] = (max(mem, flops[t.id] / sm_rate) + dev.task_overhead_us
-                     + dev.counter_us * len(needs[t.id]))
+    # per task: its streaming rate (bytes per us: one SM's cap, or the chip's shared by its op's SMs),
+    # the latencies it pays, its compute time and its fixed costs; its duration follows at its start,
+    # once the bytes the ring loaded while its SM waited are known
+    rate = [min(dev.sm_gbs * 1e3, dev.hbm_gbs * 1e3 * o / s) if o else dev.sm_gbs * 1e3 for o, s in zip(own, shared)]
+    lat_us = [(dev.prefetch_us if pf[i] else dev.mem_latency_us) + trips[i] * dev.mem_latency_us for i in range(n)]
+    compute = [f / sm_rate for f in flops]
+    fixed = [dev.task_overhead_us + dev.counter_us * len(needs[i]) for i in range(n)]
+    wb = ring_bytes(plan)
+    preloaded = [0.0] * n
     # per group: producers still to finish, and the latest finish so far; a task may start once
     # every group it waits on is complete (full waits only: the validator's rule), at the latest
     # of their last producers' finishes plus the wait latency
@@ -297,13 +332,16 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
                 if blocked:
                     break
                 start[t] = ready
-                finish[t] = ready + dur[t]
+                got = min(wb[t], FREE_BYTES + (ready - sm_free[s]) * rate[t], RING_BYTES) if wb[t] else 0.0
+                preloaded[t] = got
+                dur = max((own[t] - got) / rate[t] + lat_us[t], compute[t]) + fixed[t]
+                finish[t] = ready + dur
                 for c in adds[t]:
                     left[c] -= 1
                     if finish[t] > last[c]:
                         last[c] = finish[t]
                 sm_free[s] = finish[t]
-                busy[s] += dur[t]
+                busy[s] += dur
                 head[s] += 1
                 remaining -= 1
                 progressed = True
@@ -312,8 +350,8 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     total_bytes = sum(nbytes)
     floor = max(total_bytes / (dev.hbm_gbs * 1e3), sum(flops) / (dev.tflops * 1e6))
     latency = max(finish, default=0.0) + dev.launch_us
-    return Prediction(dev.name, latency, floor, busy, start, finish)
+    return Prediction(dev.name, latency, floor, busy, start, finish, preloaded)
 
 
 __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched",
-           "task_bandwidth_terms", "wait_groups"]
+           "task_bandwidth_terms", "wait_groups", "ring_bytes", "RING_BYTES", "FREE_BYTES"]
