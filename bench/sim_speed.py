@@ -2,17 +2,21 @@
 
     python bench/sim_speed.py [--out DIR] [--problem mk_llama_decode]
 
-One process, side by side: the env's first reset (capture, lowering, validation, prediction of the
-default schedule), then the same edit steps twice, once with build_plan's lowered-task-graph cache
-off (every step lowers the model again, as before the cache) and once with it on. Most edits (SM
-ranges, counters, order, prefetch) leave the lowering as it was; a tile edit lowers again either way.
-Writes bench/results/sim_speed.json. Targets: <= 50 ms per step, <= 1 s per reset.
+One process, side by side: the env's reset with nothing cached (the graph built on the meta device
+and exported, then lowered, validated and predicted; the disk cache of captured graphs is a fresh
+temporary folder), the same edit steps twice, once with build_plan's lowered-task-graph cache off
+(every step lowers the model again) and once with it on, then a reset as a new process would make
+it, with the in-process caches emptied and the captured graph on disk (compiler.capture_cached).
+Most edits (SM ranges, counters, order, prefetch) leave the lowering as it was; a tile edit lowers
+again either way. Writes bench/results/sim_speed.json. Targets: <= 50 ms per step, <= 1 s per reset.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,27 +52,43 @@ def main():
     ap.add_argument("--problem", default="mk_llama_decode")
     args = ap.parse_args()
     rows, medians = [], {}
-    for mode, cache in (("lowering cache off", 0), ("lowering cache on", 4)):
-        tasks._LOWERED.clear()
-        tasks._LOWERED_MAX = cache
-        env = gym.make("MegaKernel-v0", backend="sim")
-        t0 = time.perf_counter()
-        env.reset(seed=0, options={"problem": args.problem})
-        reset_s = time.perf_counter() - t0
-        print(f"{mode}: reset {reset_s:.2f} s", flush=True)
-        done = steps(env, EDITS)
-        secs = [d["seconds"] for d in done]
-        medians[mode] = statistics.median(secs)
-        rows.append({"mode": mode, "problem": args.problem, "reset_s": round(reset_s, 3),
-                     "reset_note": "first in this process (capture included)" if not rows else
-                     "the problem's capture already cached in this process",
-                     "step_s": spread(secs), "steps": done})
-        env.close()
+    from megakernel_gym.env.megakernel import _Megakernel
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["MKGYM_GRAPH_CACHE"] = cache
+        for mode, lowered in (("lowering cache off", 0), ("lowering cache on", 4)):
+            tasks._LOWERED.clear()
+            tasks._LOWERED_MAX = lowered
+            env = gym.make("MegaKernel-v0", backend="sim")
+            t0 = time.perf_counter()
+            env.reset(seed=0, options={"problem": args.problem})
+            reset_s = time.perf_counter() - t0
+            print(f"{mode}: reset {reset_s:.2f} s", flush=True)
+            done = steps(env, EDITS)
+            secs = [d["seconds"] for d in done]
+            medians[mode] = statistics.median(secs)
+            rows.append({"mode": mode, "problem": args.problem, "reset_s": round(reset_s, 3),
+                         "reset_note": "nothing cached: capture included" if not rows else
+                         "the problem's capture already cached in this process",
+                         "step_s": spread(secs), "steps": done})
+            env.close()
+        resets = []
+        for _ in range(3):   # as a new process: only the disk cache of captured graphs is left
+            _Megakernel._graphs.clear()
+            tasks._LOWERED.clear()
+            env = gym.make("MegaKernel-v0", backend="sim")
+            t0 = time.perf_counter()
+            env.reset(seed=0, options={"problem": args.problem})
+            resets.append(time.perf_counter() - t0)
+            env.close()
+        print(f"reset with the captured graph on disk: {statistics.median(resets):.2f} s", flush=True)
+        rows.append({"mode": "reset, captured graph on disk", "problem": args.problem, "reset_s": spread(resets),
+                     "reset_note": "in-process caches emptied before each: a new process's reset, less its imports"})
     on, off = medians["lowering cache on"], medians["lowering cache off"]
+    warm = statistics.median(resets)
     rows.append({"mode": "summary", "step_median_s_off": off, "step_median_s_on": on, "speedup": round(off / on, 2)})
     targets = [{"target": "sim step on the 1B decoder <= 50 ms (median)", "measured": round(on, 3), "met": on <= 0.05},
-               {"target": "reset <= 1 s (first in a process)", "measured": rows[0]["reset_s"],
-                "met": rows[0]["reset_s"] <= 1.0}]
+               {"target": "reset <= 1 s (a new process, the problem's captured graph on disk)",
+                "measured": round(warm, 3), "first_ever_s": rows[0]["reset_s"], "met": warm <= 1.0}]
     write("speed", rows, targets, args.out, prefix="sim_")
 
 

@@ -51,6 +51,7 @@ def cpu_judge(store_path):
 def _no_user_cache(tmp_path_factory, monkeypatch):
     # never touch the real user cache dir from tests
     monkeypatch.setenv("MKGYM_CUDA_CACHE", str(tmp_path_factory.getbasetemp() / "cubin"))
+    monkeypatch.setenv("MKGYM_GRAPH_CACHE", str(tmp_path_factory.getbasetemp() / "graphs"))
 
 
 TINY_MODELS = ["llama-tiny", "mlp-tiny", "attention-tiny"]

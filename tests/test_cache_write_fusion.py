@@ -161,8 +161,9 @@ def test_fused_cache_writes_give_the_unfused_bits_on_gpu(name):
             plain, fused = _plans(g, split)
             _, got = built_runs(fused, params, feeds, 3)
             _, calls = built_runs(fused, params, feeds, 1, step_inputs="calls")
+            _, counters = built_runs(fused, params, feeds, 1, hops="counters")   # the staging's plain loads
             _, want = built_runs(plain, params, feeds, 1)
-            for out in got + calls:
+            for out in got + calls + counters:
                 for k, v in ref.items():
                     assert torch.equal(out[k], want[0][k]), f"{name} seed {seed} split {split} {k}"
                     torch.testing.assert_close(out[k].cpu().float(), v.float(), atol=1e-4, rtol=1e-4)

@@ -23,7 +23,9 @@ def test_baselines_rank_as_they_should_on_sim(mlp_board):
     assert level["default"]["geomean_speedup"] == 1.0 and level["default"]["fast_1"] == 0.0
     assert level["heuristic"]["geomean_speedup"] > 1.1 and level["heuristic"]["fast_1"] == 1.0
     assert level["search"]["geomean_speedup"] >= level["heuristic"]["geomean_speedup"] - 1e-9
-    assert level["expert"]["geomean_speedup"] > level["heuristic"]["geomean_speedup"]   # the inlined norm
+    # on the MLP block the expert's one lever past the heuristic is the inlined norm: measured within
+    # 1% on an H100 (the decode table's MLP column, 59.2 vs 58.8 us), predicted within 1% too
+    assert level["expert"]["geomean_speedup"] >= 0.98 * level["heuristic"]["geomean_speedup"]
     ep = mlp_board["random"]["episodes"][0]
     assert ep["turns"] == 4 and ep["status"] == "correct"       # three valid random edits, then submit
     text = format_board(list(mlp_board.values()))

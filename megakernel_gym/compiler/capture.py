@@ -22,9 +22,14 @@ the written cache under that name, so Graph.written_buffers() lists the state a 
 """
 from __future__ import annotations
 
+import hashlib
 import operator
+import os
+import pickle
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -35,7 +40,7 @@ from megakernel_gym.compiler import ops  # noqa: F401  (registers torch.ops.mkgy
 from megakernel_gym.compiler.expr import VARS, count_var, format_expr, substitute
 from megakernel_gym.compiler.graph import Graph, Op, TensorSpec, UnsupportedOpError
 
-__all__ = ["capture", "module_tensors"]
+__all__ = ["capture", "capture_cached", "module_tensors"]
 
 # Nodes that check or annotate but compute nothing.
 _SKIP = {"_assert_tensor_metadata", "_assert_scalar", "_assert_async", "sym_constrain_range",
@@ -691,6 +696,56 @@ def capture(module: nn.Module, example_inputs, name: str | None = None) -> Graph
     tensors = {t: s for t, s in tensors.items() if s.kind == "activation" or s.kind == "output"
                or t in read}
     return Graph(name, tensors, graph_ops, list(cap.inputs), user_outputs)
+
+
+def _graph_cache_dir() -> Path:
+    root = os.environ.get("MKGYM_GRAPH_CACHE")
+    if root:
+        return Path(root)
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("megakernel-gym")) / "graphs"
+
+
+def _compiler_source_hash() -> str:
+    """The compiler package's sources (and torch's version): a graph captured by other code is
+    another graph. Hashed once per process."""
+    global _SOURCE_HASH
+    if _SOURCE_HASH is None:
+        h = hashlib.sha256(torch.__version__.encode())
+        for f in sorted(Path(__file__).parent.glob("*.py")):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+        _SOURCE_HASH = h.hexdigest()
+    return _SOURCE_HASH
+
+
+_SOURCE_HASH: str | None = None
+
+
+def capture_cached(key: str, build: Callable[[], tuple[nn.Module, tuple]], name: str) -> Graph:
+    """capture(*build(), name), kept on disk under `key` (what determines the module and its
+    example inputs' shapes, e.g. a problem file's sha256 and its config) and the compiler's own
+    sources: a 1B-shaped model takes ~2.5 s to build on the meta device and export, its pickled
+    Graph ~1 ms to load. The cache is the user's cache dir (MKGYM_GRAPH_CACHE overrides it); a file
+    that does not load as a Graph of that name is captured again and replaced, and a cache that
+    cannot be written is skipped."""
+    digest = hashlib.sha256(f"{key}\0{name}\0{_compiler_source_hash()}".encode()).hexdigest()
+    path = _graph_cache_dir() / f"{digest}.pickle"
+    try:
+        # our own file in the user's cache dir, written below: trusted as the cubin cache is
+        graph = pickle.loads(path.read_bytes())
+        if isinstance(graph, Graph) and graph.name == name:
+            return graph
+    except Exception:  # noqa: BLE001 - missing, truncated or stale: capture again
+        pass
+    graph = capture(*build(), name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps(graph, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(tmp, path)              # atomic: a reader sees the old file or the whole new one
+    except OSError:
+        pass
+    return graph
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -365,6 +365,8 @@ class _Emitter:
         if not into or any(n in impls for n in into):
             return None
         q, kc, vc, _ = op.inputs
+        if self.g.tensors[op.outputs[0]].shape[-1] % 4:
+            return None        # head rows staged as float4s (_step_inputs)
         out: dict = {"ops": set()}
 
         def roped(t: str, consumer: str):
@@ -1373,7 +1375,9 @@ class _Emitter:
         block's cache reads."""
         a = self.absorbed[op.name]
         qsrc, qrope = a["q"]
-        raw = "red"
+        # `red` (_decode_attention_parallel's scratch layout) moved on to 16 bytes: stage writes float4s
+        red_at = group * (2 * d + min(s_max, 1024)) + 3 * group
+        raw = f"(red + {-red_at % 4})"
         code = self._stage_threads(qsrc, f"((long long)bb * {hq} + h0) * {d}", f"ng * {d}",
                                    raw if qrope else "qs", 0, THREADS // 2, unit=d)
         t0 = THREADS // 2

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from megakernel_gym.compiler.codegen import WS_MAX_STAGES, WS_STAGE, _streams
 from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
@@ -57,17 +59,17 @@ DATASHEET = {
 # inputs into its body), the compiler's tuned and expert schedules among them, predicted with LL
 # waits, each task's round trips and the weight bytes the ring loads while a task's SM waits
 # (bench/results/megakernel_schedules.json, refitted on the CPU from the GPU run's measurements in
-# megakernel_schedules_run.json): Spearman 0.921, 0.947 on held-out schedules, median error 2.2%
+# megakernel_schedules_run.json): Spearman 0.925, 0.947 on held-out schedules, median error 2.5%
 # (the device copy ran at 3007 GB/s there). The model still over-credits the expert: 1.29x over
 # the default predicted, 1.16x measured; its attention half takes 12 us a layer in the model and
 # 20 us measured (the q/k/v tasks' input, the residual polled as LL words, is in 2.5-4.9 us after
 # the last down task has signalled, bench/results/task_probe_cw_tasks.json).
 # H200: the H100's latencies and per-SM rate, with the H200's measured copy bandwidth; not fitted.
 DEVICES = {
-    "H100": DeviceSpec("H100", 132, 2879.4, 700.0, 0.8, 1.15, 4.08, 0.507,
-                       sm_gbs=50.0, counter_us=0.0202, prefetch_us=1.4),
-    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.8, 1.15, 4.08, 0.507,
-                       sm_gbs=50.0, counter_us=0.0202, prefetch_us=1.4),
+    "H100": DeviceSpec("H100", 132, 2836.8, 700.0, 0.546, 1.04, 4.12, 0.752,
+                       sm_gbs=49.3, counter_us=0.02, prefetch_us=1.64),
+    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.546, 1.04, 4.12, 0.752,
+                       sm_gbs=49.3, counter_us=0.02, prefetch_us=1.64),
 }
 
 
@@ -95,9 +97,10 @@ def task_bandwidth_terms(plan: Plan, nbytes: list[int]) -> tuple[list[float], li
 
 
 # The weight ring (codegen): each SM streams its queue's matmul weights into shared memory ahead
-# of the tasks, RING_BYTES at most, while a task waits for its inputs and while the task before it
-# runs; a call holds all but one of its last stages until its task has signalled, so one stage,
-# FREE_BYTES, is all the next task's weights get in before that.
+# of the tasks, RING_BYTES at most, while a task waits for its inputs (before it starts, and during
+# its round trips before its rows) and while the task before it runs; a call
+# holds all but one of its last stages until its task has signalled, so one stage, FREE_BYTES, is
+# all the next task's weights get in before that.
 RING_BYTES = WS_MAX_STAGES * WS_STAGE
 FREE_BYTES = WS_STAGE
 
@@ -292,10 +295,15 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     # per task: its streaming rate (bytes per us: one SM's cap, or the chip's shared by its op's SMs),
     # the latencies it pays, its compute time and its fixed costs; its duration follows at its start,
     # once the bytes the ring loaded while its SM waited are known
-    rate = [min(dev.sm_gbs * 1e3, dev.hbm_gbs * 1e3 * o / s) if o else dev.sm_gbs * 1e3 for o, s in zip(own, shared)]
-    lat_us = [(dev.prefetch_us if pf[i] else dev.mem_latency_us) + trips[i] * dev.mem_latency_us for i in range(n)]
-    compute = [f / sm_rate for f in flops]
-    fixed = [dev.task_overhead_us + dev.counter_us * len(needs[i]) for i in range(n)]
+    # (numpy for these per-task terms, then plain lists: the schedule loop below indexes them one by one)
+    own_a, shared_a = np.asarray(own), np.asarray(shared)
+    spread = np.divide(shared_a, own_a, out=np.ones(n), where=own_a > 0)
+    rate = np.minimum(dev.sm_gbs * 1e3, dev.hbm_gbs * 1e3 / spread).tolist()
+    trips_a = np.asarray(trips, dtype=float)
+    trip_us = (trips_a * dev.mem_latency_us).tolist()
+    lat_us = (np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trips_a * dev.mem_latency_us).tolist()
+    compute = (np.asarray(flops, dtype=float) / sm_rate).tolist()
+    fixed = (dev.task_overhead_us + dev.counter_us * np.fromiter(map(len, needs), dtype=float, count=n)).tolist()
     wb = ring_bytes(plan)
     preloaded = [0.0] * n
     # per group: producers still to finish, and the latest finish so far; a task may start once
@@ -332,7 +340,10 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
                 if blocked:
                     break
                 start[t] = ready
-                got = min(wb[t], FREE_BYTES + (ready - sm_free[s]) * rate[t], RING_BYTES) if wb[t] else 0.0
+                # the ring keeps loading while the task makes its round trips before its rows (a fused
+                # norm's input, say): those bytes too are in when its rows start
+                got = (min(wb[t], FREE_BYTES + (ready - sm_free[s] + trip_us[t]) * rate[t], RING_BYTES)
+                       if wb[t] else 0.0)
                 preloaded[t] = got
                 dur = max((own[t] - got) / rate[t] + lat_us[t], compute[t]) + fixed[t]
                 finish[t] = ready + dur

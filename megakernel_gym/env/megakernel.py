@@ -68,6 +68,7 @@ class _Megakernel:
 
     def __init__(self, problem, backend: str, num_sms: int, device: str):
         from megakernel_gym.compiler import capture, module_tensors, predict
+        from megakernel_gym.compiler.capture import capture_cached
         from megakernel_gym.compiler.zoo import LlamaConfig, make_block
         from megakernel_gym.ir_exposure import make_ir
         mod = _load_trusted(problem)
@@ -79,11 +80,10 @@ class _Megakernel:
             module, inputs = make_block(self.block, self.cfg, seed=0)
             graph = self._graphs.get(key) or capture(module, inputs, problem.name)
             self.params, self.feeds = module_tensors(module), dict(zip(graph.inputs, inputs))
-        else:   # shapes are enough to compile and predict: nothing is allocated
-            graph = self._graphs.get(key)
-            if graph is None:
-                module, inputs = make_block(self.block, self.cfg, device="meta")
-                graph = capture(module, inputs, problem.name)
+        else:   # shapes are enough to compile and predict: nothing is allocated; the graph is kept on disk
+            graph = self._graphs.get(key) or capture_cached(
+                f"{problem.sha256}\0{sorted(config.items())}",
+                lambda: make_block(self.block, self.cfg, device="meta"), problem.name)
         self._graphs[key] = graph
         self.graph = graph
         self.config = config

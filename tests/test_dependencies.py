@@ -1,0 +1,45 @@
+"""tasks.derive_dependencies (numpy, an op's spans against earlier ops' at once) gives exactly the
+edges of the task-by-task definition: a task depends on each earlier op's task whose write overlaps
+what it reads or writes, or whose read overlaps what it writes."""
+import pytest
+
+from megakernel_gym.compiler import ZOO, capture
+from megakernel_gym.compiler.tasks import derive_dependencies
+from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
+from megakernel_gym.policies.expert import expert_edits
+
+
+def by_definition(tg) -> dict[int, set[int]]:
+    writers, readers = {}, {}
+    deps = {t.id: set() for t in tg.tasks}
+    for op in tg.op_order():
+        ids = tg.by_op[op]
+        for tid in ids:
+            t = tg.tasks[tid]
+            for r in t.reads:
+                deps[tid].update(x for reg, x in writers.get(r.tensor, []) if reg.overlaps(r))
+            for w in t.writes:
+                deps[tid].update(x for reg, x in writers.get(w.tensor, []) + readers.get(w.tensor, [])
+                                 if reg.overlaps(w))
+        for tid in ids:
+            t = tg.tasks[tid]
+            for r in t.reads:
+                readers.setdefault(r.tensor, []).append((r, tid))
+            for w in t.writes:
+                writers.setdefault(w.tensor, []).append((w, tid))
+            deps[tid].discard(tid)
+    return deps
+
+
+@pytest.mark.parametrize("name,sms", [("llama-tiny", 8), ("attention-tiny", 8), ("mlp-tiny", 8), ("llama-1b", 132)])
+def test_numpy_dependencies_are_the_definitions(name, sms):
+    g = capture(*ZOO[name](device="meta"), name)
+    ir = make_ir(g, num_sms=sms)
+    kinds = {o.name: o.kind for o in g.ops}
+    split3 = "\n".join(f"split {n} n=3" for n in ir.ops if kinds[n] == "decode_attention")
+    for text in ["", tuned_edits(ir), expert_edits(ir), tuned_edits(ir) + "\n" + split3]:
+        tg = apply_edits(ir, text).plan().tg
+        want = by_definition(tg)
+        assert derive_dependencies(tg) == want
+        assert tg.deps == want
+        assert sum(map(len, want.values())) > len(tg.tasks) // 2      # a real graph of edges, not an empty one
