@@ -107,20 +107,10 @@ FREE_BYTES = WS_STAGE
 
 def ring_bytes(plan: Plan) -> list[int]:
     """Per task, the weight bytes its ring-fed matmuls stream (its own op's and its fused matmul
-    producers'), which the ring may load before the task starts; kept on the task graph."""
-    tg = plan.tg
-    cached = tg.__dict__.get("_ring_bytes")
-    if cached is None:
-        g = tg.graph
-        ops = {o.name: o for o in g.ops}
-        cached = []
-        for t in tg.tasks:
-            obox, _ = task_boxes(tg, t, ops[t.op])
-            calls = [(ops[p], pbox) for p, pbox in t.prologue] + [(ops[t.op], obox)]
-            cached.append(sum(_nbytes(g, op.inputs[1], input_boxes(op, g, box)[1][1]) for op, box in calls
-                              if op.kind == "matmul" and _streams(g, op)))
-        tg.__dict__["_ring_bytes"] = cached
-    return list(cached)
+    producers'), which the ring may load before the task starts; found with the task costs and
+    kept on the task graph."""
+    task_costs(plan)
+    return list(plan.tg.__dict__["_ring_bytes"])
 
 
 @dataclass
@@ -178,19 +168,24 @@ def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
     tg = plan.tg
     cached = tg.__dict__.get("_task_costs")
     if cached is None:
-        cached = tg.__dict__["_task_costs"] = _task_costs(tg)
+        nbytes, flops, ring = _task_costs(tg)
+        cached = tg.__dict__["_task_costs"] = (nbytes, flops)
+        tg.__dict__["_ring_bytes"] = ring
     return list(cached[0]), list(cached[1])
 
 
-def _task_costs(tg) -> tuple[list[int], list[float]]:
+def _task_costs(tg) -> tuple[list[int], list[float], list[int]]:
+    """(bytes, flops, ring-fed weight bytes) per task."""
     g = tg.graph
     ops = {o.name: o for o in g.ops}
-    nbytes, flops = [], []
+    streams = {o.name: o.kind == "matmul" and _streams(g, o) for o in g.ops}
+    nbytes, flops, ring = [], [], []
     for t in tg.tasks:
         op = ops[t.op]
         obox, _ = task_boxes(tg, t, op)
         reads = t.read_boxes or input_boxes(op, g, obox)
         f, exact = _op_flops(op, g, obox, reads)
+        w = _nbytes(g, op.inputs[1], input_boxes(op, g, obox)[1][1]) if streams[op.name] else 0
         if t.parts > 1:
             # a split part reads its share of the cached positions and writes float partials
             # (row, max, sum per head), which the last part reads back to combine
@@ -204,10 +199,14 @@ def _task_costs(tg) -> tuple[list[int], list[float]]:
             b = exact + sum(_nbytes(g, name, box) for name, box in reads if name not in op.inputs)
         for pname, pbox in t.prologue:
             pop = ops[pname]
-            f += _op_flops(pop, g, pbox, input_boxes(pop, g, pbox))[0]
+            pin = input_boxes(pop, g, pbox)
+            f += _op_flops(pop, g, pbox, pin)[0]
+            if streams[pname]:
+                w += _nbytes(g, pop.inputs[1], pin[1][1])
         nbytes.append(b)
         flops.append(f)
-    return nbytes, flops
+        ring.append(w)
+    return nbytes, flops, ring
 
 
 def wait_groups(plan: Plan, hops: str = "ll") -> tuple[list[tuple[int, ...]], list[list[int]]]:

@@ -95,6 +95,12 @@ def _strides(shape) -> list[int]:
 
 def box_to_spans(shape, box) -> Intervals:
     """Flat [lo, hi) runs covering box (per-dim [lo, hi)) in a contiguous tensor of `shape`."""
+    return _box_to_spans(tuple(shape), tuple(tuple(d) for d in box))
+
+
+@functools.lru_cache(maxsize=65536)
+def _box_to_spans(shape, box) -> Intervals:
+    """box_to_spans, cached: every layer of a model lowers the same shapes to the same boxes."""
     if not shape:
         return ((0, 1),)
     if any(lo >= hi for lo, hi in box):
