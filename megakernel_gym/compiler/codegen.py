@@ -365,8 +365,8 @@ class _Emitter:
         if not into or any(n in impls for n in into):
             return None
         q, kc, vc, _ = op.inputs
-        if self.g.tensors[op.outputs[0]].shape[-1] % 4:
-            return None        # head rows staged as float4s (_step_inputs)
+        if self.g.tensors[op.outputs[0]].shape[-1] % 4 or not _attention_parallel(self.g, op):
+            return None        # head rows staged as float4s, in the parallel body (_step_inputs)
         out: dict = {"ops": set()}
 
         def roped(t: str, consumer: str):
@@ -2047,7 +2047,14 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     (bench/results/ab_knobs_ring5_kvpf.json), so "body" stays. `ll_poll_ns`: with LL words, how long a
     thread pauses before loading again a staged vector that is not this launch's yet (0: at once;
     every block of a wave polls the same few lines of L2); on the 1B expert on an H100 0/100/400/1500
-    ns measured 1,089/1,088/1,096/1,121 us (ab_knobs_ll_poll.json). The producer warp's `l2_ahead`
+    ns measured 1,089/1,088/1,096/1,121 us (ab_knobs_ll_poll.json). `hold_ops` (parse_hold_ops):
+    per op-name pattern, the stages its ring calls hold instead of `hold`; releasing the down call's
+    early (so q/k/v's weights come in sooner) measured 1,100 against 1,087 us on the 1B expert on an
+    H100, o_proj's and gate/up's slower too (ab_knobs_cw_hold.json, ab_knobs_hold_ops.json), so none
+    is set. `step_inputs` (STEP_INPUTS): where a decode attention's fused ropes and cache writes run,
+    in its own body, its q, k, v rows staged together ("body"), or as prologue calls one after
+    another ("calls"); bit-identical, the 1B expert 1,068 against 1,125 us on an H100
+    (ab_knobs_step_inputs.json). The producer warp's `l2_ahead`
     measured 1,087 us at 0, 1,433 at 2 and 1,573-1,609 at 4-16 (ab_knobs_l2_ahead_warp.json), as
     thread 0's had: a weight stage sent to L2 ahead of its bulk copy costs more than it saves. `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
