@@ -183,9 +183,10 @@ def _task_costs(tg) -> tuple[list[int], list[float], list[int]]:
     for t in tg.tasks:
         op = ops[t.op]
         obox, _ = task_boxes(tg, t, op)
-        reads = t.read_boxes or input_boxes(op, g, obox)
+        own = input_boxes(op, g, obox)
+        reads = t.read_boxes or own
         f, exact = _op_flops(op, g, obox, reads)
-        w = _nbytes(g, op.inputs[1], input_boxes(op, g, obox)[1][1]) if streams[op.name] else 0
+        w = _nbytes(g, op.inputs[1], own[1][1]) if streams[op.name] else 0
         if t.parts > 1:
             # a split part reads its share of the cached positions and writes float partials
             # (row, max, sum per head), which the last part reads back to combine
@@ -298,9 +299,9 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     own_a, shared_a = np.asarray(own), np.asarray(shared)
     spread = np.divide(shared_a, own_a, out=np.ones(n), where=own_a > 0)
     rate = np.minimum(dev.sm_gbs * 1e3, dev.hbm_gbs * 1e3 / spread).tolist()
-    trips_a = np.asarray(trips, dtype=float)
-    trip_us = (trips_a * dev.mem_latency_us).tolist()
-    lat_us = (np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trips_a * dev.mem_latency_us).tolist()
+    trip_a = np.asarray(trips, dtype=float) * dev.mem_latency_us
+    trip_us = trip_a.tolist()
+    lat_us = (np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip_a).tolist()
     compute = (np.asarray(flops, dtype=float) / sm_rate).tolist()
     fixed = (dev.task_overhead_us + dev.counter_us * np.fromiter(map(len, needs), dtype=float, count=n)).tolist()
     wb = ring_bytes(plan)
