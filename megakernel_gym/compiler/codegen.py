@@ -34,6 +34,9 @@ from megakernel_gym.compiler.tasks import INLINE, task_boxes
 
 THREADS = 256
 WARPS = THREADS // 32
+# the most key and value rows a decode attention task may copy to shared memory before its wait
+# (emit_cuda kv_pre): 2 x 16 KB per 64 bf16 rows of 64
+KV_PRE_MAX = 256
 SMEM_LIMIT = 192 * 1024      # dynamic shared memory one op may use (an H100/H200 block may have 227 KB)
 PREFETCH_CHUNK = 32 * 1024   # bytes per cp.async.bulk.prefetch.L2 instruction
 WS_SEG = 4096                # weight ring: bytes of one weight row each warp multiplies per stage
@@ -300,8 +303,12 @@ class _Emitter:
     def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem",
                  ll: frozenset[str] = frozenset(), combine: str = "last", producer: str = "thread",
                  kv_prefetch: str = "body", hold_ops: tuple[tuple[str, int], ...] = (),
-                 step_inputs: str = "body"):
+                 step_inputs: str = "body", kv_pre: int = 0):
         self.plan, self.g = plan, plan.tg.graph
+        # a decode attention task loads its first chunk of cached keys and values (rows before this
+        # step's) into registers before it stages its inputs, and takes this step's new rows, where
+        # it stores them itself, from shared memory (_decode_attention_parallel)
+        self.kv_pre = kv_pre
         # (op-name pattern, stages held) for the ring calls of ops that hold other than WS_HOLD (the first match)
         self.hold_ops = hold_ops
         self._hold = "WS_HOLD"
@@ -1232,32 +1239,77 @@ class _Emitter:
             prefetch = ""
         if prefetch and self.kv_prefetch == "wait":   # the slice needs only pos, no input of this step
             self.prewait, prefetch = prefetch, ""
-        self.smem = max(self.smem, 4 * (group * (2 * d + ch) + 3 * group + WARPS * group * d))
+        pre, rows = bool(self.kv_pre), self.kv_pre
+        a = self.absorbed.get(op.name, {})
+        # where the attention stores this step's new key / value row itself (_step_inputs), it also
+        # puts it into kbuf / vbuf, so that row too is read from shared memory
+        fresh = {key: pre and key in a for key in ("kc", "vc")}
+        # the first `rows` rows of chunk 0 of the first (sequence, kv head), copied in (kbuf,
+        # vbuf: 16-byte aligned past the attention's other scratch)
+        base = group * (2 * d + ch) + 3 * group + WARPS * group * d
+        buf_at = -(-base // 4) * 4
+        self.smem = max(self.smem, 4 * buf_at + 2 * rows * dv * 16 if pre else 4 * base)
         unpack = "unpack_bf16x8" if epv == 8 else "unpack_f32x4"
         kp, vp = self.ptr(kc), self.ptr(vc)
+        newrow = f"(int)({self.load(pos, 'bb')})"
+        # copied with cp.async (no registers held) before the inputs are staged: rows before this
+        # step's row, which no task of this launch writes, so their round trip overlaps the wait
+        # instead of following it; waited for at the barrier before the scores
+        preload = (f"  uint4* kbuf = (uint4*)(sm + {buf_at}); uint4* vbuf = kbuf + {rows * dv};\n"
+                   f"  {{\n"
+                   f"    const int bb = 0;\n"
+                   + span +
+                   f"    const long long kvrow = ((long long)bb * {hkv} + lo / {group}) * {s_max};\n"
+                   f"    const int newrow = {newrow}, rows = min(n - s_lo, {rows});\n"
+                   f"    for (int e = threadIdx.x; e < rows * {dv}; e += MK_NT) {{\n"
+                   f"      const int s = s_lo + e / {dv};\n"
+                   f"      if (s == newrow) continue;\n"
+                   f"      const long long at = (kvrow + s) * {dv} + e % {dv};\n"
+                   f"      asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" :: \"r\"(smem_addr(kbuf + e)), \"l\"(K4 + at) : \"memory\");\n"
+                   f"      asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" :: \"r\"(smem_addr(vbuf + e)), \"l\"(V4 + at) : \"memory\");\n"
+                   f"    }}\n"
+                   f"    asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n"
+                   f"  }}\n") if pre else ""
+
+        def from_buf(key: str) -> str:   # row s0 + s of the chunk is in kbuf / vbuf
+            return f"pre_first && s < {rows}" + ("" if fresh[key] else " && s0 + s != newrow")
+        k_from = ((f"          if ({from_buf('kc')}) {{\n"
+                   f"#pragma unroll\n"
+                   f"            for (int j = 0; j < {dv}; ++j) kr[j] = kbuf[s * {dv} + j];\n"
+                   f"          }} else {{\n"
+                   f"#pragma unroll\n"
+                   f"            for (int j = 0; j < {dv}; ++j) kr[j] = K4[(kvrow + s0 + s) * {dv} + j];\n"
+                   f"          }}\n") if pre else
+                  f"          for (int j = 0; j < {dv}; ++j) kr[j] = K4[(kvrow + s0 + s) * {dv} + j];\n")
+        v_load = "V4[(kvrow + s0 + s) * " + str(dv) + " + sl]"
+        if pre:
+            v_load = f"({from_buf('vc')} ? vbuf[s * {dv} + sl] : {v_load})"
         return (prefetch + f"  float* qs = sm; float* sc = qs + {group * d}; float* oacc = sc + {group * ch};\n"
                 f"  float* mrun = oacc + {group * d}; float* lrun = mrun + {group}; float* cor = lrun + {group};\n"
                 f"  float* red = cor + {group};\n"
                 f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
                 f"  const uint4* K4 = (const uint4*){kp};\n"
                 f"  const uint4* V4 = (const uint4*){vp};\n"
+                + preload +
                 f"  for (int bb = 0; bb < {b}; ++bb) {{\n"
-                + span +
+                + span
+                + (f"    const int newrow = {newrow};\n" if pre else "") +
                 f"    for (int h0 = lo; h0 < hi;) {{\n"
                 f"      const int kvh = h0 / {group}, h1 = min(hi, (kvh + 1) * {group}), ng = h1 - h0;\n"
                 f"      const long long kvrow = ((long long)bb * {hkv} + kvh) * {s_max};\n"
-                + (self._step_inputs(op, b, hq, hkv, s_max, d, group) if op.name in self.absorbed else
+                + (self._step_inputs(op, b, hq, hkv, s_max, d, group, fresh) if op.name in self.absorbed else
                    self.stage(q, f"((long long)bb * {hq} + h0) * {d}", f"ng * {d}", "qs", unit=d)) +
                 f"      for (int e = threadIdx.x; e < ng * {d}; e += MK_NT) oacc[e] = 0.f;\n"
                 f"      if (threadIdx.x < ng) {{ mrun[threadIdx.x] = -INFINITY; lrun[threadIdx.x] = 0.f; }}\n"
+                + ("      if (h0 == lo && bb == 0) asm volatile(\"cp.async.wait_all;\" ::: \"memory\");\n" if pre else "") +
                 f"      MK_SYNC();\n"
                 f"      if (h0 == lo) MK_PROBE(PROBE_INPUT);\n"
                 f"      for (int s0 = s_lo; s0 < n; s0 += {ch}) {{\n"
                 f"        const int cn = min({ch}, n - s0);\n"
+                + (f"        const bool pre_first = bb == 0 && h0 == lo && s0 == s_lo;\n" if pre else "") +
                 f"        for (int s = threadIdx.x; s < cn; s += MK_NT) {{\n"
                 f"          uint4 kr[{dv}];\n"
-                f"#pragma unroll\n"
-                f"          for (int j = 0; j < {dv}; ++j) kr[j] = K4[(kvrow + s0 + s) * {dv} + j];\n"
+                + ("" if pre else "#pragma unroll\n") + k_from +
                 f"          float dot[{group}];\n"
                 f"#pragma unroll\n"
                 f"          for (int g = 0; g < {group}; ++g) dot[g] = 0.f;\n"
@@ -1302,7 +1354,7 @@ class _Emitter:
                 f"#pragma unroll\n"
                 f"            for (int u = 0; u < 8; ++u) {{\n"
                 f"              const int s = s1 + u * {parts};\n"
-                f"              vr[u] = s < cn ? V4[(kvrow + s0 + s) * {dv} + sl] : make_uint4(0u, 0u, 0u, 0u);\n"
+                f"              vr[u] = s < cn ? {v_load} : make_uint4(0u, 0u, 0u, 0u);\n"
                 f"            }}\n"
                 f"#pragma unroll\n"
                 f"            for (int u = 0; u < 8; ++u) {{\n"
@@ -1366,13 +1418,15 @@ class _Emitter:
              f"return ({e}) < {half} ? x1 * co - x2 * s : x2 * co + x1 * s; }}()")
         return f"bf2f(f2bf({v}))" if self.g.tensors[rope.outputs[0]].dtype == "bfloat16" else v
 
-    def _step_inputs(self, op: Op, b: int, hq: int, hkv: int, s_max: int, d: int, group: int) -> str:
+    def _step_inputs(self, op: Op, b: int, hq: int, hkv: int, s_max: int, d: int, group: int,
+                     fresh: dict[str, bool] | None = None) -> str:
         """This step's q (heads [h0, h1)) into qs, and the new k and v rows of kv head kvh into the
         caches, for an attention that absorbed its producers (attention_inputs): the rows of the
         projections staged together (q by half the threads, k and v by a quarter each, so that
         their polls overlap) into `red`, which is free until the p.V step, roped there, then q
         kept in qs and k, v stored at row pos; the barrier after makes the stores visible to this
-        block's cache reads."""
+        block's cache reads. Where fresh[key] (kv_pre), the first head's new row also goes to
+        kbuf / vbuf, as the cache holds it, where it falls in the rows kept there."""
         a = self.absorbed[op.name]
         qsrc, qrope = a["q"]
         # `red` (_decode_attention_parallel's scratch layout) moved on to 16 bytes: stage writes float4s
@@ -1400,8 +1454,19 @@ class _Emitter:
             cache = cw.inputs[0]
             x = f"({raw} + {(group + j) * d})"
             value = self._rope_value(rope, x, "e", d, p) if rope else f"{x}[e]"
+            at = f'((((long long)bb * {hkv} + kvh) * {s_max}) + {p}) * {d} + e'
+            if (fresh or {}).get(key):   # the row also to kbuf / vbuf where chunk 0 keeps it
+                dt = self.g.tensors[cache].dtype
+                packed = f"(({CTYPES[dt]}*)({'kbuf' if key == 'kc' else 'vbuf'}))"
+                code += (f"      for (int e = threadIdx.x; e < {d}; e += MK_NT) {{   // {cw.name.rsplit('.', 1)[-1]}: row pos\n"
+                         f"        const float v_ = {value};\n"
+                         f"        {self.store(cache, at, 'v_')}\n"
+                         f"        if (bb == 0 && h0 == lo && (unsigned long long)({p} - s_lo) < {self.kv_pre}ull)\n"
+                         f"          {packed}[({p} - s_lo) * {d} + e] = {'f2bf(v_)' if dt == 'bfloat16' else f'({CTYPES[dt]})(v_)'};\n"
+                         f"      }}\n")
+                continue
             code += (f"      for (int e = threadIdx.x; e < {d}; e += MK_NT)   // {cw.name.rsplit('.', 1)[-1]}: row pos\n"
-                     f"        {self.store(cache, f'((((long long)bb * {hkv} + kvh) * {s_max}) + {p}) * {d} + e', value)}\n")
+                     f"        {self.store(cache, at, value)}\n")
         return code + "      MK_SYNC();\n"
 
     def _split_partials(self, op: Op, b: int, hq: int, d: int, split: int) -> str:
@@ -2004,7 +2069,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               control_warp: int = CONTROL_WARP, hops: str | None = None, combine: str = "last",
               producer: str | None = None, signal: str = "fence", hold: int | None = None,
               kv_prefetch: str = "body", ll_poll_ns: int = 0, hold_ops=None,
-              step_inputs: str = "body") -> tuple[str, TaskTable]:
+              step_inputs: str = "body", kv_pre: int = 0) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -2054,7 +2119,14 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     is set. `step_inputs` (STEP_INPUTS): where a decode attention's fused ropes and cache writes run,
     in its own body, its q, k, v rows staged together ("body"), or as prologue calls one after
     another ("calls"); bit-identical, the 1B expert 1,068 against 1,125 us on an H100
-    (ab_knobs_step_inputs.json). The producer warp's `l2_ahead`
+    (ab_knobs_step_inputs.json). `kv_pre`: rows (0: off, up to KV_PRE_MAX) of its first chunk's
+    cached keys and values a decode attention task copies to shared memory (cp.async) before it
+    stages its inputs, where the new row it stores itself joins them, so its scores and p.V read
+    shared memory after the wait; bit-identical, yet on the 1B expert on an H100 96 rows measured
+    slower at every split (4 parts: 1,073 vs 1,069 us; 8: 1,078 vs 1,065, every row on chip; 16:
+    1,106 vs 1,076; ab_knobs_kv_pre.json), as loading them into registers had before (and holding
+    them in registers across the wait spills at the kernel's 168 registers), so it stays off.
+    The producer warp's `l2_ahead`
     measured 1,087 us at 0, 1,433 at 2 and 1,573-1,609 at 4-16 (ab_knobs_l2_ahead_warp.json), as
     thread 0's had: a weight stage sent to L2 ahead of its bulk copy costs more than it saves. `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
@@ -2076,6 +2148,9 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if not 1 <= hold <= 15:
         raise CodegenError(f"hold={hold}: a call holds 1 to 15 of its last stages (fewer than the ring has)")
     hold_ops = parse_hold_ops(hold_ops)
+    if not (isinstance(kv_pre, int) and 0 <= kv_pre <= KV_PRE_MAX):
+        raise CodegenError(f"kv_pre={kv_pre!r}: a decode attention copies 0 (off) to {KV_PRE_MAX} key and value rows "
+                           "to shared memory before its wait")
     if step_inputs not in STEP_INPUTS:
         raise CodegenError(f"step_inputs {step_inputs!r} is not one of {', '.join(STEP_INPUTS)}")
     if producer not in PRODUCERS:
@@ -2100,12 +2175,12 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
                               control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns,
-                              hold_ops, step_inputs)
+                              hold_ops, step_inputs, kv_pre)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
                  combine=combine, producer="thread", signal=signal, kv_prefetch=kv_prefetch, ll_poll_ns=ll_poll_ns,
-                 step_inputs=step_inputs)
+                 step_inputs=step_inputs, kv_pre=kv_pre)
 
 
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
@@ -2113,11 +2188,12 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
           probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters",
           combine: str = "last", producer: str = "warp", signal: str = "fence",
           hold: int = 15, kv_prefetch: str = "body", ll_poll_ns: int = 0,
-          hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body") -> tuple[str, TaskTable]:
+          hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body",
+          kv_pre: int = 0) -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
-            producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops, step_inputs)
+            producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops, step_inputs, kv_pre)
     source, table, em = _emit_once(*args)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
@@ -2129,10 +2205,10 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
 def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
                ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int, combine: str,
                producer: str, signal: str, hold: int, kv_prefetch: str, ll_poll_ns: int,
-               hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body",
+               hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body", kv_pre: int = 0,
                ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
-                  hold_ops, step_inputs)
+                  hold_ops, step_inputs, kv_pre)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
