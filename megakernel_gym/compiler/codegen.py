@@ -34,6 +34,8 @@ from megakernel_gym.compiler.tasks import INLINE, task_boxes
 
 THREADS = 256
 WARPS = THREADS // 32
+# a claimed op's call (emit_cuda claim) in the task stream's part word: its first tile, then the rest
+MK_CLAIMED, MK_CLAIM_AGAIN = -2, -3
 # the most key and value rows a decode attention task may copy to shared memory before its wait
 # (emit_cuda kv_pre): 2 x 16 KB per 64 bf16 rows of 64
 KV_PRE_MAX = 256
@@ -303,8 +305,12 @@ class _Emitter:
     def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem",
                  ll: frozenset[str] = frozenset(), combine: str = "last", producer: str = "thread",
                  kv_prefetch: str = "body", hold_ops: tuple[tuple[str, int], ...] = (),
-                 step_inputs: str = "body", kv_pre: int = 0):
+                 step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None):
         self.plan, self.g = plan, plan.tg.graph
+        # ops whose tiles the SMs that run them take from a pool as they go (emit_cuda claim): a
+        # task stages its input once and keeps it for every tile it takes after its first
+        self.claim_ops = ({n for n, ids in plan.tg.by_op.items() if ids and re.search(claim, n)}
+                          if claim else set())
         # a decode attention task loads its first chunk of cached keys and values (rows before this
         # step's) into registers before it stages its inputs, and takes this step's new rows, where
         # it stores them itself, from shared memory (_decode_attention_parallel)
@@ -856,7 +862,7 @@ class _Emitter:
         stage) packed, ceil(rows / WARPS) row groups x segments per row otherwise."""
         self.smem = max(self.smem, 4 * _ring_scratch(m, k)[1])
         return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
-                + self._stage_x(op, m, k) +
+                + self._stage_x(op, m, k, again=op.name in self.claim_ops) +
                 f"  unsigned g = ws.done;\n"
                 + self._ring_rows(op, m, k, n_total, epv) +
                 f"  if (threadIdx.x == 0) ws.done = g;     // published by the barrier after the call\n")
@@ -1042,7 +1048,7 @@ class _Emitter:
         expr = re.sub(r"\bv_([a-z])\b", r"v_\1_", _c_expr(tree))
         body = (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
                 + ("  // the op's other inputs first: their loads are in flight while x is staged\n" if pre else "")
-                + "".join(pre) + self._stage_x(first, m, k) +
+                + "".join(pre) + self._stage_x(first, m, k, again=op.name in self.claim_ops) +
                 f"  float* kept = sm + {keep_at};   // the matmuls' rows, as their outputs round them\n"
                 f"  unsigned g = ws.done;\n")
         for j, p in enumerate(prods):
@@ -1061,15 +1067,19 @@ class _Emitter:
                  f"  }}\n")
         return body
 
-    def _stage_x(self, op: Op, m: int, k: int) -> str:
+    def _stage_x(self, op: Op, m: int, k: int, again: bool = False) -> str:
         """The matmul's input vector(s) into shared memory as float. When the vector is a fused
         rmsnorm's output (self.onchip), the norm's input is staged instead and normalized in place
         (rounded to the norm's output dtype, as the norm's own task would store it): the norm costs
-        a block reduction in each consumer task instead of a task and a dependency hop of its own."""
+        a block reduction in each consumer task instead of a task and a dependency hop of its own.
+        `again`: a claimed op's call (emit_cuda claim), which skips this for every tile after its
+        task's first (the vector is still in shared memory)."""
         norm = self.onchip.get(op.name)
+        guard = ("  if (part != MK_CLAIM_AGAIN) {   // a claimed tile after the task's first keeps x\n", "  }\n") \
+            if again else ("", "")
         if norm is None:
-            return ("  float* xs = sm;\n" + self.stage(op.inputs[0], "0", m * k, "xs") + "  MK_SYNC();\n"
-                    "  MK_PROBE(PROBE_INPUT);\n")
+            return ("  float* xs = sm;\n" + guard[0] + self.stage(op.inputs[0], "0", m * k, "xs") + "  MK_SYNC();\n"
+                    "  MK_PROBE(PROBE_INPUT);\n" + guard[1])
         self.smem = max(self.smem, m * k * 4 + 4 * WARPS)
         per = -(-k // THREADS)          # norm weight elements per thread, loaded before the vector is staged
         has_w = len(norm.inputs) > 1
@@ -1081,7 +1091,7 @@ class _Emitter:
                  f"  for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}; "
                  f"wr[j] = c < {k} ? {self.load(norm.inputs[1], 'c')} : 0.f; }}\n") if has_w else ""
         return (f"  float* xs = sm; float* red = sm + {m * k};   // the fused rmsnorm, computed here on chip\n"
-                + wload + self.stage(norm.inputs[0], "0", m * k, "xs") +
+                + guard[0] + wload + self.stage(norm.inputs[0], "0", m * k, "xs") +
                 f"  MK_SYNC();\n"
                 f"  for (int mm = 0; mm < {m}; ++mm) {{\n"
                 f"    float ss = 0.f;\n"
@@ -1092,7 +1102,7 @@ class _Emitter:
                 f"if (c < {k}) xs[i] = {scaled}; }}\n"
                 f"  }}\n"
                 f"  MK_SYNC();\n"
-                f"  MK_PROBE(PROBE_INPUT);\n")
+                f"  MK_PROBE(PROBE_INPUT);\n" + guard[1])
 
     def _rmsnorm(self, op: Op, axis: int) -> str:
         """A row (and the weight) staged in shared memory in batched 16-byte loads, a block-wide sum
@@ -1707,6 +1717,7 @@ _NO_RING = """
 #define WS_STAGES 0
 #define WS_STAGE 0
 #define WS_SEGS 0
+#define WS_SEG_BYTES 16
 extern __shared__ float4 mk_smem[];
 """
 
@@ -1714,7 +1725,13 @@ _RING_INIT = r"""  {   // the weight ring: the queue's segments into shared memo
     WsSeg* seg = (WsSeg*)((char*)mk_smem + WS_STAGES * WS_STAGE);
     const int f0 = ws_start[q], nseg = ws_start[q + 1] - f0;
     for (int f = threadIdx.x; f < nseg; f += blockDim.x)
+#if WS_CLAIMS   // a claimed call's rows word: rows | (pool + 1) << 16 | group segments << 24
+      seg[f] = WsSeg{(const char*)T_global[ws_slot[f0 + f]] + ws_offset[f0 + f], ws_rows[f0 + f] & 0xffff, ws_rowb[f0 + f],
+                     ((ws_rows[f0 + f] >> 16) & 0xff) - 1, ws_rows[f0 + f] >> 24};
+    for (int p = threadIdx.x; p < WS_CLAIMS; p += blockDim.x) ws_pool_ctr[p] = (unsigned*)T_global[ws_pool_slot[p]];
+#else
       seg[f] = WsSeg{(const char*)T_global[ws_slot[f0 + f]] + ws_offset[f0 + f], ws_rows[f0 + f], ws_rowb[f0 + f]};
+#endif
     __syncthreads();
     if (threadIdx.x == 0) {
       for (int b = 0; b < WS_STAGES; ++b) {
@@ -1756,7 +1773,17 @@ _RING = r"""
 #else
 #define WS_REFILL do { if (threadIdx.x == 0) ws_pump(ws.done + WS_STAGES); } while (0)
 #endif
+#if WS_CLAIMS
+// a claimed op's call (emit_cuda claim): `claim` its tile pool (-1: none), `grp` the group's
+// segments (on its first), src the first tile's rows: the producer takes a tile from the pool
+// as it reaches the group, streams that tile's rows, and again, until the pool is empty
+struct WsSeg { const char* src; int rows, rowb, claim, grp; };
+__shared__ int ws_tile[WS_STAGES];                  // per stage: the tile it starts (-1: the pool was empty)
+__shared__ unsigned* ws_pool_ctr[WS_CLAIMS];        // per pool: its claim count in memory (only grows)
+#else
 struct WsSeg { const char* src; int rows, rowb; };   // one ring-fed call: its first weight row, rows, row bytes
+#endif
+#define WS_SEG_BYTES ((int)sizeof(WsSeg))   // 16, or 24 with claims (codegen's table layout counts the same)
 struct WsStream {
   const WsSeg* seg;           // the queue's segments, copied into shared memory at launch
   int f, f_end, s;            // producer: the segment it copies from, the end, the stage within it
@@ -1867,6 +1894,11 @@ __device__ __forceinline__ void ws_unhold() {
 // buffer, so while the ring is full (its tasks wait for their inputs) the memory pipe still works.
 __device__ void ws_produce() {
   int f = 0, s = 0;
+#if WS_CLAIMS
+  int k = -1, g0 = 0, g1 = 0;   // the tile a claim group streams (-1: none yet), the group's first segment and its end
+  unsigned ahead = 0;           // a claim in flight for the group at f (taken as the stage before it went out)
+  bool have = false;
+#endif
 #if WS_L2_AHEAD > 0
   int lf = 0, ls = 0;
   unsigned lg = 0;   // the L2 lookahead's cursor: stages it has passed (those the ring will hold it skips)
@@ -1878,9 +1910,37 @@ __device__ void ws_produce() {
       if (lg >= g + WS_STAGES) ws_stage_l2(a);
     }
 #endif
+#if WS_CLAIMS
+    // a claimed op's call: the pool's next tile. Its claim goes out before the wait for a buffer
+    // (here, or as the stage before went out), so its round trip overlaps that wait
+    if (k < 0 && !have && ws.seg[f].claim >= 0) { ahead = atomicAdd(ws_pool_ctr[ws.seg[f].claim], 1u); have = true; }
+#endif
     if (g >= WS_STAGES) ws_wait_bar(smem_addr(&ws_empty[g %% WS_STAGES]), (g / WS_STAGES - 1) & 1u);
+#if WS_CLAIMS
+    if (k < 0 && ws.seg[f].claim >= 0) {
+      const int p = ws.seg[f].claim;
+      const unsigned v = ahead %% (unsigned)ws_pool_claims[p];
+      have = false;
+      if (v >= (unsigned)ws_pool_tiles[p]) {   // none left: a stage of no bytes says so, and the group ends
+        ws_tile[g %% WS_STAGES] = -1;
+        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%%0];" :: "r"(smem_addr(&ws_bar[g %% WS_STAGES])) : "memory");
+        f += ws.seg[f].grp;
+        continue;
+      }
+      k = (int)v; g0 = f; g1 = f + ws.seg[f].grp;
+      ws_tile[g %% WS_STAGES] = k;   // seen by the compute warps after this stage's full barrier
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    const long long shift = k >= 0 ? (long long)k * ws.seg[f].rows * ws.seg[f].rowb : 0;
+    WsAt a = ws_at(f, s);
+    a.src += shift;
+    ws_copy(a, g);
+    if (k >= 0 && f == g1) { f = g0; k = -1; }   // the tile's rows are all issued: take another
+    if (k < 0 && !have && f < ws.f_end && ws.seg[f].claim >= 0) { ahead = atomicAdd(ws_pool_ctr[ws.seg[f].claim], 1u); have = true; }
+#else
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // the buffer was read through the generic proxy
     ws_copy(ws_at(f, s), g);
+#endif
   }
 }
 #endif
@@ -1906,7 +1966,7 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
     const int* __restrict__ ws_rowb, unsigned* counters,
     unsigned long long spin_budget, int* status, unsigned long long* trace, unsigned epoch) {
   if (threadIdx.x == 0) { mk_ep = epoch; mk_spins = spin_budget; }   // seen after the barrier below
-  char* lay = (char*)mk_smem + WS_STAGES * WS_STAGE + WS_SEGS * 16;   // past the weight ring
+  char* lay = (char*)mk_smem + WS_STAGES * WS_STAGE + WS_SEGS * WS_SEG_BYTES;   // past the weight ring
   void** T = (void**)lay;
   int* slot_args = (int*)(lay + %(n_slots)d * 8);
   const int q = blockIdx.x, qn = qs_start[q + 1] - qs_start[q];
@@ -1964,6 +2024,7 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
     MK_SYNC();
     for (int c = 0; c < nc; ++c) {
       const int* cc = C + 5 * c;
+%(claim_loop)s
       switch (cc[0]) {
 %(cases)s
       }
@@ -2034,6 +2095,86 @@ _L2_WAIT = _MUST_WAIT + """
 STEP_INPUTS = ("body", "calls")
 
 
+# the main loop's claimed call: the tiles the producer warp took from the op's pool for this task,
+# one after another, each announced with its first stage (ws_tile); a stage of no bytes, its
+# tile -1, says the pool was empty, and is released unread
+_CLAIM_LOOP = r"""#if WS_CLAIMS
+      if (cc[3] == MK_CLAIMED) {
+        for (int again = 0;; again = 1) {
+          const unsigned g = ws.done;
+          ws_wait(g);
+          const int k = ws_tile[g %% WS_STAGES];
+          MK_SYNC();
+          if (k < 0) {
+            if (threadIdx.x == 0) {
+              asm volatile("mbarrier.arrive.shared::cta.b64 _, [%%0], %%1;"
+                           :: "r"(smem_addr(&ws_empty[g %% WS_STAGES])), "r"(MK_NT / 32) : "memory");
+              ws.done = g + 1;
+            }
+            MK_SYNC();
+            break;
+          }
+          const int tl = cc[2] - cc[1], tlo = k * tl;
+          switch (cc[0]) {
+%(cases)s
+          }
+          MK_SYNC();
+        }
+        continue;
+      }
+#endif"""
+
+
+def _claim_pools(plan: Plan, em: "_Emitter", ops: dict, call_start, call_names, call_lo, call_hi, signal_start,
+                 ll, split: int = 1) -> dict[str, tuple[int, int, int]]:
+    """op -> (its pool's tiles, its tasks, rows a tile) for each op the emitter claims (emit_cuda
+    claim; `split`: pool tiles a planned tile), after checking
+    that any of its tasks may compute any of its tiles: one ring-fed call a task, tiles of one size
+    that cover the op, no split parts, no counter it signals (its readers poll LL words), and no
+    input a tile reads that is written in the kernel without being LL words (whoever computes the
+    tile polls what it reads)."""
+    out: dict[str, tuple[int, int]] = {}
+    written = {em.base[o.outputs[0]] for o in plan.tg.graph.ops if o.kind != "view"}
+    for name in sorted(em.claim_ops):
+        op = ops[name]
+
+        def bad(why: str) -> CodegenError:
+            return CodegenError(f"claim: {name} cannot take its tiles from a pool: {why}")
+        ids = plan.tg.by_op[name]
+        if em.producer != "warp":
+            raise bad("the weight ring's producer warp takes the tiles (producer='warp', weights='smem', no l2_wait)")
+        if em.base[op.outputs[0]] not in ll:
+            raise bad("its output is not LL words (hops='ll'), so a reader could not tell a tile is done")
+        feeds = [p.name for p in em.epilogues.get(name, ())] or [name]
+        if not all(f in em.bulk_ops for f in feeds):
+            raise bad("its weights are not streamed through the weight ring")
+        sizes = set()
+        for t in ids:
+            task = plan.tg.tasks[t]
+            c0, c1 = call_start[t], call_start[t + 1]
+            if c1 - c0 != 1 or call_names[c0] != name or task.parts != 1:
+                raise bad(f"task {t} runs other calls or is a split part")
+            if signal_start[t + 1] > signal_start[t]:
+                raise bad(f"task {t} signals a counter that a reader waits on")
+            sizes.add(call_hi[c0] - call_lo[c0])
+        extent = plan.tg.graph.tensors[op.outputs[0]].shape[plan.tg.tiling[name][0]]
+        if len(sizes) != 1 or next(iter(sizes)) * len(ids) != extent:
+            raise bad("its tiles are not all of one size covering the op")
+        rows = next(iter(sizes))
+        if rows % split:
+            raise bad(f"its tiles of {rows} rows do not split into {split} tiles of whole rows (claim_split)")
+        reads = [t for t in op.inputs if not any(p.outputs[0] == t for p in em.epilogues.get(name, ()))]
+        for f in feeds:
+            norm = em.onchip.get(f)
+            reads += list(norm.inputs) if norm is not None else [ops[f].inputs[0]]
+        for t in reads:
+            if em.base[t] in written and em.base[t] not in ll:
+                raise bad(f"it reads {t}, which the kernel writes as plain words; a tile computed on another SM "
+                          "than planned would not wait for it")
+        out[name] = (len(ids) * split, len(ids), rows // split)
+    return out
+
+
 def parse_hold_ops(spec) -> tuple[tuple[str, int], ...]:
     """emit_cuda's hold_ops as (op-name pattern, stages held) pairs: None, pairs, a dict, or text
     "PATTERN:N;PATTERN:N" (as bench/ab_knobs.py passes it). A pattern is a regular expression
@@ -2069,7 +2210,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               control_warp: int = CONTROL_WARP, hops: str | None = None, combine: str = "last",
               producer: str | None = None, signal: str = "fence", hold: int | None = None,
               kv_prefetch: str = "body", ll_poll_ns: int = 0, hold_ops=None,
-              step_inputs: str = "body", kv_pre: int = 0) -> tuple[str, TaskTable]:
+              step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None,
+              claim_split: int = 1) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -2126,6 +2268,20 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     slower at every split (4 parts: 1,073 vs 1,069 us; 8: 1,078 vs 1,065, every row on chip; 16:
     1,106 vs 1,076; ab_knobs_kv_pre.json), as loading them into registers had before (and holding
     them in registers across the wait spills at the kernel's 168 registers), so it stays off.
+    `claim` (a regular expression over op names) and `claim_split`: the matching ring-fed ops take
+    their tiles from a pool as the SMs that run them get to them (_claim_pools, _CLAIM_LOOP): the
+    producer warp claims a tile with an atomic add on the op's count in scratch (issued before it
+    waits for the buffer), streams that tile's weight rows and announces the tile with its first
+    stage; a stage of no bytes says the pool is empty. A task stages its input once for all the
+    tiles it takes; `claim_split` cuts each planned tile into that many pool tiles. It needs
+    hops="ll" (readers poll the tiles' outputs) and inputs a tile reads as LL words.
+    Bit-identical, and slower on the 1B expert on an H100 at every grain, though the silu/down
+    tasks' finishes spread 2-6 us a layer past a balanced finish (task_probe_cw_tasks.json):
+    claimed MLP ops 1,103 us against 1,069, in halves 1,133, quarters 1,146, eighths 1,197
+    (ab_knobs_claim_split.json); the expert with finer planned tiles gained from claims only where
+    the finer tiles had cost more than that (ab_knobs_claim.json, the first version, which claimed
+    after the buffer wait: 16-row gate/up tiles 1,145 -> 1,125 us, the expert's own 1,068 ->
+    1,096). So it stays off.
     The producer warp's `l2_ahead`
     measured 1,087 us at 0, 1,433 at 2 and 1,573-1,609 at 4-16 (ab_knobs_l2_ahead_warp.json), as
     thread 0's had: a weight stage sent to L2 ahead of its bulk copy costs more than it saves. `signal` (SIGNALS): how a task publishes its writes
@@ -2148,6 +2304,16 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if not 1 <= hold <= 15:
         raise CodegenError(f"hold={hold}: a call holds 1 to 15 of its last stages (fewer than the ring has)")
     hold_ops = parse_hold_ops(hold_ops)
+    if claim is not None:
+        try:
+            re.compile(claim)
+        except re.error as e:
+            raise CodegenError(f"claim={claim!r} is not a regular expression over op names ({e})") from None
+        if not (isinstance(claim_split, int) and 1 <= claim_split <= 64):
+            raise CodegenError(f"claim_split={claim_split!r}: a planned tile splits into 1 to 64 pool tiles")
+        if l2_ahead or l2_wait or weights != "smem" or impls:
+            raise CodegenError("claim takes tiles through the producer warp's weight ring: it needs weights='smem', "
+                               "no impls and no L2 lookahead (l2_ahead=0, l2_wait=0)")
     if not (isinstance(kv_pre, int) and 0 <= kv_pre <= KV_PRE_MAX):
         raise CodegenError(f"kv_pre={kv_pre!r}: a decode attention copies 0 (off) to {KV_PRE_MAX} key and value rows "
                            "to shared memory before its wait")
@@ -2175,7 +2341,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
                               control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns,
-                              hold_ops, step_inputs, kv_pre)
+                              hold_ops, step_inputs, kv_pre, claim, claim_split)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
@@ -2189,16 +2355,18 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
           combine: str = "last", producer: str = "warp", signal: str = "fence",
           hold: int = 15, kv_prefetch: str = "body", ll_poll_ns: int = 0,
           hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body",
-          kv_pre: int = 0) -> tuple[str, TaskTable]:
+          kv_pre: int = 0, claim: str | None = None, claim_split: int = 1) -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
             producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops, step_inputs, kv_pre)
-    source, table, em = _emit_once(*args)
+    if claim and (hops != "ll" or impls):
+        raise CodegenError("claim: a claimed op's readers must poll its output, so it needs hops='ll' and no impls")
+    source, table, em = _emit_once(*args)   # the first pass only shows which tensors can be LL words: no claims
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
-        if ll:
-            source, table, _ = _emit_once(*args, ll=ll)
+        if ll or claim:
+            source, table, _ = _emit_once(*args, claim=claim, claim_split=claim_split, ll=ll)
     return source, table
 
 
@@ -2206,9 +2374,10 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int, combine: str,
                producer: str, signal: str, hold: int, kv_prefetch: str, ll_poll_ns: int,
                hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body", kv_pre: int = 0,
+               claim: str | None = None, claim_split: int = 1,
                ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
-                  hold_ops, step_inputs, kv_pre)
+                  hold_ops, step_inputs, kv_pre, claim)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
@@ -2316,21 +2485,30 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
             pf_offset.append(off)
             pf_bytes.append(nb)
         pf_start.append(len(pf_slot))
+    pools = _claim_pools(plan, em, ops, call_start, call_names, call_lo, call_hi, signal_start, ll, claim_split)
+    for name in pools:   # each pool's claim count: a word of scratch, zero at bind, that only grows
+        em.scratch[name + "#claim"] = (len(em.slots) + len(em.scratch), 16)
     # the weight ring's stream: per queue, the weight rows of its ring-fed calls in queue and call
-    # order (what the calls consume, stage by stage, is what ws_pump issues, stage by stage)
+    # order (what the calls consume, stage by stage, is what ws_pump issues, stage by stage); a
+    # claimed op's call (its pool's index and its segment count in the rows word) names its first
+    # tile's rows, which the producer moves to each tile it takes
     ws_start, ws_slot, ws_offset, ws_rows, ws_rowb = [0], [], [], [], []
     for q in plan.queues:
         for t in q:
             for c in range(call_start[t], call_start[t + 1]):
-                rows = call_hi[c] - call_lo[c]
+                pool = list(pools).index(call_names[c]) if call_names[c] in pools else -1
+                rows = pools[call_names[c]][2] if pool >= 0 else call_hi[c] - call_lo[c]
                 feeds = [p.name for p in em.epilogues.get(call_names[c], ())] or [call_names[c]]
+                first = len(ws_slot)
                 for name in feeds:   # a fused epilogue's call streams each producer's rows in turn
                     if name in em.bulk_ops and rows > 0:
-                        slot, off, nb = em.weight_bytes(ops[name], call_lo[c], call_hi[c])
+                        slot, off, nb = em.weight_bytes(ops[name], *((0, rows) if pool >= 0 else (call_lo[c], call_hi[c])))
                         ws_slot.append(slot)
                         ws_offset.append(off)
-                        ws_rows.append(rows)
+                        ws_rows.append(rows | ((pool + 1) << 16 if pool >= 0 else 0))
                         ws_rowb.append(nb // rows)
+                if pool >= 0:
+                    ws_rows[first] |= (len(ws_slot) - first) << 24
         ws_start.append(len(ws_slot))
     # each queue's tasks as one stream of words (the kernel's main loop reads nothing else per task)
     q_stream, qs_start = [], [0]
@@ -2345,7 +2523,9 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
             for w in range(w0, w1):
                 q_stream += [wait_counter[w], wait_target[w]]
             for c in range(c0, c1):
-                q_stream += [call_op[c], call_lo[c], call_hi[c], call_part[c], call_slots[c]]
+                q_stream += ([call_op[c], 0, pools[call_names[c]][2], MK_CLAIMED, call_slots[c]]   # a pool tile's rows
+                             if call_names[c] in pools else
+                             [call_op[c], call_lo[c], call_hi[c], call_part[c], call_slots[c]])
             q_stream += signal_counter[s0:s1]
             for f in range(f0, f1):
                 q_stream += [pf_slot[f], pf_offset[f] & 0xFFFFFFFF, pf_offset[f] >> 32, pf_bytes[f]]
@@ -2359,10 +2539,13 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     tab_bytes = -(-(n_slots * 8 + n_args * 4 + (4 * words if qs_smem else 0)) // 16) * 16
     segs = max((b - a for a, b in zip(ws_start, ws_start[1:])), default=0)
     segs = -(-segs // 8) * 8
+    seg_bytes = 24 if pools else 16      # WsSeg: a pointer and two ints, two more with claims
     stages = 0
     if em.bulk_ops:
-        stages = max(0, min(ring_stages, (SMEM_BLOCK - 1024 - em.smem - tab_bytes - 16 * segs) // WS_STAGE))
-    ring_bytes = stages * WS_STAGE + 16 * segs if stages > 0 else 0
+        stages = max(0, min(ring_stages, (SMEM_BLOCK - 1024 - em.smem - tab_bytes - seg_bytes * segs) // WS_STAGE))
+    if pools and stages < 2:
+        raise CodegenError(f"claim: {', '.join(pools)} take tiles through the weight ring, which this plan has no room for")
+    ring_bytes = stages * WS_STAGE + seg_bytes * segs if stages > 0 else 0
     table = TaskTable(q_start, q_task, call_start, call_op, call_lo, call_hi, wait_start, wait_counter,
                       wait_target, signal_start, signal_counter, len(plan.counters), slots=dict(em.slots),
                       aliases=dict(em.base), op_ids=op_ids, call_slots=call_slots, slot_args=slot_args,
@@ -2386,13 +2569,25 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
                      "l2_ahead": l2_ahead, "l2_wait": l2_wait, "hold": min(hold, stages - 1)}
             if stages > 0 else _NO_RING)
+    claims = f"#define WS_CLAIMS {len(pools)}\n" if pools else ""
+    if pools:
+        per = [pools[n] for n in pools]
+        claims += (f"#define MK_CLAIMED {MK_CLAIMED}        // a claimed op's call (its part word)\n"
+                   f"#define MK_CLAIM_AGAIN {MK_CLAIM_AGAIN}    // ... on a tile after its task's first\n"
+                   f"// per pool (emit_cuda claim): {', '.join(pools)}\n"
+                   f"__device__ const int ws_pool_tiles[] = {{{', '.join(str(n) for n, _, _ in per)}}};\n"
+                   f"__device__ const int ws_pool_claims[] = {{{', '.join(str(n + k) for n, k, _ in per)}}};\n"
+                   f"__device__ const int ws_pool_slot[] = {{{', '.join(str(em.scratch[n + '#claim'][0]) for n in pools)}}};\n")
     source = (f"#define MK_PROBES {int(probes)}\n#define MK_CONTROL_WARP {control_warp}\n"
               f"#define MK_LL_POLL_NS {ll_poll_ns}   // ns before a staged LL vector not yet there is loaded again\n"
               f"#define MK_SIGNAL_RELEASE {int(signal == 'release')}\n"
               + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS}
-              + _PRELUDE + _PROBES + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
+              + _PRELUDE + _PROBES + claims + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
               + _MAIN % {"threads": table.threads, "cases": cases, "prewait": prewait, "ring_init": _RING_INIT if stages > 0 else "",
+                         "claim_loop": _CLAIM_LOOP % {"cases": "\n".join(
+                             f"            case {i}: op_{i}(T, slot_args + cc[4], tlo, tlo + tl, again ? MK_CLAIM_AGAIN : MK_CLAIMED, "
+                             f"sm); break;" for i in sorted({op_ids[n] for n in pools}))} if pools else "",
                          "n_slots": n_slots, "n_args": n_args, "tab_bytes": tab_bytes,
                          "prefetch": _PREFETCH[prefetch_mode] % {"chunk": PREFETCH_CHUNK},
                          "l2_wait": _L2_WAIT if stages > 0 and l2_wait > 0 else ""})
