@@ -156,3 +156,31 @@ def test_the_array_verdict_sees_a_cycle_behind_a_repeated_wait_and_leaves_odd_wa
     t = next(t for t, w in plan.waits.items() if w)
     odd.waits[t] = [tuple(plan.waits[t][0]) + (0,)]
     assert not _proven_safe(odd)
+
+
+def test_build_plans_wait_arrays_are_trusted_only_until_the_waits_are_handed_out(graphs):
+    """check reads build_plan's own wait arrays (schedule.trusted_waits) instead of plan.waits; once
+    anyone has been given plan.waits (or set it), the arrays no longer speak for the plan, so a
+    change made through it is what the validator sees."""
+    import copy
+
+    from megakernel_gym.compiler.schedule import trusted_waits
+    g = graphs["llama-tiny"]
+    ir = make_ir(g, num_sms=8)
+    plan = build_plan(g, ir.knobs)
+    assert trusted_waits(plan) is not None and check(plan) == []
+    other = copy.copy(plan)                      # a copy's waits set anew: not build_plan's
+    other.waits = {t: list(w) for t, w in plan.waits.items()}
+    assert trusted_waits(other) is None
+    fresh = build_plan(g, ir.knobs)              # the arrays as a dict: the waits build_plan always made
+    arrays = trusted_waits(fresh)
+    waits = fresh.waits
+    assert trusted_waits(fresh) is None
+    assert sum(map(len, waits.values())) == len(arrays[0]) and set(waits) == set(range(len(fresh.tg.tasks)))
+    t = next(t for t, w in waits.items() if w)
+    waits[t].clear()                             # dropped through the dict handed out: a race, found
+    assert any(f.kind == "race" for f in check(fresh))
+    # the counters and waits a cached op order and counter modes give are a new plan's own objects
+    again = build_plan(g, ir.knobs)
+    assert again.counters is not fresh.counters and again.counters[0] is not fresh.counters[0]
+    assert again.waits == plan.waits and check(again) == []

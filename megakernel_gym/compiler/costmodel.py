@@ -73,27 +73,56 @@ DEVICES = {
 }
 
 
+def _op_index(tg) -> tuple[list[str], np.ndarray]:
+    """(op names, each task's index into them), kept on the task graph."""
+    cached = tg.__dict__.get("_op_index")
+    if cached is None:
+        names: dict[str, int] = {}
+        idx = np.fromiter((names.setdefault(t.op, len(names)) for t in tg.tasks), dtype=np.int64, count=len(tg.tasks))
+        cached = tg.__dict__["_op_index"] = (list(names), idx)
+    return cached
+
+
+def _op_spread_array(plan: Plan) -> np.ndarray:
+    """Per op index (_op_index), how many SMs its tasks run on."""
+    names, idx = _op_index(plan.tg)
+    sm = np.zeros(len(idx), dtype=np.int64)
+    for s, q in enumerate(plan.queues):
+        sm[q] = s
+    pairs = np.unique(idx * max(len(plan.queues), 1) + sm)
+    return np.bincount(pairs // max(len(plan.queues), 1), minlength=len(names))
+
+
 def op_spread(plan: Plan) -> dict[str, int]:
     """Per op, how many SMs its tasks run on: the SMs that share HBM bandwidth while it streams."""
-    sms: dict[str, set] = {}
-    for s, q in enumerate(plan.queues):
-        for t in q:
-            sms.setdefault(plan.tg.tasks[t].op, set()).add(s)
-    return {op: len(v) for op, v in sms.items()}
+    names, _ = _op_index(plan.tg)
+    return {op: int(k) for op, k in zip(names, _op_spread_array(plan)) if k}
 
 
 def prefetched(plan: Plan) -> list[bool]:
     """Per task, whether the schedule prefetches its weights: its op's depth, or a fused producer's."""
     depth = (plan.knobs.prefetch if plan.knobs else {}) or {}
-    return [depth.get(t.op, 0) > 0 or any(depth.get(p, 0) > 0 for p, _ in t.prologue) for t in plan.tg.tasks]
+    if not any(v > 0 for v in depth.values()):
+        return [False] * len(plan.tg.tasks)
+    tg = plan.tg
+    cached = tg.__dict__.get("_prefetch_keys")     # each task's (op, fused producers), as an index
+    if cached is None:
+        keys: dict[tuple, int] = {}
+        idx = np.fromiter((keys.setdefault((t.op,) + tuple(p for p, _ in t.prologue), len(keys)) for t in tg.tasks),
+                          dtype=np.int64, count=len(tg.tasks))
+        cached = tg.__dict__["_prefetch_keys"] = (list(keys), idx)
+    keys, idx = cached
+    on = np.array([any(depth.get(o, 0) > 0 for o in k) for k in keys], dtype=bool)
+    return on[idx].tolist()
 
 
 def task_bandwidth_terms(plan: Plan, nbytes: list[int]) -> tuple[list[float], list[float]]:
     """Per task (its bytes at one SM's cap, its bytes x its op's spread at the chip's bandwidth):
     a task streams at min(sm_gbs, hbm_gbs / spread), so its memory time is the larger of
     bytes / sm_gbs and bytes * spread / hbm_gbs."""
-    spread = op_spread(plan)
-    return ([float(b) for b in nbytes], [float(b) * spread[t.op] for b, t in zip(nbytes, plan.tg.tasks)])
+    _, idx = _op_index(plan.tg)
+    own = np.asarray(nbytes, dtype=float)
+    return own.tolist(), (own * _op_spread_array(plan)[idx]).tolist()
 
 
 # The weight ring (codegen): each SM streams its queue's matmul weights into shared memory ahead

@@ -9,11 +9,14 @@ what the validator proves safe and what the VM and the megakernel execute.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.pause_gc import gc_paused
-from megakernel_gym.compiler.tasks import TaskGraph, lower_cached
+from megakernel_gym.compiler.tasks import TaskGraph, dep_edges, lower_cached
 
 COUNTER_MODES = ("tile", "op")
 
@@ -47,8 +50,11 @@ class Plan:
     num_sms: int
     queues: list[list[int]]                        # per SM: task ids in execution order
     counters: list[Counter]
-    waits: dict[int, list[tuple[int, int]]]        # task -> [(counter id, threshold)]
+    waits: dict[int, list[tuple[int, int]]] | None  # task -> [(counter id, threshold)] (see _get_waits)
     knobs: Knobs | None = None
+    # build_plan's waits as arrays (each wait's task, counter position and threshold, by task);
+    # `waits` is built from them the first time someone asks for it
+    wait_arrays: tuple | None = field(default=None, repr=False, compare=False)
 
     def sm_of(self) -> dict[int, int]:
         return {t: s for s, q in enumerate(self.queues) for t in q}
@@ -61,8 +67,80 @@ class Plan:
         return out
 
 
+def _get_waits(plan: Plan) -> dict[int, list[tuple[int, int]]] | None:
+    """plan.waits: built from build_plan's arrays on first use. Whoever has it may change it, so
+    from then on the arrays no longer speak for the plan (trusted_waits)."""
+    w = plan.__dict__.get("_waits")
+    if w is None and plan.wait_arrays is not None:
+        wt, wc, thr = plan.wait_arrays
+        w = {t: [] for t in range(len(plan.tg.tasks))}
+        for t, c, h in zip(wt.tolist(), wc.tolist(), thr.tolist()):
+            w[t].append((c, h))
+        plan.__dict__["_waits"] = w
+    plan.__dict__["_waits_given"] = True
+    return w
+
+
+def _set_waits(plan: Plan, value) -> None:
+    plan.__dict__["_waits"] = value
+    plan.__dict__["_waits_given"] = value is not None
+
+
+Plan.waits = property(_get_waits, _set_waits)   # type: ignore[assignment]
+
+
+def trusted_waits(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The plan's waits as (task, counter position, threshold) arrays when they are build_plan's own
+    and plan.waits has never been handed out (nor set), so nothing can have changed them; else None."""
+    if plan.wait_arrays is None or plan.__dict__.get("_waits_given"):
+        return None
+    return plan.wait_arrays
+
+
 def default_knobs(g: Graph, num_sms: int = 132) -> Knobs:
     return Knobs(num_sms=num_sms, order=[o.name for o in g.ops if o.kind != "view"])
+
+
+def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) -> tuple[list, tuple]:
+    """The counters (name, producers) in op order, one per tile or one per op as `modes` says, and
+    every task's waits as (task, counter, threshold) arrays: each task waits on the counters of
+    the tasks it depends on, each once, in counter order, in full. They depend on the lowering,
+    the op order and the counter modes alone, so the last few are kept on the task graph (an
+    edit of SM ranges or prefetch depths builds none again). The arrays are shared: no one
+    writes them (Plan.waits is built from them as a new dict)."""
+    key = (tuple(order), tuple(sorted((op, m) for op, m in modes.items() if m == "op" and op in tg.by_op)))
+    cache = tg.__dict__.setdefault("_counter_cache", OrderedDict())
+    hit = cache.get(key)
+    if hit is not None:
+        cache.move_to_end(key)
+        return hit
+    names = tg.__dict__.get("_task_names")
+    if names is None:
+        names = tg.__dict__["_task_names"] = [str(t) for t in tg.tasks]
+    specs: list[tuple[str, tuple[int, ...]]] = []
+    n = len(tg.tasks)
+    of = np.empty(n, dtype=np.int64)
+    for op in order:
+        ids = tg.by_op[op]
+        if modes.get(op, "tile") == "op":
+            of[ids] = len(specs)
+            specs.append((op, tuple(ids)))
+        else:
+            of[ids] = np.arange(len(specs), len(specs) + len(ids))
+            specs += [(names[t], (t,)) for t in ids]
+    nc = max(len(specs), 1)
+    full = np.fromiter((len(p) for _, p in specs), dtype=np.int64, count=len(specs))
+    dt, dp = dep_edges(tg)
+    keys = np.unique(dt * nc + of[dp])
+    wt, wc = keys // nc, keys % nc
+    for a in (wt, wc):
+        a.flags.writeable = False
+    thr = full[wc]
+    thr.flags.writeable = False
+    cache[key] = (specs, (wt, wc, thr))
+    while len(cache) > 8:
+        cache.popitem(last=False)
+    return cache[key]
 
 
 @gc_paused
@@ -89,26 +167,10 @@ def build_plan(g: Graph, knobs: Knobs) -> Plan:
         for i, tid in enumerate(tg.by_op[op]):
             queues[lo + (start + i) % width].append(tid)
         cursor += len(tg.by_op[op])
-    counters: list[Counter] = []
-    counter_for: dict[int, int] = {}
-    for op in order:
-        mode = knobs.counters.get(op, "tile")
-        ids = tg.by_op[op]
-        if mode == "op":
-            c = Counter(len(counters), op, list(ids))
-            counters.append(c)
-            for tid in ids:
-                counter_for[tid] = c.id
-        else:
-            for tid in ids:
-                c = Counter(len(counters), str(tg.tasks[tid]), [tid])
-                counters.append(c)
-                counter_for[tid] = c.id
-    waits: dict[int, list[tuple[int, int]]] = {}
-    for t in tg.tasks:
-        need = sorted({counter_for[p] for p in tg.deps[t.id]})
-        waits[t.id] = [(c, len(counters[c].producers)) for c in need]
-    return Plan(tg, knobs.num_sms, queues, counters, waits, knobs)
+    specs, waits = _counters_and_waits(tg, order, knobs.counters)
+    counters = [Counter(i, name, list(prods)) for i, (name, prods) in enumerate(specs)]
+    wt, wc, thr = waits
+    return Plan(tg, knobs.num_sms, queues, counters, None, knobs, wait_arrays=(wt, wc, thr))
 
 
 __all__ = ["Knobs", "Counter", "Plan", "build_plan", "default_knobs", "COUNTER_MODES"]

@@ -465,6 +465,20 @@ def _overlap_pairs(query: _Spans, found: _Spans) -> np.ndarray:
     return np.concatenate(out)
 
 
+def dep_edges(tg: TaskGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Every dependency (t, p) of the task graph as two int64 arrays (t ascending); kept on the task
+    graph (they depend on the lowering alone, which the lowering cache shares between plans)."""
+    cached = tg.__dict__.get("_dep_edges")
+    if cached is None:
+        n = len(tg.tasks)
+        deps = [tg.deps.get(t, ()) for t in range(n)]
+        lens = np.fromiter(map(len, deps), dtype=np.int64, count=n)
+        ts = np.repeat(np.arange(n, dtype=np.int64), lens)
+        ps = np.fromiter((p for d in deps for p in d), dtype=np.int64, count=int(lens.sum()))
+        cached = tg.__dict__["_dep_edges"] = (ts, ps)
+    return cached
+
+
 def derive_dependencies(tg: TaskGraph) -> dict[int, set[int]]:
     """RAW, WAR and WAW edges between tasks of different ops, in program (op) order. Per op and
     tensor, the spans its tasks read or write are tested against the spans earlier ops wrote (and,

@@ -24,7 +24,8 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from megakernel_gym.compiler.pause_gc import gc_paused
-from megakernel_gym.compiler.schedule import Plan
+from megakernel_gym.compiler.schedule import Plan, trusted_waits
+from megakernel_gym.compiler.tasks import dep_edges
 
 
 class ScheduleError(ValueError):
@@ -46,7 +47,9 @@ class Finding:
 @gc_paused
 def check(plan: Plan) -> list[Finding]:
     """Every reason the plan is unsafe; empty when it is proven safe."""
-    waits = _wait_arrays(plan)
+    waits = trusted_waits(plan)
+    if waits is None:
+        waits = _wait_arrays(plan)
     out = check_counters(plan, waits)
     if out:
         return out
@@ -79,17 +82,6 @@ def _wait_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
     return waiter, at, flat[1::2]
 
 
-def _dep_edges(tg) -> tuple[np.ndarray, np.ndarray]:
-    """Every dependency (t, p) of the task graph as two arrays; kept on the task graph (they depend
-    on the lowering alone, which the lowering cache shares between plans)."""
-    cached = tg.__dict__.get("_dep_edges")
-    if cached is None:
-        ts = [t for t in range(len(tg.tasks)) for _ in tg.deps[t]]
-        ps = [p for t in range(len(tg.tasks)) for p in tg.deps[t]]
-        cached = tg.__dict__["_dep_edges"] = (np.asarray(ts, dtype=np.int64), np.asarray(ps, dtype=np.int64))
-    return cached
-
-
 def _proven_safe(plan: Plan, waits: tuple | None = None) -> bool:
     """The common verdict at array speed, for a plan check_counters passed: True when the graph of
     queue order and full waits is acyclic (scipy's strongly connected components, one per node)
@@ -107,15 +99,14 @@ def _proven_safe(plan: Plan, waits: tuple | None = None) -> bool:
         return False                  # a waiter that is no task: left to the edge-by-edge check
     if len(wait_c) and int(wait_c.min()) < 0:
         return False                  # a wait on no counter: left to the edge-by-edge check
+    lens = np.fromiter((len(c.producers) for c in plan.counters), dtype=np.int64, count=nc)
+    prod_p = np.fromiter(chain.from_iterable(c.producers for c in plan.counters), dtype=np.int64,
+                         count=int(lens.sum()))
+    prod_c = np.repeat(np.arange(nc, dtype=np.int64), lens)
+    if len(prod_p) and int(np.bincount(prod_p, minlength=n).max()) > 1:
+        return False                  # a task adding to two counters: left to the edge-by-edge check
     counter_of = np.full(n, -1, dtype=np.int64)
-    prod_p, prod_c = [], []
-    for i, c in enumerate(plan.counters):
-        for p in c.producers:
-            if counter_of[p] >= 0:
-                return False          # a task adding to two counters: left to the edge-by-edge check
-            counter_of[p] = i
-            prod_p.append(p)
-            prod_c.append(i)
+    counter_of[prod_p] = prod_c
     sm = np.empty(n, dtype=np.int64)
     pos = np.empty(n, dtype=np.int64)
     q_from, q_to = [], []
@@ -125,7 +116,7 @@ def _proven_safe(plan: Plan, waits: tuple | None = None) -> bool:
         q_from += q[:-1]
         q_to += q[1:]
     # -- every dependency ordered by one edge
-    dt, dp = _dep_edges(tg)
+    dt, dp = dep_edges(tg)
     same_sm = (sm[dp] == sm[dt]) & (pos[dp] < pos[dt])
     cp = counter_of[dp]
     # (waiter, counter) keys, sorted (build_plan lists them nearly in order), looked up per dependency
@@ -136,8 +127,8 @@ def _proven_safe(plan: Plan, waits: tuple | None = None) -> bool:
     if not bool((same_sm | waited).all()):
         return False
     # -- deadlock-free: producer -> counter node -> waiter and queue order, with no cycle
-    rows = np.concatenate([np.asarray(prod_p, dtype=np.int64), n + wait_c, np.asarray(q_from, dtype=np.int64)])
-    cols = np.concatenate([n + np.asarray(prod_c, dtype=np.int64), wait_t, np.asarray(q_to, dtype=np.int64)])
+    rows = np.concatenate([prod_p, n + wait_c, np.asarray(q_from, dtype=np.int64)])
+    cols = np.concatenate([n + prod_c, wait_t, np.asarray(q_to, dtype=np.int64)])
     nodes = n + nc
     # (a repeated edge sums its entries: int64 ones, so no count of repeats can wrap to zero)
     graph = csr_matrix((np.ones(len(rows), dtype=np.int64), (rows, cols)), shape=(nodes, nodes))
@@ -269,6 +260,8 @@ def check_counters(plan: Plan, waits: tuple | None = None) -> list[Finding]:
     out: list[Finding] = []
     name = lambda t: str(tasks[t]) if 0 <= t < n else f"task #{t}"  # noqa: E731
 
+    if waits is not None and _counted_at_array_speed(plan, waits):
+        return out
     # -- coverage: every task exactly once, on an SM that exists
     if len(plan.queues) != plan.num_sms:
         out.append(Finding("coverage", f"{len(plan.queues)} queues for {plan.num_sms} SMs"))
@@ -317,6 +310,32 @@ def check_counters(plan: Plan, waits: tuple | None = None) -> list[Finding]:
                                    f"of counter {c.name}: a partial wait does not say which finished; wait for all",
                                    op=tasks[t].op, task=t, counter=c.name))
     return out
+
+
+def _counted_at_array_speed(plan: Plan, waits: tuple) -> bool:
+    """check_counters' verdict when it finds nothing, at array speed: True when every task is queued
+    exactly once on an SM that exists, every counter's producers are tasks, and every wait is on a
+    counter that exists, for its full producer count. False sends check_counters through its
+    checks one by one (for the findings)."""
+    n = len(plan.tg.tasks)
+    if len(plan.queues) != plan.num_sms:
+        return False
+    try:
+        queued = np.fromiter(chain.from_iterable(plan.queues), dtype=np.int64)
+        prods = np.fromiter(chain.from_iterable(c.producers for c in plan.counters), dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    if len(queued) != n or (n and not (0 <= int(queued.min()) and int(queued.max()) < n)):
+        return False
+    if n and not bool((np.bincount(queued, minlength=n) == 1).all()):
+        return False
+    if len(prods) and not (0 <= int(prods.min()) and int(prods.max()) < n):
+        return False
+    _, at, thr = waits
+    if not bool((at >= 0).all()):
+        return False
+    full = np.fromiter((len(c.producers) for c in plan.counters), dtype=np.int64, count=len(plan.counters))
+    return bool((thr == full[at]).all()) if len(at) else True
 
 
 def validate(plan: Plan) -> Plan:
