@@ -109,6 +109,32 @@ def synthetic_measurements(plans_costs, base, seed: int) -> tuple[list[float], o
     return [predict(p, hidden, costs=c).latency_us * math.exp(rng.gauss(0, 0.03)) for p, c in plans_costs], hidden
 
 
+def near_schedules(paths: list[Path], base_ir) -> list[tuple[str, object, dict]]:
+    """(label, IR, recorded fields) for each extra schedule (--extra LABEL=FILE, the command a
+    bench/ab_knobs.py result file records) that file measured with the default codegen: its median
+    over the alternating rounds, and its check (the defaults' bits and the float32 truth)."""
+    import shlex
+
+    from megakernel_edits import schedule_file
+    out = []
+    for path in paths:
+        doc = json.loads(path.read_text())
+        argv = shlex.split(doc["command"])
+        files, i = {}, argv.index("--extra") + 1 if "--extra" in argv else len(argv)
+        while i < len(argv) and "=" in argv[i] and not argv[i].startswith("-"):
+            label, file = argv[i].split("=", 1)
+            files[label] = file
+            i += 1
+        for r in doc["rows"]:
+            if r["schedule"] in files and not r.get("knobs"):
+                ir = apply_edits(base_ir, schedule_file(base_ir, str(ROOT / files[r["schedule"]])))
+                out.append((f"{r['schedule']} ({path.name})", ir,
+                            {"measured": {"median_us": r["median_us"], "rounds_us": r["round_medians_us"]},
+                             "rel_l2_err_vs_fp32": r["rel_l2_err_vs_fp32"],
+                             "correct": bool(r["same_bits_as_defaults"])}))
+    return out
+
+
 def holdout(plans_costs, measured, base) -> dict:
     """Fit on the even-numbered schedules, score on the odd ones: what the fit says about schedules it
     has not seen."""
@@ -170,6 +196,9 @@ def main():
                     help="the costmodel.DEVICES entry to start from (default: from the GPU's name)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the sampled schedule combinations")
     ap.add_argument("--dry-run", action="store_true", help="CPU only: sample, predict, fit synthetic data")
+    ap.add_argument("--near", type=Path, nargs="*", default=[], metavar="AB_KNOBS_JSON",
+                    help="with --refit: also fit the extra schedules these bench/ab_knobs.py results measured (their "
+                         "--extra LABEL=FILE schedules, default codegen), each as its file recorded it")
     ap.add_argument("--refit", type=Path, default=None, metavar="FILE",
                     help="CPU only: fit again to the measurements of an earlier run's megakernel_schedules.json")
     args = ap.parse_args()
@@ -203,6 +232,10 @@ def main():
     if recorded is not None and [r["label"] for r in recorded["rows"]] != [label for label, _ in schedules]:
         raise SystemExit(f"{args.refit}: its schedules are not the ones --n {args.n} --seed {args.seed} samples "
                          f"(its command: {recorded['command']}); pass the --n and --seed it ran with")
+    near = near_schedules(args.near, base_ir) if args.near else []
+    if near and recorded is None:
+        raise SystemExit("--near adds recorded measurements to a refit: pass --refit too")
+    schedules += [(label, ir) for label, ir, _ in near]
     params = feeds = out_name = step = None
     bw = None
     if not args.dry_run and recorded is None:
@@ -220,7 +253,9 @@ def main():
         row = {"label": label, "tasks": len(plan.tg.tasks),
                "predicted_us": predict(plan, base, costs=costs).latency_us,
                "predicted_shipped_us": predict(plan, shipped_dev, costs=costs).latency_us}
-        if recorded is not None:   # the measurement and its checks, as that run recorded them
+        if recorded is not None and i >= len(recorded["rows"]):   # a schedule an A/B run measured (--near)
+            row.update(near[i - len(recorded["rows"])][2])
+        elif recorded is not None:   # the measurement and its checks, as that run recorded them
             row.update({k: v for k, v in recorded["rows"][i].items() if k in RECORDED})
         elif not args.dry_run and alive:
             try:

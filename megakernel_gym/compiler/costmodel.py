@@ -54,22 +54,23 @@ DATASHEET = {
     "H100": DeviceSpec("H100", 132, 3000.0, 700.0, 0.6, 0.8, 4.0, 1.0),
     "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.6, 0.8, 4.0, 1.0),
 }
-# H100: fitted (calibrate.fit_device) to 42 measured schedules of the 1B-shaped step with the
+# H100: fitted (calibrate.fit_device) to 54 measured schedules of the 1B-shaped step with the
 # current kernel (producer warp, LL words, a weight ring of 5 stages, attention taking its step
-# inputs into its body), the compiler's tuned and expert schedules among them, predicted with LL
-# waits, each task's round trips and the weight bytes the ring loads while a task's SM waits
-# (bench/results/megakernel_schedules.json, refitted on the CPU from the GPU run's measurements in
-# megakernel_schedules_run.json): Spearman 0.925, 0.947 on held-out schedules, median error 2.5%
-# (the device copy ran at 3007 GB/s there). The model still over-credits the expert: 1.29x over
-# the default predicted, 1.16x measured; its attention half takes 12 us a layer in the model and
-# 20 us measured (the q/k/v tasks' input, the residual polled as LL words, is in 2.5-4.9 us after
-# the last down task has signalled, bench/results/task_probe_cw_tasks.json).
+# inputs into its body), predicted with LL waits, each task's round trips and the weight bytes the
+# ring loads while a task's SM waits: the 42 of one GPU run (the compiler's tuned and expert
+# schedules among them; megakernel_schedules_run.json) and 12 schedules near the expert that the
+# A/B runs of 2026-11-26 measured (other splits, tile sizes, SM ranges, L2 prefetch edits;
+# megakernel_schedules.py --near), refitted on the CPU (bench/results/megakernel_schedules.json):
+# Spearman 0.920, 0.947 on held-out schedules, median error 2.6%; the expert's gain over the
+# default 1.215x predicted, 1.158x measured (4.9%; 1.29x with the 42 alone). Still off: gate/up
+# weights prefetched to L2 (predicted 8-13% fast) and finer MLP tiles (4-5% fast); the
+# attention half takes 12 us a layer in the model and 20 us measured.
 # H200: the H100's latencies and per-SM rate, with the H200's measured copy bandwidth; not fitted.
 DEVICES = {
-    "H100": DeviceSpec("H100", 132, 2836.8, 700.0, 0.546, 1.04, 4.12, 0.752,
-                       sm_gbs=49.3, counter_us=0.02, prefetch_us=1.64),
-    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.546, 1.04, 4.12, 0.752,
-                       sm_gbs=49.3, counter_us=0.02, prefetch_us=1.64),
+    "H100": DeviceSpec("H100", 132, 2650.5, 700.0, 0.3, 0.626, 4.26, 1.02,
+                       sm_gbs=49.7, counter_us=0.0192, prefetch_us=1.96),
+    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.3, 0.626, 4.26, 1.02,
+                       sm_gbs=49.7, counter_us=0.0192, prefetch_us=1.96),
 }
 
 
