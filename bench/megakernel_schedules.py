@@ -120,10 +120,12 @@ def near_schedules(paths: list[Path], base_ir) -> list[tuple[str, object, dict]]
     for path in paths:
         doc = json.loads(path.read_text())
         argv = shlex.split(doc["command"])
+        labels = {r["schedule"] for r in doc["rows"]}
         files, i = {}, argv.index("--extra") + 1 if "--extra" in argv else len(argv)
-        while i < len(argv) and "=" in argv[i] and not argv[i].startswith("-"):
-            label, file = argv[i].split("=", 1)
-            files[label] = file
+        while i < len(argv) and not argv[i].startswith("-"):   # LABEL=FILE ... (a knob set names no schedule)
+            label, _, file = argv[i].partition("=")
+            if label in labels and file:
+                files[label] = file
             i += 1
         for r in doc["rows"]:
             if r["schedule"] in files and not r.get("knobs"):

@@ -139,3 +139,29 @@ def test_bench_dry_run(tmp_path):
     assert any(t["target"].startswith("the expert's predicted gain") for t in doc["targets"])
     assert all({"label", "predicted_us", "predicted_fit_us", "measured"} <= set(row) for row in doc["rows"])
     assert (tmp_path / "megakernel_schedules_dry_run.png").stat().st_size > 0
+
+
+def test_near_schedules_take_an_ab_runs_extra_schedules_as_it_recorded_them(tmp_path, graphs):
+    """megakernel_schedules.py --near: each schedule an ab_knobs.py run measured with the default
+    codegen (its --extra LABEL=FILE), built from that file, with the median and check it recorded;
+    a knob set's rows and the run's own expert are left out."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from megakernel_schedules import near_schedules
+
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    edits = tmp_path / "x.edits"
+    edits.write_text("EXPERT\n")
+    row = {"round_medians_us": [9.0, 9.1], "rel_l2_err_vs_fp32": 0.01, "same_bits_as_defaults": True}
+    doc = {"command": f"python bench/ab_knobs.py --out /o --extra x={edits} kv_pre=96 --rounds 3",
+           "rows": [{"schedule": "expert", "knobs": None, "median_us": 10.0, **row},
+                    {"schedule": "x", "knobs": None, "median_us": 9.0, **row},
+                    {"schedule": "x", "knobs": {"kv_pre": 96}, "median_us": 9.5, **row}]}
+    path = tmp_path / "ab.json"
+    path.write_text(json.dumps(doc))
+    base = make_ir(graphs["llama-tiny"], num_sms=8)
+    got = near_schedules([path], base)
+    assert [label for label, _, _ in got] == ["x (ab.json)"]
+    _, ir, rec = got[0]
+    assert rec["measured"]["median_us"] == 9.0 and rec["correct"] is True
+    assert ir.text() == apply_edits(base, expert_edits(base)).text()
