@@ -164,4 +164,4 @@ def test_near_schedules_take_an_ab_runs_extra_schedules_as_it_recorded_them(tmp_
     assert [label for label, _, _ in got] == ["x (ab.json)"]
     _, ir, rec = got[0]
     assert rec["measured"]["median_us"] == 9.0 and rec["correct"] is True
-    assert ir.text() == apply_edits(base, expert_edits(base)).text()
+    assert ir.text == apply_edits(base, expert_edits(base)).text
