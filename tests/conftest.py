@@ -78,30 +78,36 @@ def seeded_step(name: str, seed: int):
     return g, params, feeds, run_graph(g, params, feeds)
 
 
-def expert_1b(seed: int):
-    """The 1B model's expert plan on this GPU's SMs, with its parameters and inputs at `seed` on the
-    GPU: (plan, params, feeds)."""
+def expert_1b(seed: int, extra: str = "", levers: tuple[str, ...] | None = None):
+    """The 1B model's expert plan on this GPU's SMs (only `levers`, where given; `extra` edits after
+    it), with its parameters and inputs at `seed` on the GPU: (plan, params, feeds)."""
     import torch
     from megakernel_gym.compiler import ZOO, capture, module_tensors
     from megakernel_gym.ir_exposure import apply_edits, make_ir
-    from megakernel_gym.policies.expert import expert_edits
+    from megakernel_gym.policies.expert import LEVERS, expert_edits
     g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
     base = make_ir(g, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
     model, inputs = ZOO["llama-1b"](seed=seed, device="cuda")
-    return apply_edits(base, expert_edits(base)).plan(), module_tensors(model), dict(zip(g.inputs, inputs))
+    text = expert_edits(base, levers=levers or LEVERS) + ("\n" + extra if extra else "")
+    return apply_edits(base, text).plan(), module_tensors(model), dict(zip(g.inputs, inputs))
+
+
+def assert_same_bits(plan, params, feeds, runs: int = 3, **knobs):
+    """The plan built with these emit_cuda knobs (`runs` poisoned runs) and with the defaults (one):
+    every output finite and the same, bit for bit."""
+    import torch
+    _, got = built_runs(plan, params, feeds, runs, **knobs)
+    _, want = built_runs(plan, params, feeds, 1)
+    for out in got:
+        for k in out:
+            assert torch.isfinite(out[k].float()).all(), k
+            assert torch.equal(out[k], want[0][k]), (k, knobs)
 
 
 def assert_1b_expert_same_bits(seed: int, **knobs):
     """The 1B expert built with these emit_cuda knobs (three poisoned runs) and with the defaults
     (one): every output finite and the same, bit for bit."""
-    import torch
-    plan, params, feeds = expert_1b(seed)
-    _, got = built_runs(plan, params, feeds, 3, **knobs)
-    _, want = built_runs(plan, params, feeds, 1)
-    for out in got:
-        for k in out:
-            assert torch.isfinite(out[k].float()).all(), k
-            assert torch.equal(out[k], want[0][k]), k
+    assert_same_bits(*expert_1b(seed), 3, **knobs)
 
 
 def assert_builds_agree(plan, params, feeds, ref: dict, knobs: dict, want_knobs: dict, runs: int = 2,

@@ -7,9 +7,9 @@ import re
 
 import pytest
 import torch
-from conftest import built_runs, seeded_step
+from conftest import assert_1b_expert_same_bits, assert_same_bits, built_runs, expert_1b, seeded_step
 
-from megakernel_gym.compiler import ZOO, capture, module_tensors
+from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.codegen import MK_CLAIMED, CodegenError, emit_cuda
 from megakernel_gym.ir_exposure import apply_edits, make_ir
 from megakernel_gym.policies.expert import expert_edits
@@ -105,16 +105,6 @@ def test_claimed_tiles_give_the_static_plans_bits_on_gpu():
 
 @pytest.mark.gpu
 def test_the_1b_expert_with_claimed_tiles_gives_the_same_bits_on_gpu():
-    g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
-    base = make_ir(g, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
-    model, inputs = ZOO["llama-1b"](seed=2, device="cuda")
-    params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
-    plan = apply_edits(base, expert_edits(base) + "\ntile layers.*.mlp.silu_mul n=32\ntile layers.*.mlp.add n=8").plan()
-    expert = apply_edits(base, expert_edits(base)).plan()
-    for p, knobs in [(plan, {}), (expert, {"claim_split": 4})]:    # the expert's own tiles in quarters
-        _, want = built_runs(p, params, feeds, 1)
-        _, got = built_runs(p, params, feeds, 3, claim=MLP, **knobs)
-        for out in got:
-            for k in out:
-                assert torch.isfinite(out[k].float()).all(), k
-                assert torch.equal(out[k], want[0][k]), (k, knobs)
+    plan, params, feeds = expert_1b(2, extra="tile layers.*.mlp.silu_mul n=32\ntile layers.*.mlp.add n=8")
+    assert_same_bits(plan, params, feeds, claim=MLP)
+    assert_1b_expert_same_bits(2, claim=MLP, claim_split=4)     # the expert's own tiles in quarters

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import built_runs, seeded_step
+from conftest import assert_1b_expert_same_bits, assert_same_bits, built_runs, expert_1b, seeded_step
 from test_cache_write_fusion import TINY, _plans
 
-from megakernel_gym.compiler import ZOO, capture, module_tensors
-from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
+from megakernel_gym.compiler import ZOO, capture
+from megakernel_gym.compiler.codegen import emit_cuda
 from megakernel_gym.ir_exposure import apply_edits, make_ir
 from megakernel_gym.policies.expert import expert_edits
 from megakernel_gym.rewards.nvrtc import compile_cuda
@@ -70,18 +70,8 @@ def test_the_preload_gives_the_same_bits_on_gpu(name):
 
 @pytest.mark.gpu
 def test_the_1b_expert_with_the_preload_gives_the_experts_bits_on_gpu():
-    g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
-    base = make_ir(g, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
-    model, inputs = ZOO["llama-1b"](seed=2, device="cuda")
-    params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
-    expert = apply_edits(base, expert_edits(base)).plan()
+    assert_1b_expert_same_bits(2, kv_pre=ROWS)
     # unsplit: a chunk longer than ROWS reads its later rows (and row pos) after the wait
-    unsplit = apply_edits(base, expert_edits(base, levers=("inline", "wave", "cache"))).plan()
-    assert int(inputs[-1].max()) + 1 > ROWS
-    for plan in (expert, unsplit):
-        _, want = built_runs(plan, params, feeds, 1)
-        _, got = built_runs(plan, params, feeds, 2, kv_pre=ROWS)
-        for out in got:
-            for k in out:
-                assert torch.isfinite(out[k].float()).all(), k
-                assert torch.equal(out[k], want[0][k]), k
+    plan, params, feeds = expert_1b(2, levers=("inline", "wave", "cache"))
+    assert int(list(feeds.values())[-1].max()) + 1 > ROWS
+    assert_same_bits(plan, params, feeds, 2, kv_pre=ROWS)
