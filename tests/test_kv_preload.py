@@ -29,6 +29,13 @@ def test_the_preload_is_emitted_only_when_asked_and_compiles_for_hopper(graphs, 
         assert compile_cuda(pre, f"{name}_kvpre_{split}.cu", arch="sm_90")
 
 
+def test_the_preload_compiles_without_the_weight_ring(graphs):
+    _, fused = _plans(graphs["llama-tiny"], 2)
+    src, table = emit_cuda(fused, kv_pre=ROWS, weights="regs")
+    assert table.ws_stages == 0 and "cp.async.cg.shared.global" in src
+    assert compile_cuda(src, "kvpre_regs.cu", arch="sm_90")
+
+
 def test_a_fused_cache_write_puts_the_new_row_where_the_attention_reads_it(graphs):
     _, fused = _plans(graphs["llama-tiny"], 2)
     src, _ = emit_cuda(fused, kv_pre=ROWS)

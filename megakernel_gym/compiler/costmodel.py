@@ -87,11 +87,13 @@ def _op_index(tg) -> tuple[list[str], np.ndarray]:
 def _op_spread_array(plan: Plan) -> np.ndarray:
     """Per op index (_op_index), how many SMs its tasks run on."""
     names, idx = _op_index(plan.tg)
-    sm = np.zeros(len(idx), dtype=np.int64)
+    sm = np.full(len(idx), -1, dtype=np.int64)
     for s, q in enumerate(plan.queues):
         sm[q] = s
-    pairs = np.unique(idx * max(len(plan.queues), 1) + sm)
-    return np.bincount(pairs // max(len(plan.queues), 1), minlength=len(names))
+    on = sm >= 0                    # a task on no queue runs on no SM
+    width = max(len(plan.queues), 1)
+    pairs = np.unique(idx[on] * width + sm[on])
+    return np.bincount(pairs // width, minlength=len(names))
 
 
 def op_spread(plan: Plan) -> dict[str, int]:
