@@ -9,6 +9,7 @@ what the validator proves safe and what the VM and the megakernel execute.
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -101,6 +102,9 @@ def default_knobs(g: Graph, num_sms: int = 132) -> Knobs:
     return Knobs(num_sms=num_sms, order=[o.name for o in g.ops if o.kind != "view"])
 
 
+_COUNTER_CACHE_LOCK = threading.Lock()
+
+
 def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) -> tuple[list, tuple]:
     """The counters (name, producers) in op order, one per tile or one per op as `modes` says, and
     every task's waits as (task, counter, threshold) arrays: each task waits on the counters of
@@ -109,11 +113,12 @@ def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) 
     edit of SM ranges or prefetch depths builds none again). The arrays are shared: no one
     writes them (Plan.waits is built from them as a new dict)."""
     key = (tuple(order), tuple(sorted((op, m) for op, m in modes.items() if m == "op" and op in tg.by_op)))
-    cache = tg.__dict__.setdefault("_counter_cache", OrderedDict())
-    hit = cache.get(key)
-    if hit is not None:
-        cache.move_to_end(key)
-        return hit
+    with _COUNTER_CACHE_LOCK:   # task graphs are shared between threads (the lowering cache)
+        cache = tg.__dict__.setdefault("_counter_cache", OrderedDict())
+        hit = cache.get(key)
+        if hit is not None:
+            cache.move_to_end(key)
+            return hit
     names = tg.__dict__.get("_task_names")
     if names is None:
         names = tg.__dict__["_task_names"] = [str(t) for t in tg.tasks]
@@ -137,10 +142,12 @@ def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) 
         a.flags.writeable = False
     thr = full[wc]
     thr.flags.writeable = False
-    cache[key] = (specs, (wt, wc, thr))
-    while len(cache) > 8:
-        cache.popitem(last=False)
-    return cache[key]
+    out = (specs, (wt, wc, thr))
+    with _COUNTER_CACHE_LOCK:
+        cache[key] = out
+        while len(cache) > 8:
+            cache.popitem(last=False)
+    return out
 
 
 @gc_paused
