@@ -36,6 +36,7 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx import Node
 
+from megakernel_gym.cache_paths import user_cache_path
 from megakernel_gym.compiler import ops  # noqa: F401  (registers torch.ops.mkgym.*)
 from megakernel_gym.compiler.expr import VARS, count_var, format_expr, substitute
 from megakernel_gym.compiler.graph import Graph, Op, TensorSpec, UnsupportedOpError
@@ -699,11 +700,7 @@ def capture(module: nn.Module, example_inputs, name: str | None = None) -> Graph
 
 
 def _graph_cache_dir() -> Path:
-    root = os.environ.get("MKGYM_GRAPH_CACHE")
-    if root:
-        return Path(root)
-    import platformdirs
-    return Path(platformdirs.user_cache_dir("megakernel-gym")) / "graphs"
+    return user_cache_path("MKGYM_GRAPH_CACHE", "graphs")
 
 
 def _compiler_source_hash() -> str:

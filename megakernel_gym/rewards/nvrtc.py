@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from megakernel_gym.cache_paths import user_cache_path
+
 __all__ = ["load_cuda", "CudaCompileError", "CudaUnavailableError", "CudaModule", "CudaKernel",
            "compile_cuda", "launch_count"]
 
@@ -126,11 +128,7 @@ def _default_arch() -> str:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("MKGYM_CUDA_CACHE")
-    if root:
-        return Path(root)
-    import platformdirs
-    return Path(platformdirs.user_cache_dir("megakernel-gym")) / "cubin"
+    return user_cache_path("MKGYM_CUDA_CACHE", "cubin")
 
 
 def _nvrtc_include_dirs() -> list[str]:

@@ -6,13 +6,13 @@ already written and readers never block the writer.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from megakernel_gym.cache_paths import user_cache_path
 from megakernel_gym.rewards.result import EvalResult
 
 _SCHEMA = """
@@ -51,11 +51,7 @@ RECORDED = CACHEABLE | {"timeout"}   # kept for the record, though a timeout is 
 
 
 def default_path() -> Path:
-    env = os.environ.get("MKGYM_STORE")
-    if env:
-        return Path(env)
-    import platformdirs
-    return Path(platformdirs.user_cache_dir("megakernel-gym")) / "results.sqlite"
+    return user_cache_path("MKGYM_STORE", "results.sqlite")
 
 
 def as_store(store: "ResultsStore | str | Path | None | bool") -> "ResultsStore | None":
