@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-import torch
-from conftest import assert_1b_expert_same_bits, assert_same_bits, built_runs, expert_1b, seeded_step
+from conftest import assert_1b_expert_same_bits, assert_same_bits, expert_1b, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.codegen import MK_CLAIMED, CodegenError, emit_cuda
@@ -92,15 +91,11 @@ def test_the_1b_expert_with_claimed_mlp_ops_keeps_its_ring():
 @pytest.mark.gpu
 def test_claimed_tiles_give_the_static_plans_bits_on_gpu():
     for seed in (0, 1, 2):
-        g, params, feeds, ref = seeded_step("llama-tiny", seed)
+        g, params, feeds, _ = seeded_step("llama-tiny", seed)
         for extra in ("", FINE):
             plan = _plan(g, extra)
-            _, want = built_runs(plan, params, feeds, 1)
-            for split in (1, 2):
-                _, got = built_runs(plan, params, feeds, 4, claim=MLP, claim_split=split)   # the counts carry across runs
-                for out in got:
-                    for k in ref:
-                        assert torch.equal(out[k], want[0][k]), f"seed {seed} {extra!r} split {split} {k}"
+            for split in (1, 2):    # 4 runs: the pools' counts carry across runs
+                assert_same_bits(plan, params, feeds, 4, claim=MLP, claim_split=split)
 
 
 @pytest.mark.gpu

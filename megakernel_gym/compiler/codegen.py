@@ -2488,6 +2488,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
             pf_bytes.append(nb)
         pf_start.append(len(pf_slot))
     pools = _claim_pools(plan, em, ops, call_start, call_names, call_lo, call_hi, signal_start, ll, claim_split)
+    pool_of = {name: i for i, name in enumerate(pools)}
     for name in pools:   # each pool's claim count: a word of scratch, zero at bind, that only grows
         em.scratch[name + "#claim"] = (len(em.slots) + len(em.scratch), 16)
     # the weight ring's stream: per queue, the weight rows of its ring-fed calls in queue and call
@@ -2498,7 +2499,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     for q in plan.queues:
         for t in q:
             for c in range(call_start[t], call_start[t + 1]):
-                pool = list(pools).index(call_names[c]) if call_names[c] in pools else -1
+                pool = pool_of.get(call_names[c], -1)
                 rows = pools[call_names[c]][2] if pool >= 0 else call_hi[c] - call_lo[c]
                 feeds = [p.name for p in em.epilogues.get(call_names[c], ())] or [call_names[c]]
                 first = len(ws_slot)
