@@ -50,10 +50,11 @@ def check(plan: Plan) -> list[Finding]:
     waits = trusted_waits(plan)
     if waits is None:
         waits = _wait_arrays(plan)
-    out = check_counters(plan, waits)
+    producers = _producer_arrays(plan)
+    out = check_counters(plan, waits, producers)
     if out:
         return out
-    if waits is not None and _proven_safe(plan, waits):
+    if waits is not None and _proven_safe(plan, waits, producers):
         return out
     return _check_edges(plan)
 
@@ -82,7 +83,19 @@ def _wait_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
     return waiter, at, flat[1::2]
 
 
-def _proven_safe(plan: Plan, waits: tuple | None = None) -> bool:
+def _producer_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray] | None:
+    """(each counter's producer count, every counter's producers in counter order) as arrays, for
+    the array-speed checks; None where a producer is not an integer (the checks go one by one)."""
+    try:
+        lens = np.fromiter((len(c.producers) for c in plan.counters), dtype=np.int64, count=len(plan.counters))
+        prods = np.fromiter(chain.from_iterable(c.producers for c in plan.counters), dtype=np.int64,
+                            count=int(lens.sum()))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return lens, prods
+
+
+def _proven_safe(plan: Plan, waits: tuple | None = None, producers: tuple | None = None) -> bool:
     """The common verdict at array speed, for a plan check_counters passed: True when the graph of
     queue order and full waits is acyclic (scipy's strongly connected components, one per node)
     and every dependency is ordered by one edge (a full wait on a counter its producer adds to,
@@ -99,9 +112,10 @@ def _proven_safe(plan: Plan, waits: tuple | None = None) -> bool:
         return False                  # a waiter that is no task: left to the edge-by-edge check
     if len(wait_c) and int(wait_c.min()) < 0:
         return False                  # a wait on no counter: left to the edge-by-edge check
-    lens = np.fromiter((len(c.producers) for c in plan.counters), dtype=np.int64, count=nc)
-    prod_p = np.fromiter(chain.from_iterable(c.producers for c in plan.counters), dtype=np.int64,
-                         count=int(lens.sum()))
+    producers = producers if producers is not None else _producer_arrays(plan)
+    if producers is None:
+        return False
+    lens, prod_p = producers
     prod_c = np.repeat(np.arange(nc, dtype=np.int64), lens)
     if len(prod_p) and int(np.bincount(prod_p, minlength=n).max()) > 1:
         return False                  # a task adding to two counters: left to the edge-by-edge check
@@ -249,7 +263,7 @@ def check_full(plan: Plan) -> list[Finding]:
     return out
 
 
-def check_counters(plan: Plan, waits: tuple | None = None) -> list[Finding]:
+def check_counters(plan: Plan, waits: tuple | None = None, producers: tuple | None = None) -> list[Finding]:
     """The first checks, shared by check and check_full: every task queued once, on an SM that
     exists; counters and waits that exist, each wait for its counter's full producer count.
     `waits`: _wait_arrays(plan), where the caller has them: the waits are then checked at array
@@ -260,7 +274,7 @@ def check_counters(plan: Plan, waits: tuple | None = None) -> list[Finding]:
     out: list[Finding] = []
     name = lambda t: str(tasks[t]) if 0 <= t < n else f"task #{t}"  # noqa: E731
 
-    if waits is not None and _counted_at_array_speed(plan, waits):
+    if waits is not None and producers is not None and _counted_at_array_speed(plan, waits, producers):
         return out
     # -- coverage: every task exactly once, on an SM that exists
     if len(plan.queues) != plan.num_sms:
@@ -312,7 +326,7 @@ def check_counters(plan: Plan, waits: tuple | None = None) -> list[Finding]:
     return out
 
 
-def _counted_at_array_speed(plan: Plan, waits: tuple) -> bool:
+def _counted_at_array_speed(plan: Plan, waits: tuple, producers: tuple) -> bool:
     """check_counters' verdict when it finds nothing, at array speed: True when every task is queued
     exactly once on an SM that exists, every counter's producers are tasks, and every wait is on a
     counter that exists, for its full producer count. False sends check_counters through its
@@ -322,9 +336,9 @@ def _counted_at_array_speed(plan: Plan, waits: tuple) -> bool:
         return False
     try:
         queued = np.fromiter(chain.from_iterable(plan.queues), dtype=np.int64)
-        prods = np.fromiter(chain.from_iterable(c.producers for c in plan.counters), dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
         return False
+    full, prods = producers
     if len(queued) != n or (n and not (0 <= int(queued.min()) and int(queued.max()) < n)):
         return False
     if n and not bool((np.bincount(queued, minlength=n) == 1).all()):
@@ -334,7 +348,6 @@ def _counted_at_array_speed(plan: Plan, waits: tuple) -> bool:
     _, at, thr = waits
     if not bool((at >= 0).all()):
         return False
-    full = np.fromiter((len(c.producers) for c in plan.counters), dtype=np.int64, count=len(plan.counters))
     return bool((thr == full[at]).all()) if len(at) else True
 
 
