@@ -13,6 +13,7 @@ from megakernel_gym.compiler.validate import check
 from megakernel_gym.ir_exposure import (IR, Edit, EditError, IRError, IRParseError, apply_edits, apply_json,
                                         count_tokens, edits_from_json, edits_to_json, format_edits, make_ir, parse,
                                         parse_edits, render, render_op)
+from megakernel_gym.ir_exposure.ir import MAX_TASKS
 
 TINY = ["llama-tiny", "mlp-tiny", "attention-tiny"]
 BIG = ["llama-1b", "mlp-1b", "attention-1b"]
@@ -310,7 +311,7 @@ def test_bad_edit_gives_a_message_and_an_unchanged_ir(tiny, edit, pattern):
 
 def test_too_many_tasks_is_refused_not_hung(big_graphs):
     ir = make_ir(big_graphs["llama-1b"])
-    with pytest.raises(EditError, match=r"tasks, over the limit of 32768; use a larger tile size"):
+    with pytest.raises(EditError, match=rf"tasks, over the limit of {MAX_TASKS}; use a larger tile size"):
         apply_edits(ir, "tile lm_head n=1")
     assert render(ir) == ir.text
 

@@ -230,8 +230,10 @@ class _Capture:
         elif packet == "rope":
             self.add(node, "rope", [t("x"), t("pos")], {"theta": float(args["theta"])})
         elif packet == "decode_attention":
-            self.add(node, "decode_attention", [t("q"), t("k_cache"), t("v_cache"), t("pos")],
-                     {"scale": float(args["scale"])})
+            attrs = {"scale": float(args["scale"])}
+            if int(args.get("window", 0)):     # only a sliding window is written: full attention's IR is as before
+                attrs["window"] = int(args["window"])
+            self.add(node, "decode_attention", [t("q"), t("k_cache"), t("v_cache"), t("pos")], attrs)
         elif packet == "cache_write":
             cache = t("cache")
             if self.specs[cache][2] not in ("buffer", "activation"):

@@ -1176,6 +1176,8 @@ class _Emitter:
         if op.name in self.splits:
             raise CodegenError(f"op {op.name}: split attention needs the parallel body ({attention_split_problem(self.g, op)})")
         per_lane = (d + 31) // 32
+        first = self._window_first("n - 1", op)
+        start = "warp" if first == "0" else f"{first} + warp"
         kv = lambda t: self.load(t, f"((long long)kvrow + s) * {d} + dd")  # noqa: E731
         return (f"  __shared__ float sm_m[{WARPS}], sm_l[{WARPS}], sm_acc[{WARPS}][{d}];\n"
                 f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = MK_NT / 32;\n"
@@ -1186,7 +1188,7 @@ class _Emitter:
                 f"    const long long kvrow = ((long long)bb * {hkv} + kvh) * {s_max};\n"
                 f"    float m = -INFINITY, l = 0.f, acc[{per_lane}];\n"
                 f"    for (int j = 0; j < {per_lane}; ++j) acc[j] = 0.f;\n"
-                f"    for (int s = warp; s < n && s < {s_max}; s += nw) {{\n"
+                f"    for (int s = {start}; s < n && s < {s_max}; s += nw) {{\n"
                 f"      float dot = 0.f;\n"
                 f"      for (int dd = lane; dd < {d}; dd += 32) dot += {self.load(q, 'qrow + dd')} * {kv(kc)};\n"
                 f"      const float score = warp_sum(dot) * {scale!r}f;\n"
@@ -1210,6 +1212,11 @@ class _Emitter:
                 f"    MK_SYNC();\n"
                 f"  }}\n")
 
+    def _window_first(self, p: str, op: Op) -> str:
+        """C for the first cache slot a query at position `p` attends (ops.window_start)."""
+        window = int(op.attrs.get("window", 0))
+        return f"max(0, {p} - {window - 1})" if window > 0 else "0"
+
     def _decode_attention_parallel(self, op: Op, b, hq, hkv, s_max, d, group, scale, epv) -> str:
         """The q heads of one kv head together, over chunks of positions with a running softmax:
         scores with a thread per position (its key row in 16-byte loads, shared by the group's q
@@ -1223,10 +1230,15 @@ class _Emitter:
         ch = min(s_max, 1024)
         split = self.splits.get(op.name, 1)
         esize = ESIZE[self.g.tensors[kc].dtype]
-        if split > 1:   # this part's slice of the positions (ops.split_bounds), else all of them
+        first = self._window_first(f"(int)({self.load(pos, 'bb')})", op)
+        if split > 1:   # this part's slice of the attended positions (ops.split_bounds), else all of them
             span = (f"    const int n_all = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
-                    f"    const int chunk = (n_all + {split - 1}) / {split};\n"
-                    f"    const int s_lo = min(n_all, part * chunk), n = min(n_all, s_lo + chunk);\n")
+                    + (f"    const int chunk = (n_all + {split - 1}) / {split};\n"
+                       f"    const int s_lo = min(n_all, part * chunk), n = min(n_all, s_lo + chunk);\n"
+                       if first == "0" else
+                       f"    const int first = min(n_all, {first}), cnt = n_all - first;\n"
+                       f"    const int chunk = (cnt + {split - 1}) / {split};\n"
+                       f"    const int s_lo = first + min(cnt, part * chunk), n = first + min(cnt, (part + 1) * chunk);\n"))
             lines = -(-d * esize // 128)    # 128-byte lines per cache row
             # the slice is known only now (the whole cache is prefetched for an unsplit tile while it
             # waits): its key and value rows go to L2 before the query is staged, so the value loads,
@@ -1244,7 +1256,7 @@ class _Emitter:
                         f"    }}\n"
                         f"  }}\n")
         else:
-            span = (f"    const int s_lo = 0, n = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
+            span = (f"    const int s_lo = {first}, n = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
                     f"    (void)part;\n")
             prefetch = ""
         if prefetch and self.kv_prefetch == "wait":   # the slice needs only pos, no input of this step

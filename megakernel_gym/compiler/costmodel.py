@@ -219,15 +219,21 @@ def _task_costs(tg) -> tuple[list[int], list[float], list[int]]:
         reads = t.read_boxes or own
         f, exact = _op_flops(op, g, obox, reads)
         w = _nbytes(g, op.inputs[1], own[1][1]) if streams[op.name] else 0
+        # a sliding window reads at most its last `window` cached positions, not the whole cache
+        window = op.attrs.get("window", 0) if op.kind == "decode_attention" else 0
+        share = min(1.0, window / g.tensors[op.inputs[1]].shape[2]) if window else 1.0
+        caches = set(op.inputs[1:3]) if op.kind == "decode_attention" else set()
+        f *= share
         if t.parts > 1:
             # a split part reads its share of the cached positions and writes float partials
             # (row, max, sum per head), which the last part reads back to combine
-            caches = set(op.inputs[1:3])
-            b = sum(_nbytes(g, name, box) // (t.parts if name in caches else 1) for name, box in reads)
+            b = sum(int(_nbytes(g, name, box) * share) // t.parts if name in caches else _nbytes(g, name, box)
+                    for name, box in reads)
             b += 2 * _nbytes(g, op.outputs[0], obox) // torch_dtype(g.tensors[op.outputs[0]].dtype).itemsize * 4
             f /= t.parts
         elif exact is None:
-            b = sum(_nbytes(g, name, box) for name, box in reads) + _nbytes(g, op.outputs[0], obox)
+            b = sum(int(_nbytes(g, name, box) * share) if name in caches else _nbytes(g, name, box)
+                    for name, box in reads) + _nbytes(g, op.outputs[0], obox)
         else:   # the op's own bytes are exact; fused producers still read what they read (their weights)
             b = exact + sum(_nbytes(g, name, box) for name, box in reads if name not in op.inputs)
         for pname, pbox in t.prologue:

@@ -23,9 +23,10 @@ from typing import Any
 #   softmax           attrs: {"axis": int}
 #   rope              rotary embedding, half-rotation (Llama) layout, x [B, H, D], pos [B]
 #                     attrs: {"theta": float}; inputs [x, pos]
-#   decode_attention  one new token per sequence attends over cache slots 0..pos[b], grouped
-#                     query heads (head h reads kv head h // (Hq/Hkv))
-#                     inputs [q, k_cache, v_cache, pos]; attrs: {"scale": float}
+#   decode_attention  one new token per sequence attends over cache slots 0..pos[b] (with a
+#                     sliding window W, the last W of them), grouped query heads (head h reads
+#                     kv head h // (Hq/Hkv)); inputs [q, k_cache, v_cache, pos];
+#                     attrs: {"scale": float(, "window": int > 0)}
 #   cache_write       cache[b, :, pos[b]] = new[b], in place: inputs [cache, new, pos], and the
 #                     output is the cache's own name (ops after it read the written cache)
 #   embedding         inputs [ids, table]

@@ -81,7 +81,7 @@ def reference_op(op: Op, args: list[Tensor], out: TensorSpec) -> Tensor | None:
     if k == "rope":
         return rope_ref(args[0], args[1], a["theta"]).to(dtype)
     if k == "decode_attention":
-        return decode_attention_ref(*args[:4], a["scale"]).to(dtype)
+        return decode_attention_ref(*args[:4], a["scale"], int(a.get("window", 0))).to(dtype)
     if k == "cache_write":
         cache_write_ref(args[0], args[1], args[2])
         return None

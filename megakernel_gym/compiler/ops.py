@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["rmsnorm", "rope", "decode_attention", "cache_write",
-           "rmsnorm_ref", "rope_ref", "decode_attention_ref", "cache_write_ref", "rope_inv_freq", "rotate_halves",
+           "rmsnorm_ref", "rope_ref", "decode_attention_ref", "window_start", "cache_write_ref", "rope_inv_freq", "rotate_halves",
            "split_bounds", "decode_attention_part_ref", "combine_attention_parts"]
 
 
@@ -105,9 +105,16 @@ def rope_ref(x: Tensor, pos: Tensor, theta: float) -> Tensor:
     return rotate_halves(x, angles.cos()[:, None, :], angles.sin()[:, None, :])                      # [B, 1, D/2]
 
 
+def window_start(pos: int, window: int) -> int:
+    """The first cache slot a query at `pos` attends: 0, or with a sliding window of `window` slots
+    (the query's own included, as transformers' Mistral masks) pos - window + 1."""
+    return max(0, pos - window + 1) if window > 0 else 0
+
+
 def decode_attention_ref(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: Tensor,
-                         scale: float) -> Tensor:
-    """One query token per sequence attends over cache slots 0..pos[b] inclusive.
+                         scale: float, window: int = 0) -> Tensor:
+    """One query token per sequence attends over cache slots 0..pos[b] inclusive (with a sliding
+    window > 0, over the last `window` of them: window_start(pos[b], window)..pos[b]).
 
     q [B, Hq, D]; caches [B, Hkv, S, D]; query head h reads kv head h // (Hq / Hkv).
     Scores, softmax and the weighted sum run in float32; the result is cast to q.dtype.
@@ -117,8 +124,11 @@ def decode_attention_ref(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: Tenso
     group = hq // hkv
     qf = q.float().reshape(b, hkv, group, d)
     scores = torch.einsum("bkgd,bksd->bkgs", qf, k_cache.float()) * scale
-    future = torch.arange(s, device=q.device)[None, :] > pos.to(q.device)[:, None]  # [B, S]
-    scores = scores.masked_fill(future[:, None, None, :], float("-inf"))
+    slots, p = torch.arange(s, device=q.device)[None, :], pos.to(q.device)[:, None]
+    hidden = slots > p                                                                # [B, S]
+    if window > 0:
+        hidden = hidden | (slots < p - (window - 1))
+    scores = scores.masked_fill(hidden[:, None, None, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     out = torch.einsum("bkgs,bksd->bkgd", probs, v_cache.float())
     return out.reshape(b, hq, d).to(q.dtype)
@@ -132,9 +142,10 @@ def split_bounds(n: int, part: int, parts: int) -> tuple[int, int]:
 
 
 def decode_attention_part_ref(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: Tensor, scale: float,
-                              part: int, parts: int) -> tuple[Tensor, Tensor, Tensor]:
-    """One part of split-KV decode attention: over this part's slice of each sequence's positions
-    0..pos[b] (split_bounds), the unnormalized float32 sum of exp(score - m) * v, the running max m
+                              part: int, parts: int, window: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+    """One part of split-KV decode attention: over this part's slice of each sequence's attended
+    positions window_start(pos[b])..pos[b] (split_bounds over their count, from the first), the
+    unnormalized float32 sum of exp(score - m) * v, the running max m
     and the sum l of exp(score - m), per query head. An empty slice gives m = -inf, l = 0, o = 0.
     Returns (o [B, Hq, D], m [B, Hq], l [B, Hq])."""
     b, hq, d = q.shape
@@ -144,7 +155,9 @@ def decode_attention_part_ref(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: 
     m = torch.full((b, hq), float("-inf"), dtype=torch.float32, device=q.device)
     lsum = torch.zeros(b, hq, dtype=torch.float32, device=q.device)
     for bb in range(b):
-        s0, s1 = split_bounds(min(int(pos[bb]) + 1, k_cache.shape[2]), part, parts)
+        first = window_start(int(pos[bb]), window)
+        s0, s1 = split_bounds(min(int(pos[bb]) + 1, k_cache.shape[2]) - first, part, parts)
+        s0, s1 = s0 + first, s1 + first
         if s0 >= s1:
             continue
         qf = q[bb].float().reshape(hkv, group, d)
@@ -203,14 +216,16 @@ def _(x, pos, theta):
 
 @torch.library.custom_op("mkgym::decode_attention", mutates_args=())
 def decode_attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: Tensor,
-                     scale: float) -> Tensor:
+                     scale: float, window: int = 0) -> Tensor:
     _check_attention(q, k_cache, v_cache, pos)
     _check_positions(pos, k_cache.shape[2], "mkgym.decode_attention")
-    return decode_attention_ref(q, k_cache, v_cache, pos, scale)
+    if window < 0:
+        raise ValueError(f"mkgym.decode_attention: window {window} must be >= 0 (0: no sliding window)")
+    return decode_attention_ref(q, k_cache, v_cache, pos, scale, window)
 
 
 @decode_attention.register_fake
-def _(q, k_cache, v_cache, pos, scale):
+def _(q, k_cache, v_cache, pos, scale, window=0):
     _check_attention(q, k_cache, v_cache, pos)
     return torch.empty_like(q)
 

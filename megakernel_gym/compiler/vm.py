@@ -276,7 +276,8 @@ def _compute_part(mem: _Memory, op: Op, task, obox, reads) -> None:
     them into the output tile. Before that, the output holds whatever it held: a consumer that runs
     early reads it."""
     q, kc, vc, pos = (_cut(mem.tensor(name), box, f"{task} reading {name}") for name, box in reads)
-    partial = ops.decode_attention_part_ref(q, kc, vc, pos, float(op.attrs["scale"]), task.part, task.parts)
+    partial = ops.decode_attention_part_ref(q, kc, vc, pos, float(op.attrs["scale"]), task.part, task.parts,
+                                           int(op.attrs.get("window", 0)))
     got = mem.scratch.setdefault((op.name, task.tile), {})
     got[task.part] = partial
     if len(got) == task.parts:

@@ -293,7 +293,7 @@ class DecodeStep(nn.Module):
 
     def __init__(self, block: str, config: dict, activations: str | None = "float32"):
         super().__init__()
-        cfg = LlamaConfig(**config)
+        cfg = step_config(block, config)
         seed = int(torch.randint(0, 2**31 - 1, (), device="cpu"))   # the CPU RNG, whatever the default device
         device = torch.get_default_device()
         if device.type == "cpu" and torch.cuda.is_available():
@@ -428,6 +428,9 @@ def block_roofline(block: str, cfg: LlamaConfig, mean_context: int) -> tuple[int
     `mean_context` cached tokens; bytes are the weights read once plus the KV cache slots read."""
     w = block_weights(block, cfg)
     layers = 0 if block == "mlp" else (1 if block == "attention" else cfg.layers)
+    window = (getattr(cfg, "extra", None) or {}).get("sliding_window") or 0
+    if window:      # a sliding window attends at most its last `window` positions
+        mean_context = min(mean_context, window)
     attn_flops = 4 * layers * cfg.q_heads * cfg.head_dim * mean_context
     kv_bytes = 2 * layers * cfg.batch * cfg.kv_heads * cfg.head_dim * mean_context
     item = cfg.torch_dtype.itemsize
@@ -475,10 +478,29 @@ ZOO: dict[str, Callable[..., tuple[nn.Module, tuple]]] = {
 }
 
 
-def make_block(block: str, cfg: LlamaConfig, seed: int = 0, device=None):
-    """(module, example_inputs) for a block kind of DecodeStep ('llama', 'attention', 'mlp') at any config:
-    what a level-5 problem's config compiles to."""
-    makers = {"llama": _make_llama, "attention": _make_attention, "mlp": _make_mlp}
-    if block not in makers:
-        raise ValueError(f"unknown block {block!r}; one of {sorted(makers)}")
-    return makers[block](cfg, seed=seed, device=device)
+_MAKERS = {"llama": _make_llama, "attention": _make_attention, "mlp": _make_mlp}
+
+
+def step_config(block: str, config: dict):
+    """A level-5 problem's (block, config dict) as its config: LlamaConfig for the zoo's own blocks,
+    families.FamilyConfig for a transformers family (block is the family's name, e.g. 'qwen3')."""
+    from megakernel_gym.compiler.families import FAMILIES, config_from_dict
+    if block in FAMILIES:
+        cfg = config_from_dict(config)
+        if cfg.family != block:
+            raise ValueError(f"block {block!r} with a config of family {cfg.family!r}; they must agree")
+        return cfg
+    if block not in _MAKERS:
+        raise ValueError(f"unknown block {block!r}; one of {sorted(_MAKERS) + sorted(FAMILIES)}")
+    return LlamaConfig(**config)
+
+
+def make_block(block: str, cfg, seed: int = 0, device=None):
+    """(module, example_inputs) for a block kind of DecodeStep ('llama', 'attention', 'mlp', or a
+    transformers family of compiler.families) at any config: what a level-5 problem's config compiles to."""
+    from megakernel_gym.compiler.families import FAMILIES, make_family_step
+    if block in FAMILIES:
+        return make_family_step(block, cfg, seed=seed, device=device)
+    if block not in _MAKERS:
+        raise ValueError(f"unknown block {block!r}; one of {sorted(_MAKERS) + sorted(FAMILIES)}")
+    return _MAKERS[block](cfg, seed=seed, device=device)

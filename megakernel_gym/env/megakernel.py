@@ -69,11 +69,11 @@ class _Megakernel:
     def __init__(self, problem, backend: str, num_sms: int, device: str):
         from megakernel_gym.compiler import capture, module_tensors, predict
         from megakernel_gym.compiler.capture import capture_cached
-        from megakernel_gym.compiler.zoo import LlamaConfig, make_block
+        from megakernel_gym.compiler.zoo import make_block, step_config
         from megakernel_gym.ir_exposure import make_ir
         mod = _load_trusted(problem)
         config = (mod.CPU_SIZES.get("config", mod.config) if backend == "cpu" else mod.config)
-        self.block, self.cfg = mod.block, LlamaConfig(**config)
+        self.block, self.cfg = mod.block, step_config(mod.block, config)
         self.backend, self.device = backend, device
         key = (problem.sha256, backend)
         if backend == "cpu":

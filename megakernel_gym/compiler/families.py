@@ -1,0 +1,318 @@
+"""Model families from Hugging Face transformers, captured through adapters.
+
+A family is a transformers causal-LM architecture (`model_type`) the compiler takes as it is:
+the model is built by transformers itself (`AutoModelForCausalLM.from_config`), keeps its own
+modules, parameter names ("model.layers.0.self_attn.q_proj.weight") and MLP forward, and is
+captured through torch.export like any zoo model. What a transformers decode step has that the
+compiler has no primitive for (its rotary tables, SDPA with masks, a Python-object KV cache) is
+swapped out on the model instance: the adapter replaces the forward of the model, its decoder
+layers, attention modules and norms with ones on the mkgym primitives (ops.py) that read the
+same weights, and gives each attention module a static KV cache buffer. Every other module keeps
+transformers' forward, so a family's MLP is transformers' own code.
+
+    model, inputs = make_family_step("qwen3", FamilyConfig.tiny("qwen3"), seed=0)
+    logits = model(*inputs)                     # forward(token_ids [B], pos [B]) -> [B, vocab]
+    native = transformers_logits(model, *inputs)   # the same step through transformers' own forward
+
+`transformers_logits` is the check that the adapter is the family: it runs the unpatched model
+with a transformers DynamicCache prefilled from the adapter's caches, one sequence at a time.
+
+transformers is imported only when a family model is built, so loading a problem file stays fast.
+A configuration the adapter cannot honour (a scaled rotary embedding, an activation the compiler
+has no mapping for) is refused with UnsupportedModelError naming the setting and the fix.
+"""
+from __future__ import annotations
+
+import math
+import types
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import Tensor, nn
+
+from megakernel_gym.compiler import ops  # noqa: F401  (registers torch.ops.mkgym.*)
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class UnsupportedModelError(ValueError):
+    """A transformers model or configuration the adapters cannot take; the message names why."""
+
+
+@dataclass(frozen=True)
+class Family:
+    model_type: str          # transformers' model_type (AutoConfig.for_model)
+    attention: str           # which adapter: "llama" (q/k/v/o projections, rotary)
+    qk_norm: bool = False    # per-head RMSNorm of q and k before the rotation (Qwen3)
+    window: bool = False     # sliding-window attention (Mistral)
+    note: str = ""
+
+
+FAMILIES: dict[str, Family] = {
+    "hf-llama": Family("llama", "llama", note="LlamaForCausalLM"),
+    "qwen2": Family("qwen2", "llama", note="Qwen2ForCausalLM: q/k/v projections with biases"),
+    "qwen3": Family("qwen3", "llama", qk_norm=True, note="Qwen3ForCausalLM: per-head q/k RMSNorm"),
+    "mistral": Family("mistral", "llama", window=True, note="MistralForCausalLM: sliding-window attention"),
+}
+
+
+@dataclass(frozen=True)
+class FamilyConfig:
+    """A family model's shapes in the zoo's words, plus anything else for its transformers config.
+
+    `extra` holds transformers config fields as they are named there (e.g. {"sliding_window": 512}).
+    """
+    family: str
+    vocab: int
+    hidden: int
+    layers: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    max_seq: int
+    rope_theta: float = 10000.0
+    eps: float = 1e-6
+    dtype: str = "float32"
+    batch: int = 1
+    tie_embeddings: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise ValueError(f"FamilyConfig.family {self.family!r} is not one of {sorted(FAMILIES)}")
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"FamilyConfig.dtype {self.dtype!r} is not one of {sorted(_DTYPES)}")
+        for f in ("vocab", "hidden", "layers", "q_heads", "kv_heads", "head_dim", "ffn", "max_seq", "batch"):
+            if not isinstance(getattr(self, f), int) or getattr(self, f) < 1:
+                raise ValueError(f"FamilyConfig.{f} must be an int >= 1, got {getattr(self, f)!r}")
+        if self.q_heads % self.kv_heads:
+            raise ValueError(f"FamilyConfig: q_heads {self.q_heads} must be a multiple of kv_heads {self.kv_heads}")
+        if self.head_dim % 2:
+            raise ValueError(f"FamilyConfig.head_dim {self.head_dim} must be even for the rotary embedding")
+        if not isinstance(self.extra, dict):
+            raise ValueError(f"FamilyConfig.extra must be a dict of transformers config fields, got {self.extra!r}")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return _DTYPES[self.dtype]
+
+    @classmethod
+    def tiny(cls, family: str, **overrides) -> "FamilyConfig":
+        """Small enough for CPU tests; batch 2 so the two sequences sit at different positions."""
+        extra = {"sliding_window": 8} if FAMILIES.get(family, Family("", "")).window else {}
+        return replace(cls(family=family, vocab=256, hidden=64, layers=2, q_heads=4, kv_heads=2, head_dim=16,
+                           ffn=128, max_seq=32, batch=2, extra=extra), **overrides)
+
+    def hf_config(self):
+        """The transformers config these shapes describe (attention through eager, no dropout)."""
+        from transformers import AutoConfig
+        fam = FAMILIES[self.family]
+        kw = dict(vocab_size=self.vocab, hidden_size=self.hidden, num_hidden_layers=self.layers,
+                  num_attention_heads=self.q_heads, num_key_value_heads=self.kv_heads, head_dim=self.head_dim,
+                  intermediate_size=self.ffn, max_position_embeddings=self.max_seq, rms_norm_eps=self.eps,
+                  rope_theta=self.rope_theta, tie_word_embeddings=self.tie_embeddings, hidden_act="silu",
+                  attention_dropout=0.0)
+        kw.update(self.extra)
+        cfg = AutoConfig.for_model(fam.model_type, **kw)
+        cfg._attn_implementation = "eager"
+        return cfg
+
+
+def config_from_dict(config: dict) -> FamilyConfig:
+    """A problem file's `config` dict -> FamilyConfig, with a message naming a bad key."""
+    if not isinstance(config, dict):
+        raise ValueError(f"a family model's config must be a dict, got {type(config).__name__}")
+    try:
+        return FamilyConfig(**config)
+    except TypeError as e:
+        known = sorted(FamilyConfig.__dataclass_fields__)
+        raise ValueError(f"bad family config {sorted(config)}: {e}; the fields are {known}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Adapted forwards. Each is bound to one module instance (types.MethodType), so transformers'
+# classes are untouched and `native(model)` can lift the patch off again.
+
+def _norm_forward(self, x: Tensor) -> Tensor:
+    return torch.ops.mkgym.rmsnorm(x, self.weight, self.variance_epsilon)
+
+
+def _attention_forward(self, h: Tensor, pos: Tensor) -> Tensor:
+    spec = self._mkgym
+    b, hq, hkv, d = h.shape[0], spec["q_heads"], spec["kv_heads"], spec["head_dim"]
+    q = self.q_proj(h)
+    k = self.k_proj(h)
+    v = self.v_proj(h).view(b, hkv, d)
+    if spec["qk_norm"]:      # one RMSNorm row per head: [B*H, D] rows, as the megakernel tiles them
+        q = self.q_norm(q.view(b * hq, d))
+        k = self.k_norm(k.view(b * hkv, d))
+    q = torch.ops.mkgym.rope(q.view(b, hq, d), pos, spec["theta"])
+    k = torch.ops.mkgym.rope(k.view(b, hkv, d), pos, spec["theta"])
+    torch.ops.mkgym.cache_write(self.k_cache, k, pos)
+    torch.ops.mkgym.cache_write(self.v_cache, v, pos)
+    attn = torch.ops.mkgym.decode_attention(q, self.k_cache, self.v_cache, pos, spec["scale"], spec["window"])
+    return self.o_proj(attn.reshape(b, hq * d))
+
+
+def _layer_forward(self, x: Tensor, pos: Tensor) -> Tensor:
+    x = x + self.self_attn(self.input_layernorm(x), pos)
+    return x + self.mlp(self.post_attention_layernorm(x))
+
+
+def _model_forward(self, token_ids: Tensor, pos: Tensor) -> Tensor:
+    batch = self._mkgym["batch"]
+    if token_ids.shape != (batch,) or pos.shape != (batch,):
+        raise ValueError(f"{type(self).__name__} decode step: token_ids and pos must both be [{batch}] (the "
+                         f"config's batch), got {tuple(token_ids.shape)} and {tuple(pos.shape)}")
+    inner = self.model
+    x = inner.embed_tokens(token_ids)
+    for layer in inner.layers:
+        x = layer(x, pos)
+    return self.lm_head(inner.norm(x))
+
+
+def _patch(module: nn.Module, fn) -> None:
+    module.forward = types.MethodType(fn, module)
+    module._mkgym_patched = True
+
+
+def adapt(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
+    """Turn a transformers causal LM of `cfg.family` into a decode step on the mkgym primitives,
+    in place: forward(token_ids [B], pos [B]) -> logits [B, vocab], KV caches as buffers
+    (`model.layers.N.self_attn.k_cache`, [B, kv_heads, max_seq, head_dim], non-persistent)."""
+    fam = FAMILIES[cfg.family]
+    hf = model.config
+    rope = getattr(hf, "rope_parameters", None) or {"rope_type": getattr(hf, "rope_scaling", None) and
+                                                    hf.rope_scaling.get("rope_type", "default") or "default"}
+    if rope.get("rope_type", "default") != "default":
+        raise UnsupportedModelError(f"{cfg.family}: rope_type {rope['rope_type']!r} (scaled rotary frequencies) is not "
+                                    "supported by mkgym.rope; use rope_type 'default' (random weights need no scaling)")
+    act = getattr(hf, "hidden_act", "silu")
+    if act != "silu":
+        raise UnsupportedModelError(f"{cfg.family}: hidden_act {act!r}; the adapter's MLP families use 'silu'")
+    window = 0
+    if fam.window and getattr(hf, "sliding_window", None):
+        window = int(hf.sliding_window)
+    elif not fam.window and getattr(hf, "use_sliding_window", False) and getattr(hf, "sliding_window", None):
+        raise UnsupportedModelError(f"{cfg.family}: use_sliding_window=True; set it False (full attention)")
+    inner = model.model
+    _patch(model, _model_forward)
+    model._mkgym = {"batch": cfg.batch}
+    dt = cfg.torch_dtype
+    for layer in inner.layers:
+        attn = layer.self_attn
+        if attn.head_dim != cfg.head_dim:
+            raise UnsupportedModelError(f"{cfg.family}: attention head_dim {attn.head_dim} != config {cfg.head_dim}")
+        attn._mkgym = {"q_heads": cfg.q_heads, "kv_heads": cfg.kv_heads, "head_dim": cfg.head_dim,
+                       "theta": float(rope.get("rope_theta", cfg.rope_theta)), "scale": float(attn.scaling),
+                       "qk_norm": fam.qk_norm, "window": window}
+        shape = (cfg.batch, cfg.kv_heads, cfg.max_seq, cfg.head_dim)
+        device = attn.q_proj.weight.device
+        attn.register_buffer("k_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
+        attn.register_buffer("v_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
+        _patch(attn, _attention_forward)
+        _patch(layer, _layer_forward)
+        norms = [layer.input_layernorm, layer.post_attention_layernorm]
+        if fam.qk_norm:
+            norms += [attn.q_norm, attn.k_norm]
+        for norm in norms:
+            _patch(norm, _norm_forward)
+    _patch(inner.norm, _norm_forward)
+    return model
+
+
+@contextmanager
+def native(model: nn.Module):
+    """transformers' own forwards while inside: the adapter's instance patches lifted, then put back."""
+    lifted = []
+    for mod in model.modules():
+        if getattr(mod, "_mkgym_patched", False) and "forward" in mod.__dict__:
+            lifted.append((mod, mod.__dict__.pop("forward")))
+    try:
+        yield model
+    finally:
+        for mod, fwd in lifted:
+            mod.forward = fwd
+
+
+# ---------------------------------------------------------------------------------------------
+# Building one
+
+def _init_weights(model: nn.Module, seed: int) -> None:
+    """Per-tensor seeded draws, as the zoo's: the same weights on any device. Norm weights
+    1 + N(0, 0.05^2); biases N(0, 0.1^2) (big enough that a dropped bias is seen); matrices
+    N(0, 1/fan_in) with fan_in the last dim (a Linear's [out, in], an embedding's [vocab, hidden])."""
+    device = next(model.parameters()).device
+    norms = {id(m.weight) for m in model.modules() if "Norm" in type(m).__name__ and getattr(m, "weight", None) is not None}
+    with torch.no_grad():
+        for i, (name, p) in enumerate(sorted(dict(model.named_parameters()).items())):
+            gen = torch.Generator(device=device).manual_seed(seed * 1_000_003 + i)
+            noise = torch.randn(p.shape, generator=gen, device=device, dtype=torch.float32)
+            if id(p) in norms:
+                p.copy_(1.0 + 0.05 * noise)
+            elif p.dim() == 1:
+                p.copy_(0.1 * noise)
+            else:
+                p.copy_(noise / math.sqrt(p.shape[-1]))
+            p.requires_grad_(False)
+
+
+def build_family_model(cfg: FamilyConfig, seed: int = 0, device=None) -> nn.Module:
+    """The transformers model for `cfg`, seeded random weights, adapted (see `adapt`); on
+    `device="meta"` shapes only."""
+    from transformers import AutoModelForCausalLM
+    device = torch.device(device if device is not None else "cpu")
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg.hf_config(), dtype=cfg.torch_dtype)
+    if device.type != "meta":
+        model.to_empty(device=device)
+        model.tie_weights()       # to_empty gives every module its own tensor, untying weights
+        # transformers' rotary module computes its tables at construction: on meta they are empty
+        for name, buf in list(model.named_buffers()):
+            if name.endswith("inv_freq"):
+                buf.copy_(ops.rope_inv_freq(cfg.head_dim, cfg.rope_theta, device))
+        _init_weights(model, seed)
+    adapt(model, cfg)
+    return model.eval()
+
+
+def make_family_step(family: str, cfg: FamilyConfig, seed: int = 0, device=None):
+    """(adapted model, (token_ids [B], pos [B])): weights from `seed`, caches N(0, 1) from seed + 1,
+    inputs from seed + 2, as the zoo's llama factory."""
+    from megakernel_gym.compiler.zoo import fill_caches
+    if cfg.family != family:
+        raise ValueError(f"make_family_step({family!r}) got a config of family {cfg.family!r}")
+    model = build_family_model(cfg, seed, device)
+    if device is None or torch.device(device).type != "meta":
+        fill_caches(model, seed + 1)
+    gen = torch.Generator().manual_seed(seed + 2)
+    ids = torch.randint(0, cfg.vocab, (cfg.batch,), generator=gen, dtype=torch.int64)
+    pos = torch.randint(0, cfg.max_seq, (cfg.batch,), generator=gen, dtype=torch.int64)
+    return model, (ids.to(device or "cpu"), pos.to(device or "cpu"))
+
+
+def transformers_logits(model: nn.Module, token_ids: Tensor, pos: Tensor) -> Tensor:
+    """The decode step through transformers' own forward: for each sequence b, the unpatched model
+    on token_ids[b] at position pos[b], with a DynamicCache prefilled from the adapter's caches'
+    slots 0..pos[b]-1 (the keys there are stored rotated, as transformers stores them). Returns
+    logits [B, vocab]. The adapter's caches are not changed."""
+    import inspect
+
+    from transformers import DynamicCache
+    attns = [layer.self_attn for layer in model.model.layers]
+    cache_kw = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+    out = []
+    with native(model), torch.no_grad():
+        for b in range(token_ids.shape[0]):
+            p = int(pos[b])
+            cache = DynamicCache()
+            if p > 0:
+                for i, a in enumerate(attns):
+                    cache.update(a.k_cache[b:b + 1, :, :p].clone(), a.v_cache[b:b + 1, :, :p].clone(), i)
+            kwargs = {cache_kw: cache}
+            res = model(input_ids=token_ids[b:b + 1, None], position_ids=pos[b:b + 1, None],
+                        use_cache=True, **kwargs)
+            out.append(res.logits[0, -1])
+    return torch.stack(out)

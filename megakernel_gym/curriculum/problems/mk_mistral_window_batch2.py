@@ -1,0 +1,61 @@
+"""Two sequences deep in long contexts through transformers' MistralForCausalLM: the window, not the context, bounds the cache reads."""
+import torch
+
+from megakernel_gym.compiler.families import FamilyConfig
+from megakernel_gym.compiler.zoo import DecodeStep, block_roofline
+
+LEVEL = 5
+KIND = "megakernel"   # the agent edits the compiler's IR (schedule, fusion, tiles), not a ModelNew
+OP_TYPE = "mistral_decode"
+FAMILY = "mistral"   # the transformers family (compiler.families): held out or trained on as a whole
+DTYPES = ["bfloat16"]
+TAGS = ['megakernel', 'decode', 'memory-bound', 'transformers', 'mistral', 'sliding-window', 'batched', 'long-context', 'bf16']
+SPLIT = "heldout"
+DESCRIPTION = ("One bf16 decode step of transformers' MistralForCausalLM at 1B-class shapes (16 layers, hidden 2048, GQA 32/8 heads of 64, sliding window 1024, SwiGLU 7168, untied 32k vocabulary), random weights, 2 sequences at their own positions, KV caches of 4096 slots prefilled: token ids and positions in, logits out."
+               " Activations stay fp32 (weights, KV caches bf16); outputs: logits [2, vocab] fp32 and the k, v rows "
+               "written to each layer's cache [16, 2, 8, 64] bf16.")
+
+block = "mistral"
+# a 1B-class Mistral, batch 2
+config = FamilyConfig(family=block, vocab=32768, hidden=2048, layers=16, q_heads=32, kv_heads=8, head_dim=64,
+                      ffn=7168, max_seq=4096, rope_theta=1000000.0, eps=1e-05, dtype='bfloat16', batch=2,
+                      tie_embeddings=False, extra={'sliding_window': 1024}).__dict__
+# CPU: 2 layers, hidden 64, fp32, batch 2 (the family's tiny config)
+CPU_SIZES = {"config": FamilyConfig.tiny(block).__dict__}
+
+# The reference keeps activations in float32 (DecodeStep); a megakernel must keep activations and
+# accumulation in fp32 too. The GPU judge's own check is relative to eager bf16's error.
+ATOL = 1e-2
+RTOL = 1e-2
+
+
+class Model(DecodeStep):
+    """transformers' model of this family, adapted to the mkgym primitives (compiler.families); weights
+    and prefilled caches from the judge's seed."""
+
+    def __init__(self, block: str, config: dict):
+        super().__init__(block, config)
+
+
+class Baseline(DecodeStep):
+    """What the judge times as eager / CUDA graphs / torch.compile: the adapted model as it is (bf16)."""
+
+    def __init__(self, block: str, config: dict):
+        super().__init__(block, config, activations=None)
+
+
+def get_inputs():
+    return [torch.randint(0, config["vocab"], (config["batch"],)),      # token ids
+            torch.randint(0, config["max_seq"], (config["batch"],))]    # positions
+
+
+def get_init_inputs():
+    return [block, config]
+
+
+def FLOPS():
+    return block_roofline(block, FamilyConfig(**config), config["max_seq"] // 2)[0]
+
+
+def BYTES():
+    return block_roofline(block, FamilyConfig(**config), config["max_seq"] // 2)[1]
