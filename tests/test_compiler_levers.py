@@ -135,10 +135,12 @@ def test_split_and_inline_edits_round_trip_and_refuse_bad_uses(graphs):
 
 def test_split_counts_toward_the_task_limit(llama_1b):
     base = make_ir(llama_1b, num_sms=132)
-    ok = apply_edits(base, "tile layers.*.mlp.gate_proj n=16\nsplit layers.*.attn.decode_attention n=32")
+    tiles = ("tile layers.*.mlp.gate_proj n=8\ntile layers.*.mlp.up_proj n=8\ntile layers.*.mlp.down_proj n=8\n"
+             "tile layers.*.mlp.silu_mul n=16\ntile layers.*.attn.o_proj n=8\n")
+    ok = apply_edits(base, tiles + "split layers.*.attn.decode_attention n=32")     # 62,625 tasks
     assert len(ok.plan().tg.tasks) == int(ok.text.split("tasks=")[1].split()[0])
-    with pytest.raises(EditError, match="split 64 for layers.*.attn.decode_attention would give the plan 33953 tasks"):
-        apply_edits(base, "tile layers.*.mlp.gate_proj n=16\nsplit layers.*.attn.decode_attention n=64")
+    with pytest.raises(EditError, match="split 64 for layers.*.attn.decode_attention would give the plan 66721 tasks"):
+        apply_edits(base, tiles + "split layers.*.attn.decode_attention n=64")
 
 
 @pytest.mark.parametrize("name", TINY)

@@ -37,7 +37,10 @@ def test_adapter_is_transformers_own_model(fam):
     changed = [n for n, b in model.named_buffers() if n.endswith("_cache") and not torch.equal(b, before[n])]
     assert len(changed) == 2 * 2        # both layers' k and v caches
     names = [n for n, _ in model.named_parameters()]
-    assert "model.layers.0.self_attn.q_proj.weight" in names and "model.embed_tokens.weight" in names
+    if fam == "gpt2":   # its Conv1D weights, and the [out, in] rows the adapter streams
+        assert {"transformer.h.0.attn.c_attn.weight", "transformer.h.0.attn.q_proj.weight", "transformer.wpe.weight"} <= set(names)
+    else:
+        assert "model.layers.0.self_attn.q_proj.weight" in names and "model.embed_tokens.weight" in names
 
 
 def test_sliding_window_is_what_transformers_masks():
@@ -52,6 +55,21 @@ def test_sliding_window_is_what_transformers_masks():
         layer.self_attn._mkgym["window"] = 0
     torch.testing.assert_close(model(*inputs), native, atol=2e-5, rtol=2e-5)
     assert float((full(*inputs) - native).abs().max()) > 1e-2
+
+
+def test_gpt2_streams_conv1d_weights_as_rows():
+    """GPT-2's Conv1D (x @ W + b, W [in, out]) is computed from [out, in] copies made once at adapt
+    time: the fused q/k/v weight split three ways, each the transposed slice of transformers' own."""
+    model, inputs = _step("gpt2")
+    attn = model.transformer.h[0].attn
+    w = attn.c_attn.weight
+    for i, lin in enumerate((attn.q_proj, attn.k_proj, attn.v_proj)):
+        assert torch.equal(lin.weight, w[:, 64 * i:64 * (i + 1)].t()) and lin.weight.is_contiguous()
+        assert torch.equal(lin.bias, attn.c_attn.bias[64 * i:64 * (i + 1)])
+    assert torch.equal(model.transformer.h[1].mlp.fc.weight, model.transformer.h[1].mlp.c_fc.weight.t())
+    assert model.lm_head.weight is model.transformer.wte.weight
+    with pytest.raises(ValueError, match="kv_heads must equal q_heads"):
+        FamilyConfig.tiny("gpt2", kv_heads=2)
 
 
 def test_qwen2_biases_matter():
@@ -71,7 +89,8 @@ def test_family_compiles_validates_and_runs_in_the_vm(fam):
     model, inputs = _step(fam, seed=1)
     g = capture(model, inputs, fam)
     kinds = {o.kind for o in g.ops}
-    assert {"embedding", "rmsnorm", "matmul", "rope", "cache_write", "decode_attention"} <= kinds
+    assert {"embedding", "matmul", "cache_write", "decode_attention"} <= kinds
+    assert ({"layernorm"} if fam == "gpt2" else {"rmsnorm", "rope"}) <= kinds
     params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
     ref = run_graph(g, params, feeds)
     torch.testing.assert_close(ref[g.outputs[0]], copy.deepcopy(model)(*inputs), atol=1e-5, rtol=1e-5)
@@ -90,9 +109,9 @@ def test_family_compiles_validates_and_runs_in_the_vm(fam):
         assert all("window" not in o.attrs for o in g.ops if o.kind == "decode_attention")
 
 
-@pytest.mark.parametrize("fam", ["mistral", "qwen3"])
+@pytest.mark.parametrize("fam", ["mistral", "qwen3", "gpt2"])
 def test_family_megakernel_compiles_with_nvrtc(fam):
-    """The windowed attention (serial and split bodies) and the per-head norms reach NVRTC."""
+    """The windowed attention (serial and split bodies), the per-head norms and GPT-2's LayerNorm reach NVRTC."""
     pytest.importorskip("cuda.bindings")
     from megakernel_gym.compiler.codegen import emit_cuda
     from megakernel_gym.rewards.nvrtc import compile_cuda
@@ -178,7 +197,8 @@ def test_family_megakernel_matches_transformers_on_gpu(fam):
     same weights, upcast) than transformers' own bf16 forward is (the judge's rule), on 3 seeds."""
     from megakernel_gym.compiler.runtime import Megakernel
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    mid = dict(vocab=4096, hidden=512, layers=4, q_heads=8, kv_heads=2, head_dim=64, ffn=1536, max_seq=512,
+    mid = dict(vocab=4096, hidden=512, layers=4, q_heads=8, kv_heads=8 if fam == "gpt2" else 2, head_dim=64,
+               ffn=1536, max_seq=512,
                batch=2, extra={"sliding_window": 128} if FAMILIES[fam].window else {})
     for shapes, pos in ((dict(), (5, 27)), (mid, (100, 450))):
         cfg = FamilyConfig.tiny(fam, dtype="bfloat16", **shapes)

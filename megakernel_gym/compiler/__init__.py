@@ -7,7 +7,8 @@
     simulate / run_plan (vm.py) Plan -> executed on the CPU with real counter semantics
     predict (costmodel.py)      Plan -> predicted latency on a GPU (the sim backend)
 
-`ZOO` holds the models the pipeline is built and tested on.
+`ZOO` holds the models the pipeline is built and tested on; families.py takes transformers' own
+causal LMs (Llama, Qwen2, Qwen3, Mistral) through adapters onto the same primitives.
 """
 from megakernel_gym.compiler.capture import capture, module_tensors
 from megakernel_gym.compiler.costmodel import DEVICES, DeviceSpec, Prediction, predict, task_costs

@@ -1130,6 +1130,38 @@ class _Emitter:
                 f"    MK_SYNC();\n"
                 f"  }}\n")
 
+    def _layernorm(self, op: Op, axis: int) -> str:
+        """Rows of a LayerNorm (GPT-2's): the mean, then the biased variance around it (two block
+        sums, as F.layer_norm computes them in float32), then (x - mean) * rsqrt(var + eps) * w + b."""
+        x, out = op.inputs[0], op.outputs[0]
+        shape = self.g.tensors[out].shape
+        d = shape[-1]
+        if axis != 0 or len(shape) != 2:
+            raise CodegenError(f"op {op.name}: layernorm over {list(shape)} tiled along {axis}: only 2-D rows")
+        has_w, has_b = bool(op.attrs.get("weight")), bool(op.attrs.get("bias"))
+        w_in = op.inputs[1] if has_w else None
+        b_in = op.inputs[1 + has_w] if has_b else None
+        self.smem = max(self.smem, 4 * (3 * d + WARPS))
+        vec = d % 8 == 0
+        value = "(xs[c] - mean) * inv" + (" * ws[c]" if has_w else "") + (" + bs[c]" if has_b else "")
+        return (f"  float* xs = sm; float* ws = sm + {d}; float* bs = sm + {2 * d}; float* red = sm + {3 * d};\n"
+                f"  (void)ws; (void)bs;\n"
+                + (self.stage(w_in, "0", d, "ws") if has_w else "")
+                + (self.stage(b_in, "0", d, "bs") if has_b else "") +
+                f"  for (int row = lo; row < hi; ++row) {{\n"
+                + self.stage(x, f"(long long)row * {d}", d, "xs", vec_ok=vec) +
+                f"    MK_SYNC();\n"
+                f"    float s1 = 0.f;\n"
+                f"    for (int c = threadIdx.x; c < {d}; c += MK_NT) s1 += xs[c];\n"
+                f"    const float mean = block_sum(s1, red) / {d}.f;\n"
+                f"    float s2 = 0.f;\n"
+                f"    for (int c = threadIdx.x; c < {d}; c += MK_NT) {{ const float t = xs[c] - mean; s2 += t * t; }}\n"
+                f"    const float inv = rsqrtf(block_sum(s2, red) / {d}.f + {float(op.attrs['eps'])!r}f);\n"
+                f"    for (int c = threadIdx.x; c < {d}; c += MK_NT)\n"
+                f"      {self.store(out, f'(long long)row * {d} + c', value)}\n"
+                f"    MK_SYNC();\n"
+                f"  }}\n")
+
     def _rope(self, op: Op, axis: int) -> str:
         x, pos = op.inputs
         out = op.outputs[0]

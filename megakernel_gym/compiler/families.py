@@ -23,6 +23,8 @@ has no mapping for) is refused with UnsupportedModelError naming the setting and
 """
 from __future__ import annotations
 
+import functools
+import json
 import math
 import types
 from contextlib import contextmanager
@@ -43,13 +45,14 @@ class UnsupportedModelError(ValueError):
 @dataclass(frozen=True)
 class Family:
     model_type: str          # transformers' model_type (AutoConfig.for_model)
-    attention: str           # which adapter: "llama" (q/k/v/o projections, rotary)
+    attention: str           # which adapter: "llama" (q/k/v/o projections, rotary) or "gpt2"
     qk_norm: bool = False    # per-head RMSNorm of q and k before the rotation (Qwen3)
     window: bool = False     # sliding-window attention (Mistral)
     note: str = ""
 
 
 FAMILIES: dict[str, Family] = {
+    "gpt2": Family("gpt2", "gpt2", note="GPT2LMHeadModel: LayerNorm, GELU, learned positions, fused q/k/v Conv1D"),
     "hf-llama": Family("llama", "llama", note="LlamaForCausalLM"),
     "qwen2": Family("qwen2", "llama", note="Qwen2ForCausalLM: q/k/v projections with biases"),
     "qwen3": Family("qwen3", "llama", qk_norm=True, note="Qwen3ForCausalLM: per-head q/k RMSNorm"),
@@ -91,6 +94,10 @@ class FamilyConfig:
             raise ValueError(f"FamilyConfig: q_heads {self.q_heads} must be a multiple of kv_heads {self.kv_heads}")
         if self.head_dim % 2:
             raise ValueError(f"FamilyConfig.head_dim {self.head_dim} must be even for the rotary embedding")
+        if FAMILIES[self.family].attention == "gpt2" and (self.kv_heads != self.q_heads
+                                                           or self.head_dim * self.q_heads != self.hidden):
+            raise ValueError(f"FamilyConfig for {self.family}: kv_heads must equal q_heads and head_dim * q_heads "
+                             f"the hidden size (GPT-2 has neither grouped queries nor a separate head size)")
         if not isinstance(self.extra, dict):
             raise ValueError(f"FamilyConfig.extra must be a dict of transformers config fields, got {self.extra!r}")
 
@@ -101,14 +108,25 @@ class FamilyConfig:
     @classmethod
     def tiny(cls, family: str, **overrides) -> "FamilyConfig":
         """Small enough for CPU tests; batch 2 so the two sequences sit at different positions."""
-        extra = {"sliding_window": 8} if FAMILIES.get(family, Family("", "")).window else {}
-        return replace(cls(family=family, vocab=256, hidden=64, layers=2, q_heads=4, kv_heads=2, head_dim=16,
+        fam = FAMILIES.get(family, Family("", ""))
+        extra = {"sliding_window": 8} if fam.window else {}
+        kv = 4 if fam.attention == "gpt2" else 2
+        return replace(cls(family=family, vocab=256, hidden=64, layers=2, q_heads=4, kv_heads=kv, head_dim=16,
                            ffn=128, max_seq=32, batch=2, extra=extra), **overrides)
 
     def hf_config(self):
         """The transformers config these shapes describe (attention through eager, no dropout)."""
         from transformers import AutoConfig
         fam = FAMILIES[self.family]
+        if fam.attention == "gpt2":
+            kw = dict(vocab_size=self.vocab, n_embd=self.hidden, n_layer=self.layers, n_head=self.q_heads,
+                      n_inner=self.ffn, n_positions=self.max_seq, layer_norm_epsilon=self.eps,
+                      activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                      tie_word_embeddings=True, bos_token_id=self.vocab - 1, eos_token_id=self.vocab - 1)
+            kw.update(self.extra)
+            cfg = AutoConfig.for_model(fam.model_type, **kw)
+            cfg._attn_implementation = "eager"
+            return cfg
         kw = dict(vocab_size=self.vocab, hidden_size=self.hidden, num_hidden_layers=self.layers,
                   num_attention_heads=self.q_heads, num_key_value_heads=self.kv_heads, head_dim=self.head_dim,
                   intermediate_size=self.ffn, max_position_embeddings=self.max_seq, rms_norm_eps=self.eps,
@@ -173,6 +191,93 @@ def _model_forward(self, token_ids: Tensor, pos: Tensor) -> Tensor:
     return self.lm_head(inner.norm(x))
 
 
+def _gpt2_attention_forward(self, h: Tensor, pos: Tensor) -> Tensor:
+    spec = self._mkgym
+    b, nh, d = h.shape[0], spec["q_heads"], spec["head_dim"]
+    q = self.q_proj(h).view(b, nh, d)
+    k = self.k_proj(h).view(b, nh, d)
+    v = self.v_proj(h).view(b, nh, d)
+    torch.ops.mkgym.cache_write(self.k_cache, k, pos)
+    torch.ops.mkgym.cache_write(self.v_cache, v, pos)
+    attn = torch.ops.mkgym.decode_attention(q, self.k_cache, self.v_cache, pos, spec["scale"])
+    return self.o_proj(attn.reshape(b, nh * d))
+
+
+def _gpt2_mlp_forward(self, h: Tensor) -> Tensor:
+    return self.proj(self.act(self.fc(h)))
+
+
+def _gpt2_block_forward(self, x: Tensor, pos: Tensor) -> Tensor:
+    x = x + self.attn(self.ln_1(x), pos)
+    return x + self.mlp(self.ln_2(x))
+
+
+def _gpt2_model_forward(self, token_ids: Tensor, pos: Tensor) -> Tensor:
+    batch = self._mkgym["batch"]
+    if token_ids.shape != (batch,) or pos.shape != (batch,):
+        raise ValueError(f"{type(self).__name__} decode step: token_ids and pos must both be [{batch}] (the "
+                         f"config's batch), got {tuple(token_ids.shape)} and {tuple(pos.shape)}")
+    t = self.transformer
+    x = t.wte(token_ids) + t.wpe(pos)
+    for block in t.h:
+        x = block(x, pos)
+    return self.lm_head(t.ln_f(x))
+
+
+def _linear_from_conv1d(conv: nn.Module, rows: slice | None = None) -> nn.Linear:
+    """An nn.Linear computing (a column slice of) transformers' Conv1D (x @ W + b, W [in, out]): its
+    weight is the slice transposed into the [out, in] rows every matmul body streams. A load-time
+    layout conversion, as inference engines do for GPT-2; the Conv1D itself is left for native()."""
+    w, b = conv.weight, conv.bias
+    if rows is not None:
+        w, b = w[:, rows], b[rows]
+    lin = nn.Linear(w.shape[0], w.shape[1], bias=True, dtype=w.dtype, device=w.device)
+    with torch.no_grad():
+        if w.device.type != "meta":
+            lin.weight.copy_(w.t())
+            lin.bias.copy_(b)
+    lin.weight.requires_grad_(False)
+    lin.bias.requires_grad_(False)
+    return lin
+
+
+def _adapt_gpt2(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
+    hf = model.config
+    act = getattr(hf, "activation_function", "gelu_new")
+    if act not in ("gelu_new", "gelu_pytorch_tanh", "gelu"):
+        raise UnsupportedModelError(f"gpt2: activation_function {act!r}; use 'gelu_new' (GPT-2's)")
+    _patch(model, _gpt2_model_forward)
+    model._mkgym = {"batch": cfg.batch}
+    h, dt = cfg.hidden, cfg.torch_dtype
+    for block in model.transformer.h:
+        attn, mlp = block.attn, block.mlp
+        attn.q_proj = _linear_from_conv1d(attn.c_attn, slice(0, h))
+        attn.k_proj = _linear_from_conv1d(attn.c_attn, slice(h, 2 * h))
+        attn.v_proj = _linear_from_conv1d(attn.c_attn, slice(2 * h, 3 * h))
+        attn.o_proj = _linear_from_conv1d(attn.c_proj)
+        mlp.fc = _linear_from_conv1d(mlp.c_fc)
+        mlp.proj = _linear_from_conv1d(mlp.c_proj)
+        scale = getattr(attn, "scaling", None)
+        if scale is None:
+            scale = cfg.head_dim ** -0.5 if getattr(attn, "scale_attn_weights", True) else 1.0
+        attn._mkgym = {"q_heads": cfg.q_heads, "head_dim": cfg.head_dim, "scale": float(scale)}
+        shape = (cfg.batch, cfg.q_heads, cfg.max_seq, cfg.head_dim)
+        device = attn.c_attn.weight.device
+        attn.register_buffer("k_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
+        attn.register_buffer("v_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
+        _patch(attn, _gpt2_attention_forward)
+        _patch(mlp, _gpt2_mlp_forward)
+        _patch(block, _gpt2_block_forward)
+    return model
+
+
+def attention_modules(model: nn.Module) -> list[nn.Module]:
+    """The attention module of every decoder layer, in order (where the adapter keeps the caches)."""
+    if hasattr(model, "transformer"):
+        return [block.attn for block in model.transformer.h]
+    return [layer.self_attn for layer in model.model.layers]
+
+
 def _patch(module: nn.Module, fn) -> None:
     module.forward = types.MethodType(fn, module)
     module._mkgym_patched = True
@@ -183,6 +288,8 @@ def adapt(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
     in place: forward(token_ids [B], pos [B]) -> logits [B, vocab], KV caches as buffers
     (`model.layers.N.self_attn.k_cache`, [B, kv_heads, max_seq, head_dim], non-persistent)."""
     fam = FAMILIES[cfg.family]
+    if fam.attention == "gpt2":
+        return _adapt_gpt2(model, cfg)
     hf = model.config
     rope = getattr(hf, "rope_parameters", None) or {"rope_type": getattr(hf, "rope_scaling", None) and
                                                     hf.rope_scaling.get("rope_type", "default") or "default"}
@@ -243,9 +350,12 @@ def native(model: nn.Module):
 def _init_weights(model: nn.Module, seed: int) -> None:
     """Per-tensor seeded draws, as the zoo's: the same weights on any device. Norm weights
     1 + N(0, 0.05^2); biases N(0, 0.1^2) (big enough that a dropped bias is seen); matrices
-    N(0, 1/fan_in) with fan_in the last dim (a Linear's [out, in], an embedding's [vocab, hidden])."""
+    N(0, 1/fan_in) with fan_in the last dim (a Linear's [out, in], an embedding's [vocab, hidden]; a
+    Conv1D's first)."""
     device = next(model.parameters()).device
     norms = {id(m.weight) for m in model.modules() if "Norm" in type(m).__name__ and getattr(m, "weight", None) is not None}
+    # transformers' Conv1D (GPT-2) stores [in, out]: its fan-in is the first dim
+    conv_in = {id(m.weight) for m in model.modules() if type(m).__name__ == "Conv1D"}
     with torch.no_grad():
         for i, (name, p) in enumerate(sorted(dict(model.named_parameters()).items())):
             gen = torch.Generator(device=device).manual_seed(seed * 1_000_003 + i)
@@ -255,7 +365,7 @@ def _init_weights(model: nn.Module, seed: int) -> None:
             elif p.dim() == 1:
                 p.copy_(0.1 * noise)
             else:
-                p.copy_(noise / math.sqrt(p.shape[-1]))
+                p.copy_(noise / math.sqrt(p.shape[0] if id(p) in conv_in else p.shape[-1]))
             p.requires_grad_(False)
 
 
@@ -276,6 +386,23 @@ def build_family_model(cfg: FamilyConfig, seed: int = 0, device=None) -> nn.Modu
         _init_weights(model, seed)
     adapt(model, cfg)
     return model.eval()
+
+
+@functools.lru_cache(maxsize=64)
+def _weights_of(text: str) -> int:
+    from transformers import AutoModelForCausalLM
+    cfg = FamilyConfig(**json.loads(text))
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg.hf_config(), dtype=cfg.torch_dtype)
+    if cfg.tie_embeddings:
+        model.tie_weights()
+    return sum(p.numel() for p in model.parameters())     # a tied table once
+
+
+def family_weights(cfg: FamilyConfig) -> int:
+    """Weight elements of the family model (transformers' own parameters, a tied table counted once;
+    not the adapter's re-laid-out copies): what one decode step reads, for the roofline."""
+    return _weights_of(json.dumps(cfg.__dict__, sort_keys=True))
 
 
 def make_family_step(family: str, cfg: FamilyConfig, seed: int = 0, device=None):
@@ -301,7 +428,7 @@ def transformers_logits(model: nn.Module, token_ids: Tensor, pos: Tensor) -> Ten
     import inspect
 
     from transformers import DynamicCache
-    attns = [layer.self_attn for layer in model.model.layers]
+    attns = attention_modules(model)
     cache_kw = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
     out = []
     with native(model), torch.no_grad():

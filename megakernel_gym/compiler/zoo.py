@@ -414,6 +414,9 @@ class PlainStep(nn.Module):
 
 def block_weights(block: str, cfg: LlamaConfig) -> int:
     """Weight elements one decode step reads (a tied embedding table counts once)."""
+    if not isinstance(cfg, LlamaConfig):      # a transformers family: its own parameter count
+        from megakernel_gym.compiler.families import family_weights
+        return family_weights(cfg)
     attn = cfg.hidden + cfg.hidden * cfg.head_dim * (2 * cfg.q_heads + 2 * cfg.kv_heads)
     mlp = cfg.hidden + 3 * cfg.hidden * cfg.ffn
     if block == "attention":

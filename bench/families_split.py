@@ -1,0 +1,77 @@
+"""How far a family problem's decode attention should be split: the expert schedule with its
+attention split into N parts, measured against the sim's prediction, alternating rounds.
+
+    python bench/families_split.py [--problems NAME ...] [--splits 1 4 8 16 32] [--rounds 3]
+
+Few kv heads (Qwen2's 2) and several sequences (batch 4) leave an unsplit attention a handful of
+tiles, each a long serial read; the expert's split_parts bounds parts by cached positions alone.
+Writes families_split.json: per problem and split, the median over rounds of the megakernel's
+median (with spread) and the H100 prediction.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from judge_bench import write  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--problems", nargs="*", default=["mk_qwen2_1p5b_batch4", "mk_qwen2_0p5b", "mk_mistral_window_batch2"])
+    ap.add_argument("--splits", nargs="*", type=int, default=[1, 4, 8, 16, 32])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = ap.parse_args()
+    import torch
+
+    from megakernel_gym.compiler import capture, module_tensors, predict
+    from megakernel_gym.compiler.runtime import Megakernel, time_us
+    from megakernel_gym.compiler.zoo import make_block, step_config
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for name in args.problems:
+        mod = importlib.import_module(f"megakernel_gym.curriculum.problems.{name}")
+        cfg = step_config(mod.block, mod.config)
+        g = capture(*make_block(mod.block, cfg, device="meta"), name)
+        ir0 = make_ir(g, num_sms=sms)
+        attn = [o.name for o in g.ops if o.kind == "decode_attention"]
+        base = apply_edits(ir0, expert_edits(ir0, levers=("inline", "wave", "cache")))
+        model, inputs = make_block(mod.block, cfg, seed=0, device="cuda")
+        params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
+        launches, pred = {}, {}
+        for n in args.splits:
+            ir = apply_edits(base, "\n".join(f"split {a} n={n}" for a in attn)) if n > 1 else base
+            launches[n] = Megakernel(ir.plan()).bind(params, feeds)
+            launches[n]()
+            launches[n].check()
+            pred[n] = predict(ir.plan(), "H200" if "H200" in torch.cuda.get_device_name(0) else "H100").latency_us
+        times = {n: [] for n in args.splits}
+        for _ in range(args.rounds):
+            for n in args.splits:
+                times[n].append(time_us(launches[n], 30))
+        for n in args.splits:
+            med = statistics.median(t["median_us"] for t in times[n])
+            rows.append({"problem": name, "split": n, "median_us": round(med, 1),
+                         "p10_us": round(min(t["p10_us"] for t in times[n]), 1),
+                         "p90_us": round(max(t["p90_us"] for t in times[n]), 1),
+                         "predicted_us": round(pred[n], 1), "batch": cfg.batch, "kv_heads": cfg.kv_heads,
+                         "max_seq": cfg.max_seq, "pos": [int(p) for p in inputs[-1].tolist()]})
+            print(rows[-1], flush=True)
+        del launches, model, params
+        torch.cuda.empty_cache()
+    write("families_split", rows, [], Path(args.out), prefix="",
+          notes="the expert's levers (inline, wave, cache) with every decode attention split into N parts")
+
+
+if __name__ == "__main__":
+    main()
