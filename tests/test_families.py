@@ -72,6 +72,22 @@ def test_gpt2_streams_conv1d_weights_as_rows():
         FamilyConfig.tiny("gpt2", kv_heads=2)
 
 
+def test_mixtral_routes_each_row_to_its_top_k_experts():
+    """The dense MoE: every expert runs on every row, weighted by moe_route, which is 0 for all but the
+    row's top_k (2 of 4 here) and sums to 1 over them; transformers runs only the chosen experts."""
+    from megakernel_gym.compiler.ops import moe_route_ref
+    model, inputs = _step("mixtral")
+    g = capture(model, inputs, "mixtral")
+    routes = [o for o in g.ops if o.kind == "moe_route"]
+    assert len(routes) == 2 * 4 and {o.attrs["top_k"] for o in routes} == {2}
+    logits = torch.randn(5, 4)
+    w = torch.cat([moe_route_ref(logits, 2, e) for e in range(4)], dim=1)
+    assert ((w > 0).sum(1) == 2).all() and torch.allclose(w.sum(1), torch.ones(5))
+    assert torch.equal(w > 0, torch.zeros_like(w, dtype=torch.bool).scatter(1, logits.topk(2).indices, True))
+    with pytest.raises(ValueError, match="top_k <= E"):
+        torch.ops.mkgym.moe_route(logits, 5, 0)
+
+
 def test_qwen2_biases_matter():
     model, inputs = _step("qwen2")
     assert model.model.layers[0].self_attn.q_proj.bias is not None
@@ -91,6 +107,7 @@ def test_family_compiles_validates_and_runs_in_the_vm(fam):
     kinds = {o.kind for o in g.ops}
     assert {"embedding", "matmul", "cache_write", "decode_attention"} <= kinds
     assert ({"layernorm"} if fam == "gpt2" else {"rmsnorm", "rope"}) <= kinds
+    assert ("moe_route" in kinds) == (fam == "mixtral")
     params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
     ref = run_graph(g, params, feeds)
     torch.testing.assert_close(ref[g.outputs[0]], copy.deepcopy(model)(*inputs), atol=1e-5, rtol=1e-5)
@@ -109,9 +126,10 @@ def test_family_compiles_validates_and_runs_in_the_vm(fam):
         assert all("window" not in o.attrs for o in g.ops if o.kind == "decode_attention")
 
 
-@pytest.mark.parametrize("fam", ["mistral", "qwen3", "gpt2"])
+@pytest.mark.parametrize("fam", ["mistral", "qwen3", "gpt2", "mixtral"])
 def test_family_megakernel_compiles_with_nvrtc(fam):
-    """The windowed attention (serial and split bodies), the per-head norms and GPT-2's LayerNorm reach NVRTC."""
+    """The windowed attention (serial and split bodies), the per-head norms, GPT-2's LayerNorm and the
+    MoE router reach NVRTC."""
     pytest.importorskip("cuda.bindings")
     from megakernel_gym.compiler.codegen import emit_cuda
     from megakernel_gym.rewards.nvrtc import compile_cuda

@@ -8,7 +8,7 @@ node of the exported program onto PRIMITIVES, in the program's order:
     aten sum / mean / amax / amin                     -> reduce (one op per reduced axis)
     aten softmax, layer_norm, rms_norm, embedding     -> softmax, layernorm, rmsnorm, embedding
     aten view / reshape / permute / transpose / ...   -> view, or nothing where it is an identity
-    mkgym.rmsnorm / rope / decode_attention / cache_write -> the primitive of the same name
+    mkgym.rmsnorm / rope / decode_attention / cache_write / moe_route -> the primitive of the same name
 
 Anything else raises UnsupportedOpError naming the aten op and the node. Tensor names: user
 inputs keep their argument names, parameters and buffers their module paths
@@ -234,6 +234,8 @@ class _Capture:
             if int(args.get("window", 0)):     # only a sliding window is written: full attention's IR is as before
                 attrs["window"] = int(args["window"])
             self.add(node, "decode_attention", [t("q"), t("k_cache"), t("v_cache"), t("pos")], attrs)
+        elif packet == "moe_route":
+            self.add(node, "moe_route", [t("logits")], {"top_k": int(args["top_k"]), "expert": int(args["expert"])})
         elif packet == "cache_write":
             cache = t("cache")
             if self.specs[cache][2] not in ("buffer", "activation"):

@@ -1130,6 +1130,34 @@ class _Emitter:
                 f"    MK_SYNC();\n"
                 f"  }}\n")
 
+    def _moe_route(self, op: Op, axis: int) -> str:
+        """One expert's router weight per row (ops.moe_route_ref): one thread per row takes the
+        softmax of the E logits in float32, picks the top_k by repeated argmax (the lowest index on
+        a tie), and writes the expert's probability over the top_k's sum, or 0."""
+        x, out = op.inputs[0], op.outputs[0]
+        e_n = self.g.tensors[x].shape[-1]
+        k, ex = int(op.attrs["top_k"]), int(op.attrs["expert"])
+        if axis != 0:
+            raise CodegenError(f"op {op.name}: moe_route tiled along axis {axis}; only rows are emitted")
+        if e_n > 64:
+            raise CodegenError(f"op {op.name}: moe_route over {e_n} experts; at most 64 are emitted")
+        return (f"  for (int row = lo + threadIdx.x; row < hi; row += MK_NT) {{\n"
+                f"    float p[{e_n}], mx = -INFINITY, sum = 0.f, top = 0.f, mine = 0.f;\n"
+                f"    for (int j = 0; j < {e_n}; ++j) {{ p[j] = {self.load(x, f'(long long)row * {e_n} + j')}; "
+                f"mx = fmaxf(mx, p[j]); }}\n"
+                f"    for (int j = 0; j < {e_n}; ++j) {{ p[j] = expf(p[j] - mx); sum += p[j]; }}\n"
+                f"    for (int j = 0; j < {e_n}; ++j) p[j] /= sum;\n"
+                f"    unsigned long long taken = 0ull;\n"
+                f"    for (int r = 0; r < {k}; ++r) {{\n"
+                f"      int best = -1;\n"
+                f"      for (int j = 0; j < {e_n}; ++j)\n"
+                f"        if (!((taken >> j) & 1ull) && (best < 0 || p[j] > p[best])) best = j;\n"
+                f"      taken |= 1ull << best; top += p[best];\n"
+                f"      if (best == {ex}) mine = p[best];\n"
+                f"    }}\n"
+                f"    {self.store(out, 'row', 'mine / top')}\n"
+                f"  }}\n")
+
     def _layernorm(self, op: Op, axis: int) -> str:
         """Rows of a LayerNorm (GPT-2's): the mean, then the biased variance around it (two block
         sums, as F.layer_norm computes them in float32), then (x - mean) * rsqrt(var + eps) * w + b."""

@@ -48,6 +48,7 @@ class Family:
     attention: str           # which adapter: "llama" (q/k/v/o projections, rotary) or "gpt2"
     qk_norm: bool = False    # per-head RMSNorm of q and k before the rotation (Qwen3)
     window: bool = False     # sliding-window attention (Mistral)
+    moe: bool = False        # a sparse mixture of experts in place of the MLP (Mixtral)
     note: str = ""
 
 
@@ -57,6 +58,7 @@ FAMILIES: dict[str, Family] = {
     "qwen2": Family("qwen2", "llama", note="Qwen2ForCausalLM: q/k/v projections with biases"),
     "qwen3": Family("qwen3", "llama", qk_norm=True, note="Qwen3ForCausalLM: per-head q/k RMSNorm"),
     "mistral": Family("mistral", "llama", window=True, note="MistralForCausalLM: sliding-window attention"),
+    "mixtral": Family("mixtral", "llama", moe=True, note="MixtralForCausalLM: top-k routed mixture of SwiGLU experts"),
 }
 
 
@@ -110,6 +112,8 @@ class FamilyConfig:
         """Small enough for CPU tests; batch 2 so the two sequences sit at different positions."""
         fam = FAMILIES.get(family, Family("", ""))
         extra = {"sliding_window": 8} if fam.window else {}
+        if fam.moe:
+            extra = {"num_local_experts": 4, "num_experts_per_tok": 2}
         kv = 4 if fam.attention == "gpt2" else 2
         return replace(cls(family=family, vocab=256, hidden=64, layers=2, q_heads=4, kv_heads=kv, head_dim=16,
                            ffn=128, max_seq=32, batch=2, extra=extra), **overrides)
@@ -172,6 +176,44 @@ def _attention_forward(self, h: Tensor, pos: Tensor) -> Tensor:
     torch.ops.mkgym.cache_write(self.v_cache, v, pos)
     attn = torch.ops.mkgym.decode_attention(q, self.k_cache, self.v_cache, pos, spec["scale"], spec["window"])
     return self.o_proj(attn.reshape(b, hq * d))
+
+
+def _moe_forward(self, h: Tensor) -> Tensor:
+    """Every expert on every row, weighted by its router weight (0 where it is not among the row's
+    top_k): transformers' sum over the chosen experts, in its order, with zeros between."""
+    spec = self._mkgym
+    logits = nn.functional.linear(h, self.gate.weight)
+    out = None
+    for e in range(spec["experts"]):
+        y = self.expert_down[e](self.experts.act_fn(self.expert_gate[e](h)) * self.expert_up[e](h))
+        y = y * torch.ops.mkgym.moe_route(logits, spec["top_k"], e)
+        out = y if out is None else out + y
+    return out
+
+
+def _linear_rows(w: Tensor) -> nn.Linear:
+    """An nn.Linear (no bias) holding a copy of the [out, in] matrix w: one expert of a 3-D expert
+    tensor, made a weight of its own at adapt time (a load-time layout step, as for GPT-2)."""
+    lin = nn.Linear(w.shape[1], w.shape[0], bias=False, dtype=w.dtype, device=w.device)
+    with torch.no_grad():
+        if w.device.type != "meta":
+            lin.weight.copy_(w)
+    lin.weight.requires_grad_(False)
+    return lin
+
+
+def _adapt_moe(block: nn.Module, cfg: FamilyConfig) -> None:
+    experts = block.experts
+    if not hasattr(experts, "gate_up_proj"):
+        raise UnsupportedModelError(f"{cfg.family}: experts as {type(experts).__name__} without 3-D gate_up_proj / "
+                                    "down_proj tensors (transformers >= 5's layout) are not supported")
+    n, f = experts.gate_up_proj.shape[0], experts.gate_up_proj.shape[1] // 2
+    block.expert_gate = nn.ModuleList(_linear_rows(experts.gate_up_proj[e, :f]) for e in range(n))
+    block.expert_up = nn.ModuleList(_linear_rows(experts.gate_up_proj[e, f:]) for e in range(n))
+    block.expert_down = nn.ModuleList(_linear_rows(experts.down_proj[e]) for e in range(n))
+    top_k = getattr(block, "top_k", None) or getattr(block.gate, "top_k")
+    block._mkgym = {"experts": n, "top_k": int(top_k)}
+    _patch(block, _moe_forward)
 
 
 def _layer_forward(self, x: Tensor, pos: Tensor) -> Tensor:
@@ -299,11 +341,13 @@ def adapt(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
     act = getattr(hf, "hidden_act", "silu")
     if act != "silu":
         raise UnsupportedModelError(f"{cfg.family}: hidden_act {act!r}; the adapter's MLP families use 'silu'")
-    window = 0
-    if fam.window and getattr(hf, "sliding_window", None):
-        window = int(hf.sliding_window)
-    elif not fam.window and getattr(hf, "use_sliding_window", False) and getattr(hf, "sliding_window", None):
-        raise UnsupportedModelError(f"{cfg.family}: use_sliding_window=True; set it False (full attention)")
+    # a sliding window applies where the config sets one, unless a use_sliding_window flag (Qwen's)
+    # says otherwise; Qwen's per-layer windows (use_sliding_window=True) are not supported
+    use = getattr(hf, "use_sliding_window", None)
+    if use:
+        raise UnsupportedModelError(f"{cfg.family}: use_sliding_window=True (windows on some layers only); set it "
+                                    "False (full attention)")
+    window = int(hf.sliding_window) if getattr(hf, "sliding_window", None) and use is None else 0
     inner = model.model
     _patch(model, _model_forward)
     model._mkgym = {"batch": cfg.batch}
@@ -321,6 +365,8 @@ def adapt(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
         attn.register_buffer("v_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
         _patch(attn, _attention_forward)
         _patch(layer, _layer_forward)
+        if fam.moe:
+            _adapt_moe(layer.mlp, cfg)
         norms = [layer.input_layernorm, layer.post_attention_layernorm]
         if fam.qk_norm:
             norms += [attn.q_norm, attn.k_norm]

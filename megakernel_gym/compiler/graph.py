@@ -30,11 +30,13 @@ from typing import Any
 #   cache_write       cache[b, :, pos[b]] = new[b], in place: inputs [cache, new, pos], and the
 #                     output is the cache's own name (ops after it read the written cache)
 #   embedding         inputs [ids, table]
+#   moe_route         one expert's router weight per row, [B, 1] float32: softmax of the logits
+#                     [B, E], top_k renormalized, 0 outside them; attrs {"top_k", "expert"}
 #   view              attrs: {"op": "reshape"|"permute"|"expand"|"slice"|"select", "args": [...]}
 #                     reshape: the output shape; permute: the dims; expand: the output shape;
 #                     slice: [dim, start, end, step]; select: [dim, index]
 PRIMITIVES = ("matmul", "elementwise", "reduce", "rmsnorm", "layernorm", "softmax", "rope",
-              "decode_attention", "cache_write", "embedding", "view")
+              "decode_attention", "cache_write", "embedding", "view", "moe_route")
 
 TENSOR_KINDS = ("input", "weight", "buffer", "activation", "output")
 

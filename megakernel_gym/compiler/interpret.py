@@ -16,7 +16,7 @@ from torch import Tensor
 
 from megakernel_gym.compiler.expr import evaluate
 from megakernel_gym.compiler.graph import Graph, Op, TensorSpec
-from megakernel_gym.compiler.ops import (cache_write_ref, decode_attention_ref, rmsnorm_ref,
+from megakernel_gym.compiler.ops import (cache_write_ref, decode_attention_ref, moe_route_ref, rmsnorm_ref,
                                          rope_ref)
 
 __all__ = ["run_graph", "reference_op"]
@@ -82,6 +82,8 @@ def reference_op(op: Op, args: list[Tensor], out: TensorSpec) -> Tensor | None:
         return rope_ref(args[0], args[1], a["theta"]).to(dtype)
     if k == "decode_attention":
         return decode_attention_ref(*args[:4], a["scale"], int(a.get("window", 0))).to(dtype)
+    if k == "moe_route":
+        return moe_route_ref(args[0], int(a["top_k"]), int(a["expert"])).to(dtype)
     if k == "cache_write":
         cache_write_ref(args[0], args[1], args[2])
         return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["rmsnorm", "rope", "decode_attention", "cache_write",
+__all__ = ["rmsnorm", "rope", "decode_attention", "cache_write", "moe_route", "moe_route_ref",
            "rmsnorm_ref", "rope_ref", "decode_attention_ref", "window_start", "cache_write_ref", "rope_inv_freq", "rotate_halves",
            "split_bounds", "decode_attention_part_ref", "combine_attention_parts"]
 
@@ -180,6 +180,22 @@ def combine_attention_parts(partials: list[tuple[Tensor, Tensor, Tensor]], dtype
     return (o / lsum[..., None]).to(dtype)
 
 
+def moe_route_ref(logits: Tensor, top_k: int, expert: int) -> Tensor:
+    """Mixtral's router weight of one expert: the softmax of each row's logits (float32), its top_k
+    entries renormalized to sum to 1; [B, 1], the expert's weight where it is among the top_k of
+    row b, else 0. A dense MoE layer is sum over experts of moe_route(logits, k, e) * expert_e(x)."""
+    probs = torch.softmax(logits.float(), dim=-1)
+    top, idx = torch.topk(probs, top_k, dim=-1)
+    top = top / top.sum(dim=-1, keepdim=True)
+    return (top * (idx == expert)).sum(dim=-1, keepdim=True)
+
+
+def _check_moe_route(logits: Tensor, top_k: int, expert: int) -> None:
+    if logits.dim() != 2 or not 1 <= top_k <= logits.shape[1] or not 0 <= expert < logits.shape[1]:
+        raise ValueError(f"mkgym.moe_route: expected logits [B, E] with 1 <= top_k <= E and 0 <= expert < E, got "
+                         f"logits {tuple(logits.shape)}, top_k {top_k}, expert {expert}")
+
+
 def cache_write_ref(cache: Tensor, new: Tensor, pos: Tensor) -> None:
     """cache[b, :, pos[b], :] = new[b] for every sequence b, in place."""
     rows = torch.arange(cache.shape[0], device=cache.device)
@@ -228,6 +244,18 @@ def decode_attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: Tensor,
 def _(q, k_cache, v_cache, pos, scale, window=0):
     _check_attention(q, k_cache, v_cache, pos)
     return torch.empty_like(q)
+
+
+@torch.library.custom_op("mkgym::moe_route", mutates_args=())
+def moe_route(logits: Tensor, top_k: int, expert: int) -> Tensor:
+    _check_moe_route(logits, top_k, expert)
+    return moe_route_ref(logits, top_k, expert)
+
+
+@moe_route.register_fake
+def _(logits, top_k, expert):
+    _check_moe_route(logits, top_k, expert)
+    return logits.new_empty((logits.shape[0], 1), dtype=torch.float32)
 
 
 # In place, declared through mutates_args: torch.export (non-strict, training IR) then keeps the

@@ -133,7 +133,7 @@ def full(shape) -> tuple[tuple[int, int], ...]:
 
 
 def tile_axis(op: Op, out_shape) -> int:
-    if op.kind in ("rmsnorm", "layernorm", "softmax", "reduce"):
+    if op.kind in ("rmsnorm", "layernorm", "softmax", "reduce", "moe_route"):
         return 0
     if op.kind in ("rope", "decode_attention", "cache_write"):
         return 1
@@ -214,7 +214,7 @@ def input_boxes(op: Op, g: Graph, out_box) -> list[tuple[str, tuple]]:
                         for i in range(len(ishape)))
             res.append((t, box))
         return res
-    if k in ("rmsnorm", "layernorm", "softmax"):
+    if k in ("rmsnorm", "layernorm", "softmax", "moe_route"):
         x = op.inputs[0]
         r0, r1 = out_box[0]
         res = [(x, ((r0, r1),) + full(shp(x))[1:])]
