@@ -116,7 +116,7 @@ class FamilyConfig:
             extra = {"num_local_experts": 4, "num_experts_per_tok": 2}
         kv = 4 if fam.attention == "gpt2" else 2
         return replace(cls(family=family, vocab=256, hidden=64, layers=2, q_heads=4, kv_heads=kv, head_dim=16,
-                           ffn=128, max_seq=32, batch=2, extra=extra), **overrides)
+                           ffn=64 if fam.moe else 128, max_seq=32, batch=2, extra=extra), **overrides)
 
     def hf_config(self):
         """The transformers config these shapes describe (attention through eager, no dropout)."""
