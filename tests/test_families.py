@@ -43,6 +43,15 @@ def test_adapter_is_transformers_own_model(fam):
         assert "model.layers.0.self_attn.q_proj.weight" in names and "model.embed_tokens.weight" in names
 
 
+@pytest.mark.parametrize("fam", FAMS)
+def test_bf16_model_runs_as_it_is(fam):
+    """The judge times the adapted bf16 model as it is (eager, CUDA graphs): its activations stay bf16
+    through every layer (an fp32 router weight must not leak into the residual stream)."""
+    model, inputs = _step(fam, dtype="bfloat16")
+    out = model(*inputs)
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out.float()).all()
+
+
 def test_sliding_window_is_what_transformers_masks():
     """Mistral at a position past its window: the adapter's window is what makes it agree; with the
     window taken away it attends to slots transformers masks, and the logits move."""

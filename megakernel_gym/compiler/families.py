@@ -186,7 +186,8 @@ def _moe_forward(self, h: Tensor) -> Tensor:
     out = None
     for e in range(spec["experts"]):
         y = self.expert_down[e](self.experts.act_fn(self.expert_gate[e](h)) * self.expert_up[e](h))
-        y = y * torch.ops.mkgym.moe_route(logits, spec["top_k"], e)
+        # weighted in float32 (the router's dtype), then in the hidden dtype, as transformers' index_add_
+        y = (y * torch.ops.mkgym.moe_route(logits, spec["top_k"], e)).to(h.dtype)
         out = y if out is None else out + y
     return out
 
