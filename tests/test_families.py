@@ -179,6 +179,27 @@ def test_bad_configs_are_named():
                                                             "max_window_layers": 0}), device="meta")
 
 
+def test_unadapted_transformers_model_names_the_op():
+    """transformers' own forward (no adapter) is refused at the first op the compiler has no primitive
+    for, named with its module and source line."""
+    from torch import nn
+
+    from megakernel_gym.compiler import UnsupportedOpError
+    from megakernel_gym.compiler.families import native
+
+    class Raw(nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            with native(self.model):
+                return self.model(input_ids=ids, use_cache=False).logits
+
+    with pytest.raises(UnsupportedOpError, match=r"unsupported op aten\.\w+.* in module 'model\.model'"):
+        capture(Raw(build_family_model(FamilyConfig.tiny("hf-llama"))), (torch.tensor([[1, 2, 3]]),), "raw")
+
+
 def test_decode_step_reference_of_a_family():
     """A family problem's Model: weights from the global seed, every call from the same caches, the
     written k/v rows among its outputs; the fp32 reference and the bf16 baseline agree to bf16."""
