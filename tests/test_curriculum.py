@@ -101,6 +101,20 @@ def test_checker_strict_mode_wants_builtin_metadata(checker):
     assert any("FLOPS" in r for r in rep.reasons) and any("CPU_SIZES" in r for r in rep.reasons)
 
 
+def test_routed_expert_weights_must_matter_together_not_alone(checker):
+    """A mixture of experts names its expert weights in ROUTED_WEIGHTS: an expert no input chose
+    (e1 here, weighted 0) may be skipped, but the experts together must matter."""
+    experts = "self.e0 = nn.Linear(37, 37)\nself.e1 = nn.Linear(37, 37)"
+    routed = 'ROUTED_WEIGHTS = r"^e[01]\\."\n'
+    assert checker(problem_src("self.e0(x) + 0 * self.e1(x)", init=experts, extra=routed)).ok
+    rep = checker(problem_src("self.e0(x) + 0 * self.e1(x)", init=experts))
+    assert not rep.ok and any("weight e1.weight alone" in r for r in rep.reasons)
+    rep = checker(problem_src("x * 2 + 0 * (self.e0(x) + self.e1(x))", init=experts, extra=routed))
+    assert not rep.ok and any("routed expert weights (ROUTED_WEIGHTS) together" in r for r in rep.reasons)
+    rep = checker(problem_src("self.e0(x) + self.e1(x)", init=experts, extra='ROUTED_WEIGHTS = "(("\n'))
+    assert not rep.ok and any("is not a regular expression" in r for r in rep.reasons)
+
+
 def test_checker_reports_broken_problems_and_survives(checker):
     rep = checker(problem_src("x * 2", inputs="[torch.randn(4), 'hello']", args="x, s"))
     assert not rep.ok and "get_inputs() must return a list of tensors" in rep.reasons[0]

@@ -37,8 +37,9 @@ def test_adapter_is_transformers_own_model(fam):
     changed = [n for n, b in model.named_buffers() if n.endswith("_cache") and not torch.equal(b, before[n])]
     assert len(changed) == 2 * 2        # both layers' k and v caches
     names = [n for n, _ in model.named_parameters()]
-    if fam == "gpt2":   # its Conv1D weights, and the [out, in] rows the adapter streams
-        assert {"transformer.h.0.attn.c_attn.weight", "transformer.h.0.attn.q_proj.weight", "transformer.wpe.weight"} <= set(names)
+    if fam == "gpt2":   # the [out, in] rows the adapter streams, not the Conv1D's copies
+        assert {"transformer.h.0.attn.q_proj.weight", "transformer.wpe.weight"} <= set(names)
+        assert "transformer.h.0.attn.c_attn.weight" not in names
     else:
         assert "model.layers.0.self_attn.q_proj.weight" in names and "model.embed_tokens.weight" in names
 
@@ -66,17 +67,31 @@ def test_sliding_window_is_what_transformers_masks():
     assert float((full(*inputs) - native).abs().max()) > 1e-2
 
 
-def test_gpt2_streams_conv1d_weights_as_rows():
-    """GPT-2's Conv1D (x @ W + b, W [in, out]) is computed from [out, in] copies made once at adapt
-    time: the fused q/k/v weight split three ways, each the transposed slice of transformers' own."""
+def test_relaid_weights_are_one_copy_that_native_lays_out_again():
+    """GPT-2's Conv1D (x @ W + b, W [in, out], q/k/v fused) and Mixtral's 3-D experts are computed
+    from [out, in] weights made once at adapt time; transformers' own tensors are dropped (no dead
+    weights in the model) and native() rebuilds them from the adapted ones, then drops them again."""
+    from megakernel_gym.compiler.families import native
     model, inputs = _step("gpt2")
     attn = model.transformer.h[0].attn
-    w = attn.c_attn.weight
-    for i, lin in enumerate((attn.q_proj, attn.k_proj, attn.v_proj)):
-        assert torch.equal(lin.weight, w[:, 64 * i:64 * (i + 1)].t()) and lin.weight.is_contiguous()
-        assert torch.equal(lin.bias, attn.c_attn.bias[64 * i:64 * (i + 1)])
-    assert torch.equal(model.transformer.h[1].mlp.fc.weight, model.transformer.h[1].mlp.c_fc.weight.t())
-    assert model.lm_head.weight is model.transformer.wte.weight
+    assert not hasattr(attn.c_attn, "weight")
+    with native(model):
+        w = attn.c_attn.weight
+        for i, lin in enumerate((attn.q_proj, attn.k_proj, attn.v_proj)):
+            assert torch.equal(lin.weight, w[:, 64 * i:64 * (i + 1)].t()) and lin.weight.is_contiguous()
+            assert torch.equal(lin.bias, attn.c_attn.bias[64 * i:64 * (i + 1)])
+        assert torch.equal(model.transformer.h[1].mlp.fc.weight, model.transformer.h[1].mlp.c_fc.weight.t())
+    assert not hasattr(attn.c_attn, "weight") and model.lm_head.weight is model.transformer.wte.weight
+    with torch.no_grad():     # a change to an adapted weight is what transformers' forward sees too
+        attn.k_proj.weight.mul_(1.5)
+    torch.testing.assert_close(model(*inputs), transformers_logits(model, *inputs), atol=2e-5, rtol=2e-5)
+    moe, _ = _step("mixtral")
+    block = moe.model.layers[0].mlp
+    assert not hasattr(block.experts, "gate_up_proj")
+    with native(moe):
+        assert torch.equal(block.experts.gate_up_proj[2, 64:], block.expert_up[2].weight)
+        assert torch.equal(block.experts.down_proj[3], block.expert_down[3].weight)
+    assert all("experts.gate_up_proj" not in n for n, _ in moe.named_parameters())
     with pytest.raises(ValueError, match="kv_heads must equal q_heads"):
         FamilyConfig.tiny("gpt2", kv_heads=2)
 

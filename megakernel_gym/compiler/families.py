@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from megakernel_gym.compiler import ops  # noqa: F401  (registers torch.ops.mkgym.*)
+from megakernel_gym.compiler.zoo import DecodeStep, block_roofline, fill_caches
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -214,6 +215,8 @@ def _adapt_moe(block: nn.Module, cfg: FamilyConfig) -> None:
     block.expert_down = nn.ModuleList(_linear_rows(experts.down_proj[e]) for e in range(n))
     top_k = getattr(block, "top_k", None) or getattr(block.gate, "top_k")
     block._mkgym = {"experts": n, "top_k": int(top_k)}
+    _moe_layout(block, attach=False)          # one copy of each weight: native() stacks them again
+    block._mkgym_layout = "moe"
     _patch(block, _moe_forward)
 
 
@@ -270,7 +273,8 @@ def _gpt2_model_forward(self, token_ids: Tensor, pos: Tensor) -> Tensor:
 def _linear_from_conv1d(conv: nn.Module, rows: slice | None = None) -> nn.Linear:
     """An nn.Linear computing (a column slice of) transformers' Conv1D (x @ W + b, W [in, out]): its
     weight is the slice transposed into the [out, in] rows every matmul body streams. A load-time
-    layout conversion, as inference engines do for GPT-2; the Conv1D itself is left for native()."""
+    layout conversion, as inference engines do for GPT-2 (the Conv1D's own tensors are dropped after:
+    native() rebuilds them from these)."""
     w, b = conv.weight, conv.bias
     if rows is not None:
         w, b = w[:, rows], b[rows]
@@ -300,12 +304,14 @@ def _adapt_gpt2(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
         attn.o_proj = _linear_from_conv1d(attn.c_proj)
         mlp.fc = _linear_from_conv1d(mlp.c_fc)
         mlp.proj = _linear_from_conv1d(mlp.c_proj)
+        _gpt2_layout(block, attach=False)     # one copy of each weight: native() lays them out again
+        block._mkgym_layout = "gpt2"
         scale = getattr(attn, "scaling", None)
         if scale is None:
             scale = cfg.head_dim ** -0.5 if getattr(attn, "scale_attn_weights", True) else 1.0
         attn._mkgym = {"q_heads": cfg.q_heads, "head_dim": cfg.head_dim, "scale": float(scale)}
         shape = (cfg.batch, cfg.q_heads, cfg.max_seq, cfg.head_dim)
-        device = attn.c_attn.weight.device
+        device = attn.q_proj.weight.device
         attn.register_buffer("k_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
         attn.register_buffer("v_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
         _patch(attn, _gpt2_attention_forward)
@@ -379,16 +385,55 @@ def adapt(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
 
 @contextmanager
 def native(model: nn.Module):
-    """transformers' own forwards while inside: the adapter's instance patches lifted, then put back."""
-    lifted = []
+    """transformers' own forwards while inside: the adapter's instance patches lifted, and weights the
+    adapter re-laid out (GPT-2's Conv1D, Mixtral's 3-D experts) put back in transformers' layout from
+    the adapted ones (so they agree whatever was loaded into the model); all undone on the way out."""
+    lifted, relaid = [], []
     for mod in model.modules():
         if getattr(mod, "_mkgym_patched", False) and "forward" in mod.__dict__:
             lifted.append((mod, mod.__dict__.pop("forward")))
+        if getattr(mod, "_mkgym_layout", None):
+            relaid.append(mod)
     try:
+        for mod in relaid:
+            _LAYOUTS[mod._mkgym_layout](mod, True)
         yield model
     finally:
+        for mod in relaid:
+            _LAYOUTS[mod._mkgym_layout](mod, False)
         for mod, fwd in lifted:
             mod.forward = fwd
+
+
+def _param(t: Tensor) -> nn.Parameter:
+    return nn.Parameter(t.contiguous(), requires_grad=False)
+
+
+def _gpt2_layout(block: nn.Module, attach: bool) -> None:
+    """A GPT-2 block's Conv1D weights ([in, out]; q/k/v fused) from the adapter's [out, in] rows, or gone."""
+    attn, mlp = block.attn, block.mlp
+    convs = {attn.c_attn: (attn.q_proj, attn.k_proj, attn.v_proj), attn.c_proj: (attn.o_proj,),
+             mlp.c_fc: (mlp.fc,), mlp.c_proj: (mlp.proj,)}
+    for conv, lins in convs.items():
+        if attach:
+            conv.weight = _param(torch.cat([lin.weight for lin in lins]).t())
+            conv.bias = _param(torch.cat([lin.bias for lin in lins]))
+        else:
+            del conv.weight, conv.bias
+
+
+def _moe_layout(block: nn.Module, attach: bool) -> None:
+    """A Mixtral block's 3-D expert tensors from the adapter's weight per expert, or gone."""
+    experts, n = block.experts, block._mkgym["experts"]
+    if attach:
+        experts.gate_up_proj = _param(torch.stack([torch.cat([block.expert_gate[e].weight, block.expert_up[e].weight])
+                                                   for e in range(n)]))
+        experts.down_proj = _param(torch.stack([block.expert_down[e].weight for e in range(n)]))
+    else:
+        del experts.gate_up_proj, experts.down_proj
+
+
+_LAYOUTS = {"gpt2": _gpt2_layout, "moe": _moe_layout}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,7 +500,6 @@ def family_weights(cfg: FamilyConfig) -> int:
 def make_family_step(family: str, cfg: FamilyConfig, seed: int = 0, device=None):
     """(adapted model, (token_ids [B], pos [B])): weights from `seed`, caches N(0, 1) from seed + 1,
     inputs from seed + 2, as the zoo's llama factory."""
-    from megakernel_gym.compiler.zoo import fill_caches
     if cfg.family != family:
         raise ValueError(f"make_family_step({family!r}) got a config of family {cfg.family!r}")
     model = build_family_model(cfg, seed, device)
@@ -465,6 +509,35 @@ def make_family_step(family: str, cfg: FamilyConfig, seed: int = 0, device=None)
     ids = torch.randint(0, cfg.vocab, (cfg.batch,), generator=gen, dtype=torch.int64)
     pos = torch.randint(0, cfg.max_seq, (cfg.batch,), generator=gen, dtype=torch.int64)
     return model, (ids.to(device or "cpu"), pos.to(device or "cpu"))
+
+
+# ---------------------------------------------------------------------------------------------
+# What a level-5 problem file of a family is made of (curriculum/problems/mk_<family>_*.py)
+
+class FamilyStep(DecodeStep):
+    """A family problem's Model: transformers' model through its adapter, weights and prefilled
+    caches from the judge's seed, activations in float32 (zoo.DecodeStep)."""
+
+    def __init__(self, block: str, config: dict):
+        super().__init__(block, config)
+
+
+class FamilyBaseline(DecodeStep):
+    """What the judge times as eager PyTorch / CUDA graphs: the adapted model as it is (bf16)."""
+
+    def __init__(self, block: str, config: dict):
+        super().__init__(block, config, activations=None)
+
+
+def family_inputs(config: dict) -> list[Tensor]:
+    """A decode step's inputs from torch's global RNG (the judge seeds it): token ids and positions [batch]."""
+    return [torch.randint(0, config["vocab"], (config["batch"],)),
+            torch.randint(0, config["max_seq"], (config["batch"],))]
+
+
+def family_roofline(block: str, config: dict) -> tuple[int, int]:
+    """(flops, bytes) of one step at a mean context of half the cache (zoo.block_roofline)."""
+    return block_roofline(block, FamilyConfig(**config), config["max_seq"] // 2)
 
 
 def transformers_logits(model: nn.Module, token_ids: Tensor, pos: Tensor) -> Tensor:

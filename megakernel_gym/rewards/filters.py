@@ -7,12 +7,15 @@ reject: all zeros, the output's median everywhere, the output for other inputs o
 weights, the first input passed through. Two more checks keep honest kernels from failing:
 the reference must match a float64 run of itself within the problem's tolerance (the
 tolerance is calibrated), and recomputing it must give the same answer (deterministic).
+A mixture of experts names its expert weights in ROUTED_WEIGHTS (a regular expression over
+state_dict keys): those must matter together, not one by one.
 
 Runs inside the reference worker (problem code is untrusted); returns plain JSON.
 """
 from __future__ import annotations
 
 import copy
+import re
 import time
 from typing import Any, Callable
 
@@ -150,7 +153,32 @@ def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable, preset: 
         for key, val in state.items():
             tie = (val.data_ptr(), val.shape, val.dtype) if isinstance(val, torch.Tensor) and val.numel() else key
             groups.setdefault(tie, []).append(key)
+        # a mixture of experts' expert weights (the problem's ROUTED_WEIGHTS pattern) are swapped all
+        # together: one at a time, an expert the router chose for no token of these inputs rightly
+        # does not matter, and a kernel may skip it (that is what routing is for)
+        routed_pat = getattr(mod, "ROUTED_WEIGHTS", None)
+        if routed_pat is not None and not isinstance(routed_pat, str):
+            raise ValueError(f"ROUTED_WEIGHTS must be a regular expression string over state_dict keys, got {routed_pat!r}")
+        try:
+            routed_re = re.compile(routed_pat) if routed_pat else None
+        except re.error as e:
+            raise ValueError(f"ROUTED_WEIGHTS {routed_pat!r} is not a regular expression: {e}") from None
+        routed = [k for keys in groups.values() for k in keys if routed_re and routed_re.search(k)]
+        if routed_re is not None:
+            if not routed:
+                raise ValueError(f"ROUTED_WEIGHTS {routed_pat!r} matches no state_dict key")
+            m = copy.deepcopy(model)
+            m.load_state_dict({**state, **{k: other_state[k] for k in routed}})
+            frac = _changed(torch, base, run(m, env.inputs(mod, spec0)), atol, rtol, preset)
+            checks.append(_check("uses_weight", frac >= MIN_CHANGED_ONE,
+                                 f"the {len(routed)} routed expert weights (ROUTED_WEIGHTS) together change {frac:.2%} "
+                                 f"of an output's elements (at least {MIN_CHANGED_ONE:.0%} needed); one by one they "
+                                 "are not checked: an expert no token chose may be skipped", weight="ROUTED_WEIGHTS",
+                                 value=round(frac, 5)))
+            del m
         for keys in groups.values():
+            if routed_re is not None and all(routed_re.search(k) for k in keys):
+                continue
             key, val, alt = keys[0], state[keys[0]], other_state[keys[0]]
             if len(keys) > 1:
                 key = " = ".join(keys)

@@ -1,8 +1,6 @@
 """One decode step of transformers' LlamaForCausalLM at SmolLM2-360M's shapes: 32 narrow layers."""
-import torch
-
-from megakernel_gym.compiler.families import FamilyConfig
-from megakernel_gym.compiler.zoo import DecodeStep, block_roofline
+from megakernel_gym.compiler.families import (FamilyBaseline, FamilyConfig, FamilyStep, family_inputs,
+                                              family_roofline)
 
 LEVEL = 5
 KIND = "megakernel"   # the agent edits the compiler's IR (schedule, fusion, tiles), not a ModelNew
@@ -29,24 +27,12 @@ ATOL = 1e-2
 RTOL = 1e-2
 
 
-class Model(DecodeStep):
-    """transformers' model of this family, adapted to the mkgym primitives (compiler.families); weights
-    and prefilled caches from the judge's seed."""
-
-    def __init__(self, block: str, config: dict):
-        super().__init__(block, config)
-
-
-class Baseline(DecodeStep):
-    """What the judge times as eager / CUDA graphs / torch.compile: the adapted model as it is (bf16)."""
-
-    def __init__(self, block: str, config: dict):
-        super().__init__(block, config, activations=None)
+Model = FamilyStep          # transformers' model through its adapter, in float32 activations
+Baseline = FamilyBaseline   # the adapted model as it is (bf16): what the judge times as eager and CUDA graphs
 
 
 def get_inputs():
-    return [torch.randint(0, config["vocab"], (config["batch"],)),      # token ids
-            torch.randint(0, config["max_seq"], (config["batch"],))]    # positions
+    return family_inputs(config)        # token ids and positions [batch]
 
 
 def get_init_inputs():
@@ -54,8 +40,8 @@ def get_init_inputs():
 
 
 def FLOPS():
-    return block_roofline(block, FamilyConfig(**config), config["max_seq"] // 2)[0]
+    return family_roofline(block, config)[0]
 
 
 def BYTES():
-    return block_roofline(block, FamilyConfig(**config), config["max_seq"] // 2)[1]
+    return family_roofline(block, config)[1]
