@@ -107,6 +107,14 @@ def test_compile_emit_ir_and_cpu_vm():
     assert d["tasks"] > 37 and d["max_abs_err_vs_eager"] < 1e-5 and d["max_abs_err_vs_graph"] < 1e-5
 
 
+def test_compile_takes_transformers_families():
+    """The zoo's `<family>-tiny` entries are transformers' own models through compiler.families."""
+    out = json.loads(mkgym("compile", "gpt2-tiny", "--backend", "cpu", "--sms", "8", "--json").stdout)
+    assert out["ops"] > 30 and out["max_abs_err_vs_eager"] < 1e-5 and out["max_abs_err_vs_graph"] < 1e-5, out
+    r = mkgym("compile", "mixtral-tiny", "--backend", "sim", "--expert", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["predicted_us"] > 0, r.stderr[-800:]
+
+
 def test_compile_sim_prediction_changes_with_an_edit():
     base = json.loads(mkgym("compile", "llama-tiny", "--backend", "sim", "--json").stdout)
     one_sm = json.loads(mkgym("compile", "llama-tiny", "--backend", "sim", "--json", "--edit",

@@ -471,6 +471,11 @@ def _make_attention(cfg: LlamaConfig, seed: int = 0, device=None):
     return model, (x.to(device or "cpu"), _positions(cfg, gen).to(device or "cpu"))
 
 
+def _family_tiny(family: str, seed: int = 0, device=None):
+    from megakernel_gym.compiler.families import FamilyConfig, make_family_step
+    return make_family_step(family, FamilyConfig.tiny(family), seed=seed, device=device)
+
+
 ZOO: dict[str, Callable[..., tuple[nn.Module, tuple]]] = {
     "llama-tiny": partial(_make_llama, LlamaConfig.tiny()),
     "llama-1b": partial(_make_llama, LlamaConfig.llama_1b()),
@@ -478,6 +483,8 @@ ZOO: dict[str, Callable[..., tuple[nn.Module, tuple]]] = {
     "attention-tiny": partial(_make_attention, LlamaConfig.tiny()),
     "mlp-1b": partial(_make_mlp, LlamaConfig.llama_1b()),
     "attention-1b": partial(_make_attention, LlamaConfig.llama_1b()),
+    # transformers' own models through compiler.families (tiny: 2 layers, hidden 64, fp32)
+    **{f"{fam}-tiny": partial(_family_tiny, fam) for fam in ("hf-llama", "qwen2", "qwen3", "mistral", "gpt2", "mixtral")},
 }
 
 
