@@ -45,6 +45,7 @@ WS_SEG = 4096                # weight ring: bytes of one weight row each warp mu
 WS_STAGE = WARPS * WS_SEG    # bytes per stage (one row segment per warp)
 WS_MAX_STAGES = 5            # stages in flight per SM (160 KB; 4 measured 3% slower: ab_knobs_ring5_kvpf.json)
 WS_L2_AHEAD = 0              # stages past the ring prefetched to L2 by the ring's producer
+X_PLANES = True              # batched (m > 1) bf16 ring matmuls read x from two planes per row (_x_split)
 CONTROL_WARP = 0             # the warp that polls a task's counters and signals its own
 SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 block may have
 WEIGHT_PATHS = ("smem", "regs")
@@ -194,6 +195,34 @@ def _dot_exprs(epv: int, w: str) -> tuple[str, str]:
     if epv == 8:
         return f"dot_bf16x8({w}, xa, xb)", "const float4 xa = X4[2 * c], xb = X4[2 * c + 1];"
     return f"dot_f32x4({w}, xa)", "const float4 xa = X4[c];"
+
+
+def _x_split(m: int, epv: int) -> bool:
+    """Whether a ring-fed matmul of m > 1 rows keeps x in shared memory split in two planes per row
+    (elements 8c..8c+3 of each 8 at float4 c of the first half, 8c+4..8c+7 of the second), so that
+    a warp's lanes read 16 contiguous bytes each: from the natural layout (two float4s 32 bytes
+    apart per lane) every x load was a 2-way bank conflict, and with m rows x is read m times per
+    weight vector, which made batched bf16 steps bound by shared memory."""
+    return X_PLANES and m > 1 and epv == 8
+
+
+def _x_split_pass(m: int, k: int) -> str:
+    """C: staged x rows (natural layout, at xs) rewritten in place into the split layout, a row at a
+    time through registers."""
+    kv = k // 8
+    per = -(-kv // THREADS)
+    return (f"  for (int mm = 0; mm < {m}; ++mm) {{   // x in two planes per row: conflict-free float4 reads\n"
+            f"    float4* R = (float4*)(xs + mm * {k});\n"
+            f"    float4 ra[{per}], rb[{per}];\n"
+            f"#pragma unroll\n"
+            f"    for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}; "
+            f"if (c < {kv}) {{ ra[j] = R[2 * c]; rb[j] = R[2 * c + 1]; }} }}\n"
+            f"    MK_SYNC();\n"
+            f"#pragma unroll\n"
+            f"    for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}; "
+            f"if (c < {kv}) {{ R[c] = ra[j]; R[{kv} + c] = rb[j]; }} }}\n"
+            f"    MK_SYNC();\n"
+            f"  }}\n")
 
 
 def onchip_norm_problem(g: Graph, norm: Op, matmul: Op) -> str | None:
@@ -862,7 +891,7 @@ class _Emitter:
         stage) packed, ceil(rows / WARPS) row groups x segments per row otherwise."""
         self.smem = max(self.smem, 4 * _ring_scratch(m, k)[1])
         return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
-                + self._stage_x(op, m, k, again=op.name in self.claim_ops) +
+                + self._stage_x(op, m, k, again=op.name in self.claim_ops, split=_x_split(m, epv)) +
                 f"  unsigned g = ws.done;\n"
                 + self._ring_rows(op, m, k, n_total, epv) +
                 f"  if (threadIdx.x == 0) ws.done = g;     // published by the barrier after the call\n")
@@ -889,6 +918,8 @@ class _Emitter:
         u = -(-min(kv, segv) // 32)                      # vectors per lane per segment
         bias = (f" + {self.load(op.inputs[2], 'n')}" if op.attrs.get("bias") else "")
         dot, xload = _dot_exprs(epv, "wv")
+        if _x_split(m, epv):
+            xload = f"const float4 xa = X4[c], xb = X4[{kv} + c];"
         value = "v" + bias
         store = True
         if keep:
@@ -1048,7 +1079,7 @@ class _Emitter:
         expr = re.sub(r"\bv_([a-z])\b", r"v_\1_", _c_expr(tree))
         body = (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
                 + ("  // the op's other inputs first: their loads are in flight while x is staged\n" if pre else "")
-                + "".join(pre) + self._stage_x(first, m, k, again=op.name in self.claim_ops) +
+                + "".join(pre) + self._stage_x(first, m, k, again=op.name in self.claim_ops, split=_x_split(m, epv)) +
                 f"  float* kept = sm + {keep_at};   // the matmuls' rows, as their outputs round them\n"
                 f"  unsigned g = ws.done;\n")
         for j, p in enumerate(prods):
@@ -1067,7 +1098,7 @@ class _Emitter:
                  f"  }}\n")
         return body
 
-    def _stage_x(self, op: Op, m: int, k: int, again: bool = False) -> str:
+    def _stage_x(self, op: Op, m: int, k: int, again: bool = False, split: bool = False) -> str:
         """The matmul's input vector(s) into shared memory as float. When the vector is a fused
         rmsnorm's output (self.onchip), the norm's input is staged instead and normalized in place
         (rounded to the norm's output dtype, as the norm's own task would store it): the norm costs
@@ -1077,9 +1108,10 @@ class _Emitter:
         norm = self.onchip.get(op.name)
         guard = ("  if (part != MK_CLAIM_AGAIN) {   // a claimed tile after the task's first keeps x\n", "  }\n") \
             if again else ("", "")
+        relay = _x_split_pass(m, k) if split else ""
         if norm is None:
             return ("  float* xs = sm;\n" + guard[0] + self.stage(op.inputs[0], "0", m * k, "xs") + "  MK_SYNC();\n"
-                    "  MK_PROBE(PROBE_INPUT);\n" + guard[1])
+                    + relay + "  MK_PROBE(PROBE_INPUT);\n" + guard[1])
         self.smem = max(self.smem, m * k * 4 + 4 * WARPS)
         per = -(-k // THREADS)          # norm weight elements per thread, loaded before the vector is staged
         has_w = len(norm.inputs) > 1
@@ -1102,6 +1134,7 @@ class _Emitter:
                 f"if (c < {k}) xs[i] = {scaled}; }}\n"
                 f"  }}\n"
                 f"  MK_SYNC();\n"
+                + relay +
                 f"  MK_PROBE(PROBE_INPUT);\n" + guard[1])
 
     def _rmsnorm(self, op: Op, axis: int) -> str:
