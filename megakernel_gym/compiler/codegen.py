@@ -199,30 +199,12 @@ def _dot_exprs(epv: int, w: str) -> tuple[str, str]:
 
 def _x_split(m: int, epv: int) -> bool:
     """Whether a ring-fed matmul of m > 1 rows keeps x in shared memory split in two planes per row
-    (elements 8c..8c+3 of each 8 at float4 c of the first half, 8c+4..8c+7 of the second), so that
-    a warp's lanes read 16 contiguous bytes each: from the natural layout (two float4s 32 bytes
-    apart per lane) every x load was a 2-way bank conflict, and with m rows x is read m times per
-    weight vector, which made batched bf16 steps bound by shared memory."""
+    (elements 8c..8c+3 of each 8 at float4 c of the first half, 8c+4..8c+7 of the second: mk_xp),
+    so that a warp's lanes read 16 contiguous bytes each: from the natural layout (two float4s 32
+    bytes apart per lane) every x load was a 2-way bank conflict, and with m rows x is read m times
+    per weight vector, which made batched bf16 steps bound by shared memory. Staging writes the
+    planes directly (stage(planes=k)); a fused norm reads its columns through mk_xp."""
     return X_PLANES and m > 1 and epv == 8
-
-
-def _x_split_pass(m: int, k: int) -> str:
-    """C: staged x rows (natural layout, at xs) rewritten in place into the split layout, a row at a
-    time through registers."""
-    kv = k // 8
-    per = -(-kv // THREADS)
-    return (f"  for (int mm = 0; mm < {m}; ++mm) {{   // x in two planes per row: conflict-free float4 reads\n"
-            f"    float4* R = (float4*)(xs + mm * {k});\n"
-            f"    float4 ra[{per}], rb[{per}];\n"
-            f"#pragma unroll\n"
-            f"    for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}; "
-            f"if (c < {kv}) {{ ra[j] = R[2 * c]; rb[j] = R[2 * c + 1]; }} }}\n"
-            f"    MK_SYNC();\n"
-            f"#pragma unroll\n"
-            f"    for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}; "
-            f"if (c < {kv}) {{ R[c] = ra[j]; R[{kv} + c] = rb[j]; }} }}\n"
-            f"    MK_SYNC();\n"
-            f"  }}\n")
 
 
 def onchip_norm_problem(g: Graph, norm: Op, matmul: Op) -> str | None:
@@ -524,16 +506,19 @@ class _Emitter:
             return None
         return self.slots[self.base[op.inputs[1]]], lo * row, (hi - lo) * row
 
-    def stage(self, tensor: str, offset: str, count, dst: str, vec_ok: bool = True, unit: int = 0) -> str:
+    def stage(self, tensor: str, offset: str, count, dst: str, vec_ok: bool = True, unit: int = 0,
+              planes: int = 0) -> str:
         """Copy `count` elements (a number, or a C expression that `unit` divides) of `tensor` from
-        element `offset` into float shared memory at `dst`.
+        element `offset` into float shared memory at `dst`. With `planes` = k, element e lands where
+        mk_xp(e, k) puts it (rows of k in two planes, _x_split); groups of 4 stay together.
 
         Loads go to registers in batches before any store: `sm` reaches an op function as a
         generic pointer, so the compiler may not move a global load above a shared store, and a
         load-store loop would wait out one memory latency per element. With vec_ok (the offset is
         a multiple of the vector width) each load is 16 bytes."""
         if self.base[tensor] in self.deferred:
-            return self._stage_combined(self.deferred[self.base[tensor]], offset, count, dst)
+            return self._stage_combined(self.deferred[self.base[tensor]], offset, count, dst, planes)
+        at = (lambda e: f"mk_xp({e}, {planes})") if planes else (lambda e: e)   # noqa: E731
         dt = self.g.tensors[tensor].dtype
         epv = EPV.get(dt, 0)
         p = self.ptr(tensor, "stage")
@@ -570,7 +555,9 @@ class _Emitter:
                     f"if (v < {nv} && !{ok}(r[j])) r[j] = {ld}(src + v); }}\n"
                     f"      }}\n"
                     f"#pragma unroll\n"
-                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * MK_NT; if (v < {nv}) dd[v] = {conv}; }}\n"
+                    f"      for (int j = 0; j < 4; ++j) {{ const int v = v0 + j * MK_NT; if (v < {nv}) "
+                    + (f"*({dt_}*)(({dst}) + {at(f'v * {4 if per == 4 else 2}')}) = {conv}; }}\n" if planes else
+                       f"dd[v] = {conv}; }}\n") +
                     f"    }}\n"
                     f"  }}\n")
         if self.base[tensor] in self.ll:
@@ -581,6 +568,9 @@ class _Emitter:
                       "d4[2 * v + 1] = make_float4(f[4], f[5], f[6], f[7]);" if epv == 8 else
                       "d4[v] = make_float4(__uint_as_float(r[j].x), __uint_as_float(r[j].y), "
                       "__uint_as_float(r[j].z), __uint_as_float(r[j].w));")
+            if planes:   # the same float4s, each at its place in the planes
+                unpack = re.sub(r"d4\[([^\]]+)\] = ", lambda mt: f"*(float4*)(({dst}) + {at('4 * (' + mt.group(1) + ')')}) = ",
+                                unpack)
             return (f"  {{\n"
                     f"    const uint4* src = (const uint4*)({p} + ({offset}));\n"
                     f"    float4* d4 = (float4*)({dst});\n"
@@ -598,7 +588,7 @@ class _Emitter:
                 f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * MK_NT; "
                 f"r[j] = e < {count} ? {self.load(tensor, f'({offset}) + e')} : 0.f; }}\n"
                 f"#pragma unroll\n"
-                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * MK_NT; if (e < {count}) ({dst})[e] = r[j]; }}\n"
+                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * MK_NT; if (e < {count}) ({dst})[{at('e')}] = r[j]; }}\n"
                 f"  }}\n")
 
     def cache_bytes(self, op: Op, lo: int, hi: int) -> list[tuple[int, int, int]]:
@@ -845,7 +835,7 @@ class _Emitter:
                 f"    if (st + 1 < steps) {{\n" + compute("b", "st + 1") + "    }\n"
                 f"  }}\n")
 
-    def _stage_combined(self, name: str, offset: str, count, dst: str) -> str:
+    def _stage_combined(self, name: str, offset: str, count, dst: str, planes: int = 0) -> str:
         """`stage` of a split attention's output that its parts never stored (self.deferred): each
         4 elements combined from every part's partial row, max and sum, in the order and arithmetic
         of the last part's combine (_split_combine), and rounded to the output's dtype as its store
@@ -875,7 +865,9 @@ class _Emitter:
                 f"        const float w = ml[p].x == -INFINITY ? 0.f : __expf(ml[p].x - mx);\n"
                 f"        lsum += w * ml[p].y; o0 += w * ov[p].x; o1 += w * ov[p].y; o2 += w * ov[p].z; o3 += w * ov[p].w;\n"
                 f"      }}\n"
-                f"      ((float4*)({dst}))[v] = make_float4({r.format('o0 / lsum')}, {r.format('o1 / lsum')}, "
+                + (f"      *(float4*)(({dst}) + mk_xp(4 * v, {planes})) = make_float4("
+                   if planes else f"      ((float4*)({dst}))[v] = make_float4(") +
+                f"{r.format('o0 / lsum')}, {r.format('o1 / lsum')}, "
                 f"{r.format('o2 / lsum')}, {r.format('o3 / lsum')});\n"
                 f"    }}\n"
                 f"  }}\n")
@@ -1108,10 +1100,10 @@ class _Emitter:
         norm = self.onchip.get(op.name)
         guard = ("  if (part != MK_CLAIM_AGAIN) {   // a claimed tile after the task's first keeps x\n", "  }\n") \
             if again else ("", "")
-        relay = _x_split_pass(m, k) if split else ""
+        planes = k if split else 0
         if norm is None:
-            return ("  float* xs = sm;\n" + guard[0] + self.stage(op.inputs[0], "0", m * k, "xs") + "  MK_SYNC();\n"
-                    + relay + "  MK_PROBE(PROBE_INPUT);\n" + guard[1])
+            return ("  float* xs = sm;\n" + guard[0] + self.stage(op.inputs[0], "0", m * k, "xs", planes=planes)
+                    + "  MK_SYNC();\n  MK_PROBE(PROBE_INPUT);\n" + guard[1])
         self.smem = max(self.smem, m * k * 4 + 4 * WARPS)
         per = -(-k // THREADS)          # norm weight elements per thread, loaded before the vector is staged
         has_w = len(norm.inputs) > 1
@@ -1122,19 +1114,19 @@ class _Emitter:
                  f"#pragma unroll\n"
                  f"  for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}; "
                  f"wr[j] = c < {k} ? {self.load(norm.inputs[1], 'c')} : 0.f; }}\n") if has_w else ""
+        col = (lambda c: f"mk_xp({c}, {k})") if planes else (lambda c: c)   # noqa: E731  (column c's place)
         return (f"  float* xs = sm; float* red = sm + {m * k};   // the fused rmsnorm, computed here on chip\n"
-                + guard[0] + wload + self.stage(norm.inputs[0], "0", m * k, "xs") +
+                + guard[0] + wload + self.stage(norm.inputs[0], "0", m * k, "xs", planes=planes) +
                 f"  MK_SYNC();\n"
                 f"  for (int mm = 0; mm < {m}; ++mm) {{\n"
                 f"    float ss = 0.f;\n"
-                f"    for (int c = threadIdx.x; c < {k}; c += MK_NT) ss += xs[mm * {k} + c] * xs[mm * {k} + c];\n"
+                f"    for (int c = threadIdx.x; c < {k}; c += MK_NT) ss += xs[mm * {k} + {col('c')}] * xs[mm * {k} + {col('c')}];\n"
                 f"    const float inv = rsqrtf(block_sum(ss, red) / {k}.f + {float(norm.attrs['eps'])!r}f);\n"
                 f"#pragma unroll\n"
-                f"    for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}, i = mm * {k} + c; "
+                f"    for (int j = 0; j < {per}; ++j) {{ const int c = threadIdx.x + j * {THREADS}, i = mm * {k} + {col('c')}; "
                 f"if (c < {k}) xs[i] = {scaled}; }}\n"
                 f"  }}\n"
                 f"  MK_SYNC();\n"
-                + relay +
                 f"  MK_PROBE(PROBE_INPUT);\n" + guard[1])
 
     def _rmsnorm(self, op: Op, axis: int) -> str:
@@ -1751,6 +1743,12 @@ __device__ __forceinline__ void unpack_f32x4(uint4 w, float* f) {
 // a task's weight tile into L2 ahead of its turn (sm_90 bulk prefetch; 16-byte aligned, multiple of 16)
 __device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
+}
+// where element e of rows of k floats (k % 8 == 0) sits in the two-plane layout of batched x (_x_split):
+// each group of 8 split into its first 4, in the row's first half, and its last 4, in the second
+__device__ __forceinline__ int mk_xp(int e, int k) {
+  const int r = e / k, c = e - r * k;
+  return r * k + ((c & 4) ? (k >> 1) : 0) + ((c >> 3) << 2) + (c & 3);
 }
 __device__ float block_sum(float v, float* red) {
   v = warp_sum(v);
