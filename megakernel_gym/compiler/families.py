@@ -17,7 +17,8 @@ transformers' forward, so a family's MLP is transformers' own code.
 `transformers_logits` is the check that the adapter is the family: it runs the unpatched model
 with a transformers DynamicCache prefilled from the adapter's caches, one sequence at a time.
 
-transformers is imported only when a family model is built, so loading a problem file stays fast.
+transformers is imported only when a family model is built or its weights counted, so loading a
+problem file stays fast.
 A configuration the adapter cannot honour (a scaled rotary embedding, an activation the compiler
 has no mapping for) is refused with UnsupportedModelError naming the setting and the fix.
 """
@@ -115,9 +116,10 @@ class FamilyConfig:
         extra = {"sliding_window": 8} if fam.window else {}
         if fam.moe:
             extra = {"num_local_experts": 4, "num_experts_per_tok": 2}
-        kv = 4 if fam.attention == "gpt2" else 2
-        return replace(cls(family=family, vocab=256, hidden=64, layers=2, q_heads=4, kv_heads=kv, head_dim=16,
-                           ffn=64 if fam.moe else 128, max_seq=32, batch=2, extra=extra), **overrides)
+        gpt2 = fam.attention == "gpt2"    # no grouped queries; embeddings tied, as GPT-2's always are
+        return replace(cls(family=family, vocab=256, hidden=64, layers=2, q_heads=4, kv_heads=4 if gpt2 else 2,
+                           head_dim=16, ffn=64 if fam.moe else 128, max_seq=32, batch=2, tie_embeddings=gpt2,
+                           extra=extra), **overrides)
 
     def hf_config(self):
         """The transformers config these shapes describe (attention through eager, no dropout)."""
@@ -127,17 +129,13 @@ class FamilyConfig:
             kw = dict(vocab_size=self.vocab, n_embd=self.hidden, n_layer=self.layers, n_head=self.q_heads,
                       n_inner=self.ffn, n_positions=self.max_seq, layer_norm_epsilon=self.eps,
                       activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                      tie_word_embeddings=True, bos_token_id=self.vocab - 1, eos_token_id=self.vocab - 1)
-            kw.update(self.extra)
-            cfg = AutoConfig.for_model(fam.model_type, **kw)
-            cfg._attn_implementation = "eager"
-            return cfg
-        kw = dict(vocab_size=self.vocab, hidden_size=self.hidden, num_hidden_layers=self.layers,
-                  num_attention_heads=self.q_heads, num_key_value_heads=self.kv_heads, head_dim=self.head_dim,
-                  intermediate_size=self.ffn, max_position_embeddings=self.max_seq, rms_norm_eps=self.eps,
-                  rope_theta=self.rope_theta, tie_word_embeddings=self.tie_embeddings, hidden_act="silu",
-                  attention_dropout=0.0)
-        kw.update(self.extra)
+                      bos_token_id=self.vocab - 1, eos_token_id=self.vocab - 1)
+        else:
+            kw = dict(vocab_size=self.vocab, hidden_size=self.hidden, num_hidden_layers=self.layers,
+                      num_attention_heads=self.q_heads, num_key_value_heads=self.kv_heads, head_dim=self.head_dim,
+                      intermediate_size=self.ffn, max_position_embeddings=self.max_seq, rms_norm_eps=self.eps,
+                      rope_theta=self.rope_theta, hidden_act="silu", attention_dropout=0.0)
+        kw.update(tie_word_embeddings=self.tie_embeddings, **self.extra)
         cfg = AutoConfig.for_model(fam.model_type, **kw)
         cfg._attn_implementation = "eager"
         return cfg
@@ -171,8 +169,10 @@ def _attention_forward(self, h: Tensor, pos: Tensor) -> Tensor:
     if spec["qk_norm"]:      # one RMSNorm row per head: [B*H, D] rows, as the megakernel tiles them
         q = self.q_norm(q.view(b * hq, d))
         k = self.k_norm(k.view(b * hkv, d))
-    q = torch.ops.mkgym.rope(q.view(b, hq, d), pos, spec["theta"])
-    k = torch.ops.mkgym.rope(k.view(b, hkv, d), pos, spec["theta"])
+    q, k = q.view(b, hq, d), k.view(b, hkv, d)
+    if spec["theta"] is not None:     # rotary positions (GPT-2's are learned, added to the embedding)
+        q = torch.ops.mkgym.rope(q, pos, spec["theta"])
+        k = torch.ops.mkgym.rope(k, pos, spec["theta"])
     torch.ops.mkgym.cache_write(self.k_cache, k, pos)
     torch.ops.mkgym.cache_write(self.v_cache, v, pos)
     attn = torch.ops.mkgym.decode_attention(q, self.k_cache, self.v_cache, pos, spec["scale"], spec["window"])
@@ -193,14 +193,17 @@ def _moe_forward(self, h: Tensor) -> Tensor:
     return out
 
 
-def _linear_rows(w: Tensor) -> nn.Linear:
-    """An nn.Linear (no bias) holding a copy of the [out, in] matrix w: one expert of a 3-D expert
-    tensor, made a weight of its own at adapt time (a load-time layout step, as for GPT-2)."""
-    lin = nn.Linear(w.shape[1], w.shape[0], bias=False, dtype=w.dtype, device=w.device)
+def _linear_rows(w: Tensor, b: Tensor | None = None) -> nn.Linear:
+    """An nn.Linear holding copies of the [out, in] matrix w (and bias b): a weight laid out once at
+    adapt time, as inference engines do at load (one expert of a 3-D expert tensor; a slice of
+    GPT-2's Conv1D, transposed). The tensors it was cut from are dropped after: native() rebuilds them."""
+    lin = nn.Linear(w.shape[1], w.shape[0], bias=b is not None, dtype=w.dtype, device=w.device)
     with torch.no_grad():
         if w.device.type != "meta":
             lin.weight.copy_(w)
-    lin.weight.requires_grad_(False)
+            if b is not None:
+                lin.bias.copy_(b)
+    lin.requires_grad_(False)
     return lin
 
 
@@ -225,28 +228,20 @@ def _layer_forward(self, x: Tensor, pos: Tensor) -> Tensor:
     return x + self.mlp(self.post_attention_layernorm(x))
 
 
-def _model_forward(self, token_ids: Tensor, pos: Tensor) -> Tensor:
-    batch = self._mkgym["batch"]
+def _check_step_inputs(model: nn.Module, token_ids: Tensor, pos: Tensor) -> None:
+    batch = model._mkgym["batch"]
     if token_ids.shape != (batch,) or pos.shape != (batch,):
-        raise ValueError(f"{type(self).__name__} decode step: token_ids and pos must both be [{batch}] (the "
+        raise ValueError(f"{type(model).__name__} decode step: token_ids and pos must both be [{batch}] (the "
                          f"config's batch), got {tuple(token_ids.shape)} and {tuple(pos.shape)}")
+
+
+def _model_forward(self, token_ids: Tensor, pos: Tensor) -> Tensor:
+    _check_step_inputs(self, token_ids, pos)
     inner = self.model
     x = inner.embed_tokens(token_ids)
     for layer in inner.layers:
         x = layer(x, pos)
     return self.lm_head(inner.norm(x))
-
-
-def _gpt2_attention_forward(self, h: Tensor, pos: Tensor) -> Tensor:
-    spec = self._mkgym
-    b, nh, d = h.shape[0], spec["q_heads"], spec["head_dim"]
-    q = self.q_proj(h).view(b, nh, d)
-    k = self.k_proj(h).view(b, nh, d)
-    v = self.v_proj(h).view(b, nh, d)
-    torch.ops.mkgym.cache_write(self.k_cache, k, pos)
-    torch.ops.mkgym.cache_write(self.v_cache, v, pos)
-    attn = torch.ops.mkgym.decode_attention(q, self.k_cache, self.v_cache, pos, spec["scale"])
-    return self.o_proj(attn.reshape(b, nh * d))
 
 
 def _gpt2_mlp_forward(self, h: Tensor) -> Tensor:
@@ -259,10 +254,7 @@ def _gpt2_block_forward(self, x: Tensor, pos: Tensor) -> Tensor:
 
 
 def _gpt2_model_forward(self, token_ids: Tensor, pos: Tensor) -> Tensor:
-    batch = self._mkgym["batch"]
-    if token_ids.shape != (batch,) or pos.shape != (batch,):
-        raise ValueError(f"{type(self).__name__} decode step: token_ids and pos must both be [{batch}] (the "
-                         f"config's batch), got {tuple(token_ids.shape)} and {tuple(pos.shape)}")
+    _check_step_inputs(self, token_ids, pos)
     t = self.transformer
     x = t.wte(token_ids) + t.wpe(pos)
     for block in t.h:
@@ -270,22 +262,9 @@ def _gpt2_model_forward(self, token_ids: Tensor, pos: Tensor) -> Tensor:
     return self.lm_head(t.ln_f(x))
 
 
-def _linear_from_conv1d(conv: nn.Module, rows: slice | None = None) -> nn.Linear:
-    """An nn.Linear computing (a column slice of) transformers' Conv1D (x @ W + b, W [in, out]): its
-    weight is the slice transposed into the [out, in] rows every matmul body streams. A load-time
-    layout conversion, as inference engines do for GPT-2 (the Conv1D's own tensors are dropped after:
-    native() rebuilds them from these)."""
-    w, b = conv.weight, conv.bias
-    if rows is not None:
-        w, b = w[:, rows], b[rows]
-    lin = nn.Linear(w.shape[0], w.shape[1], bias=True, dtype=w.dtype, device=w.device)
-    with torch.no_grad():
-        if w.device.type != "meta":
-            lin.weight.copy_(w.t())
-            lin.bias.copy_(b)
-    lin.weight.requires_grad_(False)
-    lin.bias.requires_grad_(False)
-    return lin
+def _linear_from_conv1d(conv: nn.Module, cols: slice = slice(None)) -> nn.Linear:
+    """transformers' Conv1D (x @ W + b, W [in, out]), or a slice of its output columns, as an nn.Linear."""
+    return _linear_rows(conv.weight[:, cols].t(), conv.bias[cols])
 
 
 def _adapt_gpt2(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
@@ -309,12 +288,13 @@ def _adapt_gpt2(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
         scale = getattr(attn, "scaling", None)
         if scale is None:
             scale = cfg.head_dim ** -0.5 if getattr(attn, "scale_attn_weights", True) else 1.0
-        attn._mkgym = {"q_heads": cfg.q_heads, "head_dim": cfg.head_dim, "scale": float(scale)}
+        attn._mkgym = {"q_heads": cfg.q_heads, "kv_heads": cfg.q_heads, "head_dim": cfg.head_dim, "theta": None,
+                       "scale": float(scale), "qk_norm": False, "window": 0}
         shape = (cfg.batch, cfg.q_heads, cfg.max_seq, cfg.head_dim)
         device = attn.q_proj.weight.device
         attn.register_buffer("k_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
         attn.register_buffer("v_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
-        _patch(attn, _gpt2_attention_forward)
+        _patch(attn, _attention_forward)
         _patch(mlp, _gpt2_mlp_forward)
         _patch(block, _gpt2_block_forward)
     return model
