@@ -27,18 +27,27 @@ FAMILY_PROBLEMS = ("mk_hf_llama_1b", "mk_hf_smollm2_360m", "mk_qwen2_0p5b", "mk_
                    "mk_qwen3_0p6b", "mk_qwen3_1p7b", "mk_mistral_window", "mk_mistral_window_batch2")
 
 
-def run_one(name: str, num_sms: int, device_key: str) -> dict:
-    from megakernel_gym.compiler import capture, predict
+def problem_ir(name: str, num_sms: int):
+    """(problem module, its config, its graph captured on the meta device, the default IR) of a level-5
+    problem at its GPU sizes."""
+    from megakernel_gym.compiler import capture
     from megakernel_gym.compiler.zoo import make_block, step_config
+    from megakernel_gym.ir_exposure import make_ir
+    mod = importlib.import_module(f"megakernel_gym.curriculum.problems.{name}")
+    cfg = step_config(mod.block, mod.config)
+    g = capture(*make_block(mod.block, cfg, device="meta"), name)
+    return mod, cfg, g, make_ir(g, num_sms=num_sms)
+
+
+def run_one(name: str, num_sms: int, device_key: str) -> dict:
+    from megakernel_gym.compiler import predict
     from megakernel_gym.curriculum import builtin_suite
-    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.ir_exposure import apply_edits
     from megakernel_gym.policies.expert import expert_edits
     from megakernel_gym.rewards.megakernel import MegakernelJudge
     problem = builtin_suite().get(name)
-    mod = importlib.import_module(f"megakernel_gym.curriculum.problems.{name}")
     t0 = time.perf_counter()
-    g = capture(*make_block(mod.block, step_config(mod.block, mod.config), device="meta"), name)
-    ir0 = make_ir(g, num_sms=num_sms)
+    mod, _, _, ir0 = problem_ir(name, num_sms)
     text = expert_edits(ir0)
     expert = apply_edits(ir0, text)
     plan_s = time.perf_counter() - t0

@@ -11,7 +11,6 @@ median (with spread) and the H100 prediction.
 from __future__ import annotations
 
 import argparse
-import importlib
 import statistics
 import sys
 from pathlib import Path
@@ -32,18 +31,17 @@ def main():
     args = ap.parse_args()
     import torch
 
-    from megakernel_gym.compiler import capture, module_tensors, predict
+    from families_gpu import problem_ir
+
+    from megakernel_gym.compiler import module_tensors, predict
     from megakernel_gym.compiler.runtime import Megakernel, time_us
-    from megakernel_gym.compiler.zoo import make_block, step_config
-    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.compiler.zoo import make_block
+    from megakernel_gym.ir_exposure import apply_edits
     from megakernel_gym.policies.expert import expert_edits
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for name in args.problems:
-        mod = importlib.import_module(f"megakernel_gym.curriculum.problems.{name}")
-        cfg = step_config(mod.block, mod.config)
-        g = capture(*make_block(mod.block, cfg, device="meta"), name)
-        ir0 = make_ir(g, num_sms=sms)
+        mod, cfg, g, ir0 = problem_ir(name, sms)
         attn = [o.name for o in g.ops if o.kind == "decode_attention"]
         base = apply_edits(ir0, expert_edits(ir0, levers=("inline", "wave", "cache")))
         model, inputs = make_block(mod.block, cfg, seed=0, device="cuda")

@@ -274,7 +274,7 @@ def _adapt_gpt2(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
         raise UnsupportedModelError(f"gpt2: activation_function {act!r}; use 'gelu_new' (GPT-2's)")
     _patch(model, _gpt2_model_forward)
     model._mkgym = {"batch": cfg.batch}
-    h, dt = cfg.hidden, cfg.torch_dtype
+    h = cfg.hidden
     for block in model.transformer.h:
         attn, mlp = block.attn, block.mlp
         attn.q_proj = _linear_from_conv1d(attn.c_attn, slice(0, h))
@@ -288,16 +288,24 @@ def _adapt_gpt2(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
         scale = getattr(attn, "scaling", None)
         if scale is None:
             scale = cfg.head_dim ** -0.5 if getattr(attn, "scale_attn_weights", True) else 1.0
-        attn._mkgym = {"q_heads": cfg.q_heads, "kv_heads": cfg.q_heads, "head_dim": cfg.head_dim, "theta": None,
-                       "scale": float(scale), "qk_norm": False, "window": 0}
-        shape = (cfg.batch, cfg.q_heads, cfg.max_seq, cfg.head_dim)
-        device = attn.q_proj.weight.device
-        attn.register_buffer("k_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
-        attn.register_buffer("v_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
-        _patch(attn, _attention_forward)
+        _adapt_attention(attn, cfg, theta=None, scale=float(scale), qk_norm=False, window=0)
         _patch(mlp, _gpt2_mlp_forward)
         _patch(block, _gpt2_block_forward)
     return model
+
+
+def _adapt_attention(attn: nn.Module, cfg: FamilyConfig, theta: float | None, scale: float, qk_norm: bool,
+                     window: int) -> None:
+    """An attention module (with q/k/v/o_proj) onto _attention_forward, with its static KV caches
+    [B, kv_heads, max_seq, head_dim] as non-persistent buffers. theta None: no rotary positions."""
+    kv = cfg.q_heads if FAMILIES[cfg.family].attention == "gpt2" else cfg.kv_heads
+    attn._mkgym = {"q_heads": cfg.q_heads, "kv_heads": kv, "head_dim": cfg.head_dim, "theta": theta,
+                   "scale": scale, "qk_norm": qk_norm, "window": window}
+    shape = (cfg.batch, kv, cfg.max_seq, cfg.head_dim)
+    device = attn.q_proj.weight.device
+    attn.register_buffer("k_cache", torch.zeros(shape, dtype=cfg.torch_dtype, device=device), persistent=False)
+    attn.register_buffer("v_cache", torch.zeros(shape, dtype=cfg.torch_dtype, device=device), persistent=False)
+    _patch(attn, _attention_forward)
 
 
 def attention_modules(model: nn.Module) -> list[nn.Module]:
@@ -338,19 +346,12 @@ def adapt(model: nn.Module, cfg: FamilyConfig) -> nn.Module:
     inner = model.model
     _patch(model, _model_forward)
     model._mkgym = {"batch": cfg.batch}
-    dt = cfg.torch_dtype
     for layer in inner.layers:
         attn = layer.self_attn
         if attn.head_dim != cfg.head_dim:
             raise UnsupportedModelError(f"{cfg.family}: attention head_dim {attn.head_dim} != config {cfg.head_dim}")
-        attn._mkgym = {"q_heads": cfg.q_heads, "kv_heads": cfg.kv_heads, "head_dim": cfg.head_dim,
-                       "theta": float(rope.get("rope_theta", cfg.rope_theta)), "scale": float(attn.scaling),
-                       "qk_norm": fam.qk_norm, "window": window}
-        shape = (cfg.batch, cfg.kv_heads, cfg.max_seq, cfg.head_dim)
-        device = attn.q_proj.weight.device
-        attn.register_buffer("k_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
-        attn.register_buffer("v_cache", torch.zeros(shape, dtype=dt, device=device), persistent=False)
-        _patch(attn, _attention_forward)
+        _adapt_attention(attn, cfg, theta=float(rope.get("rope_theta", cfg.rope_theta)), scale=float(attn.scaling),
+                         qk_norm=fam.qk_norm, window=window)
         _patch(layer, _layer_forward)
         if fam.moe:
             _adapt_moe(layer.mlp, cfg)
