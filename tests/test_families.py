@@ -53,6 +53,21 @@ def test_bf16_model_runs_as_it_is(fam):
     assert out.dtype == torch.bfloat16 and torch.isfinite(out.float()).all()
 
 
+@pytest.mark.parametrize("fam", FAMS)
+def test_float32_reference_of_bf16_weights(fam):
+    """A problem's Model at its real dtype: bf16 weights and caches, float32 activations (zoo.DecodeStep
+    widens every Linear, Embedding and LayerNorm): close to the bf16 model, in float32."""
+    cfg = FamilyConfig.tiny(fam, dtype="bfloat16").__dict__
+    torch.manual_seed(0)
+    ref = DecodeStep(fam, cfg)
+    torch.manual_seed(0)
+    base = DecodeStep(fam, cfg, activations=None)
+    ids, pos = torch.tensor([1, 2]), torch.tensor([3, 9])
+    out, got = ref(ids, pos)[0], base(ids, pos)[0]
+    assert out.dtype == torch.float32 and got.dtype == torch.bfloat16
+    assert float((got.float() - out).norm() / out.norm()) < 5e-2
+
+
 def test_sliding_window_is_what_transformers_masks():
     """Mistral at a position past its window: the adapter's window is what makes it agree; with the
     window taken away it attends to slots transformers masks, and the logits move."""

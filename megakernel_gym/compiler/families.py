@@ -183,7 +183,7 @@ def _moe_forward(self, h: Tensor) -> Tensor:
     """Every expert on every row, weighted by its router weight (0 where it is not among the row's
     top_k): transformers' sum over the chosen experts, in its order, with zeros between."""
     spec = self._mkgym
-    logits = nn.functional.linear(h, self.gate.weight)
+    logits = nn.functional.linear(h, self.gate.weight.to(h.dtype))   # widened in a float32 reference
     out = None
     for e in range(spec["experts"]):
         y = self.expert_down[e](self.experts.act_fn(self.expert_gate[e](h)) * self.expert_up[e](h))

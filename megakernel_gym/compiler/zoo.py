@@ -260,11 +260,21 @@ class FreshCaches(nn.Module):
 
 
 class _UpcastLinear(nn.Linear):
-    """nn.Linear on activations wider than its weight: the weight is widened for the product."""
+    """nn.Linear on activations wider than its weight: the weight (and bias) widened for the product."""
 
     def forward(self, x: Tensor) -> Tensor:
         w = self.weight if self.weight.dtype == x.dtype else self.weight.to(x.dtype)
-        return nn.functional.linear(x, w, self.bias)
+        b = self.bias if self.bias is None or self.bias.dtype == x.dtype else self.bias.to(x.dtype)
+        return nn.functional.linear(x, w, b)
+
+
+class _UpcastLayerNorm(nn.LayerNorm):
+    """nn.LayerNorm (GPT-2's) on activations wider than its weight and bias: both widened."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        w = None if self.weight is None else self.weight.to(x.dtype)
+        b = None if self.bias is None else self.bias.to(x.dtype)
+        return nn.functional.layer_norm(x, self.normalized_shape, w, b, self.eps)
 
 
 class _UpcastEmbedding(nn.Embedding):
@@ -308,6 +318,8 @@ class DecodeStep(nn.Module):
                     mod.__class__ = _UpcastLinear
                 elif type(mod) is nn.Embedding:
                     mod.__class__ = _UpcastEmbedding
+                elif type(mod) is nn.LayerNorm:
+                    mod.__class__ = _UpcastLayerNorm
         # the zoo model as it is takes activations in its own dtype; the float32 one widens them
         self._cast_inputs = cfg.torch_dtype if activations is None else None
         self.step = FreshCaches(inner)
