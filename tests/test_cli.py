@@ -109,6 +109,9 @@ def test_compile_emit_ir_and_cpu_vm():
 
 def test_compile_takes_transformers_families():
     """The zoo's `<family>-tiny` entries are transformers' own models through compiler.families."""
+    from megakernel_gym.compiler import ZOO
+    from megakernel_gym.compiler.families import FAMILIES
+    assert {f"{fam}-tiny" for fam in FAMILIES} <= set(ZOO)
     out = json.loads(mkgym("compile", "gpt2-tiny", "--backend", "cpu", "--sms", "8", "--json").stdout)
     assert out["ops"] > 30 and out["max_abs_err_vs_eager"] < 1e-5 and out["max_abs_err_vs_graph"] < 1e-5, out
     r = mkgym("compile", "mixtral-tiny", "--backend", "sim", "--expert", "--json")

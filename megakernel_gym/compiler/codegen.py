@@ -564,13 +564,12 @@ class _Emitter:
             vec_ok = False
         if vec_ok and epv and (unit or count) % epv == 0:
             nv = count // epv if isinstance(count, int) else f"(({count}) / {epv})"
-            unpack = ("float f[8]; unpack_bf16x8(r[j], f); d4[2 * v] = make_float4(f[0], f[1], f[2], f[3]); "
-                      "d4[2 * v + 1] = make_float4(f[4], f[5], f[6], f[7]);" if epv == 8 else
-                      "d4[v] = make_float4(__uint_as_float(r[j].x), __uint_as_float(r[j].y), "
+            # float4 i of the copy, at its place (in the planes: the same float4, where mk_xp puts it)
+            d4 = (lambda i: f"*(float4*)(({dst}) + {at(f'4 * ({i})')})") if planes else (lambda i: f"d4[{i}]")  # noqa: E731
+            unpack = (f"float f[8]; unpack_bf16x8(r[j], f); {d4('2 * v')} = make_float4(f[0], f[1], f[2], f[3]); "
+                      f"{d4('2 * v + 1')} = make_float4(f[4], f[5], f[6], f[7]);" if epv == 8 else
+                      f"{d4('v')} = make_float4(__uint_as_float(r[j].x), __uint_as_float(r[j].y), "
                       "__uint_as_float(r[j].z), __uint_as_float(r[j].w));")
-            if planes:   # the same float4s, each at its place in the planes
-                unpack = re.sub(r"d4\[([^\]]+)\] = ", lambda mt: f"*(float4*)(({dst}) + {at('4 * (' + mt.group(1) + ')')}) = ",
-                                unpack)
             return (f"  {{\n"
                     f"    const uint4* src = (const uint4*)({p} + ({offset}));\n"
                     f"    float4* d4 = (float4*)({dst});\n"

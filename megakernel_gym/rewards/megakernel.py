@@ -172,19 +172,18 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
                     if plain is not None:
                         baselines["plain_cuda_graph"] = time_us(
                             capture_cuda_graph(torch, plain, [x.clone() for x in inputs]).replay, iters)
-                    try:
-                        # inductor's kernels replayed as CUDA graphs: on the 1B step the fastest PyTorch there is.
-                        # Its output must pass the schedules' own check, so a wrong compile cannot set the bar.
-                        compiled = None if plain is None else torch.compile(plain, mode="reduce-overhead")
-                        for _ in range(3 if compiled is not None else 0):
-                            out = compiled(*static)
-                        if compiled is not None:
+                        try:
+                            # inductor's kernels replayed as CUDA graphs: on the 1B step the fastest PyTorch there
+                            # is. Its output must pass the schedules' own check, so a wrong compile cannot set the bar.
+                            compiled = torch.compile(plain, mode="reduce-overhead")
+                            for _ in range(3):
+                                out = compiled(*static)
                             ok, err, tol = check(out, cases[0]["truth"], cases[0]["eager_err"])
                             if not ok:
                                 raise RuntimeError(f"its output is {err:.3g} from the float32 truth (tolerance {tol:.3g})")
                             baselines["plain_torch_compile"] = time_us(lambda: compiled(*static), iters)
-                    except Exception as e:  # noqa: BLE001 - one baseline fewer, said why
-                        notes["plain_torch_compile"] = f"{type(e).__name__}: {e}"[:300]
+                        except Exception as e:  # noqa: BLE001 - one baseline fewer, said why
+                            notes["plain_torch_compile"] = f"{type(e).__name__}: {e}"[:300]
                     del plain
                 conn.send({"status": "ready", "device": torch.cuda.get_device_name(0), "baselines": baselines,
                            "baseline_notes": notes})
