@@ -232,8 +232,16 @@ def main():
     log(f"{len(schedules)} schedules of {args.model} on {num_sms} SMs, starting from {base.name}'s constants "
         f"({time.perf_counter() - t_start:.0f} s)")
     if recorded is not None and [r["label"] for r in recorded["rows"]] != [label for label, _ in schedules]:
-        raise SystemExit(f"{args.refit}: its schedules are not the ones --n {args.n} --seed {args.seed} samples "
-                         f"(its command: {recorded['command']}); pass the --n and --seed it ran with")
+        # the sampler draws from what the edits accept, which may have grown since the GPU run (MAX_TASKS
+        # 65,536 took a combination that was refused then): rebuild the recorded schedules by label
+        # from a longer draw of the same seed
+        more = dict(sample_schedules(graph, args.n + 40, seed=args.seed, num_sms=num_sms)) | dict(schedules)
+        missing = [r["label"] for r in recorded["rows"] if r["label"] not in more]
+        if missing:
+            raise SystemExit(f"{args.refit}: its schedules are not the ones --n {args.n} --seed {args.seed} samples "
+                             f"({missing[0]!r} is not drawn; its command: {recorded['command']}); pass the --n and "
+                             f"--seed it ran with")
+        schedules = [(r["label"], more[r["label"]]) for r in recorded["rows"]]
     near = near_schedules(args.near, base_ir) if args.near else []
     if near and recorded is None:
         raise SystemExit("--near adds recorded measurements to a refit: pass --refit too")

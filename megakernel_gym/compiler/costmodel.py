@@ -60,17 +60,18 @@ DATASHEET = {
 # ring loads while a task's SM waits: the 42 of one GPU run (the compiler's tuned and expert
 # schedules among them; megakernel_schedules_run.json) and 12 schedules near the expert that the
 # A/B runs of 2026-11-26 measured (other splits, tile sizes, SM ranges, L2 prefetch edits;
-# megakernel_schedules.py --near), refitted on the CPU (bench/results/megakernel_schedules.json):
-# Spearman 0.920, 0.947 on held-out schedules, median error 2.6%; the expert's gain over the
-# default 1.215x predicted, 1.158x measured (4.9%; 1.29x with the 42 alone). Still off: gate/up
-# weights prefetched to L2 (predicted 8-13% fast) and finer MLP tiles (4-5% fast); the
-# attention half takes 12 us a layer in the model and 20 us measured.
+# megakernel_schedules.py --near), refitted on the CPU (bench/results/megakernel_schedules.json)
+# after an attention's cache reads were counted whatever its fused cache writes read: Spearman
+# 0.917, 0.947 on held-out schedules, median error 2.5%; the expert's gain over the default 1.207x
+# predicted, 1.158x measured (4.2%). Still off: gate/up weights prefetched to L2 (predicted 8-13%
+# fast) and finer MLP tiles (4-5% fast); the attention half takes 12 us a layer in the model and
+# 20 us measured.
 # H200: the H100's latencies and per-SM rate, with the H200's measured copy bandwidth; not fitted.
 DEVICES = {
-    "H100": DeviceSpec("H100", 132, 2650.5, 700.0, 0.3, 0.626, 4.26, 1.02,
-                       sm_gbs=49.7, counter_us=0.0192, prefetch_us=1.96),
-    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.3, 0.626, 4.26, 1.02,
-                       sm_gbs=49.7, counter_us=0.0192, prefetch_us=1.96),
+    "H100": DeviceSpec("H100", 132, 2699.3, 700.0, 0.343, 0.735, 4.21, 0.973,
+                       sm_gbs=49.7, counter_us=0.0194, prefetch_us=1.89),
+    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.343, 0.735, 4.21, 0.973,
+                       sm_gbs=49.7, counter_us=0.0194, prefetch_us=1.89),
 }
 
 
@@ -224,12 +225,19 @@ def _task_costs(tg) -> tuple[list[int], list[float], list[int]]:
         share = min(1.0, window / g.tensors[op.inputs[1]].shape[2]) if window else 1.0
         caches = set(op.inputs[1:3]) if op.kind == "decode_attention" else set()
         f *= share
+        if caches:
+            # an attention reads its heads' whole caches, whatever its fused producers read in their
+            # place (a fused cache write reads one row of the cache it writes): the reads of
+            # the cache writes fused into it replaced the caches' bytes, so a split measured
+            # 6-15% faster than none on an H100 (families_split.json) and predicted 8% slower
+            reads = [(n, b) for n, b in reads if n not in caches] + [(n, b) for n, b in own if n in caches]
         if t.parts > 1:
             # a split part reads its share of the cached positions and writes float partials
-            # (row, max, sum per head), which the last part reads back to combine
+            # (row, max, sum per head); the last part to finish reads all `parts` of them back to
+            # combine, and which part is last is not known ahead, so each is charged for it
             b = sum(int(_nbytes(g, name, box) * share) // t.parts if name in caches else _nbytes(g, name, box)
                     for name, box in reads)
-            b += 2 * _nbytes(g, op.outputs[0], obox) // torch_dtype(g.tensors[op.outputs[0]].dtype).itemsize * 4
+            b += (1 + t.parts) * _nbytes(g, op.outputs[0], obox) // torch_dtype(g.tensors[op.outputs[0]].dtype).itemsize * 4
             f /= t.parts
         elif exact is None:
             b = sum(int(_nbytes(g, name, box) * share) if name in caches else _nbytes(g, name, box)
