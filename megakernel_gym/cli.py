@@ -425,8 +425,26 @@ def cmd_eval(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from megakernel_gym.policies.export import ExportError, export_kernels
+    from megakernel_gym.policies.export import ExportError, export_kernels, export_schedules
     from megakernel_gym.rewards.store import ResultsStore
+    if args.policy:
+        from megakernel_gym.policies.baselines import POLICIES
+        from megakernel_gym.policies.lm import PolicyTextError
+        if args.policy not in POLICIES:
+            return _err(f"unknown policy {args.policy!r}; one of {', '.join(POLICIES)}")
+        try:
+            index = export_schedules(args.out, args.policy, split=args.split, problems=args.problem or None,
+                                     log=sys.stderr)
+        except (ExportError, PolicyTextError) as e:
+            return _err(str(e))
+        if args.json:
+            print(json.dumps(index))
+            return 0
+        for k in index["schedules"]:
+            print(f"{k['problem']:28s} {k['sim_speedup']:.3f}x predicted ({k['edit_lines']} edit lines) -> "
+                  f"{args.out}/{k['folder']}")
+        print(f"{len(index['schedules'])} megakernel schedule(s) of the {args.policy} policy exported to {args.out}")
+        return 0
     if args.store and not os.path.exists(args.store):
         return _err(f"--store {args.store!r} does not exist; give the path of a results database (MKGYM_STORE)")
     store = ResultsStore(args.store) if args.store else None
@@ -570,10 +588,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_eval)
 
     x = sub.add_parser("export", help="the best correct kernel per problem from the results store, as files and "
-                                      "a datasets dataset")
+                                      "a datasets dataset; or (--policy) a policy's level-5 megakernel schedules")
     x.add_argument("--out", required=True, help="folder to write (one subfolder per problem, index.json, dataset/)")
     x.add_argument("--store", default=None, help="results database (default: MKGYM_STORE or the user cache)")
     x.add_argument("--backend", choices=["cpu", "gpu"], default=None, help="only results from this backend")
+    x.add_argument("--policy", default=None,
+                   help="instead: play this policy (e.g. lm, expert) on the level-5 problems in the sim and write "
+                        "each schedule as a runnable megakernel (schedule.edits, megakernel.cu, kernel.py)")
+    x.add_argument("--split", default=None, help="with --policy: the problems of this split (train, heldout)")
+    x.add_argument("--problem", action="append", help="with --policy: this level-5 problem (repeatable)")
     x.add_argument("--json", action="store_true", help="print the index as one JSON object")
     x.set_defaults(func=cmd_export)
 

@@ -237,7 +237,8 @@ def _task_costs(tg) -> tuple[list[int], list[float], list[int]]:
             # combine, and which part is last is not known ahead, so each is charged for it
             b = sum(int(_nbytes(g, name, box) * share) // t.parts if name in caches else _nbytes(g, name, box)
                     for name, box in reads)
-            b += (1 + t.parts) * _nbytes(g, op.outputs[0], obox) // torch_dtype(g.tensors[op.outputs[0]].dtype).itemsize * 4
+            out_elems = _nbytes(g, op.outputs[0], obox) // torch_dtype(g.tensors[op.outputs[0]].dtype).itemsize
+            b += (1 + t.parts) * out_elems * 4
             f /= t.parts
         elif exact is None:
             b = sum(int(_nbytes(g, name, box) * share) if name in caches else _nbytes(g, name, box)

@@ -596,5 +596,46 @@ def tuned_edits(ir: IR) -> str:
     return "\n".join(kept)
 
 
+_LAYER_NUMBER = re.compile(r"(?<=\.)\d+(?=\.)")
+
+
+def compact_edits(ir: IR, text: str) -> str:
+    """The same edits, shorter: lines that differ only in the layer number (an op name's first
+    `.N.`) and are there for every layer of the IR become one line with `{i}`, in the place of the
+    first of them. What a policy that writes edit text can learn to say for any depth of model
+    (the IR text shows layers the same way, as `repeat i=...`). Text with an impl body is returned
+    as it is; a line a pattern would widen (its template names more ops than the lines did) stays."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    if any(ln.startswith("impl ") or "<<<" in ln for ln in lines):
+        return text
+    layers = {m.group(0) for n in ir.facts.ops for m in [_LAYER_NUMBER.search(n)] if m}
+    template = lambda ln: " ".join(_LAYER_NUMBER.sub("{i}", w, count=1) for w in ln.split())  # noqa: E731
+    groups: dict[str, list[str]] = {}
+    for ln in lines:
+        groups.setdefault(template(ln), []).append(ln)
+
+    def whole(t: str, members: list[str]) -> bool:
+        if len(members) < 2 or "{i}" not in t or t.startswith("order "):
+            return False
+        nums = {m.group(0) for ln in members for w in ln.split()[1:2] for m in [_LAYER_NUMBER.search(w)] if m}
+        if nums != layers or len(members) != len(layers):
+            return False
+        try:                    # the pattern must name just the ops the lines named
+            return sorted(_resolve(ir, t.split()[1], "tile")) == sorted(ln.split()[1] for ln in members)
+        except _Reject:
+            return False
+
+    out, done = [], set()
+    for ln in lines:
+        t = template(ln)
+        if whole(t, groups[t]):
+            if t not in done:
+                done.add(t)
+                out.append(t)
+        else:
+            out.append(ln)
+    return "\n".join(out)
+
+
 __all__ = ["Edit", "EditError", "parse_edits", "format_edits", "apply_edits", "apply_json", "edits_to_json",
-           "edits_from_json", "VERBS", "USAGE", "MAX_EDITS", "tuned_edits", "sole_consumer"]
+           "edits_from_json", "VERBS", "USAGE", "MAX_EDITS", "tuned_edits", "sole_consumer", "compact_edits"]

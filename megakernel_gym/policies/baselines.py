@@ -20,6 +20,8 @@ Level-5 (megakernel IR) policies:
   to confirm").
 - learned: the menu policy trained from scratch on the sim (policies/learn.py, weights made by
   `python bench/learning_sim.py`), played greedily: its edits as one batch, then submits.
+- lm: the small transformer trained with TRL, SFT then GRPO on the sim (policies/lm.py, the model made
+  by `python bench/learning_lm.py`); it reads only the observation text.
 Op-level problems (levels 1-4): default submits no kernel; reference replays the problem's shipped
 reference kernel where there is one (an upper bound for the harness, not a policy to learn from).
 
@@ -213,6 +215,39 @@ class LearnedPolicy(Policy):
         return "\n".join(self.menu_policy.greedy_edits(self.env.ir, self.steps)) or None
 
 
+class LMPolicy(Policy):
+    """The small transformer trained with TRL (policies/lm.py, the model `python bench/learning_lm.py`
+    saves; `model=` another folder), played greedily from the observation text alone: its decisions as
+    one edit batch; when the env refuses an edit, that line is dropped and the rest sent again (the
+    env's feedback names the edit); then submits."""
+    name = "lm"
+
+    def __init__(self, seed: int = 0, model: str | None = None, sample: bool = False):
+        from megakernel_gym.policies.lm import LMGenerator
+        super().__init__(seed)
+        self.generate, self.sample, self.lines = LMGenerator(model), sample, None
+
+    def reset(self, env, obs, info):
+        super().reset(env, obs, info)
+        self.lines = None
+
+    def plan_turn(self, obs, info):
+        import re
+        from megakernel_gym.policies.lm import decisions_to_edits, policy_rows, prompt_of
+        if self.kind != "edits":
+            return None
+        if self.lines is None:
+            prompt, rows = prompt_of(obs["code"])
+            completion = self.generate(prompt, len(policy_rows(rows)), self.sample)
+            self.lines = decisions_to_edits(rows, completion).splitlines()
+            return "\n".join(self.lines) or None
+        m = re.search(r"\bedit (\d+) \(`", obs["feedback"])
+        if not m or "No edit was applied" not in obs["feedback"] or not 1 <= int(m.group(1)) <= len(self.lines):
+            return None                 # accepted (or refused as a whole): submit
+        del self.lines[int(m.group(1)) - 1]
+        return "\n".join(self.lines) or None
+
+
 class ReferencePolicy(Policy):
     name = "reference"
 
@@ -226,7 +261,7 @@ class ReferencePolicy(Policy):
 
 
 POLICIES = {p.name: p for p in (DefaultPolicy, RandomPolicy, HeuristicPolicy, ExpertPolicy, SearchPolicy, LearnedPolicy,
-                                ReferencePolicy)}
+                                LMPolicy, ReferencePolicy)}
 
 
 def make_policy(name: str, seed: int = 0, **kw) -> Policy:
@@ -236,5 +271,5 @@ def make_policy(name: str, seed: int = 0, **kw) -> Policy:
 
 
 __all__ = ["Policy", "DefaultPolicy", "RandomPolicy", "HeuristicPolicy", "ExpertPolicy", "SearchPolicy", "LearnedPolicy",
-           "ReferencePolicy",
+           "LMPolicy", "ReferencePolicy",
            "POLICIES", "make_policy", "edit_menu", "try_edit"]

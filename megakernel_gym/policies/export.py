@@ -1,7 +1,14 @@
-"""`mkgym export`: ship the best correct kernel per problem from the results store.
+"""`mkgym export`: ship the best correct kernel per problem from the results store, or a policy's
+megakernel schedules for the level-5 problems.
 
     summary = export_kernels("kernels/")           # the default store (MKGYM_STORE or the user cache)
     Model = load_kernel("kernels/softmax")         # ModelNew, a drop-in nn.Module for the problem's Model
+    index = export_schedules("mk/", policy="lm", split="heldout")   # the trained policy's schedules
+    Model = load_kernel("mk/mk_qwen3_0p6b")        # ModelNew(*get_init_inputs()) runs the megakernel (CUDA)
+
+A schedule folder holds `schedule.edits` (the policy's edits, in the env's edit language, compacted
+with `{i}` patterns), `megakernel.cu` (the CUDA C they compile to), `kernel.py` (ModelNew: the
+problem's bf16 model run as that megakernel) and `meta.json` (policy, the sim's predicted times).
 
 Layout: one folder per problem with `kernel.py` (the candidate's source, as judged), `result.json`
 (its EvalResult) and `meta.json` (problem, level, backend, device, speedup, hashes); `index.json`
@@ -15,6 +22,8 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+
+import torch.nn as nn
 
 
 class ExportError(ValueError):
@@ -68,6 +77,110 @@ def export_kernels(out: str | Path, store=None, backend: str | None = None) -> d
     return index
 
 
+def export_schedules(out: str | Path, policy: str = "lm", split: str | None = None,
+                     problems: list[str] | None = None, device: str = "H100", log=None) -> dict[str, Any]:
+    """Play `policy` (policies.make_policy) greedily on the sim for each level-5 problem (of `split`, or
+    named) and write its schedule as a runnable megakernel per problem under `out`; return the index."""
+    from megakernel_gym.compiler import predict
+    from megakernel_gym.compiler.codegen import emit_cuda
+    from megakernel_gym.env.megakernel import MegaKernelEnv
+    from megakernel_gym.ir_exposure import compact_edits
+    from megakernel_gym.policies.baselines import make_policy
+    from megakernel_gym.policies.evaluate import select_problems
+    env = MegaKernelEnv(backend="sim", device=device)
+    try:
+        try:
+            names = select_problems(env, problems, split, [5])
+        except (ValueError, KeyError) as e:
+            raise ExportError(f"{e}; name level-5 problems (mkgym problems list --level 5)") from e
+        player = make_policy(policy)
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for name in names:
+            try:
+                obs, info = env.reset(seed=0, options={"problem": name})
+            except ValueError as e:         # a kernel problem: the sim serves level 5 alone
+                raise ExportError(f"{e}; --policy exports level-5 megakernel schedules: name a level-5 problem, "
+                                  "or export judged kernels without --policy") from e
+            ir0 = env.ir
+            default_us = predict(ir0.plan(), device).latency_us
+            player.reset(env, obs, info)
+            sent = []
+            while True:
+                action = player.act(obs, info)
+                sent.append(action)
+                obs, _, term, trunc, info = env.step(action)
+                if term or trunc:
+                    break
+            ir = env.ir
+            accepted = [a for a in sent if a.strip() != "submit"]
+            text = compact_edits(ir0, accepted[-1]) if accepted and ir is not ir0 else ""
+            plan = ir.plan()
+            folder = out / _slug(name)
+            folder.mkdir(exist_ok=True)
+            (folder / "schedule.edits").write_text(text + "\n" if text else "")
+            (folder / "megakernel.cu").write_text(emit_cuda(plan, impls=ir.impls)[0])
+            (folder / "kernel.py").write_text(_KERNEL_PY.format(problem=name, policy=policy))
+            pred = predict(plan, device).latency_us
+            meta = {"problem": name, "policy": policy, "level": 5, "sim_device": device, "tasks": len(plan.tg.tasks),
+                    "predicted_default_us": round(default_us, 1), "predicted_us": round(pred, 1),
+                    "sim_speedup": round(default_us / pred, 4), "edit_lines": len(text.splitlines())}
+            (folder / "meta.json").write_text(json.dumps(meta, indent=2))
+            rows.append({**meta, "folder": folder.name})
+            if log:
+                print(f"{name}: {meta['sim_speedup']:.3f}x predicted ({policy}) -> {folder}", file=log, flush=True)
+    finally:
+        env.close()
+    index = {"schedules": rows, "policy": policy}
+    (out / "index.json").write_text(json.dumps(index, indent=2))
+    return index
+
+
+_KERNEL_PY = '''"""{problem}: the {policy} policy's megakernel schedule, exported by megakernel-gym (`mkgym export
+--policy {policy}`). ModelNew(*get_init_inputs()) is the problem's bf16 model run as one persistent
+megakernel on a CUDA GPU; forward(*get_inputs()) returns its outputs. schedule.edits beside this file
+is the schedule, in the env's edit language, applied to the compiler's default."""
+from pathlib import Path
+
+from megakernel_gym.policies.export import ScheduledMegakernel
+
+PROBLEM = "{problem}"
+
+
+class ModelNew(ScheduledMegakernel):
+    def __init__(self, *init_inputs):
+        super().__init__(PROBLEM, Path(__file__).with_name("schedule.edits").read_text(), *init_inputs)
+'''
+
+
+class ScheduledMegakernel(nn.Module):
+    """A level-5 problem's bf16 model (its `block` and `config`: the problem's init inputs) run as the
+    megakernel an edit schedule gives, on a CUDA GPU; forward(*inputs) returns the graph's outputs."""
+
+    def __init__(self, problem: str, schedule: str, block: str, config: dict, seed: int = 0):
+        import torch
+
+        from megakernel_gym.compiler import capture, module_tensors
+        from megakernel_gym.compiler.runtime import Megakernel
+        from megakernel_gym.compiler.zoo import make_block, step_config
+        from megakernel_gym.ir_exposure import apply_edits, make_ir
+        super().__init__()
+        if not torch.cuda.is_available():
+            raise ExportError(f"{problem}'s megakernel runs on a CUDA GPU, and none is visible")
+        model, example = make_block(block, step_config(block, config), seed=seed, device="cuda")
+        self.graph = capture(model, example, problem)
+        ir = make_ir(self.graph, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
+        self.ir = apply_edits(ir, schedule) if schedule.strip() else ir
+        self.params = module_tensors(model)
+        self.kernel = Megakernel(self.ir.plan(), impls=self.ir.impls)
+
+    def forward(self, *inputs):
+        outs = self.kernel.run(self.params, dict(zip(self.graph.inputs, inputs)))
+        got = tuple(outs[n] for n in self.graph.outputs)
+        return got if len(got) > 1 else got[0]
+
+
 def _level(problem: str) -> int | None:
     try:
         from megakernel_gym.curriculum import get_problem
@@ -95,4 +208,4 @@ def load_kernel(path: str | Path):
     return getattr(mod, name)
 
 
-__all__ = ["export_kernels", "load_kernel", "ExportError"]
+__all__ = ["export_kernels", "export_schedules", "load_kernel", "ScheduledMegakernel", "ExportError"]
