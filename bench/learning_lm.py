@@ -9,11 +9,13 @@ search's schedules, then GRPO on the sim's rewards, scored on the held-out model
    IR text shows them) and the level-5 train problems at their own shapes. For each, the policy's
    prompt (from the IR text) and the completion of the best schedule: the expert's, or better where
    a greedy search over its split parts and q/k/v tiles finds it by the sim (H100 constants).
-2. SFT (trl.SFTTrainer, completion-only loss) of a GPT-2 from a config (4 layers, width 128) with a
-   word-level tokenizer over the prompts' words.
-3. GRPO (trl.GRPOTrainer) from the SFT model on the same IRs: 8 sampled completions per prompt, the
-   reward the sim's log speedup over the default schedule of what the IR took (the sim backend's
-   own prediction), less 0.05 per edit line the IR refused.
+2. SFT (trl.SFTTrainer, loss on the decision tokens) of a GPT-2 from a config (4 layers, width 128)
+   with a word-level tokenizer over the prompts' words; its sequence is each row's words, `=>`, the
+   row's decision and `;` (policies.lm.sequence_ids), so decisions stay aligned with rows.
+3. GRPO (trl.GRPOTrainer with a rollout_func: rows fed in, decisions sampled, rows masked out of the
+   loss) from the SFT model on the same IRs: 8 sampled completions per prompt, the reward the sim's
+   log speedup over the default schedule of what the IR took (the sim backend's own prediction), less
+   0.05 per edit line the IR refused.
 Between phases and every few steps the greedy policy plays the level-5 held-out problems at their
 real shapes (apply_decisions: refused lines dropped, as LMPolicy does in the env): the curve.
 
@@ -133,18 +135,12 @@ class Scorer:
         self.base = {n: predict(ir.plan(), DEVICE).latency_us for n, ir in irs.items()}
 
     def __call__(self, model, tok) -> dict:
-        import torch
-
         from megakernel_gym.compiler import predict
-        from megakernel_gym.policies.lm import apply_decisions, lm_prompt, policy_rows
+        from megakernel_gym.policies.lm import apply_decisions, decide
         out = {}
         model.eval()
         for n, (prompt, rows) in self.prompts.items():
-            ids = tok(lm_prompt(prompt), return_tensors="pt").input_ids
-            with torch.no_grad():
-                gen = model.generate(ids, max_new_tokens=6 * len(policy_rows(rows)) + 8, do_sample=False,
-                                     eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-            completion = tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True)
+            completion = decide(model, tok, prompt)["completion"]
             text, ir, dropped = apply_decisions(self.irs[n], rows, completion)
             out[n] = {"speedup": self.base[n] / predict(ir.plan(), DEVICE).latency_us, "dropped": dropped,
                       "edit_lines": len(text.splitlines()) if text else 0}
@@ -204,9 +200,10 @@ class SimReward:
 
     def __call__(self, prompts=None, completions=None, key=None, **kw) -> list[float]:
         from megakernel_gym.compiler import predict
-        from megakernel_gym.policies.lm import apply_decisions, decisions_to_edits
+        from megakernel_gym.policies.lm import apply_decisions, decisions_from_text, decisions_to_edits
         out = []
         for c, k in zip(completions, key):
+            c = decisions_from_text(c)
             edits = decisions_to_edits(self.rows[k], c)
             if (k, edits) not in self.cache:
                 _, ir, dropped = apply_decisions(self.irs[k], self.rows[k], c, max_drops=4)
@@ -238,9 +235,8 @@ def main():
 
     from megakernel_gym.compiler import predict
     from megakernel_gym.ir_exposure import apply_edits, tuned_edits
-    from megakernel_gym.policies.baselines import SearchPolicy
     from megakernel_gym.policies.expert import expert_edits
-    from megakernel_gym.policies.lm import lm_prompt, make_lm
+    from megakernel_gym.policies.lm import decide, make_lm, sequence_ids
     torch.manual_seed(args.seed)
     t0 = time.perf_counter()
     log("level-5 problems (held out, then train):")
@@ -254,8 +250,9 @@ def main():
     init = make_lm(run / "init", [r["prompt"] for r in rows], seed=args.seed)
     tok = AutoTokenizer.from_pretrained(init)
     curve.append(point("init", 0, scorer(AutoModelForCausalLM.from_pretrained(init), tok)))
-    ds = datasets.Dataset.from_list([{"prompt": lm_prompt(r["prompt"]), "completion": " " + r["completion"]}
-                                     for r in rows]).shuffle(seed=args.seed)
+    seqs = [sequence_ids(tok, r["prompt"], r["completion"]) for r in rows]
+    ds = datasets.Dataset.from_list([{"input_ids": ids, "completion_mask": mask} for ids, mask in seqs]
+                                    ).shuffle(seed=args.seed)
     steps_per_epoch = math.ceil(len(ds) / 8)
     sft_args = SFTConfig(output_dir=str(run / "sft"), num_train_epochs=args.sft_epochs, per_device_train_batch_size=8,
                          learning_rate=2e-3, lr_scheduler_type="cosine", warmup_steps=10, max_length=2048,
@@ -288,15 +285,32 @@ def main():
     reward = SimReward(irs)
     from megakernel_gym.ir_exposure import render
     from megakernel_gym.policies.lm import prompt_of
-    gds = datasets.Dataset.from_list([{"prompt": lm_prompt(prompt_of(render(ir))[0]), "key": k}
+    gds = datasets.Dataset.from_list([{"prompt": prompt_of(render(ir))[0], "key": k}
                                       for k, ir in irs.items()]).shuffle(seed=args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+
+    def rollout(prompts, trainer):
+        """GRPO's generations: each row's words fed in, the decisions sampled (policies.lm.decide); the
+        row tokens are masked out of the loss (env_mask 0). TRL passes each prompt once per generation
+        (then one each) or once (then num_generations each)."""
+        n = 1 if len(set(prompts)) < len(prompts) else trainer.num_generations
+        out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
+        trainer.model.eval()
+        for p in prompts:
+            for _ in range(n):
+                d = decide(trainer.model, tok, p, sample=True, generator=gen)
+                for k in out:
+                    out[k].append(d[k])
+        trainer.model.train()
+        return out
+
     grpo_args = GRPOConfig(output_dir=str(run / "grpo"), max_steps=args.grpo_steps, per_device_train_batch_size=16,
                            num_generations=8, learning_rate=1e-4, beta=0.0, temperature=1.0,
                            max_completion_length=6 * 120, logging_steps=1, gradient_checkpointing=False,
                            save_strategy="no", report_to="wandb", run_name="lm-policy-grpo", use_cpu=True, bf16=False,
-                           seed=args.seed, log_completions=False)
+                           seed=args.seed, log_completions=False, disable_dropout=True)
     grpo = GRPOTrainer(model=str(run / "sft"), reward_funcs=[reward], args=grpo_args, train_dataset=gds,
-                       processing_class=tok,
+                       processing_class=tok, rollout_func=rollout,
                        callbacks=[curve_callback(scorer, curve, "grpo", args.eval_every, tok, offset=sft_steps)])
     grpo.train()
     final = point("grpo", sft_steps + grpo.state.global_step, scorer(grpo.model, tok))
@@ -322,18 +336,19 @@ def main():
     log(f"train problems (sim): sft {g_sft:.4f}x, grpo {g_grpo:.4f}x; saved {chosen} to {args.save}")
 
     # the other policies on the same held-out problems, by the same sim
+    # (the search's sim speedups from policies_gpu.py's plan, which plays it: 3-4 minutes a problem here)
+    planned = ROOT / "bench" / "schedules" / "policies_heldout.json"
+    plan = json.loads(planned.read_text()) if planned.is_file() else {}
     others = {}
     for n, ir0 in held.items():
         base = scorer.base[n]
         sp = lambda ir: base / predict(ir.plan(), DEVICE).latency_us  # noqa: E731
-        search = SearchPolicy(seed=0, device=DEVICE)
-        batch, _, _ = search.search(ir0)
         others[n] = {"heuristic": sp(apply_edits(ir0, tuned_edits(ir0))),
                      "expert": sp(apply_edits(ir0, expert_edits(ir0))),
-                     "search": sp(apply_edits(ir0, batch)) if batch else 1.0,
+                     "search": plan.get(n, {}).get("search", {}).get("sim_speedup"),
                      "lm": (final if chosen == "grpo" else after_sft)["per_problem"][n]}
     table = [{"problem": n, "heldout_family": n in HELDOUT_FAMILY_PROBLEMS,
-              **{f"{k}_sim_speedup": round(v, 4) for k, v in o.items()}} for n, o in others.items()]
+              **{f"{k}_sim_speedup": round(v, 4) if v else None for k, v in o.items()}} for n, o in others.items()]
     fam = lambda k: geomean(o[k] for n, o in others.items() if n in HELDOUT_FAMILY_PROBLEMS)  # noqa: E731
     lm_sim = fam("lm")
     targets = [{"target": "the trained policy's sim geomean speedup over the default on the held-out families "

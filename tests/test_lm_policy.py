@@ -105,29 +105,35 @@ def test_demonstration_is_at_least_the_expert():
 
 
 def test_sft_teaches_a_schedule(tmp_path, irs):
-    """TRL's SFTTrainer on one demonstration: the freshly made GPT-2 then writes its completion greedily."""
+    """TRL's SFTTrainer on one demonstration (loss on its decision tokens): the freshly made GPT-2 then
+    writes its decisions greedily, one per row (decide feeds each row's words in)."""
     datasets = pytest.importorskip("datasets")
     trl = pytest.importorskip("trl")
-    from megakernel_gym.policies.lm import LMGenerator, lm_prompt, make_lm
+    from megakernel_gym.policies.lm import LMGenerator, decide, make_lm, segments, sequence_ids
     ir0 = irs["gpt2"]
     expert = apply_edits(ir0, expert_edits(ir0))
     prompt, rows = prompt_of(render(ir0))
     label = decisions_of(rows, ir0, expert)
-    path = make_lm(tmp_path / "m", [prompt], n_layer=2, n_embd=64, n_head=2, n_positions=512)
-    from transformers import AutoTokenizer
+    path = make_lm(tmp_path / "m", [prompt], n_layer=2, n_embd=64, n_head=2, n_positions=1024)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
     tok = AutoTokenizer.from_pretrained(path)
-    assert tok.unk_token_id not in tok(prompt + " " + label).input_ids
+    ids, mask = sequence_ids(tok, prompt, label)
+    assert tok.unk_token_id not in ids and sum(mask) == len(label.split())
+    n = len(policy_rows(rows))
+    assert len(segments(prompt)[1]) == n
+    untrained = decide(AutoModelForCausalLM.from_pretrained(path), tok, prompt)
+    assert untrained["completion"].count(";") == n          # aligned with the rows whatever it writes
+    assert len(untrained["completion_ids"]) == len(untrained["env_mask"]) == len(untrained["logprobs"])
     torch.manual_seed(0)
-    ds = datasets.Dataset.from_list([{"prompt": lm_prompt(prompt), "completion": " " + label}] * 8)
+    ds = datasets.Dataset.from_list([{"input_ids": ids, "completion_mask": mask}] * 8)
     args = trl.SFTConfig(output_dir=str(tmp_path / "sft"), max_steps=40, per_device_train_batch_size=8,
                          learning_rate=3e-3, completion_only_loss=True, report_to="none", save_strategy="no",
-                         use_cpu=True, bf16=False, logging_steps=40, max_length=512)
+                         use_cpu=True, bf16=False, logging_steps=40, max_length=1024, gradient_checkpointing=False)
     trainer = trl.SFTTrainer(model=path, args=args, train_dataset=ds, processing_class=tok)
     trainer.train()
     trainer.save_model(str(tmp_path / "out"))
     tok.save_pretrained(tmp_path / "out")
-    n = len(policy_rows(rows))
-    got = LMGenerator(tmp_path / "out")(prompt, n)
+    got = LMGenerator(tmp_path / "out")(prompt)
     assert parse_decisions(got, n) == parse_decisions(label, n)
 
 
@@ -190,3 +196,26 @@ def test_export_schedules(tmp_path):
     r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "export", "--out", str(tmp_path / "y"),
                         "--policy", "nope"], capture_output=True, text=True)
     assert r.returncode != 0 and "unknown policy 'nope'" in r.stderr
+
+
+@pytest.mark.gpu
+def test_exported_megakernel_runs(tmp_path):
+    """An exported schedule's kernel.py runs: ModelNew(*get_init_inputs()) on the problem's inputs gives
+    the logits of the problem's float32-activation reference within bf16 error."""
+    import importlib
+
+    from megakernel_gym import load_kernel
+    from megakernel_gym.policies.export import export_schedules
+    name = "mk_gpt2_medium"
+    export_schedules(tmp_path, "expert", problems=[name])
+    mod = importlib.import_module(f"megakernel_gym.curriculum.problems.{name}")
+    init = mod.get_init_inputs()
+    torch.manual_seed(0)
+    inputs = [x.cuda() for x in mod.get_inputs()]
+    with torch.no_grad():
+        ref = mod.Model(*init).cuda()(*inputs)
+    ref = ref[0] if isinstance(ref, tuple) else ref
+    got = load_kernel(tmp_path / name)(*init)(*inputs)
+    got = got[0] if isinstance(got, tuple) else got
+    err = (got.float() - ref.float()).norm() / ref.float().norm()
+    assert got.shape == ref.shape and float(err) < 0.03

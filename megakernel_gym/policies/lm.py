@@ -281,13 +281,13 @@ def _variants(rows: list[Row], completion: str) -> list[str]:
 # -- the model ---------------------------------------------------------------------------------------
 
 DECISION_WORDS = (["fuse", "inline", "op", "-", ";"] + [f"t{2 ** k}" for k in range(0, 13)]
-                  + [f"s{n}" for n in range(2, 17)])
+                  + [f"s{n}" for n in range(2, 17)])    # what the policy may write; tile sizes are powers of 2
 
 
 def vocabulary(prompts: list[str]) -> list[str]:
     """The tokenizer's words: specials, every word of the prompts, the decision words, every number word."""
     words = {w for p in prompts for w in p.split()}
-    words |= set(DECISION_WORDS) | {"sms", "?", "repeat", "end", "<", "none", "shape", "grid"} | set(KINDS)
+    words |= set(DECISION_WORDS) | {"sms", "?", "repeat", "end", "<", "none", "shape", "grid", ARROW} | set(KINDS)
     words |= {str(v) for v in range(65)} | {f"~{k / 2:g}" for k in range(12, 50)}
     return ["<pad>", "<unk>", "<eos>", "<answer>"] + sorted(words)
 
@@ -313,13 +313,95 @@ def make_lm(out: str | Path, prompts: list[str], n_layer: int = 4, n_embd: int =
     return str(out)
 
 
-def lm_prompt(prompt: str) -> str:
-    """The prompt as the model reads it: the rows, then the answer marker."""
-    return prompt + " <answer>"
+ARROW = "=>"
+
+
+def segments(prompt: str) -> tuple[str, list[str]]:
+    """(the prompt's header, one text per policy row: its words, after a `repeat`/`end` marker that
+    precedes it)."""
+    lines = prompt.splitlines()
+    rows, pending = [], []
+    for ln in lines[1:]:
+        if ln in ("repeat", "end"):
+            pending.append(ln)
+            continue
+        rows.append(" ".join(pending + [ln.rstrip(" ;")]))
+        pending = []
+    return lines[0], rows
+
+
+def sequence_ids(tok, prompt: str, completion: str) -> tuple[list[int], list[int]]:
+    """The model's sequence for a demonstration, and the mask of its decision tokens (what it learns
+    to write): the header, then for each row its words, `=>`, its decision words and `;`. The row
+    words come from the IR, so the policy decides with every earlier row and its own in view, and
+    its decisions stay aligned with the rows whatever it writes."""
+    head, rows = segments(prompt)
+    ids = tok(head).input_ids
+    mask = [0] * len(ids)
+    for row, words in zip(rows, parse_decisions(completion, len(rows))):
+        r = tok(f"{row} {ARROW}").input_ids
+        d = tok(" ".join(words or ["-"]) + " ;").input_ids
+        ids += r + d
+        mask += [0] * len(r) + [1] * len(d)
+    return ids, mask
+
+
+def decide(model, tok, prompt: str, sample: bool = False, generator=None, max_words: int = 4) -> dict:
+    """The model's decisions for a prompt: each row's words fed in, then decision words drawn (greedy,
+    or sampled from the softmax over the decision words alone) until `;`. Returns the completion
+    (`dec ; dec ; ...`) and, for GRPO, the token ids after the header, which of them the model drew
+    (env_mask) and their log-probabilities."""
+    import torch
+    head, rows = segments(prompt)
+    allowed = torch.tensor(tok.convert_tokens_to_ids(list(DECISION_WORDS)))
+    stop = tok.convert_tokens_to_ids(";")
+    prompt_ids = tok(head).input_ids
+    out_ids, env_mask, logprobs, decisions = [], [], [], []
+    past = None
+
+    def feed(ids):
+        nonlocal past
+        o = model(input_ids=torch.tensor([ids]), past_key_values=past, use_cache=True)
+        past = o.past_key_values
+        return o.logits[0, -1]
+
+    with torch.no_grad():
+        logits = feed(prompt_ids)
+        for row in rows:
+            r = tok(f"{row} {ARROW}").input_ids
+            logits = feed(r)
+            out_ids += r
+            env_mask += [0] * len(r)
+            logprobs += [0.0] * len(r)
+            words = []
+            for k in range(max_words):
+                lp = torch.log_softmax(logits.float()[allowed], -1)
+                pick = int(torch.multinomial(lp.exp(), 1, generator=generator)) if sample else int(lp.argmax())
+                tid = int(allowed[pick])
+                out_ids.append(tid)
+                env_mask.append(1)
+                logprobs.append(float(lp[pick]))
+                logits = feed([tid])
+                if tid == stop:
+                    break
+                words.append(tok.convert_ids_to_tokens(tid))
+            else:                                   # a row's decision ends at `;`, written or not
+                out_ids.append(stop)
+                env_mask.append(0)
+                logprobs.append(0.0)
+                logits = feed([stop])
+            decisions.append(" ".join(w for w in words if w != "-") or "-")
+    return {"completion": " ; ".join(decisions) + " ;", "prompt_ids": prompt_ids, "completion_ids": out_ids,
+            "env_mask": env_mask, "logprobs": logprobs}
+
+
+def decisions_from_text(text: str) -> str:
+    """A decoded sequence (`row words => dec ; ...`) as the completion of its decisions."""
+    return " ; ".join(seg.split(ARROW, 1)[1].strip() if ARROW in seg else "" for seg in text.split(";")[:-1]) + " ;"
 
 
 class LMGenerator:
-    """Greedy (or sampled) decisions from a saved policy model."""
+    """Greedy (or sampled) decisions from a saved policy model (`decide`)."""
 
     def __init__(self, path: str | Path | None = None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -330,16 +412,12 @@ class LMGenerator:
         self.tok = AutoTokenizer.from_pretrained(path)
         self.model = AutoModelForCausalLM.from_pretrained(path).eval()
 
-    def __call__(self, prompt: str, n_rows: int, sample: bool = False, seed: int = 0) -> str:
+    def __call__(self, prompt: str, n_rows: int | None = None, sample: bool = False, seed: int = 0) -> str:
         import torch
-        ids = self.tok(lm_prompt(prompt), return_tensors="pt").input_ids
-        torch.manual_seed(seed)
-        with torch.no_grad():
-            out = self.model.generate(ids, max_new_tokens=6 * n_rows + 8, do_sample=sample,
-                                      eos_token_id=self.tok.eos_token_id, pad_token_id=self.tok.pad_token_id)
-        return self.tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+        gen = torch.Generator().manual_seed(seed)
+        return decide(self.model, self.tok, prompt, sample=sample, generator=gen)["completion"]
 
 
 __all__ = ["Row", "ir_rows", "policy_rows", "rows_prompt", "prompt_of", "parse_decisions", "decisions_to_edits",
            "decisions_of", "make_lm", "LMGenerator", "demonstration", "apply_decisions", "PolicyTextError",
-           "SHIPPED_MODEL", "lm_prompt", "vocabulary"]
+           "SHIPPED_MODEL", "vocabulary", "segments", "sequence_ids", "decide", "decisions_from_text"]
