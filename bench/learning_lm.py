@@ -1,8 +1,8 @@
 """A small transformer policy for level 5 trained with TRL (policies/lm.py): SFT on the expert's and the
 search's schedules, then GRPO on the sim's rewards, scored on the held-out model families as it trains.
 
-    python bench/learning_lm.py [--run runs/lm] [--configs 96] [--sft-epochs 24] [--grpo-steps 40]
-                                [--save megakernel_gym/policies/lm_policy] [--out bench/results]
+    python bench/learning_lm.py [--run runs/lm] [--configs 96] [--sft-epochs 12] [--grpo-steps 30]
+                                [--augment 3] [--save megakernel_gym/policies/lm_policy] [--out bench/results]
 
 1. Demonstrations. Model shapes drawn at random from the training families (transformers' Llama,
    Qwen2, GPT-2 and Mixtral at 3 layers: one layer written out and a repeat block, as a real model's
@@ -11,7 +11,13 @@ search's schedules, then GRPO on the sim's rewards, scored on the held-out model
    a greedy search over its split parts and q/k/v tiles finds it by the sim (H100 constants).
 2. SFT (trl.SFTTrainer, loss on the decision tokens) of a GPT-2 from a config (4 layers, width 128)
    with a word-level tokenizer over the prompts' words; its sequence is each row's words, `=>`, the
-   row's decision and `;` (policies.lm.sequence_ids), so decisions stay aligned with rows.
+   row's decision and `;` (policies.lm.sequence_ids), so decisions stay aligned with rows. Each
+   demonstration also comes in `--augment` copies with made-up rows of kinds no demonstration has,
+   decided `-` (policies.lm.augment: without them the policy read rows by their place, and a
+   held-out family's new ops shifted every later decision). The decisions a row may take are the
+   words its signature was given in the demonstrations (policies.lm.action_words, saved beside the
+   model): without that mask the first policies fused Qwen3's q_proj into its per-head norm and tiled
+   its attention 16 heads a task, each legal and predicted 2.5x slower.
 3. GRPO (trl.GRPOTrainer with a rollout_func: rows fed in, decisions sampled, rows masked out of the
    loss) from the SFT model on the same IRs: 8 sampled completions per prompt, the reward the sim's
    log speedup over the default schedule of what the IR took (the sim backend's own prediction), less
@@ -134,13 +140,13 @@ class Scorer:
         self.prompts = {n: prompt_of(render(ir)) for n, ir in irs.items()}
         self.base = {n: predict(ir.plan(), DEVICE).latency_us for n, ir in irs.items()}
 
-    def __call__(self, model, tok) -> dict:
+    def __call__(self, model, tok, actions=None) -> dict:
         from megakernel_gym.compiler import predict
         from megakernel_gym.policies.lm import apply_decisions, decide
         out = {}
         model.eval()
         for n, (prompt, rows) in self.prompts.items():
-            completion = decide(model, tok, prompt)["completion"]
+            completion = decide(model, tok, prompt, actions=actions)["completion"]
             text, ir, dropped = apply_decisions(self.irs[n], rows, completion)
             out[n] = {"speedup": self.base[n] / predict(ir.plan(), DEVICE).latency_us, "dropped": dropped,
                       "edit_lines": len(text.splitlines()) if text else 0}
@@ -166,13 +172,13 @@ def point(phase: str, step: int, held: dict, train: dict | None = None) -> dict:
     return p
 
 
-def curve_callback(scorer, curve: list, phase: str, every: int, tok, offset: int = 0):
+def curve_callback(scorer, curve: list, phase: str, every: int, tok, actions, offset: int = 0):
     from transformers import TrainerCallback
 
     class Curve(TrainerCallback):
         def on_step_end(self, args, state, control, model=None, **kw):
             if every and state.global_step % every == 0:
-                curve.append(point(phase, offset + state.global_step, scorer(model, tok)))
+                curve.append(point(phase, offset + state.global_step, scorer(model, tok, actions)))
                 try:
                     import wandb
                     if wandb.run is not None:
@@ -218,8 +224,9 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--save", default=str(ROOT / "megakernel_gym" / "policies" / "lm_policy"))
     ap.add_argument("--configs", type=int, default=96)
-    ap.add_argument("--sft-epochs", type=int, default=24)
-    ap.add_argument("--grpo-steps", type=int, default=40)
+    ap.add_argument("--sft-epochs", type=int, default=12)
+    ap.add_argument("--augment", type=int, default=3, help="copies of each demonstration with made-up rows")
+    ap.add_argument("--grpo-steps", type=int, default=30)
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -236,7 +243,8 @@ def main():
     from megakernel_gym.compiler import predict
     from megakernel_gym.ir_exposure import apply_edits, tuned_edits
     from megakernel_gym.policies.expert import expert_edits
-    from megakernel_gym.policies.lm import decide, make_lm, sequence_ids
+    from megakernel_gym.policies.lm import (ACTIONS_FILE, action_words, augment, decide, make_lm, segments,
+                                            sequence_ids, signature)
     torch.manual_seed(args.seed)
     t0 = time.perf_counter()
     log("level-5 problems (held out, then train):")
@@ -249,8 +257,15 @@ def main():
     # -- SFT
     init = make_lm(run / "init", [r["prompt"] for r in rows], seed=args.seed)
     tok = AutoTokenizer.from_pretrained(init)
-    curve.append(point("init", 0, scorer(AutoModelForCausalLM.from_pretrained(init), tok)))
-    seqs = [sequence_ids(tok, r["prompt"], r["completion"]) for r in rows]
+    # the action mask: the words each row signature (and kind) was given in the demonstrations
+    actions = action_words([(r["prompt"], r["completion"]) for r in rows])
+    curve.append(point("init", 0, scorer(AutoModelForCausalLM.from_pretrained(init), tok, actions)))
+    # each demonstration as it is and in `--augment` copies with made-up rows of unseen kinds (decided `-`)
+    known = {signature(r) for d in rows for r in segments(d["prompt"])[1]}
+    rng = random.Random(args.seed)
+    texts = [(r["prompt"], r["completion"]) for r in rows]
+    texts += [augment(p, c, known, rng) for p, c in texts for _ in range(args.augment)]
+    seqs = [sequence_ids(tok, p, c) for p, c in texts]
     ds = datasets.Dataset.from_list([{"input_ids": ids, "completion_mask": mask} for ids, mask in seqs]
                                     ).shuffle(seed=args.seed)
     steps_per_epoch = math.ceil(len(ds) / 8)
@@ -260,12 +275,12 @@ def main():
                          save_strategy="no", report_to="wandb", run_name="lm-policy-sft", use_cpu=True, bf16=False,
                          seed=args.seed)
     sft = SFTTrainer(model=init, args=sft_args, train_dataset=ds, processing_class=tok,
-                     callbacks=[curve_callback(scorer, curve, "sft", steps_per_epoch * 4, tok)])
+                     callbacks=[curve_callback(scorer, curve, "sft", steps_per_epoch * 2, tok, actions)])
     sft.train()
     sft.save_model(str(run / "sft"))
     tok.save_pretrained(run / "sft")
     sft_steps = sft.state.global_step
-    after_sft = point("sft", sft_steps, scorer(sft.model, tok))
+    after_sft = point("sft", sft_steps, scorer(sft.model, tok, actions))
     curve.append(after_sft)
     try:
         import wandb
@@ -298,7 +313,7 @@ def main():
         trainer.model.eval()
         for p in prompts:
             for _ in range(n):
-                d = decide(trainer.model, tok, p, sample=True, generator=gen)
+                d = decide(trainer.model, tok, p, sample=True, generator=gen, actions=actions)
                 for k in out:
                     out[k].append(d[k])
         trainer.model.train()
@@ -311,9 +326,9 @@ def main():
                            seed=args.seed, log_completions=False, disable_dropout=True)
     grpo = GRPOTrainer(model=str(run / "sft"), reward_funcs=[reward], args=grpo_args, train_dataset=gds,
                        processing_class=tok, rollout_func=rollout,
-                       callbacks=[curve_callback(scorer, curve, "grpo", args.eval_every, tok, offset=sft_steps)])
+                       callbacks=[curve_callback(scorer, curve, "grpo", args.eval_every, tok, actions, offset=sft_steps)])
     grpo.train()
-    final = point("grpo", sft_steps + grpo.state.global_step, scorer(grpo.model, tok))
+    final = point("grpo", sft_steps + grpo.state.global_step, scorer(grpo.model, tok, actions))
     if not curve or curve[-1]["step"] != final["step"]:
         curve.append(final)
     rewards = [h["reward"] for h in grpo.state.log_history if "reward" in h]
@@ -328,11 +343,12 @@ def main():
     # the model that ships: GRPO's unless the sim scores it below SFT's on the training problems
     train_scorer = Scorer(train)
     sft_model = AutoModelForCausalLM.from_pretrained(run / "sft")
-    s_sft, s_grpo = train_scorer(sft_model, tok), train_scorer(grpo.model, tok)
+    s_sft, s_grpo = train_scorer(sft_model, tok, actions), train_scorer(grpo.model, tok, actions)
     g_sft, g_grpo = geomean(v["speedup"] for v in s_sft.values()), geomean(v["speedup"] for v in s_grpo.values())
     chosen = "grpo" if g_grpo >= g_sft else "sft"
     (grpo.model if chosen == "grpo" else sft_model).save_pretrained(args.save)
     tok.save_pretrained(args.save)
+    (Path(args.save) / ACTIONS_FILE).write_text(json.dumps(actions, indent=1))
     log(f"train problems (sim): sft {g_sft:.4f}x, grpo {g_grpo:.4f}x; saved {chosen} to {args.save}")
 
     # the other policies on the same held-out problems, by the same sim
@@ -359,7 +375,7 @@ def main():
                 "met": bool(lm_sim > curve[0]["heldout_family_geomean"])}]
     out = Path(args.out)
     write("learning_lm", [{"curve": curve}, {"heldout": table},
-                          {"demos": len(rows), "search_improved": sum(r["source"] == "search" for r in rows),
+                          {"demos": len(rows), "augmented_copies": args.augment, "search_improved": sum(r["source"] == "search" for r in rows),
                            "sft_steps": sft_steps, "grpo_steps": grpo.state.global_step, "grpo_rewards": rewards,
                            "train_problems_sim": {"sft": g_sft, "grpo": g_grpo}, "shipped": chosen,
                            "seconds": round(time.perf_counter() - t0)}],

@@ -104,6 +104,52 @@ def test_demonstration_is_at_least_the_expert():
     assert dropped == 0 and ir is not ir0
 
 
+def test_augment_inserts_unseen_rows(irs):
+    """Augmented demonstrations keep every real row and its decision in order, and add made-up rows of
+    signatures no demonstration has, decided `-`."""
+    import random
+
+    from megakernel_gym.policies.lm import augment, segments, signature
+    ir0 = irs["hf-llama"]
+    prompt, rows = prompt_of(render(ir0))
+    label = decisions_of(rows, ir0, apply_edits(ir0, expert_edits(ir0)))
+    real = segments(prompt)[1]
+    known = {signature(r) for r in real}
+    p2, c2 = augment(prompt, label, known, random.Random(3), rows=4)
+    new = segments(p2)[1]
+    decs = [" ".join(w) or "-" for w in parse_decisions(c2, len(new))]
+    assert len(new) > len(real) and p2.splitlines()[0] == prompt.splitlines()[0]
+    kept = [(r, d) for r, d in zip(new, decs) if signature(r) in known]
+    assert kept == list(zip(real, [" ".join(w) or "-" for w in parse_decisions(label, len(real))]))
+    assert all(d == "-" for r, d in zip(new, decs) if signature(r) not in known)
+
+
+def test_action_mask_from_demonstrations(tmp_path, irs):
+    """action_words: each signature's words in the demonstrations; decide draws only those (an unseen
+    signature: its kind's words less fuse and inline), so even an untrained model never fuses a
+    matmul into a norm it has not seen fused."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from megakernel_gym.policies.lm import _allowed, action_words, decide, make_lm, segments
+    ir0 = irs["hf-llama"]
+    prompt, rows = prompt_of(render(ir0))
+    label = decisions_of(rows, ir0, apply_edits(ir0, expert_edits(ir0)))
+    acts = action_words([(prompt, label)])
+    assert acts["signatures"]["rmsnorm < matmul"] == ["inline", "op"]
+    assert "fuse" in acts["kinds"]["matmul"] and acts["signatures"]["matmul < elementwise"] == ["fuse"]
+    acts["kinds"]["matmul"] = ["fuse", "op", "t*"]
+    assert set(_allowed("matmul < rmsnorm shape 1 64 grid 4 16", acts)) == \
+        {"-", ";", "op"} | {f"t{2 ** k}" for k in range(13)}
+    assert _allowed("rope < none shape 1 2 grid 2 1", acts) == ["-", ";"]
+    qprompt, qrows = prompt_of(render(irs["qwen3"]))
+    path = make_lm(tmp_path / "m", [prompt, qprompt], n_layer=1, n_embd=32, n_head=2, n_positions=1024)
+    out = decide(AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path), qprompt,
+                 sample=True, actions=acts)
+    for row, words in zip(segments(qprompt)[1], parse_decisions(out["completion"], len(policy_rows(qrows)))):
+        ok = set(_allowed(row, acts))
+        assert set(words) <= ok, (row, words)
+
+
 def test_sft_teaches_a_schedule(tmp_path, irs):
     """TRL's SFTTrainer on one demonstration (loss on its decision tokens): the freshly made GPT-2 then
     writes its decisions greedily, one per row (decide feeds each row's words in)."""
@@ -219,3 +265,29 @@ def test_exported_megakernel_runs(tmp_path):
     got = got[0] if isinstance(got, tuple) else got
     err = (got.float() - ref.float()).norm() / ref.float().norm()
     assert got.shape == ref.shape and float(err) < 0.03
+
+
+def test_shipped_policy_on_a_held_out_family():
+    """The trained model that ships (policies/lm_policy) plays a held-out family's problem in the sim
+    env from its observation text: every edit it sends is taken, and the sim predicts it faster than
+    the default schedule by most of the expert's margin."""
+    pytest.importorskip("gymnasium")
+    from megakernel_gym.compiler import predict
+    from megakernel_gym.env.megakernel import MegaKernelEnv
+    from megakernel_gym.policies import baselines
+    from megakernel_gym.policies.lm import SHIPPED_MODEL
+    if not (SHIPPED_MODEL / "model.safetensors").is_file():
+        pytest.fail("the trained policy is missing: run `python bench/learning_lm.py` (it saves policies/lm_policy)")
+    env = MegaKernelEnv(backend="sim", device="H100")
+    obs, info = env.reset(seed=0, options={"problem": "mk_qwen3_0p6b"})
+    ir0 = env.ir
+    policy = baselines.make_policy("lm")
+    policy.reset(env, obs, info)
+    first = policy.act(obs, info)
+    obs, _, term, trunc, info = env.step(first)
+    assert "No edit was applied" not in obs["feedback"]
+    expert = apply_edits(ir0, expert_edits(ir0))
+    base = predict(ir0.plan(), "H100").latency_us
+    got, best = base / predict(env.ir.plan(), "H100").latency_us, base / predict(expert.plan(), "H100").latency_us
+    assert got > 1 + 0.8 * (best - 1), (got, best)
+    env.close()

@@ -22,12 +22,14 @@ tokenizer over the prompt's closed vocabulary (tokenizers' WordLevel): numbers a
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SHIPPED_MODEL = Path(__file__).with_name("lm_policy")    # written by `python bench/learning_lm.py`
+ACTIONS_FILE = "actions.json"     # beside the model: the words each row may take (action_words)
 KINDS = ("matmul", "elementwise", "rmsnorm", "layernorm", "rope", "cache_write", "decode_attention", "embedding",
          "moe_route")
 VERB_ORDER = ("fuse", "op", "inline", "s", "t")      # the order edits are written in (the expert's)
@@ -346,14 +348,75 @@ def sequence_ids(tok, prompt: str, completion: str) -> tuple[list[int], list[int
     return ids, mask
 
 
-def decide(model, tok, prompt: str, sample: bool = False, generator=None, max_words: int = 4) -> dict:
+def signature(row_text: str) -> str:
+    """A row text's kind and its readers' kinds (`matmul < rope`): what its decision mostly rests on."""
+    words = row_text.replace("repeat ", "").replace("end ", "").split()
+    return " ".join(words[:words.index("shape")] if "shape" in words else words)
+
+
+def augment(prompt: str, completion: str, known: set[str], rng, rows: int = 3) -> tuple[str, str]:
+    """The demonstration with up to `rows` made-up rows inserted at random places, each of a kind and
+    readers no demonstration has (not in `known` signatures), decided `-`: so the policy reads a row's
+    content rather than its place, and leaves a row it has never seen alone (a held-out family's
+    new ops, such as Qwen3's per-head norms, shift every later row)."""
+    head, rows_text = segments(prompt)
+    decisions = [" ".join(w) or "-" for w in parse_decisions(completion, len(rows_text))]
+    pairs = list(zip(rows_text, decisions))
+    for _ in range(rng.randint(1, rows)):
+        for _ in range(20):
+            kind = rng.choice(KINDS)
+            readers = sorted(rng.sample(KINDS, rng.randint(1, 2))) if rng.random() < 0.9 else ["none"]
+            sig = " ".join([kind, "<"] + readers)
+            if sig not in known:
+                break
+        else:
+            continue
+        dims = [num(rng.choice((1, 2, 4, 8, 16, 64, 128, 512, 1024, 4096))) for _ in range(rng.randint(2, 3))]
+        grid = [num(rng.choice((1, 2, 8, 16, 64, 128, 256))), num(rng.choice((1, 2, 8, 16, 32)))]
+        k = rng.randint(0, len(pairs))
+        pairs.insert(k, (" ".join([sig, "shape"] + dims + ["grid"] + grid), "-"))
+    lines = [head] + [f"{r} ;" for r, _ in pairs]
+    return "\n".join(lines), " ; ".join(d for _, d in pairs) + " ;"
+
+
+def action_words(demos: list[tuple[str, str]]) -> dict:
+    """The decision words each row signature and each row kind was given in the demonstrations
+    (`t*`/`s*` standing for any tile size or split): the policy's action mask, learned from the data
+    (decide). A row of a signature never shown may take its kind's words but `fuse` and `inline`,
+    which act through its readers (fusing Qwen3's q_proj into the per-head norm that reads it is
+    legal and predicted 2.6x slower)."""
+    sigs: dict[str, set] = {}
+    kinds: dict[str, set] = {}
+    for prompt, completion in demos:
+        rows = segments(prompt)[1]
+        for row, words in zip(rows, parse_decisions(completion, len(rows))):
+            ws = {w if w in ("fuse", "inline", "op") else w[0] + "*" for w in words}
+            sigs.setdefault(signature(row), set()).update(ws)
+            kinds.setdefault(signature(row).split()[0], set()).update(ws)
+    return {"signatures": {k: sorted(v) for k, v in sigs.items()}, "kinds": {k: sorted(v) for k, v in kinds.items()}}
+
+
+def _allowed(row: str, actions: dict | None) -> list[str]:
+    if actions is None:
+        return list(DECISION_WORDS)
+    sig = signature(row)
+    ws = actions["signatures"].get(sig)
+    if ws is None:
+        ws = [w for w in actions["kinds"].get(sig.split()[0], []) if w not in ("fuse", "inline")]
+    out = ["-", ";"]
+    for w in ws:
+        out += [d for d in DECISION_WORDS if d[0] == w[0] and d[1:].isdigit()] if w.endswith("*") else [w]
+    return out
+
+
+def decide(model, tok, prompt: str, sample: bool = False, generator=None, max_words: int = 4,
+           actions: dict | None = None) -> dict:
     """The model's decisions for a prompt: each row's words fed in, then decision words drawn (greedy,
-    or sampled from the softmax over the decision words alone) until `;`. Returns the completion
-    (`dec ; dec ; ...`) and, for GRPO, the token ids after the header, which of them the model drew
-    (env_mask) and their log-probabilities."""
+    or sampled from the softmax over the words the row may take: action_words' mask, or every
+    decision word) until `;`. Returns the completion (`dec ; dec ; ...`) and, for GRPO, the token ids
+    after the header, which of them the model drew (env_mask) and their log-probabilities."""
     import torch
     head, rows = segments(prompt)
-    allowed = torch.tensor(tok.convert_tokens_to_ids(list(DECISION_WORDS)))
     stop = tok.convert_tokens_to_ids(";")
     prompt_ids = tok(head).input_ids
     out_ids, env_mask, logprobs, decisions = [], [], [], []
@@ -368,6 +431,7 @@ def decide(model, tok, prompt: str, sample: bool = False, generator=None, max_wo
     with torch.no_grad():
         logits = feed(prompt_ids)
         for row in rows:
+            allowed = torch.tensor(tok.convert_tokens_to_ids(_allowed(row, actions)))
             r = tok(f"{row} {ARROW}").input_ids
             logits = feed(r)
             out_ids += r
@@ -411,13 +475,16 @@ class LMGenerator:
                                   "or give the folder it saved")
         self.tok = AutoTokenizer.from_pretrained(path)
         self.model = AutoModelForCausalLM.from_pretrained(path).eval()
+        mask = path / ACTIONS_FILE
+        self.actions = json.loads(mask.read_text()) if mask.is_file() else None
 
     def __call__(self, prompt: str, n_rows: int | None = None, sample: bool = False, seed: int = 0) -> str:
         import torch
         gen = torch.Generator().manual_seed(seed)
-        return decide(self.model, self.tok, prompt, sample=sample, generator=gen)["completion"]
+        return decide(self.model, self.tok, prompt, sample=sample, generator=gen, actions=self.actions)["completion"]
 
 
 __all__ = ["Row", "ir_rows", "policy_rows", "rows_prompt", "prompt_of", "parse_decisions", "decisions_to_edits",
            "decisions_of", "make_lm", "LMGenerator", "demonstration", "apply_decisions", "PolicyTextError",
-           "SHIPPED_MODEL", "vocabulary", "segments", "sequence_ids", "decide", "decisions_from_text"]
+           "SHIPPED_MODEL", "vocabulary", "segments", "sequence_ids", "decide", "decisions_from_text", "augment", "signature", "action_words",
+           "ACTIONS_FILE"]
