@@ -156,29 +156,44 @@ class ModelNew(ScheduledMegakernel):
 
 class ScheduledMegakernel(nn.Module):
     """A level-5 problem's bf16 model (its `block` and `config`: the problem's init inputs) run as the
-    megakernel an edit schedule gives, on a CUDA GPU; forward(*inputs) returns the graph's outputs."""
+    megakernel an edit schedule gives, on a CUDA GPU. A drop-in for the problem's Model: its weights
+    come from the same draw of torch's RNG (zoo.DecodeStep, as the bf16 model the judge times) under
+    the same state_dict keys, each call starts from the prefilled caches, and forward(*inputs)
+    returns the step's outputs (logits, and the k and v rows written)."""
 
-    def __init__(self, problem: str, schedule: str, block: str, config: dict, seed: int = 0):
+    def __init__(self, problem: str, schedule: str, block: str, config: dict):
         import torch
 
-        from megakernel_gym.compiler import capture, module_tensors
-        from megakernel_gym.compiler.runtime import Megakernel
-        from megakernel_gym.compiler.zoo import make_block, step_config
+        from megakernel_gym.compiler import capture
+        from megakernel_gym.compiler.zoo import DecodeStep, make_block, step_config
         from megakernel_gym.ir_exposure import apply_edits, make_ir
         super().__init__()
         if not torch.cuda.is_available():
             raise ExportError(f"{problem}'s megakernel runs on a CUDA GPU, and none is visible")
-        model, example = make_block(block, step_config(block, config), seed=seed, device="cuda")
-        self.graph = capture(model, example, problem)
+        self.step = DecodeStep(block, config, activations=None).step.cuda()   # Model's keys: step.inner.*
+        self.graph = capture(*make_block(block, step_config(block, config), device="meta"), problem)
         ir = make_ir(self.graph, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
         self.ir = apply_edits(ir, schedule) if schedule.strip() else ir
-        self.params = module_tensors(model)
+        from megakernel_gym.compiler.runtime import Megakernel
         self.kernel = Megakernel(self.ir.plan(), impls=self.ir.impls)
 
     def forward(self, *inputs):
-        outs = self.kernel.run(self.params, dict(zip(self.graph.inputs, inputs)))
-        got = tuple(outs[n] for n in self.graph.outputs)
-        return got if len(got) > 1 else got[0]
+        import torch
+
+        from megakernel_gym.compiler import module_tensors
+        params = {n: t.clone() if n.endswith("_cache") else t        # the caches as prefilled, every call
+                  for n, t in module_tensors(self.step.inner).items()}
+        outs = self.kernel.run(params, dict(zip(self.graph.inputs, inputs)))
+        out = outs[self.graph.outputs[0]]
+        # and, as Model returns them, the k and v rows this step wrote into each layer's cache
+        pos = inputs[-1]
+        rows = torch.arange(pos.shape[0], device=pos.device)
+        cache = lambda n: outs[n] if n in outs else params[n]   # noqa: E731 - run() returns the buffers it wrote
+        k = [cache(n)[rows, :, pos, :] for n in self.step._names if n.endswith("k_cache")]
+        v = [cache(n)[rows, :, pos, :] for n in self.step._names if n.endswith("v_cache")]
+        if not k:
+            return out
+        return (out, k[0], v[0]) if len(k) == 1 else (out, torch.stack(k), torch.stack(v))
 
 
 def _level(problem: str) -> int | None:
