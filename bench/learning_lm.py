@@ -154,6 +154,16 @@ class Scorer:
         return out
 
 
+def finish_wandb() -> None:
+    """Close this phase's W&B run (offline unless the user set WANDB_MODE), so the next phase gets its own."""
+    try:
+        import wandb
+        if wandb.run is not None:
+            wandb.finish()
+    except ImportError:
+        pass
+
+
 def geomean(xs) -> float:
     xs = list(xs)
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
@@ -282,12 +292,7 @@ def main():
     sft_steps = sft.state.global_step
     after_sft = point("sft", sft_steps, scorer(sft.model, tok, actions))
     curve.append(after_sft)
-    try:
-        import wandb
-        if wandb.run is not None:
-            wandb.finish()
-    except ImportError:
-        pass
+    finish_wandb()
     log(f"SFT done at {time.perf_counter() - t0:.0f} s")
 
     # -- GRPO on the sim's rewards, from the SFT model
@@ -332,12 +337,7 @@ def main():
     if not curve or curve[-1]["step"] != final["step"]:
         curve.append(final)
     rewards = [h["reward"] for h in grpo.state.log_history if "reward" in h]
-    try:
-        import wandb
-        if wandb.run is not None:
-            wandb.finish()
-    except ImportError:
-        pass
+    finish_wandb()
     log(f"GRPO done at {time.perf_counter() - t0:.0f} s")
 
     # the model that ships: GRPO's unless the sim scores it below SFT's on the training problems
