@@ -297,3 +297,13 @@ def test_shipped_policy_on_a_held_out_family():
     got, best = base / predict(env.ir.plan(), "H100").latency_us, base / predict(expert.plan(), "H100").latency_us
     assert got > 1 + 0.8 * (best - 1), (got, best)
     env.close()
+
+
+def test_lm_policy_on_text_it_cannot_read():
+    """An observation with no IR text (or junk where the IR was) gets `submit`, not a crash."""
+    from megakernel_gym.policies import baselines
+    policy = baselines.make_policy("lm")
+    policy.kind, policy.lines = "edits", None
+    for code in ("", "mkir v2 nothing here", "no IR at all\nop x y"):
+        policy.lines, policy.turn = None, 0
+        assert policy.act({"code": code, "feedback": ""}, {}) == "submit"

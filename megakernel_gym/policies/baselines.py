@@ -233,11 +233,14 @@ class LMPolicy(Policy):
 
     def plan_turn(self, obs, info):
         import re
-        from megakernel_gym.policies.lm import decisions_to_edits, policy_rows, prompt_of
+        from megakernel_gym.policies.lm import PolicyTextError, decisions_to_edits, policy_rows, prompt_of
         if self.kind != "edits":
             return None
         if self.lines is None:
-            prompt, rows = prompt_of(obs["code"])
+            try:
+                prompt, rows = prompt_of(obs["code"])
+            except PolicyTextError:     # no IR text it can read: nothing to say but submit
+                return None
             completion = self.generate(prompt, len(policy_rows(rows)), self.sample)
             self.lines = decisions_to_edits(rows, completion).splitlines()
             return "\n".join(self.lines) or None

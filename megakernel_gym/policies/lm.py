@@ -18,7 +18,12 @@ refuses an edit, drops that line and sends the rest again: what the env's feedba
 
 The model is a GPT-2 from a config (transformers), 4 layers of width 128, with a word-level
 tokenizer over the prompt's closed vocabulary (tokenizers' WordLevel): numbers are exact up to
-64 and log2 buckets above, so shapes the training never saw still read as their size.
+64 and log2 buckets above, so shapes the training never saw still read as their size. It reads
+the rows one at a time and draws each row's decision right after the row's words (`decide`), so
+its decisions stay aligned with the rows however many there are, from the words the row's
+signature was given in its demonstrations (`action_words`, saved beside the model as
+actions.json). Its demonstrations come with made-up rows of unseen kinds, decided `-`
+(`augment`), so that it reads a row's content, not its place.
 """
 from __future__ import annotations
 
