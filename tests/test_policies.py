@@ -65,9 +65,12 @@ def test_unknown_policy_and_empty_selection_are_clear_errors():
         make_policy("greedy")
     with pytest.raises(ValueError, match="no problems match"):
         evaluate_policy("default", backend="sim", levels=[2])
-    assert set(POLICIES) == {"default", "random", "heuristic", "expert", "search", "learned", "reference"}
+    assert set(POLICIES) == {"default", "random", "heuristic", "expert", "search", "learned", "lm", "reference"}
     with pytest.raises(FileNotFoundError, match="bench/learning_sim.py --save"):
         make_policy("learned", weights="/nonexistent/w.json")
+    from megakernel_gym.policies.lm import PolicyTextError
+    with pytest.raises(PolicyTextError, match="bench/learning_lm.py"):
+        make_policy("lm", model="/nonexistent/lm")
 
 
 def test_learned_policy_plays_the_shipped_weights_and_beats_the_default(tmp_path):
