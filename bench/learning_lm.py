@@ -16,8 +16,8 @@ search's schedules, then GRPO on the sim's rewards, scored on the held-out model
    decided `-` (policies.lm.augment: without them the policy read rows by their place, and a
    held-out family's new ops shifted every later decision). The decisions a row may take are the
    words its signature was given in the demonstrations (policies.lm.action_words, saved beside the
-   model): without that mask the first policies fused Qwen3's q_proj into its per-head norm and tiled
-   its attention 16 heads a task, each legal and predicted 2.5x slower.
+   model): without that mask a first policy tiled Qwen3's attention 16 heads a task, legal and
+   predicted 2.5x slower (as is fusing its q_proj into the per-head norm that reads it).
 3. GRPO (trl.GRPOTrainer with a rollout_func: rows fed in, decisions sampled, rows masked out of the
    loss) from the SFT model on the same IRs: 8 sampled completions per prompt, the reward the sim's
    log speedup over the default schedule of what the IR took (the sim backend's own prediction), less
