@@ -296,6 +296,7 @@ def vocabulary(prompts: list[str]) -> list[str]:
     words = {w for p in prompts for w in p.split()}
     words |= set(DECISION_WORDS) | {"sms", "?", "repeat", "end", "<", "none", "shape", "grid", ARROW} | set(KINDS)
     words |= {str(v) for v in range(65)} | {f"~{k / 2:g}" for k in range(12, 50)}
+    # <answer> marked the answer in a first format; it stays so that the shipped tokenizer's ids do not move
     return ["<pad>", "<unk>", "<eos>", "<answer>"] + sorted(words)
 
 
