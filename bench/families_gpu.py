@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -39,7 +40,43 @@ def problem_ir(name: str, num_sms: int):
     return mod, cfg, g, make_ir(g, num_sms=num_sms)
 
 
-def run_one(name: str, num_sms: int, device_key: str) -> dict:
+def problem_launches(mod, cfg, g, builds: dict) -> tuple[dict, dict, list]:
+    """A family problem's model on the GPU (seed 0) and, for each build (key -> a callable giving a
+    runtime.Megakernel), that megakernel bound to it, run once and checked: (launches, their
+    outputs, the step's inputs). What bench/families_split.py and bench/x_planes.py time."""
+    from megakernel_gym.compiler import module_tensors
+    from megakernel_gym.compiler.zoo import make_block
+    model, inputs = make_block(mod.block, cfg, seed=0, device="cuda")
+    params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
+    launches, outs = {}, {}
+    for key, build in builds.items():
+        launches[key] = build().bind(params, feeds)
+        launches[key]()
+        launches[key].check()
+        outs[key] = {k: v.clone() for k, v in launches[key].outputs().items()}
+    return launches, outs, inputs
+
+
+def time_alternating(launches: dict, rounds: int, iters: int = 30) -> dict:
+    """Each launch timed once per round, rounds alternating between them: per key the median of the
+    rounds' medians, the lowest p10 and the highest p90 (us)."""
+    from megakernel_gym.compiler.runtime import time_us
+    times = {k: [] for k in launches}
+    for _ in range(rounds):
+        for k, launch in launches.items():
+            times[k].append(time_us(launch, iters))
+    return {k: {"median_us": round(statistics.median(t["median_us"] for t in ts), 1),
+                "p10_us": round(min(t["p10_us"] for t in ts), 1),
+                "p90_us": round(max(t["p90_us"] for t in ts), 1)} for k, ts in times.items()}
+
+
+def device_key() -> str:
+    """The cost model's device for the GPU here."""
+    import torch
+    return "H200" if "H200" in torch.cuda.get_device_name(0) else "H100"
+
+
+def run_one(name: str, num_sms: int, sim_device: str) -> dict:
     from megakernel_gym.compiler import predict
     from megakernel_gym.curriculum import builtin_suite
     from megakernel_gym.ir_exposure import apply_edits
@@ -51,7 +88,7 @@ def run_one(name: str, num_sms: int, device_key: str) -> dict:
     text = expert_edits(ir0)
     expert = apply_edits(ir0, text)
     plan_s = time.perf_counter() - t0
-    pred = {k: round(predict(ir.plan(), device_key).latency_us, 1) for k, ir in (("default", ir0), ("expert", expert))}
+    pred = {k: round(predict(ir.plan(), sim_device).latency_us, 1) for k, ir in (("default", ir0), ("expert", expert))}
     t0 = time.perf_counter()
     with MegakernelJudge(mod.block, mod.config, ir0.plan(), timeout_s=600.0) as judge:
         res = judge.evaluate(expert.plan(), {}, problem)
@@ -72,11 +109,10 @@ def main():
     args = ap.parse_args()
     import torch
     props = torch.cuda.get_device_properties(0)
-    device_key = "H200" if "H200" in props.name else "H100"
     rows = []
     for name in args.problems:
         try:
-            rows.append(run_one(name, props.multi_processor_count, device_key))
+            rows.append(run_one(name, props.multi_processor_count, device_key()))
         except Exception as e:  # noqa: BLE001 - one problem's failure is a row, the rest still run
             rows.append({"problem": name, "status": "bench_error", "reason": f"{type(e).__name__}: {e}"[:1000]})
             print(f"{name}: bench_error {e}", flush=True)

@@ -11,7 +11,6 @@ median (with spread) and the H100 prediction.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -31,11 +30,10 @@ def main():
     args = ap.parse_args()
     import torch
 
-    from families_gpu import problem_ir
+    from families_gpu import device_key, problem_ir, problem_launches, time_alternating
 
-    from megakernel_gym.compiler import module_tensors, predict
-    from megakernel_gym.compiler.runtime import Megakernel, time_us
-    from megakernel_gym.compiler.zoo import make_block
+    from megakernel_gym.compiler import predict
+    from megakernel_gym.compiler.runtime import Megakernel
     from megakernel_gym.ir_exposure import apply_edits
     from megakernel_gym.policies.expert import expert_edits
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -44,28 +42,18 @@ def main():
         mod, cfg, g, ir0 = problem_ir(name, sms)
         attn = [o.name for o in g.ops if o.kind == "decode_attention"]
         base = apply_edits(ir0, expert_edits(ir0, levers=("inline", "wave", "cache")))
-        model, inputs = make_block(mod.block, cfg, seed=0, device="cuda")
-        params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
-        launches, pred = {}, {}
+        irs = {n: apply_edits(base, "\n".join(f"split {a} n={n}" for a in attn)) if n > 1 else base
+               for n in args.splits}
+        launches, _, inputs = problem_launches(mod, cfg, g, {n: (lambda ir=ir: Megakernel(ir.plan()))
+                                                             for n, ir in irs.items()})
+        pred = {n: predict(ir.plan(), device_key()).latency_us for n, ir in irs.items()}
+        timed = time_alternating(launches, args.rounds)
         for n in args.splits:
-            ir = apply_edits(base, "\n".join(f"split {a} n={n}" for a in attn)) if n > 1 else base
-            launches[n] = Megakernel(ir.plan()).bind(params, feeds)
-            launches[n]()
-            launches[n].check()
-            pred[n] = predict(ir.plan(), "H200" if "H200" in torch.cuda.get_device_name(0) else "H100").latency_us
-        times = {n: [] for n in args.splits}
-        for _ in range(args.rounds):
-            for n in args.splits:
-                times[n].append(time_us(launches[n], 30))
-        for n in args.splits:
-            med = statistics.median(t["median_us"] for t in times[n])
-            rows.append({"problem": name, "split": n, "median_us": round(med, 1),
-                         "p10_us": round(min(t["p10_us"] for t in times[n]), 1),
-                         "p90_us": round(max(t["p90_us"] for t in times[n]), 1),
+            rows.append({"problem": name, "split": n, **timed[n],
                          "predicted_us": round(pred[n], 1), "batch": cfg.batch, "kv_heads": cfg.kv_heads,
                          "max_seq": cfg.max_seq, "pos": [int(p) for p in inputs[-1].tolist()]})
             print(rows[-1], flush=True)
-        del launches, model, params
+        del launches
         torch.cuda.empty_cache()
     write("families_split", rows, [], Path(args.out), prefix="",
           notes="the expert's levers (inline, wave, cache) with every decode attention split into N parts")

@@ -9,7 +9,6 @@ sim's prediction, and whether both builds give the same bits.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -30,11 +29,10 @@ def main():
     args = ap.parse_args()
     import torch
 
-    from families_gpu import problem_ir
+    from families_gpu import device_key, problem_ir, problem_launches, time_alternating
 
-    from megakernel_gym.compiler import codegen, module_tensors, predict
-    from megakernel_gym.compiler.runtime import Megakernel, time_us
-    from megakernel_gym.compiler.zoo import make_block
+    from megakernel_gym.compiler import codegen, predict
+    from megakernel_gym.compiler.runtime import Megakernel
     from megakernel_gym.ir_exposure import apply_edits
     from megakernel_gym.policies.expert import expert_edits
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -42,31 +40,23 @@ def main():
     for name in args.problems:
         mod, cfg, g, ir0 = problem_ir(name, sms)
         ir = apply_edits(ir0, expert_edits(ir0))
-        model, inputs = make_block(mod.block, cfg, seed=0, device="cuda")
-        params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
-        launches, outs = {}, {}
-        for planes in (False, True):
-            codegen.X_PLANES = planes
-            launches[planes] = Megakernel(ir.plan()).bind(params, feeds)
-            launches[planes]()
-            launches[planes].check()
-            outs[planes] = {k: v.clone() for k, v in launches[planes].outputs().items()}
+
+        def build(planes):
+            def make():
+                codegen.X_PLANES = planes
+                return Megakernel(ir.plan())
+            return make
+        launches, outs, _ = problem_launches(mod, cfg, g, {False: build(False), True: build(True)})
         codegen.X_PLANES = True
         same = all(torch.equal(outs[False][k], outs[True][k]) for k in outs[True])
-        times = {p: [] for p in launches}
-        for _ in range(args.rounds):
-            for p in (False, True):
-                times[p].append(time_us(launches[p], 30))
+        timed = time_alternating(launches, args.rounds)
         row = {"problem": name, "batch": cfg.batch, "same_bits": same,
-               "predicted_us": round(predict(ir.plan(), "H200" if "H200" in torch.cuda.get_device_name(0) else "H100").latency_us, 1)}
-        for p, label in ((False, "natural"), (True, "planes")):
-            row[label] = {"median_us": round(statistics.median(t["median_us"] for t in times[p]), 1),
-                          "p10_us": round(min(t["p10_us"] for t in times[p]), 1),
-                          "p90_us": round(max(t["p90_us"] for t in times[p]), 1)}
+               "predicted_us": round(predict(ir.plan(), device_key()).latency_us, 1),
+               "natural": timed[False], "planes": timed[True]}
         row["ratio"] = round(row["natural"]["median_us"] / row["planes"]["median_us"], 3)
         rows.append(row)
         print(row, flush=True)
-        del launches, model, params
+        del launches
         torch.cuda.empty_cache()
     targets = [{"target": "x planes give the same bits as the natural layout", "met": all(r["same_bits"] for r in rows)}]
     write("x_planes", rows, targets, Path(args.out), prefix="",
