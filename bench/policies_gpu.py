@@ -37,6 +37,7 @@ def make_plan(path: Path, policies: list[str], split: str | None, problems: list
     from megakernel_gym.ir_exposure import apply_edits, render
     from megakernel_gym.policies.baselines import make_policy
     from megakernel_gym.policies.evaluate import select_problems
+    from megakernel_gym.policies.export import played_schedule
     env = MegaKernelEnv(backend="sim", device="H100")
     names = select_problems(env, problems, split or ("heldout" if not problems else None), [5])
     plan: dict = json.loads(path.read_text()) if path.is_file() else {}     # other policies' entries stay
@@ -44,25 +45,13 @@ def make_plan(path: Path, policies: list[str], split: str | None, problems: list
         plan.setdefault(name, {})
         for pol in policies:
             t = time.perf_counter()
-            player = make_policy(pol)
-            obs, info = env.reset(seed=0, options={"problem": name})
-            ir0 = env.ir
-            player.reset(env, obs, info)
-            taken = []
-            while True:
-                action = player.act(obs, info)
-                before = env.ir
-                obs, _, term, trunc, info = env.step(action)
-                if env.ir is not before:
-                    taken.append(action)
-                if term or trunc:
-                    break
+            ir0, taken, ir = played_schedule(env, make_policy(pol), name)
             text = "\n".join(taken)
-            again = apply_edits(ir0, taken[0]) if taken else ir0
-            for a in taken[1:]:
+            again = ir0
+            for a in taken:
                 again = apply_edits(again, a)
-            assert render(again) == render(env.ir), f"{name} {pol}: the recorded actions do not rebuild the IR"
-            sp = predict(ir0.plan(), "H100").latency_us / predict(env.ir.plan(), "H100").latency_us
+            assert render(again) == render(ir), f"{name} {pol}: the recorded actions do not rebuild the IR"
+            sp = predict(ir0.plan(), "H100").latency_us / predict(ir.plan(), "H100").latency_us
             plan[name][pol] = {"actions": taken, "sim_speedup": round(sp, 4), "edit_lines": len(text.splitlines())}
             print(f"{name} {pol}: sim {sp:.3f}x, {len(text.splitlines())} lines, {time.perf_counter() - t:.1f} s",
                   file=sys.stderr, flush=True)

@@ -237,6 +237,18 @@ def test_export_schedules(tmp_path):
     assert "class ModelNew(ScheduledMegakernel)" in (folder / "kernel.py").read_text()
     compile(open(folder / "kernel.py").read(), "kernel.py", "exec")
     assert json.loads((folder / "meta.json").read_text())["policy"] == "expert"
+    # a policy whose edits come over several turns (random: one menu edit a turn): the schedule holds
+    # them all, and rebuilds the IR its episode left
+    from megakernel_gym.env.megakernel import MegaKernelEnv
+    from megakernel_gym.policies.baselines import make_policy
+    from megakernel_gym.policies.export import played_schedule
+    export_schedules(tmp_path / "rnd", "random", problems=["mk_gpt2_medium"])
+    env = MegaKernelEnv(backend="sim", device="H100")
+    ir0, taken, ir = played_schedule(env, make_policy("random"), "mk_gpt2_medium")
+    env.close()
+    assert len(taken) > 1
+    text = (tmp_path / "rnd" / "mk_gpt2_medium" / "schedule.edits").read_text()
+    assert render(apply_edits(ir0, text)) == render(ir)
     with pytest.raises(ExportError, match="name a level-5 problem"):
         export_schedules(tmp_path / "x", "expert", problems=["softmax"])
     r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "export", "--out", str(tmp_path / "y"),

@@ -599,6 +599,12 @@ def tuned_edits(ir: IR) -> str:
 _LAYER_NUMBER = re.compile(r"(?<=\.)\d+(?=\.)")
 
 
+def layer_template(name: str) -> str:
+    """An op name with its layer number (its first `.N.`) as `{i}`: `model.layers.3.mlp` ->
+    `model.layers.{i}.mlp`; a name without one as it is."""
+    return _LAYER_NUMBER.sub("{i}", name, count=1)
+
+
 def compact_edits(ir: IR, text: str) -> str:
     """The same edits, shorter: lines that differ only in the layer number (an op name's first
     `.N.`) and are there for every layer of the IR become one line with `{i}`, in the place of the
@@ -609,7 +615,7 @@ def compact_edits(ir: IR, text: str) -> str:
     if any(ln.startswith("impl ") or "<<<" in ln for ln in lines):
         return text
     layers = {m.group(0) for n in ir.facts.ops for m in [_LAYER_NUMBER.search(n)] if m}
-    template = lambda ln: " ".join(_LAYER_NUMBER.sub("{i}", w, count=1) for w in ln.split())  # noqa: E731
+    template = lambda ln: " ".join(layer_template(w) for w in ln.split())  # noqa: E731
     groups: dict[str, list[str]] = {}
     for ln in lines:
         groups.setdefault(template(ln), []).append(ln)
@@ -638,4 +644,5 @@ def compact_edits(ir: IR, text: str) -> str:
 
 
 __all__ = ["Edit", "EditError", "parse_edits", "format_edits", "apply_edits", "apply_json", "edits_to_json",
-           "edits_from_json", "VERBS", "USAGE", "MAX_EDITS", "tuned_edits", "sole_consumer", "compact_edits"]
+           "edits_from_json", "VERBS", "USAGE", "MAX_EDITS", "tuned_edits", "sole_consumer", "compact_edits",
+           "layer_template"]

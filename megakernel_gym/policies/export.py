@@ -77,6 +77,28 @@ def export_kernels(out: str | Path, store=None, backend: str | None = None) -> d
     return index
 
 
+def played_schedule(env, player, problem: str):
+    """(the default IR, the actions the env took, in order, the IR they left): `player` (a policies
+    Policy) played for one episode of a level-5 `problem` in `env`. Applying the taken actions to the
+    default IR, one after another or as one batch, gives the IR the episode left."""
+    try:
+        obs, info = env.reset(seed=0, options={"problem": problem})
+    except ValueError as e:         # a kernel problem: the sim serves level 5 alone
+        raise ExportError(f"{e}; --policy exports level-5 megakernel schedules: name a level-5 problem, "
+                          "or export judged kernels without --policy") from e
+    ir0 = env.ir
+    player.reset(env, obs, info)
+    taken = []
+    while True:
+        action = player.act(obs, info)
+        before = env.ir
+        obs, _, term, trunc, info = env.step(action)
+        if env.ir is not before:
+            taken.append(action)
+        if term or trunc:
+            return ir0, taken, env.ir
+
+
 def export_schedules(out: str | Path, policy: str = "lm", split: str | None = None,
                      problems: list[str] | None = None, device: str = "H100", log=None) -> dict[str, Any]:
     """Play `policy` (policies.make_policy) greedily on the sim for each level-5 problem (of `split`, or
@@ -98,24 +120,9 @@ def export_schedules(out: str | Path, policy: str = "lm", split: str | None = No
         out.mkdir(parents=True, exist_ok=True)
         rows = []
         for name in names:
-            try:
-                obs, info = env.reset(seed=0, options={"problem": name})
-            except ValueError as e:         # a kernel problem: the sim serves level 5 alone
-                raise ExportError(f"{e}; --policy exports level-5 megakernel schedules: name a level-5 problem, "
-                                  "or export judged kernels without --policy") from e
-            ir0 = env.ir
+            ir0, taken, ir = played_schedule(env, player, name)
             default_us = predict(ir0.plan(), device).latency_us
-            player.reset(env, obs, info)
-            sent = []
-            while True:
-                action = player.act(obs, info)
-                sent.append(action)
-                obs, _, term, trunc, info = env.step(action)
-                if term or trunc:
-                    break
-            ir = env.ir
-            accepted = [a for a in sent if a.strip() != "submit"]
-            text = compact_edits(ir0, accepted[-1]) if accepted and ir is not ir0 else ""
+            text = compact_edits(ir0, "\n".join(taken)) if taken else ""
             plan = ir.plan()
             folder = out / _slug(name)
             folder.mkdir(exist_ok=True)
@@ -223,4 +230,4 @@ def load_kernel(path: str | Path):
     return getattr(mod, name)
 
 
-__all__ = ["export_kernels", "export_schedules", "load_kernel", "ScheduledMegakernel", "ExportError"]
+__all__ = ["export_kernels", "export_schedules", "played_schedule", "load_kernel", "ScheduledMegakernel", "ExportError"]

@@ -61,7 +61,6 @@ class Row:
 
 _OP = re.compile(r"^op (\S+) (\S+) in=(\S*) out=([^\[\s]*)\[([\d,]*)\]\S* grid=(\d+)x(\d+)")
 _REPEAT = re.compile(r"^repeat i=(\d+)\.\.(\d+)$")
-_LAYER = re.compile(r"(?<=\.)\d+(?=\.)")
 
 
 def ir_section(text: str) -> str:
@@ -105,9 +104,10 @@ def ir_rows(text: str) -> list[Row]:
     for r in rows:
         for n in r.ins:
             by[n].readers.append(r.name)
+    from megakernel_gym.ir_exposure.edits import layer_template
     templates = {r.name for r in rows if r.layers}
     for r in rows:
-        t = _LAYER.sub("{i}", r.name, count=1)
+        t = layer_template(r.name)
         if r.layers is None and t != r.name and t in templates:
             r.alias_of = t
     return rows
