@@ -30,6 +30,7 @@ from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
 from megakernel_gym.compiler.schedule import Plan
+from megakernel_gym.compiler.simloop import csr, list_schedule
 from megakernel_gym.compiler.tasks import input_boxes, task_boxes
 
 
@@ -85,16 +86,16 @@ def _op_index(tg) -> tuple[list[str], np.ndarray]:
     return cached
 
 
-def _op_spread_array(plan: Plan) -> np.ndarray:
-    """Per op index (_op_index), how many SMs its tasks run on."""
+def _op_spread_array(plan: Plan, queues: tuple | None = None) -> np.ndarray:
+    """Per op index (_op_index), how many SMs its tasks run on (`queues`: _queue_csr's, if known)."""
     names, idx = _op_index(plan.tg)
+    ptr, flat = queues if queues is not None else _queue_csr(plan)
     sm = np.full(len(idx), -1, dtype=np.int64)
-    for s, q in enumerate(plan.queues):
-        sm[q] = s
+    sm[flat] = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
     on = sm >= 0                    # a task on no queue runs on no SM
-    width = max(len(plan.queues), 1)
-    pairs = np.unique(idx[on] * width + sm[on])
-    return np.bincount(pairs // width, minlength=len(names))
+    used = np.zeros((len(names), max(len(plan.queues), 1)), dtype=bool)
+    used[idx[on], sm[on]] = True
+    return used.sum(axis=1)
 
 
 def op_spread(plan: Plan) -> dict[str, int]:
@@ -124,9 +125,13 @@ def task_bandwidth_terms(plan: Plan, nbytes: list[int]) -> tuple[list[float], li
     """Per task (its bytes at one SM's cap, its bytes x its op's spread at the chip's bandwidth):
     a task streams at min(sm_gbs, hbm_gbs / spread), so its memory time is the larger of
     bytes / sm_gbs and bytes * spread / hbm_gbs."""
+    own, shared = _bandwidth_arrays(plan, np.asarray(nbytes, dtype=float))
+    return own.tolist(), shared.tolist()
+
+
+def _bandwidth_arrays(plan: Plan, own: np.ndarray, queues: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
     _, idx = _op_index(plan.tg)
-    own = np.asarray(nbytes, dtype=float)
-    return own.tolist(), (own * _op_spread_array(plan)[idx]).tolist()
+    return own, own * _op_spread_array(plan, queues)[idx]
 
 
 # The weight ring (codegen): each SM streams its queue's matmul weights into shared memory ahead
@@ -142,8 +147,18 @@ def ring_bytes(plan: Plan) -> list[int]:
     """Per task, the weight bytes its ring-fed matmuls stream (its own op's and its fused matmul
     producers'), which the ring may load before the task starts; found with the task costs and
     kept on the task graph."""
-    task_costs(plan)
-    return list(plan.tg.__dict__["_ring_bytes"])
+    return ring_bytes_array(plan).tolist()
+
+
+def ring_bytes_array(plan: Plan) -> np.ndarray:
+    """ring_bytes as a float array (kept on the task graph)."""
+    tg = plan.tg
+    cached = tg.__dict__.get("_ring_bytes_array")
+    if cached is None:
+        task_costs(plan)
+        cached = tg.__dict__["_ring_bytes_array"] = np.asarray(tg.__dict__["_ring_bytes"], dtype=float)
+        cached.flags.writeable = False
+    return cached
 
 
 @dataclass
@@ -205,6 +220,19 @@ def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
         cached = tg.__dict__["_task_costs"] = (nbytes, flops)
         tg.__dict__["_ring_bytes"] = ring
     return list(cached[0]), list(cached[1])
+
+
+def _task_cost_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """task_costs as float arrays (read-only; kept on the task graph)."""
+    tg = plan.tg
+    cached = tg.__dict__.get("_task_cost_arrays")
+    if cached is None:
+        nbytes, flops = task_costs(plan)
+        cached = (np.asarray(nbytes, dtype=float), np.asarray(flops, dtype=float))
+        for a in cached:
+            a.flags.writeable = False
+        tg.__dict__["_task_cost_arrays"] = cached
+    return cached
 
 
 def _task_costs(tg) -> tuple[list[int], list[float], list[int]]:
@@ -290,6 +318,27 @@ def wait_groups(plan: Plan, hops: str = "ll") -> tuple[list[tuple[int, ...]], li
     return cached
 
 
+def _wait_csr(plan: Plan, hops: str) -> tuple[tuple, tuple, np.ndarray]:
+    """wait_groups as arrays for simloop: (needs, members-of) CSR pairs and each group's size. Under
+    "ll" hops they depend on the lowering alone and are kept on the task graph."""
+    tg = plan.tg
+    cached = tg.__dict__.get("_ll_csr") if hops == "ll" else None
+    if cached is not None:
+        return cached
+    groups, needs = wait_groups(plan, hops)
+    out = (csr(needs), csr(_group_members(tg, groups, hops)),
+           np.fromiter(map(len, groups), dtype=np.int64, count=len(groups)))
+    if hops == "ll":
+        tg.__dict__["_ll_csr"] = out
+    return out
+
+
+def _queue_csr(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """The plan's SM queues as a CSR pair (simloop.csr), read from plan.queues each time (they are a
+    plain list its holder may change)."""
+    return csr(plan.queues)
+
+
 def _group_members(tg, groups: list[tuple[int, ...]], hops: str) -> list[list[int]]:
     """For every task, the wait groups it is a producer of. Under "ll" hops the groups depend on the
     lowering alone, so these are kept on the task graph beside them (building them took a third of
@@ -330,6 +379,16 @@ def task_trips(plan: Plan) -> list[int]:
     return cached
 
 
+def _task_trip_array(plan: Plan) -> np.ndarray:
+    """task_trips as a float array (read-only; kept on the task graph)."""
+    tg = plan.tg
+    cached = tg.__dict__.get("_task_trip_array")
+    if cached is None:
+        cached = tg.__dict__["_task_trip_array"] = np.asarray(task_trips(plan), dtype=float)
+        cached.flags.writeable = False
+    return cached
+
+
 def _prologue_trips(t, kinds: dict[str, str]) -> int:
     """A task's fused producers' trips: one per call of its own (not a matmul epilogue), but one in
     all for a decode attention's ropes and cache writes (staged together in its body)."""
@@ -349,79 +408,36 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     dev = DEVICES[device] if isinstance(device, str) else device
     tg = plan.tg
     n = len(tg.tasks)
-    nbytes, flops = costs or task_costs(plan)
+    if costs is None:
+        nbytes, flops = _task_cost_arrays(plan)
+    else:
+        nbytes, flops = np.asarray(costs[0], dtype=float), np.asarray(costs[1], dtype=float)
     sm_rate = dev.tflops * 1e6 / dev.num_sms          # flops per us per SM
     pf = prefetched(plan)
-    own, shared = task_bandwidth_terms(plan, nbytes)
-    groups, needs = wait_groups(plan, hops)
-    trips = task_trips(plan)
+    queues = _queue_csr(plan)
+    own_a, shared_a = _bandwidth_arrays(plan, nbytes, queues)
+    trips = _task_trip_array(plan)
     # per task: its streaming rate (bytes per us: one SM's cap, or the chip's shared by its op's SMs),
     # the latencies it pays, its compute time and its fixed costs; its duration follows at its start,
     # once the bytes the ring loaded while its SM waited are known
-    # (numpy for these per-task terms, then plain lists: the schedule loop below indexes them one by one)
-    own_a, shared_a = np.asarray(own), np.asarray(shared)
     spread = np.divide(shared_a, own_a, out=np.ones(n), where=own_a > 0)
-    rate = np.minimum(dev.sm_gbs * 1e3, dev.hbm_gbs * 1e3 / spread).tolist()
-    trip_a = np.asarray(trips, dtype=float) * dev.mem_latency_us
-    trip_us = trip_a.tolist()
-    lat_us = (np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip_a).tolist()
-    compute = (np.asarray(flops, dtype=float) / sm_rate).tolist()
-    fixed = (dev.task_overhead_us + dev.counter_us * np.fromiter(map(len, needs), dtype=float, count=n)).tolist()
-    wb = ring_bytes(plan)
-    preloaded = [0.0] * n
-    # per group: producers still to finish, and the latest finish so far; a task may start once
-    # every group it waits on is complete (full waits only: the validator's rule), at the latest
-    # of their last producers' finishes plus the wait latency
-    left = [len(g) for g in groups]
-    last = [0.0] * len(groups)
-    adds = _group_members(tg, groups, hops)
-    lat = dev.wait_latency_us
-    start = [0.0] * n
-    finish = [-1.0] * n
-    busy = [0.0] * len(plan.queues)
-    head = [0] * len(plan.queues)
-    sm_free = [0.0] * len(plan.queues)
-    remaining = sum(len(q) for q in plan.queues)
-    # Round-robin over SMs, advancing each as far as its next task's waits allow; a full pass
-    # without progress means the plan deadlocks (the validator rules that out first).
-    while remaining:
-        progressed = False
-        for s, q in enumerate(plan.queues):
-            while head[s] < len(q):
-                t = q[head[s]]
-                ready = sm_free[s]
-                blocked = False
-                for c in needs[t]:
-                    if left[c]:
-                        blocked = True
-                        break
-                    if last[c] + lat > ready:
-                        ready = last[c] + lat
-                if blocked:
-                    break
-                start[t] = ready
-                # the ring keeps loading while the task makes its round trips before its rows (a fused
-                # norm's input, say): those bytes too are in when its rows start
-                got = (min(wb[t], FREE_BYTES + (ready - sm_free[s] + trip_us[t]) * rate[t], RING_BYTES)
-                       if wb[t] else 0.0)
-                preloaded[t] = got
-                dur = max((own[t] - got) / rate[t] + lat_us[t], compute[t]) + fixed[t]
-                finish[t] = ready + dur
-                for c in adds[t]:
-                    left[c] -= 1
-                    if finish[t] > last[c]:
-                        last[c] = finish[t]
-                sm_free[s] = finish[t]
-                busy[s] += dur
-                head[s] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            raise ValueError("the plan deadlocks: validate it before predicting")
-    total_bytes = sum(nbytes)
-    floor = max(total_bytes / (dev.hbm_gbs * 1e3), sum(flops) / (dev.tflops * 1e6))
-    latency = max(finish, default=0.0) + dev.launch_us
-    return Prediction(dev.name, latency, floor, busy, start, finish, preloaded)
+    rate = np.minimum(dev.sm_gbs * 1e3, dev.hbm_gbs * 1e3 / spread)
+    trip_a = trips * dev.mem_latency_us
+    lat_us = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip_a
+    compute = flops / sm_rate
+    need_csr, add_csr, gsize = _wait_csr(plan, hops)
+    fixed = dev.task_overhead_us + dev.counter_us * np.diff(need_csr[0]).astype(float)
+    # each group's producers still to finish and their latest finish: a task may start once every
+    # group it waits on is complete (full waits only: the validator's rule), at the latest of their
+    # last producers' finishes plus the wait latency (simloop.list_schedule, compiled)
+    start, finish, preloaded, busy, left = list_schedule(
+        queues, need_csr, add_csr, gsize, own_a, rate, ring_bytes_array(plan), trip_a, lat_us, compute,
+        fixed, dev.wait_latency_us, FREE_BYTES, RING_BYTES)
+    if left:
+        raise ValueError("the plan deadlocks: validate it before predicting")
+    floor = max(float(nbytes.sum()) / (dev.hbm_gbs * 1e3), float(flops.sum()) / (dev.tflops * 1e6))
+    latency = (float(finish.max()) if n else 0.0) + dev.launch_us
+    return Prediction(dev.name, latency, floor, busy.tolist(), start.tolist(), finish.tolist(), preloaded.tolist())
 
 
 __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched",

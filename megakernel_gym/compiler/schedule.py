@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from itertools import chain
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,12 +51,15 @@ class Plan:
     tg: TaskGraph
     num_sms: int
     queues: list[list[int]]                        # per SM: task ids in execution order
-    counters: list[Counter]
+    counters: list[Counter] | None                 # (see _get_counters)
     waits: dict[int, list[tuple[int, int]]] | None  # task -> [(counter id, threshold)] (see _get_waits)
     knobs: Knobs | None = None
     # build_plan's waits as arrays (each wait's task, counter position and threshold, by task);
     # `waits` is built from them the first time someone asks for it
     wait_arrays: tuple | None = field(default=None, repr=False, compare=False)
+    # build_plan's counters as (names, producer counts, producers in counter order); `counters`
+    # is built from them the first time someone asks for it
+    counter_arrays: tuple | None = field(default=None, repr=False, compare=False)
 
     def sm_of(self) -> dict[int, int]:
         return {t: s for s, q in enumerate(self.queues) for t in q}
@@ -90,6 +94,46 @@ def _set_waits(plan: Plan, value) -> None:
 Plan.waits = property(_get_waits, _set_waits)   # type: ignore[assignment]
 
 
+def _get_counters(plan: Plan) -> list[Counter] | None:
+    """plan.counters: built from build_plan's arrays on first use (a 1B decoder has 20k tile counters,
+    which the sim's validator and cost model read as arrays, so most plans never build them). Whoever
+    has the list may change it, so from then on the arrays no longer speak for the plan."""
+    c = plan.__dict__.get("_counters")
+    if c is None and plan.counter_arrays is not None:
+        names, lens, prods = plan.counter_arrays
+        flat = prods.tolist()
+        ends = np.cumsum(lens).tolist()
+        c, at = [], 0
+        for i, (name, end) in enumerate(zip(names, ends)):
+            c.append(Counter(i, name, flat[at:end]))
+            at = end
+        plan.__dict__["_counters"] = c
+    plan.__dict__["_counters_given"] = True
+    return c
+
+
+def _set_counters(plan: Plan, value) -> None:
+    plan.__dict__["_counters"] = value
+    plan.__dict__["_counters_given"] = value is not None
+
+
+Plan.counters = property(_get_counters, _set_counters)   # type: ignore[assignment]
+
+
+def trusted_counters(plan: Plan) -> tuple[np.ndarray, np.ndarray] | None:
+    """The plan's counters as (producer counts, producers in counter order) arrays when they are
+    build_plan's own and plan.counters has never been handed out (nor set); else None."""
+    if plan.counter_arrays is None or plan.__dict__.get("_counters_given"):
+        return None
+    return plan.counter_arrays[1], plan.counter_arrays[2]
+
+
+def counter_count(plan: Plan) -> int:
+    """len(plan.counters), without building the list where build_plan's arrays say it."""
+    trusted = trusted_counters(plan)
+    return len(trusted[0]) if trusted is not None else len(plan.counters)
+
+
 def trusted_waits(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The plan's waits as (task, counter position, threshold) arrays when they are build_plan's own
     and plan.waits has never been handed out (nor set), so nothing can have changed them; else None."""
@@ -106,12 +150,12 @@ _COUNTER_CACHE_LOCK = threading.Lock()
 
 
 def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) -> tuple[list, tuple]:
-    """The counters (name, producers) in op order, one per tile or one per op as `modes` says, and
-    every task's waits as (task, counter, threshold) arrays: each task waits on the counters of
+    """The counters in op order, one per tile or one per op as `modes` says, as (names, producer
+    counts, producers in counter order), and every task's waits as (task, counter, threshold) arrays: each task waits on the counters of
     the tasks it depends on, each once, in counter order, in full. They depend on the lowering,
     the op order and the counter modes alone, so the last few are kept on the task graph (an
-    edit of SM ranges or prefetch depths builds none again). The arrays are shared: no one
-    writes them (Plan.waits is built from them as a new dict)."""
+    edit of SM ranges or prefetch depths builds none again). The arrays are shared and read-only
+    (Plan.waits and Plan.counters are built from them as new objects)."""
     key = (tuple(order), tuple(sorted((op, m) for op, m in modes.items() if m == "op" and op in tg.by_op)))
     with _COUNTER_CACHE_LOCK:   # task graphs are shared between threads (the lowering cache)
         cache = tg.__dict__.setdefault("_counter_cache", OrderedDict())
@@ -136,13 +180,19 @@ def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) 
     nc = max(len(specs), 1)
     full = np.fromiter((len(p) for _, p in specs), dtype=np.int64, count=len(specs))
     dt, dp = dep_edges(tg)
-    keys = np.unique(dt * nc + of[dp])
+    # each (waiter, counter) once: a stable sort (timsort: the keys come nearly in order, dt ascending)
+    # and a mask take 1 ms where np.unique's hash took 40 on a 1B decoder's 308k dependencies
+    keys = np.sort(dt * nc + of[dp], kind="stable")
+    if len(keys):
+        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
     wt, wc = keys // nc, keys % nc
     for a in (wt, wc):
         a.flags.writeable = False
     thr = full[wc]
-    thr.flags.writeable = False
-    out = (specs, (wt, wc, thr))
+    prods = np.fromiter(chain.from_iterable(p for _, p in specs), dtype=np.int64, count=int(full.sum()))
+    for a in (thr, full, prods):
+        a.flags.writeable = False
+    out = ((tuple(name for name, _ in specs), full, prods), (wt, wc, thr))
     with _COUNTER_CACHE_LOCK:
         cache[key] = out
         while len(cache) > 8:
@@ -174,10 +224,9 @@ def build_plan(g: Graph, knobs: Knobs) -> Plan:
         for i, tid in enumerate(tg.by_op[op]):
             queues[lo + (start + i) % width].append(tid)
         cursor += len(tg.by_op[op])
-    specs, waits = _counters_and_waits(tg, order, knobs.counters)
-    counters = [Counter(i, name, list(prods)) for i, (name, prods) in enumerate(specs)]
-    wt, wc, thr = waits
-    return Plan(tg, knobs.num_sms, queues, counters, None, knobs, wait_arrays=(wt, wc, thr))
+    counters, waits = _counters_and_waits(tg, order, knobs.counters)
+    return Plan(tg, knobs.num_sms, queues, None, None, knobs, wait_arrays=tuple(waits), counter_arrays=counters)
 
 
-__all__ = ["Knobs", "Counter", "Plan", "build_plan", "default_knobs", "COUNTER_MODES"]
+__all__ = ["Knobs", "Counter", "Plan", "build_plan", "default_knobs", "COUNTER_MODES", "trusted_waits",
+           "trusted_counters", "counter_count"]

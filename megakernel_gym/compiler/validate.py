@@ -17,14 +17,17 @@ Rejections name the op, the task, the counter, and the cycle or the missing prod
 from __future__ import annotations
 
 from dataclasses import dataclass
+import threading
+from collections import OrderedDict
 from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from megakernel_gym.compiler.pause_gc import gc_paused
-from megakernel_gym.compiler.schedule import Plan, trusted_waits
+from megakernel_gym.compiler.schedule import Plan, counter_count, trusted_counters, trusted_waits
 from megakernel_gym.compiler.tasks import dep_edges
 
 
@@ -44,19 +47,38 @@ class Finding:
     counter: str | None = None
 
 
+_PRODUCERS = attrgetter("producers")
+
+
 @gc_paused
 def check(plan: Plan) -> list[Finding]:
     """Every reason the plan is unsafe; empty when it is proven safe."""
     waits = trusted_waits(plan)
     if waits is None:
         waits = _wait_arrays(plan)
-    producers = _producer_arrays(plan)
-    out = check_counters(plan, waits, producers)
+    producers = trusted_counters(plan)
+    if producers is None:
+        producers = _producer_arrays(plan)
+    queues = _queue_arrays(plan)
+    out = check_counters(plan, waits, producers, queues)
     if out:
         return out
-    if waits is not None and _proven_safe(plan, waits, producers):
+    if waits is not None and _proven_safe(plan, waits, producers, queues):
         return out
     return _check_edges(plan)
+
+
+def _queue_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray] | None:
+    """The SM queues as (ptr, flat) arrays, queue s being flat[ptr[s]:ptr[s+1]], read from plan.queues
+    each time (a plain list its holder may change); None where a queue entry is not an integer."""
+    try:
+        lens = np.fromiter(map(len, plan.queues), dtype=np.int64, count=len(plan.queues))
+        flat = np.fromiter(chain.from_iterable(plan.queues), dtype=np.int64, count=int(lens.sum()))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    ptr = np.zeros(len(lens) + 1, dtype=np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    return ptr, flat
 
 
 def _wait_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -87,23 +109,29 @@ def _producer_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray] | None:
     """(each counter's producer count, every counter's producers in counter order) as arrays, for
     the array-speed checks; None where a producer is not an integer (the checks go one by one)."""
     try:
-        lens = np.fromiter((len(c.producers) for c in plan.counters), dtype=np.int64, count=len(plan.counters))
-        prods = np.fromiter(chain.from_iterable(c.producers for c in plan.counters), dtype=np.int64,
-                            count=int(lens.sum()))
+        lists = list(map(_PRODUCERS, plan.counters))
+        lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        prods = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(lens.sum()))
     except (TypeError, ValueError, OverflowError):
         return None
     return lens, prods
 
 
-def _proven_safe(plan: Plan, waits: tuple | None = None, producers: tuple | None = None) -> bool:
+def _proven_safe(plan: Plan, waits: tuple | None = None, producers: tuple | None = None,
+                 queues: tuple | None = None) -> bool:
     """The common verdict at array speed, for a plan check_counters passed: True when the graph of
-    queue order and full waits is acyclic (scipy's strongly connected components, one per node)
-    and every dependency is ordered by one edge (a full wait on a counter its producer adds to,
-    or an earlier place on the same SM). Then _check_edges would find nothing; otherwise (False)
-    it runs, and its findings are check's."""
+    queue order and full waits is acyclic and every dependency is ordered by one edge (a full wait
+    on a counter its producer adds to, or an earlier place on the same SM). Then _check_edges
+    would find nothing; otherwise (False) it runs, and its findings are check's.
+
+    Acyclic is shown by a certificate where one checks out, else by scipy's strongly connected
+    components (one per node): the certificate is a rank per task (its place in the op order's
+    fill, _fill_rank) under which every queue edge and every producer -> counter -> waiter path
+    goes up. The checks that read no queue (every dependency waited on; every wait above its
+    counter's producers) are kept for build_plan's own wait arrays (_queue_free_verdicts)."""
     tg = plan.tg
     n = len(tg.tasks)
-    nc = len(plan.counters)
+    nc = counter_count(plan)
     waits = waits if waits is not None else _wait_arrays(plan)
     if waits is None:
         return False
@@ -113,7 +141,8 @@ def _proven_safe(plan: Plan, waits: tuple | None = None, producers: tuple | None
     if len(wait_c) and int(wait_c.min()) < 0:
         return False                  # a wait on no counter: left to the edge-by-edge check
     producers = producers if producers is not None else _producer_arrays(plan)
-    if producers is None:
+    queues = queues if queues is not None else _queue_arrays(plan)
+    if producers is None or queues is None:
         return False
     lens, prod_p = producers
     prod_c = np.repeat(np.arange(nc, dtype=np.int64), lens)
@@ -121,33 +150,136 @@ def _proven_safe(plan: Plan, waits: tuple | None = None, producers: tuple | None
         return False                  # a task adding to two counters: left to the edge-by-edge check
     counter_of = np.full(n, -1, dtype=np.int64)
     counter_of[prod_p] = prod_c
+    ptr, flat = queues
     sm = np.empty(n, dtype=np.int64)
     pos = np.empty(n, dtype=np.int64)
-    q_from, q_to = [], []
-    for s, q in enumerate(plan.queues):
-        sm[q] = s
-        pos[q] = np.arange(len(q))
-        q_from += q[:-1]
-        q_to += q[1:]
+    sm[flat] = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+    pos[flat] = np.arange(len(flat), dtype=np.int64) - np.repeat(ptr[:-1], np.diff(ptr))
+    # queue order edges: each entry to the next on the same queue
+    inner = np.ones(max(len(flat) - 1, 0), dtype=bool)
+    inner[ptr[1:-1][(ptr[1:-1] > 0) & (ptr[1:-1] < len(flat))] - 1] = False
+    q_from, q_to = flat[:-1][inner], flat[1:][inner]
+    verdicts = _queue_free_verdicts(plan, waits, producers)
     # -- every dependency ordered by one edge
-    dt, dp = dep_edges(tg)
-    same_sm = (sm[dp] == sm[dt]) & (pos[dp] < pos[dt])
-    cp = counter_of[dp]
-    # (waiter, counter) keys, sorted (build_plan lists them nearly in order), looked up per dependency
-    waited_keys = np.sort(wait_t * max(nc, 1) + wait_c, kind="stable")
-    keys = dt * max(nc, 1) + cp
-    at = np.minimum(np.searchsorted(waited_keys, keys), max(len(waited_keys) - 1, 0))
-    waited = (cp >= 0) & (waited_keys[at] == keys) if len(waited_keys) else np.zeros(len(keys), dtype=bool)
-    if not bool((same_sm | waited).all()):
-        return False
+    waited_all = verdicts.get("waited")
+    if waited_all is None:
+        waited_all = verdicts["waited"] = _every_dependency_waited(tg, waits, counter_of, nc)
+    if not waited_all:
+        dt, dp = dep_edges(tg)
+        same_sm = (sm[dp] == sm[dt]) & (pos[dp] < pos[dt])
+        if not bool((same_sm | _dependency_waited(tg, waits, counter_of, nc)).all()):
+            return False
     # -- deadlock-free: producer -> counter node -> waiter and queue order, with no cycle
-    rows = np.concatenate([prod_p, n + wait_c, np.asarray(q_from, dtype=np.int64)])
-    cols = np.concatenate([n + prod_c, wait_t, np.asarray(q_to, dtype=np.int64)])
+    rank = _fill_rank(plan)
+    if rank is not None:
+        ranked = verdicts.get("ranked")
+        if ranked is None:
+            ranked = verdicts["ranked"] = _waits_ranked(rank, waits, producers)
+        if ranked and bool((rank[q_from] < rank[q_to]).all()):
+            return True
+    rows = np.concatenate([prod_p, n + wait_c, q_from])
+    cols = np.concatenate([n + prod_c, wait_t, q_to])
     nodes = n + nc
     # (a repeated edge sums its entries: int64 ones, so no count of repeats can wrap to zero)
     graph = csr_matrix((np.ones(len(rows), dtype=np.int64), (rows, cols)), shape=(nodes, nodes))
     components, _ = connected_components(graph, directed=True, connection="strong")
     return components == nodes
+
+
+def _dependency_waited(tg, waits: tuple, counter_of: np.ndarray, nc: int) -> np.ndarray:
+    """Per dependency (dep_edges), whether its task waits on the counter its producer adds to."""
+    wait_t, wait_c, _ = waits
+    dt, dp = dep_edges(tg)
+    # (waiter, counter) keys, sorted (build_plan lists them in order), looked up per dependency
+    waited_keys = np.sort(wait_t * max(nc, 1) + wait_c, kind="stable")
+    cp = counter_of[dp]
+    keys = dt * max(nc, 1) + cp
+    if not len(waited_keys):
+        return np.zeros(len(keys), dtype=bool)
+    at = np.minimum(np.searchsorted(waited_keys, keys), len(waited_keys) - 1)
+    return (cp >= 0) & (waited_keys[at] == keys)
+
+
+def _every_dependency_waited(tg, waits, counter_of, nc) -> bool:
+    return bool(_dependency_waited(tg, waits, counter_of, nc).all())
+
+
+def _waits_ranked(rank: np.ndarray, waits: tuple, producers: tuple) -> bool:
+    """Every wait's task ranks above all its counter's producers (a counter without producers
+    orders nothing), so a counter node ranked just above its last producer sits between them."""
+    wait_t, wait_c, _ = waits
+    lens, prod_p = producers
+    top = np.full(len(lens), -1, dtype=np.int64)
+    some = lens > 0
+    if bool(some.any()):
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])[some]
+        top[some] = np.maximum.reduceat(rank[prod_p], starts)
+    return bool((rank[wait_t] > top[wait_c]).all()) if len(wait_t) else True
+
+
+_PROOF_LOCK = threading.Lock()
+
+
+def _queue_free_verdicts(plan: Plan, waits: tuple, producers: tuple) -> dict:
+    """Where the verdicts that read no queue are kept: for build_plan's own wait arrays
+    (schedule.trusted_waits: read-only, never handed out as plan.waits), on the task graph, beside
+    the waits, the counters' producers they were reached with and the op order (the fill rank's);
+    used again only while the producers read from plan.counters and the order are the same. An edit
+    of SM ranges or prefetch depths keeps the waits, so its plan is checked on its queues alone.
+    Anything else gets a fresh dict (nothing kept)."""
+    trusted = trusted_waits(plan)
+    if trusted is None or waits is not trusted:
+        return {}
+    lens, prods = producers
+    order = tuple(plan.knobs.order) if plan.knobs is not None else None
+    tg = plan.tg
+    with _PROOF_LOCK:   # task graphs are shared between threads (the lowering cache)
+        store = tg.__dict__.setdefault("_queue_free_verdicts", OrderedDict())
+        key = (id(waits[0]), id(waits[1]), id(waits[2]), order)
+        hit = store.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit["waits"], waits)) and (
+                (hit["lens"] is lens and hit["prods"] is prods)
+                or (np.array_equal(hit["lens"], lens) and np.array_equal(hit["prods"], prods))):
+            store.move_to_end(key)
+            return hit
+        keep = (lambda a: a) if trusted_counters(plan) is not None else np.copy   # build_plan's are read-only
+        hit = store[key] = {"waits": waits, "lens": keep(lens), "prods": keep(prods)}
+        while len(store) > 8:
+            store.popitem(last=False)
+        return hit
+
+
+def _fill_rank(plan: Plan) -> np.ndarray | None:
+    """Each task's place in the order build_plan fills the queues (the op order, each op's tasks in
+    turn): the certificate _proven_safe checks; None where the plan has no op order covering every
+    task once. Kept on the task graph per op order."""
+    if plan.knobs is None or not plan.knobs.order:
+        return None
+    tg = plan.tg
+    order = tuple(plan.knobs.order)
+    cache = tg.__dict__.setdefault("_fill_ranks", OrderedDict())
+    with _PROOF_LOCK:
+        if order in cache:
+            cache.move_to_end(order)
+            return cache[order]
+    n = len(tg.tasks)
+    try:
+        seq = np.fromiter(chain.from_iterable(tg.by_op[op] for op in order), dtype=np.int64)
+    except KeyError:
+        return None
+    rank = None
+    if len(seq) == n and (n == 0 or (int(seq.min()) >= 0 and int(seq.max()) < n)):
+        rank = np.full(n, -1, dtype=np.int64)
+        rank[seq] = np.arange(n, dtype=np.int64)
+        if n and int(rank.min()) < 0:
+            rank = None   # a task twice, another never
+        else:
+            rank.flags.writeable = False
+    with _PROOF_LOCK:
+        cache[order] = rank
+        while len(cache) > 8:
+            cache.popitem(last=False)
+    return rank
 
 
 def _check_edges(plan: Plan) -> list[Finding]:
@@ -263,7 +395,8 @@ def check_full(plan: Plan) -> list[Finding]:
     return out
 
 
-def check_counters(plan: Plan, waits: tuple | None = None, producers: tuple | None = None) -> list[Finding]:
+def check_counters(plan: Plan, waits: tuple | None = None, producers: tuple | None = None,
+                   queues: tuple | None = None) -> list[Finding]:
     """The first checks, shared by check and check_full: every task queued once, on an SM that
     exists; counters and waits that exist, each wait for its counter's full producer count.
     `waits`: _wait_arrays(plan), where the caller has them: the waits are then checked at array
@@ -274,7 +407,7 @@ def check_counters(plan: Plan, waits: tuple | None = None, producers: tuple | No
     out: list[Finding] = []
     name = lambda t: str(tasks[t]) if 0 <= t < n else f"task #{t}"  # noqa: E731
 
-    if waits is not None and producers is not None and _counted_at_array_speed(plan, waits, producers):
+    if waits is not None and producers is not None and _counted_at_array_speed(plan, waits, producers, queues):
         return out
     # -- coverage: every task exactly once, on an SM that exists
     if len(plan.queues) != plan.num_sms:
@@ -326,7 +459,7 @@ def check_counters(plan: Plan, waits: tuple | None = None, producers: tuple | No
     return out
 
 
-def _counted_at_array_speed(plan: Plan, waits: tuple, producers: tuple) -> bool:
+def _counted_at_array_speed(plan: Plan, waits: tuple, producers: tuple, queues: tuple | None = None) -> bool:
     """check_counters' verdict when it finds nothing, at array speed: True when every task is queued
     exactly once on an SM that exists, every counter's producers are tasks, and every wait is on a
     counter that exists, for its full producer count. False sends check_counters through its
@@ -334,10 +467,10 @@ def _counted_at_array_speed(plan: Plan, waits: tuple, producers: tuple) -> bool:
     n = len(plan.tg.tasks)
     if len(plan.queues) != plan.num_sms:
         return False
-    try:
-        queued = np.fromiter(chain.from_iterable(plan.queues), dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
+    queues = queues if queues is not None else _queue_arrays(plan)
+    if queues is None:
         return False
+    queued = queues[1]
     full, prods = producers
     if len(queued) != n or (n and not (0 <= int(queued.min()) and int(queued.max()) < n)):
         return False
