@@ -43,3 +43,33 @@ def test_numpy_dependencies_are_the_definitions(name, sms):
         assert derive_dependencies(tg) == want
         assert tg.deps == want
         assert sum(map(len, want.values())) > len(tg.tasks) // 2      # a real graph of edges, not an empty one
+
+
+def test_lowering_op_by_op_gives_what_lowering_afresh_does_after_random_edits():
+    """`lower` keeps each op's tasks and the overlaps between pairs of ops' lowerings, so an edit
+    relowers only the ops it changed: after each of 60 random edit scripts (tiles, fusions, inlines,
+    splits among them), the task graph is the one a lowering with nothing kept gives, to the task,
+    its regions and every dependency."""
+    import random
+
+    from megakernel_gym.compiler import tasks
+    from megakernel_gym.ir_exposure.edits import random_edit
+    g = capture(*ZOO["llama-tiny"](), "llama-tiny")
+    rng = random.Random(7)
+    ir, changed = make_ir(g, num_sms=8), 0
+    for _ in range(60):
+        try:
+            ir = apply_edits(ir, "\n".join(random_edit(ir, rng) for _ in range(rng.randint(1, 3))))
+        except Exception:   # refused: the IR stays
+            continue
+        k = ir.knobs
+        warm = tasks.lower(g, k.tiles, k.num_sms, dict(ir.fused), k.splits)
+        tasks._OP_CACHES.clear()
+        cold = tasks.lower(g, k.tiles, k.num_sms, dict(ir.fused), k.splits)
+        assert [repr(t) for t in warm.tasks] == [repr(t) for t in cold.tasks]
+        assert warm.by_op == cold.by_op and warm.tiling == cold.tiling
+        for a, b in zip(tasks.dep_edges(warm), tasks.dep_edges(cold)):
+            assert a.tolist() == b.tolist()
+        assert warm.deps == cold.deps == derive_dependencies(cold)
+        changed += len(ir.fused) + len(k.tiles) + len(k.splits) > 0
+    assert changed >= 20   # the lowering itself changed along the way, not only SM ranges

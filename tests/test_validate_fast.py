@@ -15,37 +15,10 @@ from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.schedule import build_plan
 from megakernel_gym.compiler.validate import _proven_safe, check, check_counters, check_full
 from megakernel_gym.ir_exposure import IR, make_ir, tuned_edits
-from megakernel_gym.ir_exposure.edits import _apply, _State, parse_edits
+from megakernel_gym.ir_exposure.edits import _apply, _State, parse_edits, random_edit
 from megakernel_gym.policies.expert import expert_edits
 
 TINY = ["llama-tiny", "mlp-tiny", "attention-tiny"]
-
-
-def random_edit(ir, rng: random.Random) -> str:
-    """One edit line of any verb but impl, on a random op, with random arguments (valid or not:
-    the edit language refuses what it can tell is wrong, the validator the rest)."""
-    ops = ir.ops
-    name = rng.choice(ops)
-    info = ir.facts.info[name]
-    verb = rng.choice(["tile", "assign", "assign", "order", "counter", "prefetch", "fuse", "inline", "split"])
-    n = ir.knobs.num_sms
-    if verb == "tile":
-        return f"tile {name} n={rng.choice(info.allowed())}"
-    if verb == "assign":
-        lo = rng.randrange(n)
-        return f"assign {name} sms={lo}-{rng.randrange(lo, n)}"
-    if verb == "order":
-        return f"order {name} {rng.choice(['before', 'after'])} {rng.choice(ops)}"
-    if verb == "counter":
-        return f"counter {name} {rng.choice(['op', 'tile'])}"
-    if verb == "prefetch":
-        return f"prefetch {name} depth={rng.choice([0, 1, 2])}"
-    if verb == "fuse":
-        cons = ir.facts.consumers.get(name) or ops
-        return f"fuse {name} into {rng.choice(cons)}"
-    if verb == "inline":
-        return f"inline {name}"
-    return f"split {name} n={rng.choice([2, 3, 4])}"
 
 
 def unvalidated_plan(ir, text: str):

@@ -31,7 +31,7 @@ from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
 from megakernel_gym.compiler.schedule import Plan
 from megakernel_gym.compiler.simloop import csr, list_schedule
-from megakernel_gym.compiler.tasks import input_boxes, task_boxes
+from megakernel_gym.compiler.tasks import dep_edges, input_boxes, per_task, task_boxes
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,10 @@ DEVICES = {
 def _op_index(tg) -> tuple[list[str], np.ndarray]:
     """(op names, each task's index into them), kept on the task graph."""
     cached = tg.__dict__.get("_op_index")
+    if cached is None and tg.__dict__.get("_op_lowerings") is not None:
+        lows = tg.__dict__["_op_lowerings"]
+        idx = np.repeat(np.arange(len(lows), dtype=np.int64), [len(low.tasks) for _, low, _ in lows])
+        cached = tg.__dict__["_op_index"] = ([op for op, _, _ in lows], idx)
     if cached is None:
         names: dict[str, int] = {}
         idx = np.fromiter((names.setdefault(t.op, len(names)) for t in tg.tasks), dtype=np.int64, count=len(tg.tasks))
@@ -113,8 +117,8 @@ def prefetched(plan: Plan) -> list[bool]:
     cached = tg.__dict__.get("_prefetch_keys")     # each task's (op, fused producers), as an index
     if cached is None:
         keys: dict[tuple, int] = {}
-        idx = np.fromiter((keys.setdefault((t.op,) + tuple(p for p, _ in t.prologue), len(keys)) for t in tg.tasks),
-                          dtype=np.int64, count=len(tg.tasks))
+        each = per_task(tg, "prefetch_key", lambda tg, tasks: [(t.op,) + tuple(p for p, _ in t.prologue) for t in tasks])
+        idx = np.fromiter((keys.setdefault(k, len(keys)) for k in each), dtype=np.int64, count=len(tg.tasks))
         cached = tg.__dict__["_prefetch_keys"] = (list(keys), idx)
     keys, idx = cached
     on = np.array([any(depth.get(o, 0) > 0 for o in k) for k in keys], dtype=bool)
@@ -216,7 +220,7 @@ def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
     tg = plan.tg
     cached = tg.__dict__.get("_task_costs")
     if cached is None:
-        nbytes, flops, ring = _task_costs(tg)
+        nbytes, flops, ring = (list(v) for v in zip(*per_task(tg, "costs", _task_costs))) if tg.tasks else ([], [], [])
         cached = tg.__dict__["_task_costs"] = (nbytes, flops)
         tg.__dict__["_ring_bytes"] = ring
     return list(cached[0]), list(cached[1])
@@ -235,13 +239,13 @@ def _task_cost_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     return cached
 
 
-def _task_costs(tg) -> tuple[list[int], list[float], list[int]]:
-    """(bytes, flops, ring-fed weight bytes) per task."""
+def _task_costs(tg, tasks) -> list[tuple[int, float, int]]:
+    """(bytes, flops, ring-fed weight bytes) per task of `tasks` (tasks.per_task)."""
     g = tg.graph
     ops = {o.name: o for o in g.ops}
     streams = {o.name: o.kind == "matmul" and _streams(g, o) for o in g.ops}
-    nbytes, flops, ring = [], [], []
-    for t in tg.tasks:
+    out = []
+    for t in tasks:
         op = ops[t.op]
         obox, _ = task_boxes(tg, t, op)
         own = input_boxes(op, g, obox)
@@ -279,10 +283,8 @@ def _task_costs(tg) -> tuple[list[int], list[float], list[int]]:
             f += _op_flops(pop, g, pbox, pin)[0]
             if streams[pname]:
                 w += _nbytes(g, pop.inputs[1], pin[1][1])
-        nbytes.append(b)
-        flops.append(f)
-        ring.append(w)
-    return nbytes, flops, ring
+        out.append((b, f, w))
+    return out
 
 
 def wait_groups(plan: Plan, hops: str = "ll") -> tuple[list[tuple[int, ...]], list[list[int]]]:
@@ -300,15 +302,21 @@ def wait_groups(plan: Plan, hops: str = "ll") -> tuple[list[tuple[int, ...]], li
                 [[cix[cid] for cid, _ in plan.waits.get(t, ())] for t in range(len(tg.tasks))])
     cached = tg.__dict__.get("_ll_groups")
     if cached is None:
+        n = len(tg.tasks)
+        dt, dp = dep_edges(tg)
+        order = np.lexsort((dp, dt))          # each task's producers together, ascending
+        ps = dp[order].tolist()
+        ends = np.searchsorted(dt[order], np.arange(1, n + 1)).tolist()
         index: dict[tuple[int, ...], int] = {}
         groups: list[tuple[int, ...]] = []
         needs: list[list[int]] = []
-        for t in range(len(tg.tasks)):
-            deps = tg.deps.get(t)
-            if not deps:
+        at = 0
+        for end in ends:
+            if end == at:
                 needs.append([])
                 continue
-            key = tuple(sorted(deps))
+            key = tuple(ps[at:end])
+            at = end
             i = index.get(key)
             if i is None:
                 i = index[key] = len(groups)
@@ -319,18 +327,31 @@ def wait_groups(plan: Plan, hops: str = "ll") -> tuple[list[tuple[int, ...]], li
 
 
 def _wait_csr(plan: Plan, hops: str) -> tuple[tuple, tuple, np.ndarray]:
-    """wait_groups as arrays for simloop: (needs, members-of) CSR pairs and each group's size. Under
-    "ll" hops they depend on the lowering alone and are kept on the task graph."""
+    """What each task waits for, as arrays for simloop: (needs, members-of) CSR pairs and each
+    group's size. Under "ll" hops every task with dependencies is a group of its own (the schedule
+    is the same as with wait_groups' shared dependency sets: a group's finish is the latest of its
+    producers' either way), built from dep_edges at array speed and kept on the task graph."""
     tg = plan.tg
-    cached = tg.__dict__.get("_ll_csr") if hops == "ll" else None
-    if cached is not None:
-        return cached
-    groups, needs = wait_groups(plan, hops)
-    out = (csr(needs), csr(_group_members(tg, groups, hops)),
-           np.fromiter(map(len, groups), dtype=np.int64, count=len(groups)))
-    if hops == "ll":
-        tg.__dict__["_ll_csr"] = out
-    return out
+    if hops != "ll":
+        groups, needs = wait_groups(plan, hops)
+        return (csr(needs), csr(_group_members(tg, groups, hops)),
+                np.fromiter(map(len, groups), dtype=np.int64, count=len(groups)))
+    cached = tg.__dict__.get("_ll_csr")
+    if cached is None:
+        n = len(tg.tasks)
+        dt, dp = dep_edges(tg)
+        count = np.bincount(dt, minlength=n) if len(dt) else np.zeros(n, dtype=np.int64)
+        has = count > 0
+        group_of = np.cumsum(has) - 1                      # a task's group, where it has one
+        need_ptr = np.concatenate([[0], np.cumsum(has)]).astype(np.int64)
+        need_idx = np.flatnonzero(has).astype(np.int64)
+        need_idx = group_of[need_idx]
+        by_producer = np.argsort(dp, kind="stable")
+        add_ptr = np.concatenate([[0], np.cumsum(np.bincount(dp, minlength=n))]).astype(np.int64) \
+            if len(dp) else np.zeros(n + 1, dtype=np.int64)
+        add_idx = group_of[dt[by_producer]].astype(np.int64)
+        cached = tg.__dict__["_ll_csr"] = ((need_ptr, need_idx), (add_ptr, add_idx), count[has].astype(np.int64))
+    return cached
 
 
 def _queue_csr(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
@@ -373,9 +394,9 @@ def task_trips(plan: Plan) -> list[int]:
     cached = tg.__dict__.get("_task_trips")
     if cached is None:
         kinds = {o.name: o.kind for o in tg.graph.ops}
-        cached = tg.__dict__["_task_trips"] = [
+        cached = tg.__dict__["_task_trips"] = per_task(tg, "trips", lambda tg, tasks: [
             TRIPS.get(kinds[t.op], 0) + (SPLIT_TRIPS if t.parts > 1 else 0) + _prologue_trips(t, kinds)
-            for t in tg.tasks]
+            for t in tasks])
     return cached
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.pause_gc import gc_paused
-from megakernel_gym.compiler.tasks import TaskGraph, dep_edges, lower_cached
+from megakernel_gym.compiler.tasks import TaskGraph, dep_edges, lower_cached, per_task
 
 COUNTER_MODES = ("tile", "op")
 
@@ -149,6 +149,26 @@ def default_knobs(g: Graph, num_sms: int = 132) -> Knobs:
 _COUNTER_CACHE_LOCK = threading.Lock()
 
 
+def fill_sequence(tg: TaskGraph, order) -> np.ndarray:
+    """Every op's tasks in the op order, each op's in tile order: the order build_plan fills the
+    queues in, and its counters' producers in counter order (read-only; the last few kept on the
+    task graph). An op of the order the task graph lacks raises KeyError."""
+    key = tuple(order)
+    with _COUNTER_CACHE_LOCK:
+        cache = tg.__dict__.setdefault("_fill_sequences", OrderedDict())
+        hit = cache.get(key)
+        if hit is not None:
+            cache.move_to_end(key)
+            return hit
+    seq = np.fromiter(chain.from_iterable(tg.by_op[op] for op in key), dtype=np.int64)
+    seq.flags.writeable = False
+    with _COUNTER_CACHE_LOCK:
+        cache[key] = seq
+        while len(cache) > 8:
+            cache.popitem(last=False)
+    return seq
+
+
 def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) -> tuple[list, tuple]:
     """The counters in op order, one per tile or one per op as `modes` says, as (names, producer
     counts, producers in counter order), and every task's waits as (task, counter, threshold) arrays: each task waits on the counters of
@@ -165,20 +185,28 @@ def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) 
             return hit
     names = tg.__dict__.get("_task_names")
     if names is None:
-        names = tg.__dict__["_task_names"] = [str(t) for t in tg.tasks]
-    specs: list[tuple[str, tuple[int, ...]]] = []
+        names = tg.__dict__["_task_names"] = per_task(tg, "name", lambda tg, tasks: [str(t) for t in tasks])
     n = len(tg.tasks)
+    # per op in order: one counter (op mode, even with no tasks) or one per task; its tasks' counters
+    sizes = [len(tg.by_op[op]) for op in order]
+    per_op = [modes.get(op, "tile") == "op" for op in order]
+    counts = np.array([1 if o else k for o, k in zip(per_op, sizes)], dtype=np.int64)
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else counts
+    seq = fill_sequence(tg, order)
+    sizes_a = np.asarray(sizes, dtype=np.int64)
+    local = np.arange(len(seq), dtype=np.int64) - np.repeat(np.cumsum(sizes_a) - sizes_a, sizes_a)
+    op_mode = np.repeat(np.asarray(per_op, dtype=bool), sizes_a)
     of = np.empty(n, dtype=np.int64)
-    for op in order:
-        ids = tg.by_op[op]
-        if modes.get(op, "tile") == "op":
-            of[ids] = len(specs)
-            specs.append((op, tuple(ids)))
+    of[seq] = np.repeat(first, sizes_a) + np.where(op_mode, 0, local)
+    full = np.ones(int(counts.sum()), dtype=np.int64)
+    full[first[np.asarray(per_op, dtype=bool)]] = sizes_a[np.asarray(per_op, dtype=bool)]
+    counter_names: list[str] = []
+    for op, o in zip(order, per_op):
+        if o:
+            counter_names.append(op)
         else:
-            of[ids] = np.arange(len(specs), len(specs) + len(ids))
-            specs += [(names[t], (t,)) for t in ids]
-    nc = max(len(specs), 1)
-    full = np.fromiter((len(p) for _, p in specs), dtype=np.int64, count=len(specs))
+            counter_names += [names[t] for t in tg.by_op[op]]
+    nc = max(len(full), 1)
     dt, dp = dep_edges(tg)
     # each (waiter, counter) once: a stable sort (timsort: the keys come nearly in order, dt ascending)
     # and a mask take 1 ms where np.unique's hash took 40 on a 1B decoder's 308k dependencies
@@ -189,10 +217,9 @@ def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) 
     for a in (wt, wc):
         a.flags.writeable = False
     thr = full[wc]
-    prods = np.fromiter(chain.from_iterable(p for _, p in specs), dtype=np.int64, count=int(full.sum()))
-    for a in (thr, full, prods):
+    for a in (thr, full):
         a.flags.writeable = False
-    out = ((tuple(name for name, _ in specs), full, prods), (wt, wc, thr))
+    out = ((tuple(counter_names), full, seq), (wt, wc, thr))
     with _COUNTER_CACHE_LOCK:
         cache[key] = out
         while len(cache) > 8:

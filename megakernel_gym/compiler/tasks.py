@@ -75,10 +75,32 @@ class TaskGraph:
     tasks: list[Task]
     by_op: dict[str, list[int]]                 # op -> its task ids, tile order
     tiling: dict[str, tuple[int, int, int]]     # op -> (tile axis, extent, tile size)
-    deps: dict[int, set[int]] = field(default_factory=dict)   # task -> tasks it must follow
+    deps: dict[int, set[int]] = field(default_factory=dict)   # task -> tasks it must follow (_get_deps)
 
     def op_order(self) -> list[str]:
         return list(self.by_op)
+
+
+def _get_deps(tg: TaskGraph) -> dict[int, set[int]]:
+    """tg.deps: `lower` keeps the dependencies as arrays (dep_edges: what the sim reads) and the dict
+    is built from them on first use."""
+    d = tg.__dict__.get("_deps")
+    if d is None:
+        d = {t: set() for t in range(len(tg.tasks))}
+        edges = tg.__dict__.get("_dep_edges")
+        if edges is not None:
+            for t, p in zip(edges[0].tolist(), edges[1].tolist()):
+                d[t].add(p)
+        tg.__dict__["_deps"] = d
+    return d
+
+
+def _set_deps(tg: TaskGraph, value) -> None:
+    tg.__dict__["_deps"] = value
+    tg.__dict__.pop("_dep_edges", None)   # the arrays are read from the dict again
+
+
+TaskGraph.deps = property(_get_deps, _set_deps)   # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------------------------------
@@ -323,15 +345,146 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
     unknown = sorted(set(tiles) - {o.name for o in g.ops})
     if unknown:
         raise TilingError(f"tile sizes given for ops that do not exist: {', '.join(unknown)}")
-    alias = _Aliases(g)
-    # Tensors no op writes (weights, inputs) cannot take part in a dependency: one whole-tensor
-    # span stands for any read of them (a per-row span list of a 128k-row embedding table
-    # would cost seconds and tell nothing).
-    written = {alias.region(o, full(g.tensors[o].shape)).tensor for op in g.ops if op.kind != "view"
-               for o in op.outputs}
-    writer = {o.outputs[0]: o for o in g.ops if o.kind != "view"}
+    cache = _op_cache(g)
+    parts_of: list[tuple[str, "_OpLowering", int]] = []   # (op, its lowering, its first task id), id order
+    by_op: dict[str, list[int]] = {}
+    tiling: dict[str, tuple[int, int, int]] = {}
+    tasks: list[Task] = []
+    for op in g.ops:
+        if op.kind == "view":
+            continue
+        oshape = g.tensors[op.outputs[0]].shape
+        axis = tile_axis(op, oshape)
+        extent = oshape[axis] if oshape else 1
+        grp = tile_group(op, g)
+        size = tiles.get(op.name) or default_tile(op, extent, num_sms, grp)
+        if size <= 0 or extent % size or size % grp:
+            raise TilingError(f"op {op.name}: tile size {size} does not fit its extent {extent} along axis "
+                              f"{axis}; allowed sizes: {', '.join(map(str, allowed_tiles(op, extent, grp)))}")
+        tiling[op.name] = (axis, extent, size)
+        if op.name in fused:
+            by_op[op.name] = []   # computed inside its consumer's tasks
+            continue
+        parts = splits.get(op.name, 1)
+        key = (op.name, size, parts, cache.fusion_key(op, fused))
+        low = cache.ops.get(key)
+        if low is None:
+            low = cache.ops[key] = _lower_op(cache, op, axis, size, parts, fused)
+        offset = len(tasks)
+        tasks += low.placed(offset)
+        by_op[op.name] = list(range(offset, len(tasks)))
+        parts_of.append((op.name, low, offset))
+    tg = TaskGraph(g, tasks, by_op, tiling, None)
+    tg.__dict__["_op_lowerings"] = parts_of
+    tg.__dict__["_dep_edges"] = _dependency_arrays(parts_of, len(tasks))
+    return tg
 
-    def expand(reads, consumer: str, prologue: list) -> list:
+
+class _OpLowering:
+    """One op's tasks at one tile size, split and fusion context, with local ids (0, 1, ...), and the
+    flat spans its tasks read and write per base tensor: what `lower` keeps per op (_OpCache), so
+    that an edit relowers only the ops it changed. Values computed per task from a lowering
+    (tasks.per_task: the cost model's bytes and flops, say) are kept in `values`."""
+
+    def __init__(self, op: str, tasks: list[Task], reads: dict, writes: dict):
+        self.op = op
+        self.tasks = tasks
+        self.reads = reads        # tensor -> _Spans (local task ids)
+        self.writes = writes
+        self.values: dict = {}
+        self.pairs: dict = {}     # (id of an earlier op's lowering, kind, tensor) -> (it, local pairs)
+        self._placed: OrderedDict = OrderedDict()
+
+    def placed(self, offset: int) -> list[Task]:
+        """The tasks with ids from `offset` (the last few offsets kept: an edit of a later op leaves
+        this op's ids as they were, so its Task objects are the same)."""
+        hit = self._placed.get(offset)
+        if hit is None:
+            hit = self._placed[offset] = [
+                Task(offset + t.id, t.op, t.tile, t.reads, t.writes, t.prologue, t.read_boxes, t.part, t.parts)
+                for t in self.tasks]
+            while len(self._placed) > 2:
+                self._placed.popitem(last=False)
+        else:
+            self._placed.move_to_end(offset)
+        return hit
+
+
+class _OpCache:
+    """Per graph: the views' aliases, the tensors some op writes, each tensor's writer, and the
+    op lowerings made so far (bounded)."""
+
+    MAX_OPS = 4096
+
+    def __init__(self, g: Graph):
+        self.g = g
+        self.alias = _Aliases(g)
+        # Tensors no op writes (weights, inputs) cannot take part in a dependency: one whole-tensor
+        # span stands for any read of them (a per-row span list of a 128k-row embedding table
+        # would cost seconds and tell nothing).
+        self.written = {self.alias.region(o, full(g.tensors[o].shape)).tensor for op in g.ops if op.kind != "view"
+                        for o in op.outputs}
+        self.writer = {o.outputs[0]: o for o in g.ops if o.kind != "view"}
+        self.ops: _Bounded = _Bounded(self.MAX_OPS)
+
+    def fusion_key(self, op: Op, fused: dict) -> tuple:
+        """What of the fusions an op's tasks depend on: which producers its reads reach through fused
+        ones (expand's walk) are fused themselves."""
+        out = []
+        seen = set()
+
+        def walk(o: Op):
+            for name in o.inputs:
+                prod = self.writer.get(self.alias.base_of(name))
+                if prod is None or prod.name in seen:
+                    continue
+                seen.add(prod.name)
+                if prod.name in fused:
+                    out.append(prod.name)
+                    walk(prod)
+        walk(op)
+        return tuple(sorted(out))
+
+
+class _Bounded(OrderedDict):
+    """A dict that forgets its oldest entries past `size` (entries looked up move to the end)."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    def get(self, key, default=None):
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return default
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
+_OP_CACHES: "OrderedDict[int, _OpCache]" = OrderedDict()
+
+
+def _op_cache(g: Graph) -> _OpCache:
+    with _LOWERED_LOCK:
+        hit = _OP_CACHES.get(id(g))
+        if hit is not None and hit.g is g:   # the graph itself is kept, so its id is not reused
+            _OP_CACHES.move_to_end(id(g))
+            return hit
+        hit = _OP_CACHES[id(g)] = _OpCache(g)
+        while len(_OP_CACHES) > 8:
+            _OP_CACHES.popitem(last=False)
+        return hit
+
+
+def _lower_op(cache: _OpCache, op: Op, axis: int, size: int, parts: int, fused: dict) -> _OpLowering:
+    """The tasks of one op (local ids) and the spans they read and write."""
+    g, alias, written, writer = cache.g, cache.alias, cache.written, cache.writer
+
+    def expand(reads, prologue: list) -> list:
         """Replace reads of a fused producer's output with what the producer reads for them."""
         out = []
         for name, box in reads:
@@ -342,51 +495,94 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
                 continue
             # through a view the box is in other coordinates: compute the producer's whole output
             pbox = box if name == base else full(g.tensors[base].shape)
-            out += expand(input_boxes(prod, g, pbox), prod.name, prologue)
+            out += expand(input_boxes(prod, g, pbox), prologue)
             prologue.append((prod.name, pbox))
         return out
 
+    oshape = g.tensors[op.outputs[0]].shape
+    extent = oshape[axis] if oshape else 1
     tasks: list[Task] = []
-    by_op: dict[str, list[int]] = {}
-    tiling: dict[str, tuple[int, int, int]] = {}
-    for op in g.ops:
-        if op.kind == "view":
-            continue
-        out = op.outputs[0]
-        oshape = g.tensors[out].shape
-        axis = tile_axis(op, oshape)
-        extent = oshape[axis] if oshape else 1
-        grp = tile_group(op, g)
-        size = tiles.get(op.name) or default_tile(op, extent, num_sms, grp)
-        if size <= 0 or extent % size or size % grp:
-            raise TilingError(f"op {op.name}: tile size {size} does not fit its extent {extent} along axis "
-                              f"{axis}; allowed sizes: {', '.join(map(str, allowed_tiles(op, extent, grp)))}")
-        tiling[op.name] = (axis, extent, size)
-        ids = []
-        if op.name in fused:
-            by_op[op.name] = ids   # computed inside its consumer's tasks
-            continue
-        parts = splits.get(op.name, 1)
-        for t in range(extent // size):
-            obox = tile_box(oshape, axis, size, t)
-            prologue: list = []
-            boxes = expand(input_boxes(op, g, obox), op.name, prologue)
-            reads = [alias.region(name, box) if alias.base_of(name) in written else
-                     Region(alias.base_of(name), ((0, max(1, g.tensors[alias.base_of(name)].numel)),))
-                     for name, box in boxes]
-            writes = [alias.region(o, obox if g.tensors[o].shape == oshape else full(g.tensors[o].shape))
-                      for o in op.outputs]
-            # a split part reads a slice of the positions, known only at run time: its regions are the
-            # whole tile's (a superset, so the dependencies derived from them stay sound)
-            for part in range(parts):
-                task = Task(len(tasks), op.name, t, [r for r in reads if r.spans], writes, list(prologue), boxes,
-                            part, parts)
-                tasks.append(task)
-                ids.append(task.id)
-        by_op[op.name] = ids
-    tg = TaskGraph(g, tasks, by_op, tiling)
-    tg.deps = derive_dependencies(tg)
-    return tg
+    reads_of: dict[str, _Spans] = {}
+    writes_of: dict[str, _Spans] = {}
+    for t in range(extent // size):
+        obox = tile_box(oshape, axis, size, t)
+        prologue: list = []
+        boxes = expand(input_boxes(op, g, obox), prologue)
+        reads = [alias.region(name, box) if alias.base_of(name) in written else
+                 Region(alias.base_of(name), ((0, max(1, g.tensors[alias.base_of(name)].numel)),))
+                 for name, box in boxes]
+        writes = [alias.region(o, obox if g.tensors[o].shape == oshape else full(g.tensors[o].shape))
+                  for o in op.outputs]
+        reads = [r for r in reads if r.spans]
+        # a split part reads a slice of the positions, known only at run time: its regions are the
+        # whole tile's (a superset, so the dependencies derived from them stay sound)
+        for part in range(parts):
+            task = Task(len(tasks), op.name, t, reads, writes, list(prologue), boxes, part, parts)
+            for r in reads:
+                reads_of.setdefault(r.tensor, _Spans()).add(r.spans, task.id)
+            for w in writes:
+                writes_of.setdefault(w.tensor, _Spans()).add(w.spans, task.id)
+            tasks.append(task)
+    return _OpLowering(op.name, tasks, reads_of, writes_of)
+
+
+def _dependency_arrays(parts_of: list, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """RAW, WAR and WAW edges between tasks of different ops, in program (op) order, as (task,
+    producer) arrays sorted by task, then producer: each op's reads against what earlier ops wrote,
+    its writes against what they wrote and read. The overlaps are found per pair of op lowerings
+    and kept on the later one, so an edit that relowers one op tests only the pairs it is in."""
+    writers: dict[str, list] = {}
+    readers: dict[str, list] = {}
+    ts, ps = [], []
+    for _, low, offset in parts_of:
+        found = []
+        for kind, mine, index in (("raw", low.reads, writers), ("waw", low.writes, writers),
+                                  ("war", low.writes, readers)):
+            for tensor, q in mine.items():
+                for other, other_offset in index.get(tensor, ()):
+                    key = (id(other), kind, tensor)
+                    hit = low.pairs.get(key)
+                    if hit is None or hit[0] is not other:
+                        theirs = other.writes if kind != "war" else other.reads
+                        hit = low.pairs[key] = (other, _overlap_pairs(q, theirs[tensor]))
+                    pairs = hit[1]
+                    if len(pairs):
+                        found.append((pairs, other_offset))
+        for pairs, other_offset in found:
+            ts.append(pairs[:, 0] + offset)
+            ps.append(pairs[:, 1] + other_offset)
+        # tasks of one op are independent of each other: record after the op
+        for index, new in ((readers, low.reads), (writers, low.writes)):
+            for tensor in new:
+                index.setdefault(tensor, []).append((low, offset))
+    if not ts:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    keys = np.sort(np.concatenate(ts) * max(n, 1) + np.concatenate(ps), kind="stable")
+    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    t, p = keys // max(n, 1), keys % max(n, 1)
+    keep = t != p
+    return _frozen(t[keep]), _frozen(p[keep])
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+def per_task(tg: "TaskGraph", name: str, fn) -> list:
+    """fn(tg, tasks) -> one value per task (not reading task ids), for every task of tg in id order:
+    computed per op lowering and kept there where tg came from `lower` (an edit that relowers one
+    op computes only that op's values again), else for tg's tasks at once."""
+    parts_of = tg.__dict__.get("_op_lowerings")
+    if parts_of is None:
+        return list(fn(tg, tg.tasks))
+    out: list = []
+    for _, low, _ in parts_of:
+        vals = low.values.get(name)
+        if vals is None:
+            vals = low.values[name] = list(fn(tg, low.tasks))
+        out += vals
+    return out
 
 
 MAX_SPLIT = 64          # parts one attention tile's positions may be split into

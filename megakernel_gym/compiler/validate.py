@@ -27,7 +27,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from megakernel_gym.compiler.pause_gc import gc_paused
-from megakernel_gym.compiler.schedule import Plan, counter_count, trusted_counters, trusted_waits
+from megakernel_gym.compiler.schedule import Plan, counter_count, fill_sequence, trusted_counters, trusted_waits
 from megakernel_gym.compiler.tasks import dep_edges
 
 
@@ -201,6 +201,20 @@ def _dependency_waited(tg, waits: tuple, counter_of: np.ndarray, nc: int) -> np.
 
 
 def _every_dependency_waited(tg, waits, counter_of, nc) -> bool:
+    """Every dependency's task waits on its producer's counter. The common case first: the
+    (task, counter) pairs the dependencies need, each once, are exactly the waits (build_plan's,
+    sorted); else each dependency is looked up (_dependency_waited)."""
+    wait_t, wait_c, _ = waits
+    dt, dp = dep_edges(tg)
+    cp = counter_of[dp]
+    if len(cp) and int(cp.min()) < 0:
+        return False
+    keys = np.sort(dt * max(nc, 1) + cp, kind="stable")
+    if len(keys):
+        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    waited = wait_t * max(nc, 1) + wait_c
+    if len(keys) == len(waited) and bool((keys == waited).all()):
+        return True
     return bool(_dependency_waited(tg, waits, counter_of, nc).all())
 
 
@@ -264,7 +278,7 @@ def _fill_rank(plan: Plan) -> np.ndarray | None:
             return cache[order]
     n = len(tg.tasks)
     try:
-        seq = np.fromiter(chain.from_iterable(tg.by_op[op] for op in order), dtype=np.int64)
+        seq = fill_sequence(tg, order)
     except KeyError:
         return None
     rank = None

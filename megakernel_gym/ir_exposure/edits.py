@@ -543,6 +543,35 @@ def apply_edits(ir: IR, edits: str | list[Edit]) -> IR:
     return new
 
 
+def random_edit(ir: IR, rng) -> str:
+    """One edit line of any verb but impl, on a random op, with random arguments (valid or not:
+    the edit language refuses what it can tell is wrong, the validator the rest); `rng` a
+    random.Random. What the validator's fuzz (tests/test_validate_fast.py) and bench/sim_speed.py
+    send."""
+    ops = ir.ops
+    name = rng.choice(ops)
+    info = ir.facts.info[name]
+    verb = rng.choice(["tile", "assign", "assign", "order", "counter", "prefetch", "fuse", "inline", "split"])
+    n = ir.knobs.num_sms
+    if verb == "tile":
+        return f"tile {name} n={rng.choice(info.allowed())}"
+    if verb == "assign":
+        lo = rng.randrange(n)
+        return f"assign {name} sms={lo}-{rng.randrange(lo, n)}"
+    if verb == "order":
+        return f"order {name} {rng.choice(['before', 'after'])} {rng.choice(ops)}"
+    if verb == "counter":
+        return f"counter {name} {rng.choice(['op', 'tile'])}"
+    if verb == "prefetch":
+        return f"prefetch {name} depth={rng.choice([0, 1, 2])}"
+    if verb == "fuse":
+        cons = ir.facts.consumers.get(name) or ops
+        return f"fuse {name} into {rng.choice(cons)}"
+    if verb == "inline":
+        return f"inline {name}"
+    return f"split {name} n={rng.choice([2, 3, 4])}"
+
+
 def apply_json(ir: IR, obj) -> IR:
     """`apply_edits` for the JSON form (a list of edit objects, one object, or a JSON string)."""
     return apply_edits(ir, edits_from_json(obj))
@@ -645,4 +674,4 @@ def compact_edits(ir: IR, text: str) -> str:
 
 __all__ = ["Edit", "EditError", "parse_edits", "format_edits", "apply_edits", "apply_json", "edits_to_json",
            "edits_from_json", "VERBS", "USAGE", "MAX_EDITS", "tuned_edits", "sole_consumer", "compact_edits",
-           "layer_template"]
+           "layer_template", "random_edit"]
