@@ -242,8 +242,11 @@ def _task_cost_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
 def _task_costs(tg, tasks) -> list[tuple[int, float, int]]:
     """(bytes, flops, ring-fed weight bytes) per task of `tasks` (tasks.per_task)."""
     g = tg.graph
-    ops = {o.name: o for o in g.ops}
-    streams = {o.name: o.kind == "matmul" and _streams(g, o) for o in g.ops}
+    cached = g.__dict__.get("_cost_ops")    # per graph: its ops by name, and which matmuls stream weights
+    if cached is None:
+        cached = g.__dict__["_cost_ops"] = ({o.name: o for o in g.ops},
+                                            {o.name: o.kind == "matmul" and _streams(g, o) for o in g.ops})
+    ops, streams = cached
     out = []
     for t in tasks:
         op = ops[t.op]

@@ -271,6 +271,8 @@ class MegaKernelEnv(gym.Env):
             if mk is None:
                 mk = self._mk[self.problem.sha256] = _Megakernel(self.problem, self.backend, self.num_sms,
                                                                  self.device)
+                from megakernel_gym.compiler.pause_gc import keep_built_structures_out_of_gc
+                keep_built_structures_out_of_gc()
             self.ir = mk.ir0
             from megakernel_gym.ir_exposure import render
             self.code = render(self.ir)
