@@ -9,16 +9,14 @@ what the validator proves safe and what the VM and the megakernel execute.
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from itertools import chain
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.pause_gc import gc_paused
-from megakernel_gym.compiler.tasks import TaskGraph, dep_edges, lower_cached, per_task
+from megakernel_gym.compiler.tasks import TaskGraph, dep_edges, kept, lower_cached, per_task
 
 COUNTER_MODES = ("tile", "op")
 
@@ -146,27 +144,17 @@ def default_knobs(g: Graph, num_sms: int = 132) -> Knobs:
     return Knobs(num_sms=num_sms, order=[o.name for o in g.ops if o.kind != "view"])
 
 
-_COUNTER_CACHE_LOCK = threading.Lock()
-
-
 def fill_sequence(tg: TaskGraph, order) -> np.ndarray:
     """Every op's tasks in the op order, each op's in tile order: the order build_plan fills the
     queues in, and its counters' producers in counter order (read-only; the last few kept on the
     task graph). An op of the order the task graph lacks raises KeyError."""
     key = tuple(order)
-    with _COUNTER_CACHE_LOCK:
-        cache = tg.__dict__.setdefault("_fill_sequences", OrderedDict())
-        hit = cache.get(key)
-        if hit is not None:
-            cache.move_to_end(key)
-            return hit
-    seq = np.fromiter(chain.from_iterable(tg.by_op[op] for op in key), dtype=np.int64)
-    seq.flags.writeable = False
-    with _COUNTER_CACHE_LOCK:
-        cache[key] = seq
-        while len(cache) > 8:
-            cache.popitem(last=False)
-    return seq
+
+    def build():
+        seq = np.fromiter(chain.from_iterable(tg.by_op[op] for op in key), dtype=np.int64)
+        seq.flags.writeable = False
+        return seq
+    return kept(tg, "_fill_sequences", key, build)
 
 
 def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) -> tuple[list, tuple]:
@@ -177,12 +165,10 @@ def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) 
     edit of SM ranges or prefetch depths builds none again). The arrays are shared and read-only
     (Plan.waits and Plan.counters are built from them as new objects)."""
     key = (tuple(order), tuple(sorted((op, m) for op, m in modes.items() if m == "op" and op in tg.by_op)))
-    with _COUNTER_CACHE_LOCK:   # task graphs are shared between threads (the lowering cache)
-        cache = tg.__dict__.setdefault("_counter_cache", OrderedDict())
-        hit = cache.get(key)
-        if hit is not None:
-            cache.move_to_end(key)
-            return hit
+    return kept(tg, "_counter_cache", key, lambda: _build_counters_and_waits(tg, order, modes))
+
+
+def _build_counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) -> tuple[tuple, tuple]:
     names = tg.__dict__.get("_task_names")
     if names is None:
         names = tg.__dict__["_task_names"] = per_task(tg, "name", lambda tg, tasks: [str(t) for t in tasks])
@@ -219,12 +205,7 @@ def _counters_and_waits(tg: TaskGraph, order: list[str], modes: dict[str, str]) 
     thr = full[wc]
     for a in (thr, full):
         a.flags.writeable = False
-    out = ((tuple(counter_names), full, seq), (wt, wc, thr))
-    with _COUNTER_CACHE_LOCK:
-        cache[key] = out
-        while len(cache) > 8:
-            cache.popitem(last=False)
-    return out
+    return (tuple(counter_names), full, seq), (wt, wc, thr)
 
 
 @gc_paused

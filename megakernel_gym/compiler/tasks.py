@@ -569,6 +569,27 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
+_KEPT_LOCK = threading.Lock()
+
+
+def kept(tg: "TaskGraph", name: str, key, build, size: int = 8):
+    """build(), kept on the task graph under `name` for the last `size` keys: what depends on the
+    lowering and a few knobs alone (counters and waits per op order and counter modes, fill ranks),
+    so an edit of other knobs finds it. Task graphs are shared between threads (the lowering cache);
+    two threads may both build a missing value, and the last one kept is as good as the first."""
+    with _KEPT_LOCK:
+        cache = tg.__dict__.setdefault(name, OrderedDict())
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+    value = build()
+    with _KEPT_LOCK:
+        cache[key] = value
+        while len(cache) > size:
+            cache.popitem(last=False)
+    return value
+
+
 def per_task(tg: "TaskGraph", name: str, fn) -> list:
     """fn(tg, tasks) -> one value per task (not reading task ids), for every task of tg in id order:
     computed per op lowering and kept there where tg came from `lower` (an edit that relowers one
@@ -711,4 +732,4 @@ def derive_dependencies(tg: TaskGraph) -> dict[int, set[int]]:
 
 __all__ = ["Region", "Task", "TaskGraph", "TilingError", "lower", "lower_cached", "box_to_spans", "allowed_tiles",
            "default_tile", "derive_dependencies", "tile_box", "task_boxes", "tile_group", "input_boxes", "MAX_SPLIT",
-           "INLINE"]
+           "INLINE", "kept", "per_task", "dep_edges"]

@@ -28,7 +28,7 @@ from scipy.sparse.csgraph import connected_components
 
 from megakernel_gym.compiler.pause_gc import gc_paused
 from megakernel_gym.compiler.schedule import Plan, counter_count, fill_sequence, trusted_counters, trusted_waits
-from megakernel_gym.compiler.tasks import dep_edges
+from megakernel_gym.compiler.tasks import dep_edges, kept
 
 
 class ScheduleError(ValueError):
@@ -271,29 +271,22 @@ def _fill_rank(plan: Plan) -> np.ndarray | None:
         return None
     tg = plan.tg
     order = tuple(plan.knobs.order)
-    cache = tg.__dict__.setdefault("_fill_ranks", OrderedDict())
-    with _PROOF_LOCK:
-        if order in cache:
-            cache.move_to_end(order)
-            return cache[order]
     n = len(tg.tasks)
-    try:
-        seq = fill_sequence(tg, order)
-    except KeyError:
-        return None
-    rank = None
-    if len(seq) == n and (n == 0 or (int(seq.min()) >= 0 and int(seq.max()) < n)):
+
+    def build():
+        try:
+            seq = fill_sequence(tg, order)
+        except KeyError:
+            return None
+        if len(seq) != n or (n and not (int(seq.min()) >= 0 and int(seq.max()) < n)):
+            return None
         rank = np.full(n, -1, dtype=np.int64)
         rank[seq] = np.arange(n, dtype=np.int64)
         if n and int(rank.min()) < 0:
-            rank = None   # a task twice, another never
-        else:
-            rank.flags.writeable = False
-    with _PROOF_LOCK:
-        cache[order] = rank
-        while len(cache) > 8:
-            cache.popitem(last=False)
-    return rank
+            return None   # a task twice, another never
+        rank.flags.writeable = False
+        return rank
+    return kept(tg, "_fill_ranks", order, build)
 
 
 def _check_edges(plan: Plan) -> list[Finding]:
