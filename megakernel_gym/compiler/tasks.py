@@ -414,7 +414,9 @@ class _OpCache:
     """Per graph: the views' aliases, the tensors some op writes, each tensor's writer, and the
     op lowerings made so far (bounded)."""
 
-    MAX_OPS = 4096
+    # op lowerings kept per graph: a 1B decoder's 275 take 54 MB, and an RL run's edits revisit a
+    # few variants of each op, so about four models' worth
+    MAX_OPS = 1024
 
     def __init__(self, g: Graph):
         self.g = g
