@@ -31,7 +31,8 @@ import numpy as np
 from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max over paths)
 from scipy.stats import spearmanr
 
-from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, predict, prefetched, task_bandwidth_terms,
+from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, predict, prefetched, stream_rate,
+                                                task_bandwidth_terms,
                                                 task_costs, task_trips, wait_groups)
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
@@ -402,7 +403,8 @@ class _PathModel:
         for i, paths in enumerate(self.paths):
             best = 0.0
             for nbytes, shared, compute, pays, trips, polls, count, waits in paths:
-                mem = (np.maximum(nbytes / (v["sm_gbs"] * 1e3), shared / (v["hbm_gbs"] * 1e3))
+                spread = np.divide(shared, nbytes, out=np.ones(len(nbytes)), where=nbytes > 0)
+                mem = (nbytes / (stream_rate(spread, v["sm_gbs"], v["hbm_gbs"]) * 1e3)
                        + (pays + trips) * v["mem_latency_us"] + (1 - pays) * v["prefetch_us"])
                 total = (np.maximum(mem, compute).sum() + count * v["task_overhead_us"] + waits * v["wait_latency_us"]
                          + polls * v["counter_us"])

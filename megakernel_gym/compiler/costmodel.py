@@ -2,8 +2,8 @@
 
 Per task: the bytes it must move (each read region and its output tile once, less the weight
 bytes the SM's weight ring loaded while it waited for the task's inputs: ring_bytes, RING_BYTES)
-at the bandwidth one SM gets (the chip's HBM bandwidth shared by the SMs its op runs on, at most
-what one SM can stream alone), plus the memory latency (or, where the schedule prefetches its weights, the cost
+at the bandwidth one SM gets while the SMs its op runs on stream together (stream_rate: each alone
+at sm_gbs, together short of the chip's HBM bandwidth until many stream), plus the memory latency (or, where the schedule prefetches its weights, the cost
 of issuing the prefetch), and its flops over its SM's share of the tensor-core rate, whichever
 is larger; plus a fixed per-task overhead and the cost of polling each counter it waits on. Across SMs: each SM runs its queue in order; a task
 starts when its SM is free and every group of producers it waits on has finished (plus the
@@ -44,7 +44,7 @@ class DeviceSpec:
     wait_latency_us: float      # from a producer's counter bump to a waiter seeing it
     launch_us: float            # one kernel launch
     mem_latency_us: float       # first bytes of a tile arriving (paid by a task whose weights were not prefetched)
-    sm_gbs: float = 40.0        # the most one SM streams when few others compete, GB/s
+    sm_gbs: float = 40.0        # what one SM streams alone, GB/s (stream_rate)
     counter_us: float = 0.02    # polling one more counter before a task starts
     prefetch_us: float = 0.2    # issuing a task's L2 prefetches (in place of the memory latency)
 
@@ -55,24 +55,25 @@ DATASHEET = {
     "H100": DeviceSpec("H100", 132, 3000.0, 700.0, 0.6, 0.8, 4.0, 1.0),
     "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.6, 0.8, 4.0, 1.0),
 }
-# H100: fitted (calibrate.fit_device) to 54 measured schedules of the 1B-shaped step with the
+# H100: fitted (calibrate.fit_device) to 61 measured schedules of the 1B-shaped step with the
 # current kernel (producer warp, LL words, a weight ring of 5 stages, attention taking its step
 # inputs into its body), predicted with LL waits, each task's round trips and the weight bytes the
 # ring loads while a task's SM waits: the 42 of one GPU run (the compiler's tuned and expert
-# schedules among them; megakernel_schedules_run.json) and 12 schedules near the expert that the
-# A/B runs of 2026-11-26 measured (other splits, tile sizes, SM ranges, L2 prefetch edits;
-# megakernel_schedules.py --near), refitted on the CPU (bench/results/megakernel_schedules.json)
-# after an attention's cache reads were counted whatever its fused cache writes read: Spearman
-# 0.917, 0.947 on held-out schedules, median error 2.5%; the expert's gain over the default 1.207x
-# predicted, 1.158x measured (4.2%). Still off: gate/up weights prefetched to L2 (predicted 8-13%
-# fast) and finer MLP tiles (4-5% fast); the attention half takes 12 us a layer in the model and
-# 20 us measured.
+# schedules among them; megakernel_schedules_run.json) and 19 near the expert that A/B runs measured
+# (other splits, tile sizes, SM ranges, L2 prefetch edits; 8 of them picked by the sim's own search
+# around the expert, bench/sim_near_expert.py, ab_knobs_near.json), refitted on the CPU
+# (`megakernel_schedules.py --refit ... --near ...`, bench/results/megakernel_schedules.json) after
+# stream_rate replaced min(sm_gbs, hbm_gbs / spread): Spearman 0.944, 0.950 on held-out schedules,
+# median error 2.6%; the expert's gain over the default 1.182x predicted, 1.158x measured (2.1%).
+# With the old rate the same 61 fitted to 0.909 (0.913 held out), and the sim ranked coarser
+# o_proj, down and gate/up tiles (64 tasks) faster than the expert, which an H100 measured 0.5-4%
+# slower. Still off: the attention half, 12 us a layer in the model and 20 us measured.
 # H200: the H100's latencies and per-SM rate, with the H200's measured copy bandwidth; not fitted.
 DEVICES = {
-    "H100": DeviceSpec("H100", 132, 2699.3, 700.0, 0.343, 0.735, 4.21, 0.973,
-                       sm_gbs=49.7, counter_us=0.0194, prefetch_us=1.89),
-    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.343, 0.735, 4.21, 0.973,
-                       sm_gbs=49.7, counter_us=0.0194, prefetch_us=1.89),
+    "H100": DeviceSpec("H100", 132, 2755.9, 700.0, 0.603, 0.688, 4.0, 0.664,
+                       sm_gbs=62.7, counter_us=0.02, prefetch_us=1.64),
+    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.603, 0.688, 4.0, 0.664,
+                       sm_gbs=62.7, counter_us=0.02, prefetch_us=1.64),
 }
 
 
@@ -125,10 +126,19 @@ def prefetched(plan: Plan) -> list[bool]:
     return on[idx].tolist()
 
 
+def stream_rate(spread, sm_gbs: float, hbm_gbs: float):
+    """GB/s one SM streams while `spread` SMs stream together: alone sm_gbs, together never past
+    hbm_gbs, and short of it on the way (a few SMs' loads in flight do not keep HBM busy):
+    hbm / spread * (1 - exp(-spread * sm / hbm)). With min(sm, hbm / spread) in its place, 64 SMs
+    streamed as fast as 128 in the model; an H100 measured an MLP on 64 of them 0.5-4% slower
+    (ab_knobs_near.json), and the refit with this form ranks the 62 measured schedules better."""
+    k = np.maximum(np.asarray(spread, dtype=float), 1e-9)
+    return hbm_gbs * -np.expm1(-k * sm_gbs / hbm_gbs) / k
+
+
 def task_bandwidth_terms(plan: Plan, nbytes: list[int]) -> tuple[list[float], list[float]]:
-    """Per task (its bytes at one SM's cap, its bytes x its op's spread at the chip's bandwidth):
-    a task streams at min(sm_gbs, hbm_gbs / spread), so its memory time is the larger of
-    bytes / sm_gbs and bytes * spread / hbm_gbs."""
+    """Per task (its bytes, its bytes x its op's SM spread): what stream_rate's rate applies to (the
+    spread is their ratio)."""
     own, shared = _bandwidth_arrays(plan, np.asarray(nbytes, dtype=float))
     return own.tolist(), shared.tolist()
 
@@ -445,7 +455,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     # the latencies it pays, its compute time and its fixed costs; its duration follows at its start,
     # once the bytes the ring loaded while its SM waited are known
     spread = np.divide(shared_a, own_a, out=np.ones(n), where=own_a > 0)
-    rate = np.minimum(dev.sm_gbs * 1e3, dev.hbm_gbs * 1e3 / spread)
+    rate = stream_rate(spread, dev.sm_gbs, dev.hbm_gbs) * 1e3
     trip_a = trips * dev.mem_latency_us
     lat_us = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip_a
     compute = flops / sm_rate
@@ -465,4 +475,5 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
 
 
 __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched",
+           "stream_rate",
            "task_bandwidth_terms", "wait_groups", "ring_bytes", "RING_BYTES", "FREE_BYTES"]
