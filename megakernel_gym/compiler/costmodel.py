@@ -55,25 +55,26 @@ DATASHEET = {
     "H100": DeviceSpec("H100", 132, 3000.0, 700.0, 0.6, 0.8, 4.0, 1.0),
     "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.6, 0.8, 4.0, 1.0),
 }
-# H100: fitted (calibrate.fit_device) to 61 measured schedules of the 1B-shaped step with the
+# H100: fitted (calibrate.fit_device) to 66 measured schedules of the 1B-shaped step with the
 # current kernel (producer warp, LL words, a weight ring of 5 stages, attention taking its step
 # inputs into its body), predicted with LL waits, each task's round trips and the weight bytes the
 # ring loads while a task's SM waits: the 42 of one GPU run (the compiler's tuned and expert
-# schedules among them; megakernel_schedules_run.json) and 19 near the expert that A/B runs measured
-# (other splits, tile sizes, SM ranges, L2 prefetch edits; 8 of them picked by the sim's own search
-# around the expert, bench/sim_near_expert.py, ab_knobs_near.json), refitted on the CPU
-# (`megakernel_schedules.py --refit ... --near ...`, bench/results/megakernel_schedules.json) after
-# stream_rate replaced min(sm_gbs, hbm_gbs / spread): Spearman 0.944, 0.950 on held-out schedules,
-# median error 2.6%; the expert's gain over the default 1.182x predicted, 1.158x measured (2.1%).
-# With the old rate the same 61 fitted to 0.909 (0.913 held out), and the sim ranked coarser
+# schedules among them; megakernel_schedules_run.json) and 24 near the expert that A/B runs measured
+# (other splits, tile sizes, SM ranges, L2 prefetch edits; 13 of them picked by two rounds of the
+# sim's own search around the expert, bench/sim_near_expert.py, ab_knobs_near*.json), refitted on
+# the CPU (`megakernel_schedules.py --refit ... --near ...`, bench/results/megakernel_schedules.json)
+# after stream_rate replaced min(sm_gbs, hbm_gbs / spread): Spearman 0.949, 0.962 on held-out
+# schedules, median error 2.4%; the expert's gain over the default 1.178x predicted, 1.158x measured
+# (1.7%). With the old rate, 61 of them fitted to 0.909 (0.913 held out), and the sim ranked coarser
 # o_proj, down and gate/up tiles (64 tasks) faster than the expert, which an H100 measured 0.5-4%
-# slower. Still off: the attention half, 12 us a layer in the model and 20 us measured.
+# slower. Still off: the attention half, 12 us a layer in the model and 20 us measured; and the
+# model overrates o_proj in 64 tasks (predicted 2%, measured 0.9% faster than the expert).
 # H200: the H100's latencies and per-SM rate, with the H200's measured copy bandwidth; not fitted.
 DEVICES = {
-    "H100": DeviceSpec("H100", 132, 2755.9, 700.0, 0.603, 0.688, 4.0, 0.664,
-                       sm_gbs=62.7, counter_us=0.02, prefetch_us=1.64),
-    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.603, 0.688, 4.0, 0.664,
-                       sm_gbs=62.7, counter_us=0.02, prefetch_us=1.64),
+    "H100": DeviceSpec("H100", 132, 2734.0, 700.0, 0.609, 0.667, 4.0, 0.654,
+                       sm_gbs=62.7, counter_us=0.02, prefetch_us=1.62),
+    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.609, 0.667, 4.0, 0.654,
+                       sm_gbs=62.7, counter_us=0.02, prefetch_us=1.62),
 }
 
 
