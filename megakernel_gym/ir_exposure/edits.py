@@ -554,22 +554,23 @@ def random_edit(ir: IR, rng) -> str:
     verb = rng.choice(["tile", "assign", "assign", "order", "counter", "prefetch", "fuse", "inline", "split"])
     n = ir.knobs.num_sms
     if verb == "tile":
-        return f"tile {name} n={rng.choice(info.allowed())}"
-    if verb == "assign":
+        e = Edit(verb, name, n=rng.choice(info.allowed()))
+    elif verb == "assign":
         lo = rng.randrange(n)
-        return f"assign {name} sms={lo}-{rng.randrange(lo, n)}"
-    if verb == "order":
-        return f"order {name} {rng.choice(['before', 'after'])} {rng.choice(ops)}"
-    if verb == "counter":
-        return f"counter {name} {rng.choice(['op', 'tile'])}"
-    if verb == "prefetch":
-        return f"prefetch {name} depth={rng.choice([0, 1, 2])}"
-    if verb == "fuse":
-        cons = ir.facts.consumers.get(name) or ops
-        return f"fuse {name} into {rng.choice(cons)}"
-    if verb == "inline":
-        return f"inline {name}"
-    return f"split {name} n={rng.choice([2, 3, 4])}"
+        e = Edit(verb, name, sms=(lo, rng.randrange(lo, n)))
+    elif verb == "order":
+        e = Edit(verb, name, where=rng.choice(["before", "after"]), other=rng.choice(ops))
+    elif verb == "counter":
+        e = Edit(verb, name, mode=rng.choice(["op", "tile"]))
+    elif verb == "prefetch":
+        e = Edit(verb, name, depth=rng.choice([0, 1, 2]))
+    elif verb == "fuse":
+        e = Edit(verb, name, other=rng.choice(ir.facts.consumers.get(name) or ops))
+    elif verb == "inline":
+        e = Edit(verb, name)
+    else:
+        e = Edit("split", name, n=rng.choice([2, 3, 4]))
+    return e.to_text()   # spelled as the edit language spells an Edit
 
 
 def apply_json(ir: IR, obj) -> IR:
