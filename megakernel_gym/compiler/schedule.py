@@ -70,52 +70,53 @@ class Plan:
         return out
 
 
-def _get_waits(plan: Plan) -> dict[int, list[tuple[int, int]]] | None:
-    """plan.waits: built from build_plan's arrays on first use. Whoever has it may change it, so
-    from then on the arrays no longer speak for the plan (trusted_waits)."""
-    w = plan.__dict__.get("_waits")
-    if w is None and plan.wait_arrays is not None:
-        wt, wc, thr = plan.wait_arrays
-        w = {t: [] for t in range(len(plan.tg.tasks))}
-        for t, c, h in zip(wt.tolist(), wc.tolist(), thr.tolist()):
-            w[t].append((c, h))
-        plan.__dict__["_waits"] = w
-    plan.__dict__["_waits_given"] = True
+def _from_arrays(attr: str, build, doc: str) -> property:
+    """A Plan attribute that build_plan leaves as arrays and `build(plan)` makes into the Python value
+    on first use. Whoever has that value may change it, so from then on the arrays no longer speak
+    for the plan ("_<attr>_given": trusted_waits, trusted_counters); a value set counts the same."""
+    def get(plan: Plan):
+        value = plan.__dict__.get("_" + attr)
+        if value is None:
+            value = build(plan)
+            if value is not None:
+                plan.__dict__["_" + attr] = value
+        plan.__dict__[f"_{attr}_given"] = True
+        return value
+
+    def put(plan: Plan, value) -> None:
+        plan.__dict__["_" + attr] = value
+        plan.__dict__[f"_{attr}_given"] = value is not None
+    return property(get, put, doc=doc)
+
+
+def _waits_of(plan: Plan):
+    if plan.wait_arrays is None:
+        return None
+    wt, wc, thr = plan.wait_arrays
+    w = {t: [] for t in range(len(plan.tg.tasks))}
+    for t, c, h in zip(wt.tolist(), wc.tolist(), thr.tolist()):
+        w[t].append((c, h))
     return w
 
 
-def _set_waits(plan: Plan, value) -> None:
-    plan.__dict__["_waits"] = value
-    plan.__dict__["_waits_given"] = value is not None
+def _counters_of(plan: Plan):
+    if plan.counter_arrays is None:
+        return None
+    names, lens, prods = plan.counter_arrays
+    flat = prods.tolist()
+    out, at = [], 0
+    for i, (name, end) in enumerate(zip(names, np.cumsum(lens).tolist())):
+        out.append(Counter(i, name, flat[at:end]))
+        at = end
+    return out
 
 
-Plan.waits = property(_get_waits, _set_waits)   # type: ignore[assignment]
-
-
-def _get_counters(plan: Plan) -> list[Counter] | None:
-    """plan.counters: built from build_plan's arrays on first use (a 1B decoder has 20k tile counters,
-    which the sim's validator and cost model read as arrays, so most plans never build them). Whoever
-    has the list may change it, so from then on the arrays no longer speak for the plan."""
-    c = plan.__dict__.get("_counters")
-    if c is None and plan.counter_arrays is not None:
-        names, lens, prods = plan.counter_arrays
-        flat = prods.tolist()
-        ends = np.cumsum(lens).tolist()
-        c, at = [], 0
-        for i, (name, end) in enumerate(zip(names, ends)):
-            c.append(Counter(i, name, flat[at:end]))
-            at = end
-        plan.__dict__["_counters"] = c
-    plan.__dict__["_counters_given"] = True
-    return c
-
-
-def _set_counters(plan: Plan, value) -> None:
-    plan.__dict__["_counters"] = value
-    plan.__dict__["_counters_given"] = value is not None
-
-
-Plan.counters = property(_get_counters, _set_counters)   # type: ignore[assignment]
+Plan.waits = _from_arrays("waits", _waits_of, "task -> [(counter id, threshold)], from build_plan's arrays on "
+                          "first use")   # type: ignore[assignment]
+# a 1B decoder has 20k tile counters, which the sim's validator and cost model read as arrays, so most
+# plans never build the list
+Plan.counters = _from_arrays("counters", _counters_of, "the plan's counters, from build_plan's arrays on first "
+                             "use")   # type: ignore[assignment]
 
 
 def trusted_counters(plan: Plan) -> tuple[np.ndarray, np.ndarray] | None:
