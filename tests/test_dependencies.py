@@ -73,3 +73,39 @@ def test_lowering_op_by_op_gives_what_lowering_afresh_does_after_random_edits():
         assert warm.deps == cold.deps == derive_dependencies(cold)
         changed += len(ir.fused) + len(k.tiles) + len(k.splits) > 0
     assert changed >= 20   # the lowering itself changed along the way, not only SM ranges
+
+
+def test_lowerings_from_several_threads_share_the_op_cache_safely():
+    """Vector envs may lower in threads: 4 threads lowering random tile sizes of one graph at once get
+    the task graphs a lowering with nothing kept gives."""
+    import random
+    import threading
+
+    from megakernel_gym.compiler import tasks
+    g = capture(*ZOO["llama-tiny"](), "llama-tiny")
+    ops = [o for o in g.ops if o.kind == "matmul"]
+    configs = []
+    rng = random.Random(3)
+    for _ in range(24):
+        configs.append({o.name: rng.choice(tasks.allowed_tiles(o, g.tensors[o.outputs[0]].shape[-1]))
+                        for o in rng.sample(ops, 3)})
+    got: dict[int, object] = {}
+    errors: list[BaseException] = []
+
+    def work(k: int):
+        try:
+            for i in range(k, len(configs), 4):
+                got[i] = tasks.lower(g, configs[i], 8)
+        except BaseException as e:   # reported below, not lost in the thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(got) == len(configs)
+    for i, tiles in enumerate(configs):
+        tasks._OP_CACHES.clear()
+        cold = tasks.lower(g, tiles, 8)
+        assert [repr(t) for t in got[i].tasks] == [repr(t) for t in cold.tasks]
+        assert got[i].deps == cold.deps

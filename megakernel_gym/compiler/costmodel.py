@@ -132,7 +132,8 @@ def stream_rate(spread, sm_gbs: float, hbm_gbs: float):
     hbm_gbs, and short of it on the way (a few SMs' loads in flight do not keep HBM busy):
     hbm / spread * (1 - exp(-spread * sm / hbm)). With min(sm, hbm / spread) in its place, 64 SMs
     streamed as fast as 128 in the model; an H100 measured an MLP on 64 of them 0.5-4% slower
-    (ab_knobs_near.json), and the refit with this form ranks the 62 measured schedules better."""
+    (ab_knobs_near.json), and the refit with this form ranks the 66 measured schedules better (Spearman
+    0.949 against 0.909 for 61 of them with the old form)."""
     k = np.maximum(np.asarray(spread, dtype=float), 1e-9)
     return hbm_gbs * -np.expm1(-k * sm_gbs / hbm_gbs) / k
 

@@ -346,38 +346,39 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
     if unknown:
         raise TilingError(f"tile sizes given for ops that do not exist: {', '.join(unknown)}")
     cache = _op_cache(g)
-    parts_of: list[tuple[str, "_OpLowering", int]] = []   # (op, its lowering, its first task id), id order
-    by_op: dict[str, list[int]] = {}
-    tiling: dict[str, tuple[int, int, int]] = {}
-    tasks: list[Task] = []
-    for op in g.ops:
-        if op.kind == "view":
-            continue
-        oshape = g.tensors[op.outputs[0]].shape
-        axis = tile_axis(op, oshape)
-        extent = oshape[axis] if oshape else 1
-        grp = tile_group(op, g)
-        size = tiles.get(op.name) or default_tile(op, extent, num_sms, grp)
-        if size <= 0 or extent % size or size % grp:
-            raise TilingError(f"op {op.name}: tile size {size} does not fit its extent {extent} along axis "
-                              f"{axis}; allowed sizes: {', '.join(map(str, allowed_tiles(op, extent, grp)))}")
-        tiling[op.name] = (axis, extent, size)
-        if op.name in fused:
-            by_op[op.name] = []   # computed inside its consumer's tasks
-            continue
-        parts = splits.get(op.name, 1)
-        key = (op.name, size, parts, cache.fusion_key(op, fused))
-        low = cache.ops.get(key)
-        if low is None:
-            low = cache.ops[key] = _lower_op(cache, op, axis, size, parts, fused)
-        offset = len(tasks)
-        tasks += low.placed(offset)
-        by_op[op.name] = list(range(offset, len(tasks)))
-        parts_of.append((op.name, low, offset))
-    tg = TaskGraph(g, tasks, by_op, tiling, None)
-    tg.__dict__["_op_lowerings"] = parts_of
-    tg.__dict__["_dep_edges"] = _dependency_arrays(parts_of, len(tasks))
-    return tg
+    with cache.lock:   # the op cache is shared by every lowering of this graph, in any thread
+        parts_of: list[tuple[str, "_OpLowering", int]] = []   # (op, its lowering, its first task id), id order
+        by_op: dict[str, list[int]] = {}
+        tiling: dict[str, tuple[int, int, int]] = {}
+        tasks: list[Task] = []
+        for op in g.ops:
+            if op.kind == "view":
+                continue
+            oshape = g.tensors[op.outputs[0]].shape
+            axis = tile_axis(op, oshape)
+            extent = oshape[axis] if oshape else 1
+            grp = tile_group(op, g)
+            size = tiles.get(op.name) or default_tile(op, extent, num_sms, grp)
+            if size <= 0 or extent % size or size % grp:
+                raise TilingError(f"op {op.name}: tile size {size} does not fit its extent {extent} along axis "
+                                  f"{axis}; allowed sizes: {', '.join(map(str, allowed_tiles(op, extent, grp)))}")
+            tiling[op.name] = (axis, extent, size)
+            if op.name in fused:
+                by_op[op.name] = []   # computed inside its consumer's tasks
+                continue
+            parts = splits.get(op.name, 1)
+            key = (op.name, size, parts, cache.fusion_key(op, fused))
+            low = cache.ops.get(key)
+            if low is None:
+                low = cache.ops[key] = _lower_op(cache, op, axis, size, parts, fused)
+            offset = len(tasks)
+            tasks += low.placed(offset)
+            by_op[op.name] = list(range(offset, len(tasks)))
+            parts_of.append((op.name, low, offset))
+        tg = TaskGraph(g, tasks, by_op, tiling, None)
+        tg.__dict__["_op_lowerings"] = parts_of
+        tg.__dict__["_dep_edges"] = _dependency_arrays(parts_of, len(tasks))
+        return tg
 
 
 class _OpLowering:
@@ -428,6 +429,7 @@ class _OpCache:
                         for o in op.outputs}
         self.writer = {o.outputs[0]: o for o in g.ops if o.kind != "view"}
         self.ops: _Bounded = _Bounded(self.MAX_OPS)
+        self.lock = threading.RLock()
 
     def fusion_key(self, op: Op, fused: dict) -> tuple:
         """What of the fusions an op's tasks depend on: which producers its reads reach through fused

@@ -16,9 +16,9 @@ Rejections name the op, the task, the counter, and the cycle or the missing prod
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
 
