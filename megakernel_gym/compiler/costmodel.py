@@ -60,8 +60,9 @@ DATASHEET = {
 # inputs into its body), predicted with LL waits, each task's round trips and the weight bytes the
 # ring loads while a task's SM waits: the 42 of one GPU run (the compiler's tuned and expert
 # schedules among them; megakernel_schedules_run.json) and 24 near the expert that A/B runs measured
-# (other splits, tile sizes, SM ranges, L2 prefetch edits; 13 of them picked by two rounds of the
-# sim's own search around the expert, bench/sim_near_expert.py, ab_knobs_near*.json), refitted on
+# (other splits, tile sizes, SM ranges, L2 prefetch edits; 12 of them from two rounds of the sim's
+# own search around the expert, its picks and the single moves they are made of,
+# bench/sim_near_expert.py, ab_knobs_near*.json), refitted on
 # the CPU (`megakernel_schedules.py --refit ... --near ...`, bench/results/megakernel_schedules.json)
 # after stream_rate replaced min(sm_gbs, hbm_gbs / spread): Spearman 0.949, 0.962 on held-out
 # schedules, median error 2.4%; the expert's gain over the default 1.178x predicted, 1.158x measured
