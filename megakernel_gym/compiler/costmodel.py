@@ -350,23 +350,20 @@ def _wait_csr(plan: Plan, hops: str) -> tuple[tuple, tuple, np.ndarray]:
     tg = plan.tg
     if hops != "ll":
         groups, needs = wait_groups(plan, hops)
-        return (csr(needs), csr(_group_members(tg, groups, hops)),
+        return (csr(needs), csr(_group_members(tg, groups)),
                 np.fromiter(map(len, groups), dtype=np.int64, count=len(groups)))
     cached = tg.__dict__.get("_ll_csr")
     if cached is None:
         n = len(tg.tasks)
         dt, dp = dep_edges(tg)
-        count = np.bincount(dt, minlength=n) if len(dt) else np.zeros(n, dtype=np.int64)
+        count = np.bincount(dt, minlength=n).astype(np.int64)
         has = count > 0
         group_of = np.cumsum(has) - 1                      # a task's group, where it has one
         need_ptr = np.concatenate([[0], np.cumsum(has)]).astype(np.int64)
-        need_idx = np.flatnonzero(has).astype(np.int64)
-        need_idx = group_of[need_idx]
-        by_producer = np.argsort(dp, kind="stable")
-        add_ptr = np.concatenate([[0], np.cumsum(np.bincount(dp, minlength=n))]).astype(np.int64) \
-            if len(dp) else np.zeros(n + 1, dtype=np.int64)
-        add_idx = group_of[dt[by_producer]].astype(np.int64)
-        cached = tg.__dict__["_ll_csr"] = ((need_ptr, need_idx), (add_ptr, add_idx), count[has].astype(np.int64))
+        need_idx = np.arange(int(has.sum()), dtype=np.int64)   # groups are numbered in task order
+        add_ptr = np.concatenate([[0], np.cumsum(np.bincount(dp, minlength=n))]).astype(np.int64)
+        add_idx = group_of[dt[np.argsort(dp, kind="stable")]].astype(np.int64)
+        cached = tg.__dict__["_ll_csr"] = ((need_ptr, need_idx), (add_ptr, add_idx), count[has])
     return cached
 
 
@@ -376,19 +373,12 @@ def _queue_csr(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     return csr(plan.queues)
 
 
-def _group_members(tg, groups: list[tuple[int, ...]], hops: str) -> list[list[int]]:
-    """For every task, the wait groups it is a producer of. Under "ll" hops the groups depend on the
-    lowering alone, so these are kept on the task graph beside them (building them took a third of
-    a 1B prediction: 340k list appends)."""
-    cached = tg.__dict__.get("_ll_members") if hops == "ll" else None
-    if cached is not None and cached[0] is groups:
-        return cached[1]
+def _group_members(tg, groups: list[tuple[int, ...]]) -> list[list[int]]:
+    """For every task, the wait groups it is a producer of."""
     adds: list[list[int]] = [[] for _ in range(len(tg.tasks))]
     for i, g in enumerate(groups):
         for p in g:
             adds[p].append(i)
-    if hops == "ll":
-        tg.__dict__["_ll_members"] = (groups, adds)
     return adds
 
 

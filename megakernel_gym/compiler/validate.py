@@ -28,7 +28,7 @@ from scipy.sparse.csgraph import connected_components
 
 from megakernel_gym.compiler.pause_gc import gc_paused
 from megakernel_gym.compiler.schedule import Plan, counter_count, fill_sequence, trusted_counters, trusted_waits
-from megakernel_gym.compiler.tasks import dep_edges, kept
+from megakernel_gym.compiler.tasks import dep_edges, kept, sorted_unique
 
 
 class ScheduleError(ValueError):
@@ -163,7 +163,7 @@ def _proven_safe(plan: Plan, waits: tuple | None = None, producers: tuple | None
     # -- every dependency ordered by one edge
     waited_all = verdicts.get("waited")
     if waited_all is None:
-        waited_all = verdicts["waited"] = _every_dependency_waited(tg, waits, counter_of, nc)
+        waited_all = verdicts["waited"] = _waits_are_the_dependencies(tg, waits, counter_of, nc)
     if not waited_all:
         dt, dp = dep_edges(tg)
         same_sm = (sm[dp] == sm[dt]) & (pos[dp] < pos[dt])
@@ -200,22 +200,18 @@ def _dependency_waited(tg, waits: tuple, counter_of: np.ndarray, nc: int) -> np.
     return (cp >= 0) & (waited_keys[at] == keys)
 
 
-def _every_dependency_waited(tg, waits, counter_of, nc) -> bool:
-    """Every dependency's task waits on its producer's counter. The common case first: the
-    (task, counter) pairs the dependencies need, each once, are exactly the waits (build_plan's,
-    sorted); else each dependency is looked up (_dependency_waited)."""
+def _waits_are_the_dependencies(tg, waits, counter_of, nc) -> bool:
+    """True when the (task, counter) pairs the dependencies need, each once, are exactly the waits
+    (build_plan's, sorted): then every dependency is ordered by its wait. False says nothing; the
+    caller then looks each dependency up (_dependency_waited, with the same SM's queue order)."""
     wait_t, wait_c, _ = waits
     dt, dp = dep_edges(tg)
     cp = counter_of[dp]
     if len(cp) and int(cp.min()) < 0:
         return False
-    keys = np.sort(dt * max(nc, 1) + cp, kind="stable")
-    if len(keys):
-        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    keys = sorted_unique(dt * max(nc, 1) + cp)
     waited = wait_t * max(nc, 1) + wait_c
-    if len(keys) == len(waited) and bool((keys == waited).all()):
-        return True
-    return bool(_dependency_waited(tg, waits, counter_of, nc).all())
+    return len(keys) == len(waited) and bool((keys == waited).all())
 
 
 def _waits_ranked(rank: np.ndarray, waits: tuple, producers: tuple) -> bool:
