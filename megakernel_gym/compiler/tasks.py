@@ -464,6 +464,9 @@ class _Bounded(OrderedDict):
         while len(self) > self.size:
             self.popitem(last=False)
 
+    def __reduce__(self):   # copy and pickle (a copied plan's task graph carries its stores)
+        return type(self), (self.size,), None, None, iter(self.items())
+
 
 _OP_CACHES = _Bounded(8)   # id(graph) -> its _OpCache
 
