@@ -1869,6 +1869,7 @@ _RING = r"""
 #define WS_L2_AHEAD %(l2_ahead)d      // stages past the ring prefetched to L2, always
 #define WS_L2_WAIT %(l2_wait)d        // stages past the ring prefetched to L2 when a task must wait
 #define WS_HOLD %(hold)d              // producer warp: a call's last stages held until the task has signalled
+#define WS_L2_IDLE %(l2_idle)d          // producer warp: a call's rows word carries stages it sends to L2 while the ring idles (emit_cuda l2_idle)
 // after a task's signal, thread 0 refills the buffer its last ring stage freed (the stage loop leaves
 // it: a bulk copy in flight made the control warp's fence wait for it, about 0.5-1 us a task; with
 // control_warp 0, the same thread signalled just before)
@@ -1911,7 +1912,8 @@ __device__ __forceinline__ char* ws_stage(unsigned g) { return (char*)mk_smem + 
 // WS_STAGE bytes of them, so that warp w always gets segment w %% segments of its row)
 struct WsAt { const char* src; int nr, seg, rowb; bool whole, packed; };
 __device__ __forceinline__ WsAt ws_at(int& f, int& s) {
-  const WsSeg sg = ws.seg[f];
+  WsSeg sg = ws.seg[f];
+  sg.rows &= 0xffffff;   // (the byte above: the call's l2_idle stages)
   const int ncs = (sg.rowb + WS_SEG - 1) / WS_SEG;
   if (sg.rowb %% WS_SEG == 0 && %(warps)d %% ncs == 0) {
     const int rps = %(warps)d / ncs;
@@ -1957,6 +1959,14 @@ __device__ __forceinline__ void ws_stage_l2(const WsAt& a) {
   else
     for (int r = 0; r < a.nr; ++r) prefetch_l2(a.src + (long long)r * a.rowb, (unsigned)a.seg);
 }
+// the same in pieces of 4 KB: one prefetch of a whole 32 KB stage measured slower than these
+// (bench/results/l2_probe.json: 64 KB past a 5-stage ring, 8 us of waiting, then the run)
+__device__ __forceinline__ void ws_stage_l2_pieces(const WsAt& a) {
+  if (a.whole)
+    for (int c = 0; c < a.nr * a.rowb; c += 4096) prefetch_l2(a.src + c, (unsigned)min(4096, a.nr * a.rowb - c));
+  else
+    for (int r = 0; r < a.nr; ++r) prefetch_l2(a.src + (long long)r * a.rowb, (unsigned)a.seg);
+}
 __device__ void ws_l2(unsigned upto) {
   if (ws.pf < ws.issued) { ws.pf = ws.issued; ws.pf_f = ws.f; ws.pf_s = ws.s; }
   while (ws.pf < upto && ws.pf_f < ws.f_end) {
@@ -1992,6 +2002,34 @@ __device__ __forceinline__ void ws_unhold() {
                  :: "r"(smem_addr(&ws_empty[(ws.held + h) %% WS_STAGES])), "r"(MK_NT / 32) : "memory");
   ws.nheld = 0;
 }
+#if WS_L2_IDLE
+__device__ __forceinline__ bool ws_test_bar(unsigned bar, unsigned parity) {
+  unsigned ok;
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
+               : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
+  return ok;
+}
+// the producer, about to refill a buffer for stage g of the call at (f, s), whose rows word asks for
+// n stages to L2 while the ring idles: until the buffer is free, if the newest stage in flight
+// lands first (the ring is full and landed, its oldest stage unreleased: the task before is waiting
+// for its inputs, and nothing of this SM's is in the memory pipe), stages g .. g + n - 1 (those not
+// sent yet, li) go to L2, so that the bulk copies that later fill the ring with them hit it
+__device__ void ws_idle_l2(int f, int s, unsigned g, unsigned& li) {
+  const unsigned n = (unsigned)ws.seg[f].rows >> 24;
+  const unsigned eb = smem_addr(&ws_empty[g %% WS_STAGES]), ep = (g / WS_STAGES - 1) & 1u;
+  const unsigned fb = smem_addr(&ws_bar[(g - 1) %% WS_STAGES]), fp = ((g - 1) / WS_STAGES) & 1u;
+  for (;;) {
+    if (ws_test_bar(eb, ep)) return;   // a buffer came free: the ring moves on
+    if (ws_test_bar(fb, fp)) break;    // landed and not released: the task waits
+  }
+  unsigned k = g;
+  for (; k < g + n && f < ws.f_end; ++k) {
+    const WsAt a = ws_at(f, s);
+    if (k >= li) ws_stage_l2_pieces(a);
+  }
+  li = k;
+}
+#endif
 // the producer warp's first lane: the queue's whole stream of stages, each as soon as its buffer is
 // free (every compute warp released the stage WS_STAGES before it), never in a compute warp's way
 // With WS_L2_AHEAD, the WS_L2_AHEAD stages past the ring's are sent to L2 before it waits for a
@@ -2007,6 +2045,9 @@ __device__ void ws_produce() {
   int lf = 0, ls = 0;
   unsigned lg = 0;   // the L2 lookahead's cursor: stages it has passed (those the ring will hold it skips)
 #endif
+#if WS_L2_IDLE
+  unsigned li = 0;   // stages of the stream sent to L2 while the ring idled (ws_idle_l2)
+#endif
   for (unsigned g = 0; f < ws.f_end; ++g) {
 #if WS_L2_AHEAD > 0
     for (; lg < g + WS_STAGES + WS_L2_AHEAD && lf < ws.f_end; ++lg) {
@@ -2018,6 +2059,9 @@ __device__ void ws_produce() {
     // a claimed op's call: the pool's next tile. Its claim goes out before the wait for a buffer
     // (here, or as the stage before went out), so its round trip overlaps that wait
     if (k < 0 && !have && ws.seg[f].claim >= 0) { ahead = atomicAdd(ws_pool_ctr[ws.seg[f].claim], 1u); have = true; }
+#endif
+#if WS_L2_IDLE
+    if (g >= WS_STAGES && (ws.seg[f].rows >> 24) && li < g + ((unsigned)ws.seg[f].rows >> 24)) ws_idle_l2(f, s, g, li);
 #endif
     if (g >= WS_STAGES) ws_wait_bar(smem_addr(&ws_empty[g %% WS_STAGES]), (g / WS_STAGES - 1) & 1u);
 #if WS_CLAIMS
@@ -2279,11 +2323,13 @@ def _claim_pools(plan: Plan, em: "_Emitter", ops: dict, call_start, call_names, 
     return out
 
 
-def parse_hold_ops(spec) -> tuple[tuple[str, int], ...]:
+def parse_hold_ops(spec, knob: str = "hold_ops", lo: int = 0, hi: int = 15,
+                   what: str = "a call holds") -> tuple[tuple[str, int], ...]:
     """emit_cuda's hold_ops as (op-name pattern, stages held) pairs: None, pairs, a dict, or text
     "PATTERN:N;PATTERN:N" (as bench/ab_knobs.py passes it). A pattern is a regular expression
     searched in the name of the op whose task runs the ring call (the elementwise op of a fused
-    epilogue, e.g. 'mlp\\.add$'); N is 0 (release every stage as the call is done with it) to 15."""
+    epilogue, e.g. 'mlp\\.add$'); N is 0 (release every stage as the call is done with it) to 15.
+    `knob`, `lo`, `hi`, `what`: the same form for another per-op count (parse_l2_idle)."""
     if spec is None or spec == "":
         return ()
     if isinstance(spec, str):
@@ -2291,7 +2337,7 @@ def parse_hold_ops(spec) -> tuple[tuple[str, int], ...]:
         for item in spec.split(";"):
             pat, sep, n = item.rpartition(":")
             if not sep or not n.strip().isdigit():
-                raise CodegenError(f"hold_ops item {item!r}: write PATTERN:N, e.g. 'mlp\\.add$:0'")
+                raise CodegenError(f"{knob} item {item!r}: write PATTERN:N, e.g. 'mlp\\.add$:{lo}'")
             pairs.append((pat, int(n)))
         spec = pairs
     elif isinstance(spec, dict):
@@ -2301,11 +2347,19 @@ def parse_hold_ops(spec) -> tuple[tuple[str, int], ...]:
         try:
             re.compile(pat)
         except (re.error, TypeError) as e:
-            raise CodegenError(f"hold_ops pattern {pat!r} is not a regular expression: {e}") from None
-        if not (isinstance(n, int) and 0 <= n <= 15):
-            raise CodegenError(f"hold_ops {pat!r}: {n!r} stages; a call holds 0 to 15")
+            raise CodegenError(f"{knob} pattern {pat!r} is not a regular expression: {e}") from None
+        if not (isinstance(n, int) and lo <= n <= hi):
+            raise CodegenError(f"{knob} {pat!r}: {n!r} stages; {what} {lo} to {hi}")
         out.append((pat, n))
     return tuple(out)
+
+
+def parse_l2_idle(spec) -> tuple[tuple[str, int], ...]:
+    """emit_cuda's l2_idle, in parse_hold_ops's form: per op-name pattern (the op whose task runs
+    the ring call), how many of the call's stages past the ring the producer warp sends to L2 while
+    the ring sits full and landed, its oldest stage unreleased (the task before is waiting for its
+    inputs, so this SM's share of the memory pipe is idle), 1 to 64."""
+    return parse_hold_ops(spec, "l2_idle", 1, 64, "the producer sends")
 
 
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
@@ -2315,7 +2369,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               producer: str | None = None, signal: str = "fence", hold: int | None = None,
               kv_prefetch: str = "body", ll_poll_ns: int = 0, hold_ops=None,
               step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None,
-              claim_split: int = 1) -> tuple[str, TaskTable]:
+              claim_split: int = 1, l2_idle=None) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -2388,7 +2442,15 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     1,096). So it stays off.
     The producer warp's `l2_ahead`
     measured 1,087 us at 0, 1,433 at 2 and 1,573-1,609 at 4-16 (ab_knobs_l2_ahead_warp.json), as
-    thread 0's had: a weight stage sent to L2 ahead of its bulk copy costs more than it saves. `signal` (SIGNALS): how a task publishes its writes
+    thread 0's had: a weight stage sent to L2 ahead of its bulk copy costs more than it saves.
+    `l2_idle` (parse_l2_idle): per op-name pattern, the stages of its ring calls past the ring that
+    the producer warp sends to L2 (in 4 KB pieces) when it finds the ring full and landed, its oldest
+    stage unreleased, i.e. only while the task before waits for its inputs. Alone (bench/l2_probe.py,
+    l2_probe.json) 64 KB per SM sent during an 8 us wait cut a 512 KB run's span from 24.3 to 21.8
+    us; in the 1B expert on an H100, the gate/up calls' (mlp.silu_mul) 2 / 4 / 8 stages measured
+    1,063.5 / 1,080 / 1,138 us against 1,068.4, and 1,064 against 1,059 with o_proj in 64 tasks
+    (ab_knobs_l2_idle.json): the extra reads slow the attention half's latency chain (the waits and
+    polls queue behind them) about as much as they save later, so it stays off. `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
     add a release); they measured the same."""
     impls = impls or {}
@@ -2408,6 +2470,9 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if not 1 <= hold <= 15:
         raise CodegenError(f"hold={hold}: a call holds 1 to 15 of its last stages (fewer than the ring has)")
     hold_ops = parse_hold_ops(hold_ops)
+    l2_idle = parse_l2_idle(l2_idle)
+    if l2_idle and (producer != "warp" or claim is not None or weights != "smem"):
+        raise CodegenError("l2_idle is the producer warp's: it takes producer='warp', weights='smem' and no claim")
     if claim is not None:
         try:
             re.compile(claim)
@@ -2445,7 +2510,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
                               control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns,
-                              hold_ops, step_inputs, kv_pre, claim, claim_split)
+                              hold_ops, step_inputs, kv_pre, claim, claim_split, l2_idle)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
@@ -2459,18 +2524,19 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
           combine: str = "last", producer: str = "warp", signal: str = "fence",
           hold: int = 15, kv_prefetch: str = "body", ll_poll_ns: int = 0,
           hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body",
-          kv_pre: int = 0, claim: str | None = None, claim_split: int = 1) -> tuple[str, TaskTable]:
+          kv_pre: int = 0, claim: str | None = None, claim_split: int = 1,
+          l2_idle: tuple[tuple[str, int], ...] = ()) -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
             producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops, step_inputs, kv_pre)
     if claim and (hops != "ll" or impls):
         raise CodegenError("claim: a claimed op's readers must poll its output, so it needs hops='ll' and no impls")
-    source, table, em = _emit_once(*args)   # the first pass only shows which tensors can be LL words: no claims
+    source, table, em = _emit_once(*args, l2_idle=l2_idle)   # the first pass only shows which tensors can be LL words: no claims
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
         if ll or claim:
-            source, table, _ = _emit_once(*args, claim=claim, claim_split=claim_split, ll=ll)
+            source, table, _ = _emit_once(*args, claim=claim, claim_split=claim_split, ll=ll, l2_idle=l2_idle)
     return source, table
 
 
@@ -2479,7 +2545,8 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                producer: str, signal: str, hold: int, kv_prefetch: str, ll_poll_ns: int,
                hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body", kv_pre: int = 0,
                claim: str | None = None, claim_split: int = 1,
-               ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
+               ll: frozenset[str] = frozenset(),
+               l2_idle: tuple[tuple[str, int], ...] = ()) -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
                   hold_ops, step_inputs, kv_pre, claim)
     g = plan.tg.graph
@@ -2610,7 +2677,8 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                         slot, off, nb = em.weight_bytes(ops[name], *((0, rows) if pool >= 0 else (call_lo[c], call_hi[c])))
                         ws_slot.append(slot)
                         ws_offset.append(off)
-                        ws_rows.append(rows | ((pool + 1) << 16 if pool >= 0 else 0))
+                        idle = next((n for pat, n in l2_idle if re.search(pat, call_names[c])), 0)
+                        ws_rows.append(rows | ((pool + 1) << 16 if pool >= 0 else idle << 24))
                         ws_rowb.append(nb // rows)
                 if pool >= 0:
                     ws_rows[first] |= (len(ws_slot) - first) << 24
@@ -2672,7 +2740,8 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
-                     "l2_ahead": l2_ahead, "l2_wait": l2_wait, "hold": min(hold, stages - 1)}
+                     "l2_ahead": l2_ahead, "l2_wait": l2_wait, "hold": min(hold, stages - 1),
+                     "l2_idle": int(bool(l2_idle))}
             if stages > 0 else _NO_RING)
     claims = f"#define WS_CLAIMS {len(pools)}\n" if pools else ""
     if pools:

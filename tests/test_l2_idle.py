@@ -1,0 +1,77 @@
+"""emit_cuda's l2_idle: per op-name pattern, the stages past the weight ring that the producer warp
+sends to L2 while the ring sits full and landed (the task before is waiting for its inputs). On the
+CPU: only the matching ring calls' rows words carry the count, the source compiles, bad specs are
+refused with the knob's name. On the GPU: the same bits as without it (a prefetch moves no data)."""
+import re
+
+import pytest
+import torch
+from conftest import built_runs, seeded_step
+
+from megakernel_gym.compiler import ZOO, capture, module_tensors
+from megakernel_gym.compiler.codegen import CodegenError, emit_cuda, parse_l2_idle
+from megakernel_gym.ir_exposure import apply_edits, make_ir
+from megakernel_gym.policies.expert import expert_edits
+from megakernel_gym.rewards.nvrtc import compile_cuda
+
+
+def _expert(g, num_sms=8):
+    ir = make_ir(g, num_sms=num_sms)
+    return apply_edits(ir, expert_edits(ir)).plan()
+
+
+def test_l2_idle_marks_only_the_matching_ring_calls_and_compiles(graphs):
+    plan = _expert(graphs["llama-tiny"])
+    plain_src, plain = emit_cuda(plan)
+    src, table = emit_cuda(plan, l2_idle=r"mlp\.silu_mul$:2")
+    assert "#define WS_L2_IDLE 0" in plain_src and "#define WS_L2_IDLE 1" in src
+    assert all(r >> 24 == 0 for r in plain.ws_rows)
+    marked = [r >> 24 for r in table.ws_rows if r >> 24]
+    assert marked and set(marked) == {2}
+    # the rows themselves are unchanged, and only silu_mul's calls (gate and up, fused into it) are marked
+    assert [r & 0xffffff for r in table.ws_rows] == plain.ws_rows
+    silu = sum(1 for name in plan.tg.by_op if name.endswith("mlp.silu_mul") for _ in plan.tg.by_op[name])
+    assert len(marked) == 2 * silu
+    assert compile_cuda(src, "l2_idle.cu", arch="sm_90")
+
+
+def test_l2_idle_refuses_bad_specs_naming_the_knob(graphs):
+    plan = _expert(graphs["llama-tiny"])
+    assert parse_l2_idle(r"a:1;b\.c$:64") == (("a", 1), (r"b\.c$", 64))
+    assert parse_l2_idle(None) == ()
+    for bad, msg in [("mlp.add", "l2_idle item"), ("(:1", "not a regular"), ({"a": 0}, "1 to 64"),
+                     ({"a": 65}, "1 to 64")]:
+        with pytest.raises(CodegenError, match=re.escape(msg)):
+            emit_cuda(plan, l2_idle=bad)
+    with pytest.raises(CodegenError, match="producer='warp'"):
+        emit_cuda(plan, l2_idle="a:1", producer="thread")
+    with pytest.raises(CodegenError, match="no claim"):
+        emit_cuda(plan, l2_idle="a:1", claim=r"mlp\.add$")
+
+
+# on the GPU
+
+
+@pytest.mark.gpu
+def test_l2_idle_gives_the_same_bits_on_gpu():
+    for seed in (0, 1, 2):
+        g, params, feeds, ref = seeded_step("llama-tiny", seed)
+        plan = _expert(g)
+        _, want = built_runs(plan, params, feeds, 1)
+        _, got = built_runs(plan, params, feeds, 2, l2_idle=r"mlp\.silu_mul$:2;attn\.add$:1")
+        for out in got:
+            for k in ref:
+                assert torch.equal(out[k], want[0][k]), (seed, k)
+
+
+@pytest.mark.gpu
+def test_the_1b_expert_with_l2_idle_gives_the_experts_bits_on_gpu():
+    g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
+    plan = _expert(g, torch.cuda.get_device_properties(0).multi_processor_count)
+    model, inputs = ZOO["llama-1b"](seed=1, device="cuda")
+    params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
+    _, want = built_runs(plan, params, feeds, 1)
+    _, got = built_runs(plan, params, feeds, 2, l2_idle=r"mlp\.silu_mul$:4")
+    for out in got:
+        for k in out:
+            assert torch.equal(out[k], want[0][k]), k
