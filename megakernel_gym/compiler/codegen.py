@@ -2010,10 +2010,13 @@ __device__ __forceinline__ bool ws_test_bar(unsigned bar, unsigned parity) {
   return ok;
 }
 // the producer, about to refill a buffer for stage g of the call at (f, s), whose rows word asks for
-// n stages to L2 while the ring idles: until the buffer is free, if the newest stage in flight
-// lands first (the ring is full and landed, its oldest stage unreleased: the task before is waiting
-// for its inputs, and nothing of this SM's is in the memory pipe), stages g .. g + n - 1 (those not
-// sent yet, li) go to L2, so that the bulk copies that later fill the ring with them hit it
+// n stages to L2 while the ring idles, the buffer's last stage also of such a call (so the ring is
+// full of the waiting task's own weights, not of the task's before: a task waiting on its inputs
+// while the attention half's chain runs is left alone, since extra reads there slow that chain):
+// until the buffer is free, if the newest stage in flight lands first (the ring is full and landed,
+// its oldest stage unreleased: the task is staging its inputs, and nothing of this SM's is in the
+// memory pipe), stages g .. g + n - 1 (those not sent yet, li) go to L2, so that the bulk copies
+// that later fill the ring with them hit it
 __device__ void ws_idle_l2(int f, int s, unsigned g, unsigned& li) {
   const unsigned n = (unsigned)ws.seg[f].rows >> 24;
   const unsigned eb = smem_addr(&ws_empty[g %% WS_STAGES]), ep = (g / WS_STAGES - 1) & 1u;
@@ -2046,7 +2049,8 @@ __device__ void ws_produce() {
   unsigned lg = 0;   // the L2 lookahead's cursor: stages it has passed (those the ring will hold it skips)
 #endif
 #if WS_L2_IDLE
-  unsigned li = 0;   // stages of the stream sent to L2 while the ring idled (ws_idle_l2)
+  unsigned li = 0;            // stages of the stream sent to L2 while the ring idled (ws_idle_l2)
+  int ring_f[WS_STAGES];      // the segment each buffer's stage came from
 #endif
   for (unsigned g = 0; f < ws.f_end; ++g) {
 #if WS_L2_AHEAD > 0
@@ -2061,7 +2065,9 @@ __device__ void ws_produce() {
     if (k < 0 && !have && ws.seg[f].claim >= 0) { ahead = atomicAdd(ws_pool_ctr[ws.seg[f].claim], 1u); have = true; }
 #endif
 #if WS_L2_IDLE
-    if (g >= WS_STAGES && (ws.seg[f].rows >> 24) && li < g + ((unsigned)ws.seg[f].rows >> 24)) ws_idle_l2(f, s, g, li);
+    if (g >= WS_STAGES && (ws.seg[f].rows >> 24) && (ws.seg[ring_f[g %% WS_STAGES]].rows >> 24)
+        && li < g + ((unsigned)ws.seg[f].rows >> 24)) ws_idle_l2(f, s, g, li);
+    ring_f[g %% WS_STAGES] = f;
 #endif
     if (g >= WS_STAGES) ws_wait_bar(smem_addr(&ws_empty[g %% WS_STAGES]), (g / WS_STAGES - 1) & 1u);
 #if WS_CLAIMS
@@ -2445,12 +2451,17 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     thread 0's had: a weight stage sent to L2 ahead of its bulk copy costs more than it saves.
     `l2_idle` (parse_l2_idle): per op-name pattern, the stages of its ring calls past the ring that
     the producer warp sends to L2 (in 4 KB pieces) when it finds the ring full and landed, its oldest
-    stage unreleased, i.e. only while the task before waits for its inputs. Alone (bench/l2_probe.py,
-    l2_probe.json) 64 KB per SM sent during an 8 us wait cut a 512 KB run's span from 24.3 to 21.8
-    us; in the 1B expert on an H100, the gate/up calls' (mlp.silu_mul) 2 / 4 / 8 stages measured
-    1,063.5 / 1,080 / 1,138 us against 1,068.4, and 1,064 against 1,059 with o_proj in 64 tasks
-    (ab_knobs_l2_idle.json): the extra reads slow the attention half's latency chain (the waits and
-    polls queue behind them) about as much as they save later, so it stays off. `signal` (SIGNALS): how a task publishes its writes
+    stage unreleased and also a marked call's (ws_idle_l2): only while a task waits for its inputs.
+    Alone (bench/l2_probe.py, l2_probe.json) 64 KB per SM sent during an 8 us wait cut a 512 KB run's
+    span from 24.3 to 21.8 us. In the 1B expert on an H100 (alternating rounds, bit-identical): the
+    first version, which did not ask whose the oldest stage was, gave gate/up's (mlp.silu_mul) 2 / 4 /
+    8 stages 1,063.5 / 1,080 / 1,138 us against 1,068.4 (ab_knobs_l2_idle.json); this one, every
+    ring call at 1 / 2 / 3 / 4 stages, 1,069.4 / 1,055.1-1,055.9 / 1,067.4 / 1,080.4 against 1,069
+    (ab_knobs_l2_idle_own.json, ab_knobs_l2_idle_all.json; the gain at 2 is the MLP's: gate/up's
+    input 3.4 -> 2.4 us, its rows 16.5 -> 15.2, task_probe_l2_idle.json), while the gate/up calls
+    alone lost (1,095-1,098). Over the level-5 families ".:2" ranged from 1.7% faster (Qwen3-1.7B)
+    to 10.5% slower (Qwen2-0.5B; bench/families_knobs.py, families_knobs.json): the extra reads
+    also slow the latency chains they overlap. So it stays off. `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
     add a release); they measured the same."""
     impls = impls or {}
