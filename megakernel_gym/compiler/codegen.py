@@ -1869,6 +1869,7 @@ _RING = r"""
 #define WS_L2_AHEAD %(l2_ahead)d      // stages past the ring prefetched to L2, always
 #define WS_L2_WAIT %(l2_wait)d        // stages past the ring prefetched to L2 when a task must wait
 #define WS_HOLD %(hold)d              // producer warp: a call's last stages held until the task has signalled
+#define WS_INFLIGHT %(inflight)d        // producer warp: the most stages issued and not landed (emit_cuda inflight)
 #define WS_L2_IDLE %(l2_idle)d          // producer warp: a call's rows word carries stages it sends to L2 while the ring idles (emit_cuda l2_idle)
 // after a task's signal, thread 0 refills the buffer its last ring stage freed (the stage loop leaves
 // it: a bulk copy in flight made the control warp's fence wait for it, about 0.5-1 us a task; with
@@ -2070,6 +2071,9 @@ __device__ void ws_produce() {
     ring_f[g %% WS_STAGES] = f;
 #endif
     if (g >= WS_STAGES) ws_wait_bar(smem_addr(&ws_empty[g %% WS_STAGES]), (g / WS_STAGES - 1) & 1u);
+#if WS_INFLIGHT < WS_STAGES
+    if (g >= WS_INFLIGHT) ws_wait_bar(smem_addr(&ws_bar[(g - WS_INFLIGHT) %% WS_STAGES]), ((g - WS_INFLIGHT) / WS_STAGES) & 1u);
+#endif
 #if WS_CLAIMS
     if (k < 0 && ws.seg[f].claim >= 0) {
       const int p = ws.seg[f].claim;
@@ -2375,7 +2379,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               producer: str | None = None, signal: str = "fence", hold: int | None = None,
               kv_prefetch: str = "body", ll_poll_ns: int = 0, hold_ops=None,
               step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None,
-              claim_split: int = 1, l2_idle=None) -> tuple[str, TaskTable]:
+              claim_split: int = 1, l2_idle=None, inflight: int | None = None) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -2482,6 +2486,12 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"hold={hold}: a call holds 1 to 15 of its last stages (fewer than the ring has)")
     hold_ops = parse_hold_ops(hold_ops)
     l2_idle = parse_l2_idle(l2_idle)
+    if inflight is None:
+        inflight = 16      # no cap: as many as the ring has
+    if not (isinstance(inflight, int) and 1 <= inflight <= 16):
+        raise CodegenError(f"inflight={inflight!r}: the producer warp keeps 1 to 16 ring stages in flight")
+    if inflight < 16 and producer != "warp":
+        raise CodegenError("inflight caps the producer warp's copies in flight: it takes producer='warp'")
     if l2_idle and (producer != "warp" or claim is not None or weights != "smem"):
         raise CodegenError("l2_idle is the producer warp's: it takes producer='warp', weights='smem' and no claim")
     if claim is not None:
@@ -2521,7 +2531,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
                               control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns,
-                              hold_ops, step_inputs, kv_pre, claim, claim_split, l2_idle)
+                              hold_ops, step_inputs, kv_pre, claim, claim_split, l2_idle, inflight)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
@@ -2536,18 +2546,19 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
           hold: int = 15, kv_prefetch: str = "body", ll_poll_ns: int = 0,
           hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body",
           kv_pre: int = 0, claim: str | None = None, claim_split: int = 1,
-          l2_idle: tuple[tuple[str, int], ...] = ()) -> tuple[str, TaskTable]:
+          l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16) -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
             producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops, step_inputs, kv_pre)
     if claim and (hops != "ll" or impls):
         raise CodegenError("claim: a claimed op's readers must poll its output, so it needs hops='ll' and no impls")
-    source, table, em = _emit_once(*args, l2_idle=l2_idle)   # the first pass only shows which tensors can be LL words: no claims
+    source, table, em = _emit_once(*args, l2_idle=l2_idle, inflight=inflight)   # the first pass only shows which tensors can be LL words: no claims
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
         if ll or claim:
-            source, table, _ = _emit_once(*args, claim=claim, claim_split=claim_split, ll=ll, l2_idle=l2_idle)
+            source, table, _ = _emit_once(*args, claim=claim, claim_split=claim_split, ll=ll, l2_idle=l2_idle,
+                                          inflight=inflight)
     return source, table
 
 
@@ -2557,7 +2568,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body", kv_pre: int = 0,
                claim: str | None = None, claim_split: int = 1,
                ll: frozenset[str] = frozenset(),
-               l2_idle: tuple[tuple[str, int], ...] = ()) -> tuple[str, TaskTable, "_Emitter"]:
+               l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16) -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
                   hold_ops, step_inputs, kv_pre, claim)
     g = plan.tg.graph
@@ -2752,7 +2763,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                       for name, i in em.slots.items())
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
                      "l2_ahead": l2_ahead, "l2_wait": l2_wait, "hold": min(hold, stages - 1),
-                     "l2_idle": int(bool(l2_idle))}
+                     "l2_idle": int(bool(l2_idle)), "inflight": min(inflight, stages)}
             if stages > 0 else _NO_RING)
     claims = f"#define WS_CLAIMS {len(pools)}\n" if pools else ""
     if pools:

@@ -1,7 +1,8 @@
-"""emit_cuda's l2_idle: per op-name pattern, the stages past the weight ring that the producer warp
-sends to L2 while the ring sits full and landed (the task before is waiting for its inputs). On the
-CPU: only the matching ring calls' rows words carry the count, the source compiles, bad specs are
-refused with the knob's name. On the GPU: the same bits as without it (a prefetch moves no data)."""
+"""The weight ring's producer-warp knobs of emit_cuda. `l2_idle`: per op-name pattern, the stages past
+the ring that the producer sends to L2 while the ring sits full and landed (the task is waiting for
+its inputs). `inflight`: the most ring stages issued and not yet landed. On the CPU: only the
+matching ring calls' rows words carry the count, the sources compile, bad values are refused with
+the knob's name. On the GPU: the same bits as without them (they move when bytes come, not which)."""
 import re
 
 import pytest
@@ -75,3 +76,29 @@ def test_the_1b_expert_with_l2_idle_gives_the_experts_bits_on_gpu():
     for out in got:
         for k in out:
             assert torch.equal(out[k], want[0][k]), k
+
+
+def test_inflight_caps_the_producers_copies_in_flight_and_compiles(graphs):
+    plan = _expert(graphs["llama-tiny"])
+    src, table = emit_cuda(plan, inflight=2)
+    assert "#define WS_INFLIGHT 2" in src and "if (g >= WS_INFLIGHT) ws_wait_bar" in src
+    assert compile_cuda(src, "inflight.cu", arch="sm_90")
+    big, _ = emit_cuda(plan, inflight=16)   # more than the ring has: the ring's own count, no cap
+    assert f"#define WS_INFLIGHT {table.ws_stages}" in big
+    for bad in (0, 17, "2"):
+        with pytest.raises(CodegenError, match="inflight"):
+            emit_cuda(plan, inflight=bad)
+    with pytest.raises(CodegenError, match="producer='warp'"):
+        emit_cuda(plan, inflight=2, producer="thread")
+
+
+@pytest.mark.gpu
+def test_inflight_gives_the_same_bits_on_gpu():
+    for seed in (0, 1, 2):
+        g, params, feeds, ref = seeded_step("llama-tiny", seed)
+        plan = _expert(g)
+        _, want = built_runs(plan, params, feeds, 1, inflight=16)
+        for n in (1, 2, 3):
+            _, got = built_runs(plan, params, feeds, 1, inflight=n)
+            for k in ref:
+                assert torch.equal(got[0][k], want[0][k]), (seed, n, k)

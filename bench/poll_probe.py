@@ -1,0 +1,184 @@
+"""How long does an SM take to see a word another SM wrote, while weight streams run?
+
+    python bench/poll_probe.py [--out DIR] [--polls 30] [--period-ns 4000]
+
+In the megakernel every dependency hop is a poll: a task loads its input's LL words until they
+carry this launch's epoch. The task probes show a task on an SM that has just refilled its weight
+ring seeing its input ~2 us later than a task on an idle SM (README, task_probe_cw_tasks.json).
+This probe isolates that: block 0 writes a flag every `period` ns (st.relaxed.gpu, recording
+%globaltimer); one lane of warp 0 of every other block polls it with a given load and records when
+it saw each value. Meanwhile each block's producer warp streams its own 5 MB through a ring of 5 x
+32 KB bulk copies (as the megakernel's), consumed by 8 warps: in no block, every block, or every
+other block (so a poller on an idle SM next to streaming ones separates its own SM's copies in
+flight from the chip's load), and with the ring's stages in flight capped. Loads: relaxed (ld.relaxed.gpu, the megakernel's LL polls), acquire
+(ld.acquire.gpu, its counters), volatile (ld.volatile.global). Writes bench/results/poll_probe.json:
+per setting, the latency's median and p90 over blocks and polls, for streaming and idle pollers.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import torch  # noqa: E402
+
+from judge_bench import write  # noqa: E402
+from megakernel_gym.rewards.nvrtc import load_cuda  # noqa: E402
+
+LOADS = ("relaxed", "acquire", "volatile")
+STREAMS = ("none", "all", "alternate")
+STAGES, STAGE, PER_BLOCK = 5, 32768, 5 * 1024 * 1024
+
+SRC = r"""
+extern __shared__ float4 smem[];
+__shared__ __align__(8) unsigned long long full_bar[8];
+__shared__ __align__(8) unsigned long long empty_bar[8];
+__device__ __forceinline__ unsigned sa(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ unsigned long long gtime() {
+  unsigned long long g; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)); return g;
+}
+__device__ __forceinline__ float fold(uint4 v) {
+  return __uint_as_float(v.x) + __uint_as_float(v.y) + __uint_as_float(v.z) + __uint_as_float(v.w);
+}
+__device__ __forceinline__ void bar_wait(unsigned b, unsigned parity) {
+  unsigned ok = 0;
+  while (!ok)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(ok) : "r"(b), "r"(parity) : "memory");
+}
+__device__ __forceinline__ unsigned poll_load(const unsigned* p, int kind) {
+  unsigned v;
+  if (kind == 0) asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  else if (kind == 1) asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  else asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+// warp 0: block 0 writes, the others poll; warps 1-8 consume the ring; warp 9 is its producer
+extern "C" __global__ void __launch_bounds__(320, 1) poll_probe(const char* w, unsigned* flag, int polls,
+    long long period_ns, int load_kind, int stream, int inflight, unsigned long long* times, float* out) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool streams = stream == 1 || (stream == 2 && (blockIdx.x & 1));
+  const int nst = streams ? (int)(@PER_BLOCK@ll / @STAGE@) : 0;
+  const char* src = w + (long long)blockIdx.x * @PER_BLOCK@ll;
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < @STAGES@; ++b) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(&full_bar[b])) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 8;" :: "r"(sa(&empty_bar[b])) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();
+  unsigned long long* row = times + (long long)blockIdx.x * (polls + 2);
+  if (warp == 9) {
+    if (lane == 0) {
+      for (int g = 0; g < nst; ++g) {
+        if (g >= @STAGES@) bar_wait(sa(&empty_bar[g % @STAGES@]), (g / @STAGES@ - 1) & 1u);
+        if (g >= inflight) bar_wait(sa(&full_bar[(g - inflight) % @STAGES@]), ((g - inflight) / @STAGES@) & 1u);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        const unsigned b = sa(&full_bar[g % @STAGES@]), dst = sa((char*)smem + (g % @STAGES@) * @STAGE@);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(@STAGE@) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     :: "r"(dst), "l"(src + (long long)g * @STAGE@), "r"(@STAGE@), "r"(b) : "memory");
+      }
+    }
+    return;
+  }
+  if (warp >= 1) {
+    float acc = 0.f;
+    const int seg = @STAGE@ / 8 / 16;
+    for (int g = 0; g < nst; ++g) {
+      bar_wait(sa(&full_bar[g % @STAGES@]), (g / @STAGES@) & 1u);
+      const uint4* s4 = (const uint4*)((char*)smem + (g % @STAGES@) * @STAGE@) + (warp - 1) * seg;
+      for (int v = lane; v < seg; v += 32) acc += fold(s4[v]);
+      __syncwarp();
+      if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(&empty_bar[g % @STAGES@])) : "memory");
+    }
+    if (warp == 1 && lane == 0) row[polls + 1] = gtime();   // this block's stream ended
+    if (acc == 12345.f) out[threadIdx.x] = acc;
+    return;
+  }
+  if (lane != 0) return;
+  const unsigned long long t0 = gtime();
+  if (blockIdx.x == 0) {   // the writer: value k at t0 + k * period (after a first period of ramp-up)
+    for (int k = 1; k <= polls; ++k) {
+      while (gtime() < t0 + (unsigned long long)(k + 2) * period_ns) { }
+      asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" :: "l"(flag), "r"((unsigned)k) : "memory");
+      row[k] = gtime();
+    }
+    row[0] = t0;
+    return;
+  }
+  for (int k = 1; k <= polls; ++k) {
+    while (poll_load(flag, load_kind) < (unsigned)k) { }
+    row[k] = gtime();
+  }
+  row[0] = t0;
+}
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--polls", type=int, default=30)
+    ap.add_argument("--period-ns", type=int, default=4000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--inflight", type=int, nargs="*", default=[5, 3, 2, 1],
+                    help="most stages a streaming block keeps in flight (issued, not landed)")
+    args = ap.parse_args()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    source = SRC.replace("@STAGES@", str(STAGES)).replace("@STAGE@", str(STAGE)).replace("@PER_BLOCK@", str(PER_BLOCK))
+    mod = load_cuda(source, "poll_probe.cu")
+    smem = STAGES * STAGE
+    mod.set_max_dynamic_smem("poll_probe", smem)
+    fn = mod.get_function("poll_probe")
+    w = torch.empty(sms * PER_BLOCK + 4096, dtype=torch.uint8, device="cuda").random_()
+    flag = torch.zeros(64, dtype=torch.int32, device="cuda")
+    out = torch.zeros(320, device="cuda")
+    times = torch.zeros(sms * (args.polls + 2), dtype=torch.int64, device="cuda")
+    rows = []
+    settings = [(s, ld, STAGES) for s in STREAMS for ld in LOADS] + [("all", "relaxed", n) for n in args.inflight
+                                                                         if n != STAGES]
+    for stream, load, inflight in settings:
+        if True:
+            lat, rate = {True: [], False: []}, []
+            for _ in range(args.reps):
+                flag.zero_()
+                times.zero_()
+                fn((sms,), (320,), (w, flag, args.polls, args.period_ns, LOADS.index(load), STREAMS.index(stream),
+                                    inflight, times, out), shared_mem=smem)
+                torch.cuda.synchronize()
+                t = times.view(sms, args.polls + 2).double().cpu()
+                written = t[0, 1:args.polls + 1]
+                if stream == "all":   # the stream's rate: every block's 5 MB over the last one's end
+                    rate.append(sms * PER_BLOCK / ((t[:, args.polls + 1].max() - t[:, 0].min()).item() * 1e-9) / 1e9)
+                for b in range(1, sms):
+                    streams = stream == "all" or (stream == "alternate" and b % 2 == 1)
+                    end = t[b, args.polls + 1].item() if streams else float("inf")
+                    for k in range(args.polls):
+                        if t[b, k + 1] <= end:   # polls while this block still streamed (all, when it does not)
+                            lat[streams].append((t[b, k + 1] - written[k]).item() / 1e3)
+            for streams, v in lat.items():
+                if not v:
+                    continue
+                v.sort()
+                rows.append({"streams": stream, "load": load, "inflight_stages": inflight, "poller_streams": streams,
+                             "stream_gb_per_s": sorted(rate)[len(rate) // 2] if rate else None, "n": len(v),
+                             "median_us": v[len(v) // 2], "p10_us": v[len(v) // 10], "p90_us": v[len(v) * 9 // 10]})
+                print(f"streams {stream:9s} inflight {inflight} load {load:8s} poller {'streaming' if streams else 'idle':9s} n {len(v):5d} "
+                      f"latency median {rows[-1]['median_us']:5.2f} us  p10 {rows[-1]['p10_us']:5.2f}  "
+                      f"p90 {rows[-1]['p90_us']:5.2f}" + (f"  stream {rate[0]:.0f}.. GB/s" if rate else ""), flush=True)
+    write("probe", rows, [], Path(args.out), prefix="poll_",
+          notes=f"{sms} blocks of 320 threads; block 0 writes a flag every {args.period_ns} ns, one lane of every other "
+                f"block polls it; streaming blocks pull {PER_BLOCK >> 20} MB each through a {STAGES} x {STAGE >> 10} KB "
+                "bulk-copy ring meanwhile, at most inflight_stages of them issued and not landed; latency = %globaltimer when seen - when written (its resolution shows as "
+                "steps in the quantiles)")
+
+
+if __name__ == "__main__":
+    main()
