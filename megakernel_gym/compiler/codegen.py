@@ -45,6 +45,11 @@ WS_SEG = 4096                # weight ring: bytes of one weight row each warp mu
 WS_STAGE = WARPS * WS_SEG    # bytes per stage (one row segment per warp)
 WS_MAX_STAGES = 5            # stages in flight per SM (160 KB; 4 measured 3% slower: ab_knobs_ring5_kvpf.json)
 WS_L2_AHEAD = 0              # stages past the ring prefetched to L2 by the ring's producer
+# the most ring stages the producer warp keeps issued and not landed (emit_cuda inflight). Every
+# poll and signal waits behind the chip's copies in flight: with 5 x 32 KB on every SM a word
+# written by one SM took 7.7 us to be seen by another, 1.0 us with 2 in flight, at the same 3.1 TB/s
+# (bench/results/poll_probe.json); the 1B expert 1,068 -> 1,029 us (ab_knobs_inflight_combos.json)
+INFLIGHT = 2
 X_PLANES = True              # batched (m > 1) bf16 ring matmuls read x from two planes per row (_x_split)
 CONTROL_WARP = 0             # the warp that polls a task's counters and signals its own
 SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 block may have
@@ -2465,7 +2470,15 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     input 3.4 -> 2.4 us, its rows 16.5 -> 15.2, task_probe_l2_idle.json), while the gate/up calls
     alone lost (1,095-1,098). Over the level-5 families ".:2" ranged from 1.7% faster (Qwen3-1.7B)
     to 10.5% slower (Qwen2-0.5B; bench/families_knobs.py, families_knobs.json): the extra reads
-    also slow the latency chains they overlap. So it stays off. `signal` (SIGNALS): how a task publishes its writes
+    also slow the latency chains they overlap. So it stays off. `inflight`: the most ring stages the
+    producer warp keeps issued and not landed (None: INFLIGHT, 2, with the producer warp). A poll or
+    signal waits behind the chip's copies in flight: with every SM streaming through 5 stages a word
+    one SM wrote took 7.7 us to be seen by another, 1.8 / 1.0 / 0.26 us with 3 / 2 / 1 in flight, at
+    3.1 / 3.1 / 2.8 TB/s (bench/poll_probe.py, poll_probe.json). The ring still fills all its stages
+    while a task waits; only how many are on their way at once is capped. On the 1B expert on an H100
+    (bit-identical) 1 / 2 / 3 measured 1,029.5 / 1,030.7 / 1,054.9 us against 1,067.7 with no cap
+    (ab_knobs_inflight.json); with o_proj in 64 tasks 1,061 / 1,020.5, split 8 1,022 / 1,023
+    (ab_knobs_inflight_combos.json, where holding 2 stages, l2_idle and kv_pre lost). `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
     add a release); they measured the same."""
     impls = impls or {}
@@ -2486,8 +2499,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"hold={hold}: a call holds 1 to 15 of its last stages (fewer than the ring has)")
     hold_ops = parse_hold_ops(hold_ops)
     l2_idle = parse_l2_idle(l2_idle)
-    if inflight is None:
-        inflight = 16      # no cap: as many as the ring has
+    if inflight is None:   # 2 with the producer warp (INFLIGHT), no cap otherwise
+        inflight = INFLIGHT if producer == "warp" else 16
     if not (isinstance(inflight, int) and 1 <= inflight <= 16):
         raise CodegenError(f"inflight={inflight!r}: the producer warp keeps 1 to 16 ring stages in flight")
     if inflight < 16 and producer != "warp":
