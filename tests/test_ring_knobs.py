@@ -102,3 +102,32 @@ def test_inflight_gives_the_same_bits_on_gpu():
             _, got = built_runs(plan, params, feeds, 1, inflight=n)
             for k in ref:
                 assert torch.equal(got[0][k], want[0][k]), (seed, n, k)
+
+
+def test_inflight_ops_gives_matching_calls_their_own_cap_and_compiles(graphs):
+    plan = _expert(graphs["llama-tiny"])
+    plain_src, plain = emit_cuda(plan)
+    src, table = emit_cuda(plan, inflight_ops=r"mlp\.silu_mul$:3;attn:1", l2_idle=r"mlp\.silu_mul$:2")
+    assert "#define WS_INFLIGHT_OPS 0" in plain_src and "#define WS_INFLIGHT_OPS 1" in src
+    caps = [(r >> 16) & 0xff for r in table.ws_rows]
+    assert set(caps) == {0, 1, 3} and all(r >> 24 in (0, 2) for r in table.ws_rows)
+    # the rows under the two bytes are the plain ones; each call's cap is its op's
+    assert [r & 0xffff for r in table.ws_rows] == plain.ws_rows
+    assert sum(c == 3 for c in caps) == sum(r >> 24 == 2 for r in table.ws_rows)   # gate/up's calls, both knobs
+    assert compile_cuda(src, "inflight_ops.cu", arch="sm_90")
+    for bad, msg in [({"a": 0}, "1 to 16"), ({"a": 17}, "1 to 16"), ("x", "inflight_ops item")]:
+        with pytest.raises(CodegenError, match=re.escape(msg)):
+            emit_cuda(plan, inflight_ops=bad)
+    with pytest.raises(CodegenError, match="no claim"):
+        emit_cuda(plan, inflight_ops="a:1", claim=r"mlp\.add$")
+
+
+@pytest.mark.gpu
+def test_inflight_ops_gives_the_same_bits_on_gpu():
+    g, params, feeds, ref = seeded_step("llama-tiny", 0)
+    plan = _expert(g)
+    _, want = built_runs(plan, params, feeds, 1)
+    _, got = built_runs(plan, params, feeds, 2, inflight_ops=r"mlp:3;attn:1")
+    for out in got:
+        for k in ref:
+            assert torch.equal(out[k], want[0][k]), k

@@ -1875,6 +1875,8 @@ _RING = r"""
 #define WS_L2_WAIT %(l2_wait)d        // stages past the ring prefetched to L2 when a task must wait
 #define WS_HOLD %(hold)d              // producer warp: a call's last stages held until the task has signalled
 #define WS_INFLIGHT %(inflight)d        // producer warp: the most stages issued and not landed (emit_cuda inflight)
+#define WS_INFLIGHT_OPS %(inflight_ops)d    // a call's rows word carries its own cap in bits 16-23 (emit_cuda inflight_ops)
+#define WS_ROWS_MASK (WS_INFLIGHT_OPS ? 0xffff : 0xffffff)
 #define WS_L2_IDLE %(l2_idle)d          // producer warp: a call's rows word carries stages it sends to L2 while the ring idles (emit_cuda l2_idle)
 // after a task's signal, thread 0 refills the buffer its last ring stage freed (the stage loop leaves
 // it: a bulk copy in flight made the control warp's fence wait for it, about 0.5-1 us a task; with
@@ -1919,7 +1921,7 @@ __device__ __forceinline__ char* ws_stage(unsigned g) { return (char*)mk_smem + 
 struct WsAt { const char* src; int nr, seg, rowb; bool whole, packed; };
 __device__ __forceinline__ WsAt ws_at(int& f, int& s) {
   WsSeg sg = ws.seg[f];
-  sg.rows &= 0xffffff;   // (the byte above: the call's l2_idle stages)
+  sg.rows &= WS_ROWS_MASK;   // (the bytes above: the call's own in-flight cap, its l2_idle stages)
   const int ncs = (sg.rowb + WS_SEG - 1) / WS_SEG;
   if (sg.rowb %% WS_SEG == 0 && %(warps)d %% ncs == 0) {
     const int rps = %(warps)d / ncs;
@@ -2076,7 +2078,13 @@ __device__ void ws_produce() {
     ring_f[g %% WS_STAGES] = f;
 #endif
     if (g >= WS_STAGES) ws_wait_bar(smem_addr(&ws_empty[g %% WS_STAGES]), (g / WS_STAGES - 1) & 1u);
-#if WS_INFLIGHT < WS_STAGES
+#if WS_INFLIGHT_OPS   // the call's own cap (0: WS_INFLIGHT): every stage from g - cap back has landed
+    {
+      const int own = (ws.seg[f].rows >> 16) & 0xff, cap = own ? own : WS_INFLIGHT;
+      for (int k = cap; k < WS_STAGES; ++k)
+        if (g >= (unsigned)k) ws_wait_bar(smem_addr(&ws_bar[(g - k) %% WS_STAGES]), ((g - k) / WS_STAGES) & 1u);
+    }
+#elif WS_INFLIGHT < WS_STAGES
     if (g >= WS_INFLIGHT) ws_wait_bar(smem_addr(&ws_bar[(g - WS_INFLIGHT) %% WS_STAGES]), ((g - WS_INFLIGHT) / WS_STAGES) & 1u);
 #endif
 #if WS_CLAIMS
@@ -2384,7 +2392,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               producer: str | None = None, signal: str = "fence", hold: int | None = None,
               kv_prefetch: str = "body", ll_poll_ns: int = 0, hold_ops=None,
               step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None,
-              claim_split: int = 1, l2_idle=None, inflight: int | None = None) -> tuple[str, TaskTable]:
+              claim_split: int = 1, l2_idle=None, inflight: int | None = None,
+              inflight_ops=None) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -2478,7 +2487,10 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     while a task waits; only how many are on their way at once is capped. On the 1B expert on an H100
     (bit-identical) 1 / 2 / 3 measured 1,029.5 / 1,030.7 / 1,054.9 us against 1,067.7 with no cap
     (ab_knobs_inflight.json); with o_proj in 64 tasks 1,061 / 1,020.5, split 8 1,022 / 1,023
-    (ab_knobs_inflight_combos.json, where holding 2 stages, l2_idle and kv_pre lost). `signal` (SIGNALS): how a task publishes its writes
+    (ab_knobs_inflight_combos.json, where holding 2 stages, l2_idle and kv_pre lost). `inflight_ops`
+    (parse_hold_ops's form, 1 to 16): per op-name pattern, a ring call's own cap instead of
+    `inflight` (while the producer issues that call's stages), e.g. fewer in flight during the
+    attention half's latency chain and more through the MLP; not yet measured. `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
     add a release); they measured the same."""
     impls = impls or {}
@@ -2505,6 +2517,10 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"inflight={inflight!r}: the producer warp keeps 1 to 16 ring stages in flight")
     if inflight < 16 and producer != "warp":
         raise CodegenError("inflight caps the producer warp's copies in flight: it takes producer='warp'")
+    inflight_ops = parse_hold_ops(inflight_ops, "inflight_ops", 1, 16, "a call keeps")
+    if inflight_ops and (producer != "warp" or claim is not None or weights != "smem"):
+        raise CodegenError("inflight_ops caps the producer warp's copies per op: it takes producer='warp', "
+                           "weights='smem' and no claim")
     if l2_idle and (producer != "warp" or claim is not None or weights != "smem"):
         raise CodegenError("l2_idle is the producer warp's: it takes producer='warp', weights='smem' and no claim")
     if claim is not None:
@@ -2544,7 +2560,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if weights == "smem" and not impls:
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
                               control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns,
-                              hold_ops, step_inputs, kv_pre, claim, claim_split, l2_idle, inflight)
+                              hold_ops, step_inputs, kv_pre, claim, claim_split, l2_idle, inflight,
+                              inflight_ops)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
@@ -2559,19 +2576,20 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
           hold: int = 15, kv_prefetch: str = "body", ll_poll_ns: int = 0,
           hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body",
           kv_pre: int = 0, claim: str | None = None, claim_split: int = 1,
-          l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16) -> tuple[str, TaskTable]:
+          l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16,
+          inflight_ops: tuple[tuple[str, int], ...] = ()) -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
             producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops, step_inputs, kv_pre)
     if claim and (hops != "ll" or impls):
         raise CodegenError("claim: a claimed op's readers must poll its output, so it needs hops='ll' and no impls")
-    source, table, em = _emit_once(*args, l2_idle=l2_idle, inflight=inflight)   # the first pass only shows which tensors can be LL words: no claims
+    source, table, em = _emit_once(*args, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops)   # the first pass only shows which tensors can be LL words: no claims
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
         if ll or claim:
             source, table, _ = _emit_once(*args, claim=claim, claim_split=claim_split, ll=ll, l2_idle=l2_idle,
-                                          inflight=inflight)
+                                          inflight=inflight, inflight_ops=inflight_ops)
     return source, table
 
 
@@ -2581,7 +2599,8 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body", kv_pre: int = 0,
                claim: str | None = None, claim_split: int = 1,
                ll: frozenset[str] = frozenset(),
-               l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16) -> tuple[str, TaskTable, "_Emitter"]:
+               l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16,
+               inflight_ops: tuple[tuple[str, int], ...] = ()) -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
                   hold_ops, step_inputs, kv_pre, claim)
     g = plan.tg.graph
@@ -2713,7 +2732,11 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                         ws_slot.append(slot)
                         ws_offset.append(off)
                         idle = next((n for pat, n in l2_idle if re.search(pat, call_names[c])), 0)
-                        ws_rows.append(rows | ((pool + 1) << 16 if pool >= 0 else idle << 24))
+                        cap = next((n for pat, n in inflight_ops if re.search(pat, call_names[c])), 0)
+                        if cap and rows >= 1 << 16:
+                            raise CodegenError(f"inflight_ops: {call_names[c]}'s ring call streams {rows} rows; a call "
+                                               "with its own cap streams at most 65,535 (retile it)")
+                        ws_rows.append(rows | ((pool + 1) << 16 if pool >= 0 else idle << 24 | cap << 16))
                         ws_rowb.append(nb // rows)
                 if pool >= 0:
                     ws_rows[first] |= (len(ws_slot) - first) << 24
@@ -2776,7 +2799,8 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                       for name, i in em.slots.items())
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
                      "l2_ahead": l2_ahead, "l2_wait": l2_wait, "hold": min(hold, stages - 1),
-                     "l2_idle": int(bool(l2_idle)), "inflight": min(inflight, stages)}
+                     "l2_idle": int(bool(l2_idle)), "inflight": min(inflight, stages),
+                     "inflight_ops": int(bool(inflight_ops))}
             if stages > 0 else _NO_RING)
     claims = f"#define WS_CLAIMS {len(pools)}\n" if pools else ""
     if pools:
