@@ -39,26 +39,22 @@ import torch  # noqa: E402
 
 from judge_bench import write  # noqa: E402
 from megakernel_gym.rewards.nvrtc import load_cuda  # noqa: E402
+from ring_probe_cuda import RING_PRELUDE  # noqa: E402
 
 MODES = ("none", "bulk32", "bulk4", "bulk32_last", "line", "line_last", "load", "touch")
 STAGES, STAGE = 5, 32768
 
-SRC = r"""
-extern __shared__ float4 smem[];
-__shared__ __align__(8) unsigned long long full_bar[8];
-__shared__ __align__(8) unsigned long long empty_bar[8];
-__device__ __forceinline__ unsigned sa(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ unsigned long long gtime() {
-  unsigned long long g; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)); return g;
-}
-__device__ __forceinline__ float fold(uint4 v) {
-  return __uint_as_float(v.x) + __uint_as_float(v.y) + __uint_as_float(v.z) + __uint_as_float(v.w);
-}
-__device__ __forceinline__ void bar_wait(unsigned b, unsigned parity) {
-  unsigned ok = 0;
-  while (!ok)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(ok) : "r"(b), "r"(parity) : "memory");
+SRC = RING_PRELUDE + r"""
+// the first word of 16 bytes at p, with the whole 128-byte line brought to L2 or not
+__device__ __forceinline__ unsigned first_word(const char* p, bool line) {
+  unsigned x, y, z, v;
+  if (line)
+    asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(x), "=r"(y), "=r"(z), "=r"(v) : "l"(p));
+  else
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(x), "=r"(y), "=r"(z), "=r"(v) : "l"(p));
+  return x;
 }
 // modes: 0 none, 1 bulk32, 2 bulk4, 3 bulk32_last, 4 line, 5 line_last, 6 load, 7 touch
 extern "C" __global__ void __launch_bounds__(288, 1) l2_probe(const char* w, long long per_block, int S, int stage,
@@ -109,20 +105,10 @@ extern "C" __global__ void __launch_bounds__(288, 1) l2_probe(const char* w, lon
       if (mode == 5) asm volatile("prefetch.global.L2::evict_last [%0];" :: "l"(pf + c) : "memory");
       else asm volatile("prefetch.global.L2 [%0];" :: "l"(pf + c) : "memory");
     }
-  } else if (mode == 6) {
-    for (long long c = (long long)threadIdx.x * 128; c < pfn; c += 256 * 128) {
-      unsigned x, y, z, v;
-      asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(x), "=r"(y), "=r"(z), "=r"(v) : "l"(pf + c));
-      keep ^= x;
-    }
-  } else if (mode == 7) {
-    for (long long c = (long long)threadIdx.x * 65536; c < per_block; c += 256 * 65536) {
-      unsigned x, y, z, v;
-      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(x), "=r"(y), "=r"(z), "=r"(v) : "l"(src + c));
-      keep ^= x;
-    }
+  } else if (mode == 6 || mode == 7) {   // load: each line past the ring; touch: a word per 64 KB of the run
+    const char* base = mode == 6 ? pf : src;
+    const long long n = mode == 6 ? pfn : per_block, step = mode == 6 ? 128 : 65536;
+    for (long long c = (long long)threadIdx.x * step; c < n; c += 256 * step) keep ^= first_word(base + c, mode == 6);
   }
   while (gtime() - t0 < (unsigned long long)delay_ns) { }
   const unsigned long long t1 = gtime();

@@ -28,28 +28,13 @@ import torch  # noqa: E402
 
 from judge_bench import write  # noqa: E402
 from megakernel_gym.rewards.nvrtc import load_cuda  # noqa: E402
+from ring_probe_cuda import RING_PRELUDE  # noqa: E402
 
 LOADS = ("relaxed", "acquire", "volatile")
 STREAMS = ("none", "all", "alternate")
 STAGES, STAGE, PER_BLOCK = 5, 32768, 5 * 1024 * 1024
 
-SRC = r"""
-extern __shared__ float4 smem[];
-__shared__ __align__(8) unsigned long long full_bar[8];
-__shared__ __align__(8) unsigned long long empty_bar[8];
-__device__ __forceinline__ unsigned sa(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ unsigned long long gtime() {
-  unsigned long long g; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)); return g;
-}
-__device__ __forceinline__ float fold(uint4 v) {
-  return __uint_as_float(v.x) + __uint_as_float(v.y) + __uint_as_float(v.z) + __uint_as_float(v.w);
-}
-__device__ __forceinline__ void bar_wait(unsigned b, unsigned parity) {
-  unsigned ok = 0;
-  while (!ok)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(ok) : "r"(b), "r"(parity) : "memory");
-}
+SRC = RING_PRELUDE + r"""
 __device__ __forceinline__ unsigned poll_load(const unsigned* p, int kind) {
   unsigned v;
   if (kind == 0) asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
