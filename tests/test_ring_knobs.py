@@ -122,6 +122,15 @@ def test_inflight_ops_gives_matching_calls_their_own_cap_and_compiles(graphs):
         emit_cuda(plan, inflight_ops="a:1", claim=r"mlp\.add$")
 
 
+def test_inflight_ops_refuses_a_ring_call_too_long_for_the_rows_word():
+    g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
+    plan = apply_edits(make_ir(g, num_sms=132), "tile lm_head n=128256").plan()   # one task of every vocab row
+    with pytest.raises(CodegenError, match="at most 65,535"):
+        emit_cuda(plan, inflight_ops=r"mlp:3")
+    _, table = emit_cuda(plan)   # without per-op caps the word has room
+    assert max(r & 0xffffff for r in table.ws_rows) == 128256
+
+
 @pytest.mark.gpu
 def test_inflight_ops_gives_the_same_bits_on_gpu():
     g, params, feeds, ref = seeded_step("llama-tiny", 0)

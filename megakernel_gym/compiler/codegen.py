@@ -2584,7 +2584,8 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
             producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops, step_inputs, kv_pre)
     if claim and (hops != "ll" or impls):
         raise CodegenError("claim: a claimed op's readers must poll its output, so it needs hops='ll' and no impls")
-    source, table, em = _emit_once(*args, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops)   # the first pass only shows which tensors can be LL words: no claims
+    # the first pass only shows which tensors can be LL words: no claims
+    source, table, em = _emit_once(*args, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
         if ll or claim:
@@ -2733,9 +2734,9 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                         ws_offset.append(off)
                         idle = next((n for pat, n in l2_idle if re.search(pat, call_names[c])), 0)
                         cap = next((n for pat, n in inflight_ops if re.search(pat, call_names[c])), 0)
-                        if cap and rows >= 1 << 16:
-                            raise CodegenError(f"inflight_ops: {call_names[c]}'s ring call streams {rows} rows; a call "
-                                               "with its own cap streams at most 65,535 (retile it)")
+                        if inflight_ops and rows >= 1 << 16:   # the rows word's bits 16-23 carry the caps
+                            raise CodegenError(f"inflight_ops: {call_names[c]}'s ring call streams {rows} rows; with "
+                                               "per-op caps a call streams at most 65,535 (retile it)")
                         ws_rows.append(rows | ((pool + 1) << 16 if pool >= 0 else idle << 24 | cap << 16))
                         ws_rowb.append(nb // rows)
                 if pool >= 0:
