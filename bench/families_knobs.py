@@ -25,7 +25,14 @@ from judge_bench import write  # noqa: E402
 
 
 def knob_set(spec: str) -> dict:
-    return {k: int(v) if v.lstrip("-").isdigit() else v for k, v in (kv.split("=", 1) for kv in spec.split("&"))}
+    """'inflight=1&l2_idle=.:2' -> {'inflight': 1, 'l2_idle': '.:2'}."""
+    out = {}
+    for kv in spec.split("&"):
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise SystemExit(f"knob set {spec!r}: write KEY=VALUE, several joined by '&' (e.g. 'inflight=1&hold=3')")
+        out[k] = int(v) if v.lstrip("-").isdigit() else v
+    return out
 
 
 def main():
@@ -37,6 +44,7 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--name", default="families_knobs")
     args = ap.parse_args()
+    sets = {spec: knob_set(spec) for spec in args.knobs}   # bad specs end here, before the GPU work
     import torch
 
     from families_gpu import FAMILY_PROBLEMS, problem_ir, problem_launches, time_alternating
@@ -57,8 +65,7 @@ def main():
             except EditError as e:   # a family whose ops the edit does not fit: said, not fatal
                 print(f"{name}: {label} does not apply ({e})", flush=True)
         builds = {label: (lambda ir=ir: Megakernel(ir.plan(), impls=ir.impls)) for label, ir in irs.items()}
-        for spec in args.knobs:
-            knobs = knob_set(spec)
+        for spec, knobs in sets.items():
             builds[spec] = lambda knobs=knobs: Megakernel(irs["expert"].plan(), impls=irs["expert"].impls, **knobs)
         launches, outs, _ = problem_launches(mod, cfg, g, builds)
         timed = time_alternating(launches, args.rounds)
