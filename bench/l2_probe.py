@@ -61,26 +61,10 @@ extern "C" __global__ void __launch_bounds__(288, 1) l2_probe(const char* w, lon
     int mode, long long pf_bytes, long long delay_ns, unsigned long long* times, float* out) {
   const char* src = w + blockIdx.x * per_block;
   const int nst = (int)(per_block / stage), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) {
-    for (int b = 0; b < S; ++b) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(&full_bar[b])) : "memory");
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 8;" :: "r"(sa(&empty_bar[b])) : "memory");
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  }
-  __syncthreads();
+  ring_init(S);
   const unsigned long long t0 = gtime();
-  if (warp == 8) {   // the producer warp: the ring, as the megakernel's ws_produce
-    if (lane == 0)
-      for (int g = 0; g < nst; ++g) {
-        if (g >= S) bar_wait(sa(&empty_bar[g % S]), (g / S - 1) & 1u);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        const unsigned b = sa(&full_bar[g % S]), dst = sa((char*)smem + (g % S) * stage);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(stage) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     :: "r"(dst), "l"(src + (long long)g * stage), "r"(stage), "r"(b) : "memory");
-      }
+  if (warp == 8) {   // the producer warp: the ring, as the megakernel's ws_produce (no cap on copies in flight)
+    if (lane == 0) ring_produce(src, nst, S, stage, S);
     return;
   }
   // the bytes past the ring's prefill go to L2 while the block waits
@@ -112,15 +96,7 @@ extern "C" __global__ void __launch_bounds__(288, 1) l2_probe(const char* w, lon
   }
   while (gtime() - t0 < (unsigned long long)delay_ns) { }
   const unsigned long long t1 = gtime();
-  float acc = 0.f;
-  const int seg = stage / 8 / 16;
-  for (int g = 0; g < nst; ++g) {
-    bar_wait(sa(&full_bar[g % S]), (g / S) & 1u);
-    const uint4* s4 = (const uint4*)((char*)smem + (g % S) * stage) + warp * seg;
-    for (int v = lane; v < seg; v += 32) acc += fold(s4[v]);
-    __syncwarp();
-    if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(&empty_bar[g % S])) : "memory");
-  }
+  const float acc = ring_consume(nst, S, stage, warp);
   const unsigned long long t2 = gtime();
   if (threadIdx.x == 0) { times[3 * blockIdx.x] = t0; times[3 * blockIdx.x + 1] = t1; times[3 * blockIdx.x + 2] = t2; }
   if (acc == 12345.f || keep == 0x9e3779b9u) out[threadIdx.x] = acc + keep;

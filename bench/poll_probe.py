@@ -49,40 +49,14 @@ extern "C" __global__ void __launch_bounds__(320, 1) poll_probe(const char* w, u
   const bool streams = stream == 1 || (stream == 2 && (blockIdx.x & 1));
   const int nst = streams ? (int)(@PER_BLOCK@ll / @STAGE@) : 0;
   const char* src = w + (long long)blockIdx.x * @PER_BLOCK@ll;
-  if (threadIdx.x == 0) {
-    for (int b = 0; b < @STAGES@; ++b) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(&full_bar[b])) : "memory");
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 8;" :: "r"(sa(&empty_bar[b])) : "memory");
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  }
-  __syncthreads();
+  ring_init(@STAGES@);
   unsigned long long* row = times + (long long)blockIdx.x * (polls + 2);
   if (warp == 9) {
-    if (lane == 0) {
-      for (int g = 0; g < nst; ++g) {
-        if (g >= @STAGES@) bar_wait(sa(&empty_bar[g % @STAGES@]), (g / @STAGES@ - 1) & 1u);
-        if (g >= inflight) bar_wait(sa(&full_bar[(g - inflight) % @STAGES@]), ((g - inflight) / @STAGES@) & 1u);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        const unsigned b = sa(&full_bar[g % @STAGES@]), dst = sa((char*)smem + (g % @STAGES@) * @STAGE@);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(@STAGE@) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     :: "r"(dst), "l"(src + (long long)g * @STAGE@), "r"(@STAGE@), "r"(b) : "memory");
-      }
-    }
+    if (lane == 0) ring_produce(src, nst, @STAGES@, @STAGE@, inflight);
     return;
   }
   if (warp >= 1) {
-    float acc = 0.f;
-    const int seg = @STAGE@ / 8 / 16;
-    for (int g = 0; g < nst; ++g) {
-      bar_wait(sa(&full_bar[g % @STAGES@]), (g / @STAGES@) & 1u);
-      const uint4* s4 = (const uint4*)((char*)smem + (g % @STAGES@) * @STAGE@) + (warp - 1) * seg;
-      for (int v = lane; v < seg; v += 32) acc += fold(s4[v]);
-      __syncwarp();
-      if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(&empty_bar[g % @STAGES@])) : "memory");
-    }
+    const float acc = ring_consume(nst, @STAGES@, @STAGE@, warp - 1);
     if (warp == 1 && lane == 0) row[polls + 1] = gtime();   // this block's stream ended
     if (acc == 12345.f) out[threadIdx.x] = acc;
     return;
