@@ -1961,17 +1961,12 @@ __device__ void ws_pump(unsigned upto) {
 }
 // thread 0: the stream's stages up to `upto` that are past the ring go to L2 (cp.async.bulk.prefetch.L2),
 // so that a wait longer than the ring's depth still keeps this SM's share of the memory pipe busy
-__device__ __forceinline__ void ws_stage_l2(const WsAt& a) {
+// (`piece`: bytes per prefetch of whole rows, all of them at once by default; ws_idle_l2 sends 4 KB
+// pieces, since one prefetch of a whole 32 KB stage measured slower than those: bench/results/
+// l2_probe.json, 64 KB past a 5-stage ring, 8 us of waiting, then the run)
+__device__ __forceinline__ void ws_stage_l2(const WsAt& a, int piece = 1 << 30) {
   if (a.whole)   // whole rows: the stage is one contiguous run of nr rows
-    prefetch_l2(a.src, (unsigned)(a.nr * a.rowb));
-  else
-    for (int r = 0; r < a.nr; ++r) prefetch_l2(a.src + (long long)r * a.rowb, (unsigned)a.seg);
-}
-// the same in pieces of 4 KB: one prefetch of a whole 32 KB stage measured slower than these
-// (bench/results/l2_probe.json: 64 KB past a 5-stage ring, 8 us of waiting, then the run)
-__device__ __forceinline__ void ws_stage_l2_pieces(const WsAt& a) {
-  if (a.whole)
-    for (int c = 0; c < a.nr * a.rowb; c += 4096) prefetch_l2(a.src + c, (unsigned)min(4096, a.nr * a.rowb - c));
+    for (int c = 0; c < a.nr * a.rowb; c += piece) prefetch_l2(a.src + c, (unsigned)min(piece, a.nr * a.rowb - c));
   else
     for (int r = 0; r < a.nr; ++r) prefetch_l2(a.src + (long long)r * a.rowb, (unsigned)a.seg);
 }
@@ -2036,7 +2031,7 @@ __device__ void ws_idle_l2(int f, int s, unsigned g, unsigned& li) {
   unsigned k = g;
   for (; k < g + n && f < ws.f_end; ++k) {
     const WsAt a = ws_at(f, s);
-    if (k >= li) ws_stage_l2_pieces(a);
+    if (k >= li) ws_stage_l2(a, 4096);
   }
   li = k;
 }
