@@ -32,10 +32,22 @@ from megakernel_gym.ir_exposure import apply_edits, tuned_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
 
 
+def knob_set(spec: str, sep: str = ",") -> dict:
+    """'producer=warp,ring_stages=5' -> {'producer': 'warp', 'ring_stages': 5} (knobs joined by `sep`)."""
+    out = {}
+    for kv in spec.split(sep):
+        parts = kv.split("=")
+        if len(parts) != 2 or not parts[0]:
+            raise SystemExit(f"knob set {spec!r}: write KEY=VALUE, several joined by {sep!r} "
+                             f"(e.g. 'inflight=1{sep}hold=3')")
+        k, v = parts
+        out[k] = int(v) if v.lstrip("-").isdigit() else v
+    return out
+
+
 def knob_sets(specs: list[str]) -> list[dict]:
-    """'producer=warp,ring_stages=5' -> {'producer': 'warp', 'ring_stages': 5}; the defaults first."""
-    return [{}] + [{k: int(v) if v.lstrip("-").isdigit() else v for k, v in (kv.split("=") for kv in spec.split(","))}
-                   for spec in specs]
+    """Each spec's knob_set; the defaults first."""
+    return [{}] + [knob_set(spec) for spec in specs]
 
 
 def label(knobs: dict) -> str:
@@ -54,9 +66,9 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
+    sets = knob_sets(args.knobs)   # bad specs end here, before the GPU work
     step = load_step(args.model)
     base = step.base
-    sets = knob_sets(args.knobs)
     edits = {"expert": lambda: expert_edits(base), "tuned": lambda: tuned_edits(base), "default": lambda: ""}
     for spec in args.extra:
         name, _, path = spec.partition("=")

@@ -21,18 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from ab_knobs import knob_set  # noqa: E402
 from judge_bench import write  # noqa: E402
-
-
-def knob_set(spec: str) -> dict:
-    """'inflight=1&l2_idle=.:2' -> {'inflight': 1, 'l2_idle': '.:2'}."""
-    out = {}
-    for kv in spec.split("&"):
-        k, sep, v = kv.partition("=")
-        if not sep or not k:
-            raise SystemExit(f"knob set {spec!r}: write KEY=VALUE, several joined by '&' (e.g. 'inflight=1&hold=3')")
-        out[k] = int(v) if v.lstrip("-").isdigit() else v
-    return out
 
 
 def main():
@@ -44,7 +34,7 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--name", default="families_knobs")
     args = ap.parse_args()
-    sets = {spec: knob_set(spec) for spec in args.knobs}   # bad specs end here, before the GPU work
+    sets = {spec: knob_set(spec, sep="&") for spec in args.knobs}   # bad specs end here, before the GPU work
     import torch
 
     from families_gpu import FAMILY_PROBLEMS, problem_ir, problem_launches, time_alternating

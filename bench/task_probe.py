@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import torch  # noqa: E402
 
+from ab_knobs import knob_sets  # noqa: E402
 from judge_bench import write  # noqa: E402
 from megakernel_edits import load_step, rel_err, schedule_file  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
@@ -131,6 +132,7 @@ def main():
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    builds = knob_sets(args.codegen)   # bad specs end here, before the GPU work
     step = load_step(args.model)
     base = step.base
     schedules = {"expert": expert_edits(base)}
@@ -139,8 +141,6 @@ def main():
         schedules[label] = schedule_file(base, path)
     flush = L2Flusher(torch, torch.cuda.current_device())
     layers = range(args.layers[0], args.layers[1] + 1)
-    builds = [{}] + [{k: int(v) if v.lstrip("-").isdigit() else v for k, v in (kv.split("=") for kv in spec.split(","))}
-                     for spec in args.codegen]
     rows, dumps = [], []
     for label, text in schedules.items():
         ir = apply_edits(base, text)
