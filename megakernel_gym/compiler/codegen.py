@@ -51,6 +51,7 @@ WS_L2_AHEAD = 0              # stages past the ring prefetched to L2 by the ring
 # (bench/results/poll_probe.json); the 1B expert 1,068 -> 1,029 us (ab_knobs_inflight_combos.json)
 INFLIGHT = 2
 X_PLANES = True              # batched (m > 1) bf16 ring matmuls read x from two planes per row (_x_split)
+X_BF16 = True                # decode (m = 1) bf16 ring matmuls keep x in shared memory as bf16 (emit_cuda x_bf16)
 CONTROL_WARP = 0             # the warp that polls a task's counters and signals its own
 SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 block may have
 WEIGHT_PATHS = ("smem", "regs")
@@ -125,11 +126,12 @@ def ring_packed(rowb: int) -> bool:
     return rowb % WS_SEG == 0 and WARPS % (rowb // WS_SEG) == 0
 
 
-def _ring_scratch(m: int, k: int) -> tuple[int, int]:
-    """A ring-fed matmul's op scratch, in floats from `sm`: x staged as float [0, m*k), a fused
-    norm's block reduction (WARPS), then pbuf, the split rows' segment sums (two stages of m x
-    WARPS). Returns (pbuf's offset, the end), the first float a fused epilogue may keep rows at."""
-    pbuf = m * k + WARPS
+def _ring_scratch(m: int, k: int, x_bf16: bool = False) -> tuple[int, int]:
+    """A ring-fed matmul's op scratch, in floats from `sm`: x staged as float [0, m*k) (as bf16,
+    x_bf16: [0, m*k/2)), a fused norm's block reduction (WARPS), then pbuf, the split rows' segment
+    sums (two stages of m x WARPS). Returns (pbuf's offset, the end), the first float a fused
+    epilogue may keep rows at."""
+    pbuf = (m * k // 2 if x_bf16 else m * k) + WARPS
     return pbuf, pbuf + 2 * m * WARPS
 
 
@@ -331,6 +333,8 @@ class _Emitter:
         # step's) into registers before it stages its inputs, and takes this step's new rows, where
         # it stores them itself, from shared memory (_decode_attention_parallel)
         self.kv_pre = kv_pre
+        # decode bf16 ring matmuls keep x in shared memory as bf16, half the float bytes (_x_half)
+        self.x_bf16 = X_BF16
         # (op-name pattern, stages held) for the ring calls of ops that hold other than WS_HOLD (the first match)
         self.hold_ops = hold_ops
         self._hold = "WS_HOLD"
@@ -512,19 +516,22 @@ class _Emitter:
         return self.slots[self.base[op.inputs[1]]], lo * row, (hi - lo) * row
 
     def stage(self, tensor: str, offset: str, count, dst: str, vec_ok: bool = True, unit: int = 0,
-              planes: int = 0) -> str:
+              planes: int = 0, half: bool = False) -> str:
         """Copy `count` elements (a number, or a C expression that `unit` divides) of `tensor` from
         element `offset` into float shared memory at `dst`. With `planes` = k, element e lands where
-        mk_xp(e, k) puts it (rows of k in two planes, _x_split); groups of 4 stay together.
+        mk_xp(e, k) puts it (rows of k in two planes, _x_split); groups of 4 stay together. With
+        `half` (a bf16 tensor, no planes) the elements land as bf16, unchanged, at (u16*)dst + e.
 
         Loads go to registers in batches before any store: `sm` reaches an op function as a
         generic pointer, so the compiler may not move a global load above a shared store, and a
         load-store loop would wait out one memory latency per element. With vec_ok (the offset is
         a multiple of the vector width) each load is 16 bytes."""
+        dt = self.g.tensors[tensor].dtype
+        if half and (planes or dt != "bfloat16" or self.base[tensor] in self.deferred):
+            raise CodegenError(f"staging {tensor} as bf16: only a bf16 tensor of its own, in one plane")
         if self.base[tensor] in self.deferred:
             return self._stage_combined(self.deferred[self.base[tensor]], offset, count, dst, planes)
         at = (lambda e: f"mk_xp({e}, {planes})") if planes else (lambda e: e)   # noqa: E731
-        dt = self.g.tensors[tensor].dtype
         epv = EPV.get(dt, 0)
         p = self.ptr(tensor, "stage")
         per = 16 // LL_WORD_BYTES[dt] if self.base[tensor] in self.ll else 0   # LL words per 16 bytes
@@ -538,6 +545,9 @@ class _Emitter:
                                      ("uint4", "ll_ld4", "ll_ok4", "float4",
                                       "make_float4(__uint_as_float(r[j].x << 16), __uint_as_float(r[j].y << 16), "
                                       "__uint_as_float(r[j].z << 16), __uint_as_float(r[j].w << 16))"))
+            if half:   # four LL words' bf16 halves (the low 16 bits; the epoch is the high) as 8 bytes
+                dt_, conv = "uint2", ("make_uint2((r[j].x & 0xFFFFu) | (r[j].y << 16), "
+                                      "(r[j].z & 0xFFFFu) | (r[j].w << 16))")
             return (f"  {{\n"
                     f"    const {vt}* src = (const {vt}*)({p} + ({offset}));\n"
                     f"    {dt_}* dd = ({dt_}*)({dst});\n"
@@ -575,6 +585,8 @@ class _Emitter:
                       f"{d4('2 * v + 1')} = make_float4(f[4], f[5], f[6], f[7]);" if epv == 8 else
                       f"{d4('v')} = make_float4(__uint_as_float(r[j].x), __uint_as_float(r[j].y), "
                       "__uint_as_float(r[j].z), __uint_as_float(r[j].w));")
+            if half:
+                unpack = "((uint4*)(" + dst + "))[v] = r[j];"
             return (f"  {{\n"
                     f"    const uint4* src = (const uint4*)({p} + ({offset}));\n"
                     f"    float4* d4 = (float4*)({dst});\n"
@@ -592,7 +604,8 @@ class _Emitter:
                 f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * MK_NT; "
                 f"r[j] = e < {count} ? {self.load(tensor, f'({offset}) + e')} : 0.f; }}\n"
                 f"#pragma unroll\n"
-                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * MK_NT; if (e < {count}) ({dst})[{at('e')}] = r[j]; }}\n"
+                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * MK_NT; if (e < {count}) "
+                + (f"((unsigned short*)({dst}))[e] = f2bf(r[j]); }}\n" if half else f"({dst})[{at('e')}] = r[j]; }}\n") +
                 f"  }}\n")
 
     def cache_bytes(self, op: Op, lo: int, hi: int) -> list[tuple[int, int, int]]:
@@ -876,6 +889,15 @@ class _Emitter:
                 f"    }}\n"
                 f"  }}\n")
 
+    def _x_half(self, op: Op, m: int, k: int, epv: int) -> bool:
+        """Whether this ring-fed matmul keeps its input vector in shared memory as bf16 (unchanged
+        bits, half the bytes): a decode vector (m = 1) of a bf16 tensor of its own (not a fused
+        norm's, not a split attention's parts) against bf16 weights in packed stages, where each
+        lane reads x once per call into registers (_ring_rows). The 1B step's down_proj stages 8192
+        values: 32 KB as float, which left the weight ring one 32 KB stage short of six."""
+        return (self.x_bf16 and m == 1 and epv == 8 and ring_packed(k // epv * 16) and op.name not in self.onchip
+                and self.g.tensors[op.inputs[0]].dtype == "bfloat16" and self.base[op.inputs[0]] not in self.deferred)
+
     def _matmul_ring(self, op: Op, m: int, k: int, n_total: int, epv: int) -> str:
         """Decode matvec fed from the block's weight ring: the task's weight rows arrive in shared
         memory by bulk copy (cp.async.bulk, completing on an mbarrier per stage), issued in queue
@@ -885,9 +907,10 @@ class _Emitter:
         x in registers) or one segment of each of WARPS rows, multiplied with x from shared memory.
         The stage count per call is the one ws_at walks for the same rows: ceil(rows / rows per
         stage) packed, ceil(rows / WARPS) row groups x segments per row otherwise."""
-        self.smem = max(self.smem, 4 * _ring_scratch(m, k)[1])
+        self.smem = max(self.smem, 4 * _ring_scratch(m, k, self._x_half(op, m, k, epv))[1])
         return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
-                + self._stage_x(op, m, k, again=op.name in self.claim_ops, split=_x_split(m, epv)) +
+                + self._stage_x(op, m, k, again=op.name in self.claim_ops, split=_x_split(m, epv),
+                                half=self._x_half(op, m, k, epv)) +
                 f"  unsigned g = ws.done;\n"
                 + self._ring_rows(op, m, k, n_total, epv) +
                 f"  if (threadIdx.x == 0) ws.done = g;     // published by the barrier after the call\n")
@@ -908,6 +931,7 @@ class _Emitter:
         much as streaming the stage from memory). A row split over warps is summed per segment
         (warp_sum) and the segments in order, by the last warp after the stage's barrier."""
         out = op.outputs[0]
+        half = self._x_half(op, m, k, epv)               # x in shared memory as bf16
         kv = k // epv                                    # 16-byte vectors per weight row
         segv = WS_SEG // 16                              # vectors per segment
         ncs = -(-kv // segv)                             # segments per row
@@ -950,6 +974,9 @@ class _Emitter:
         if m == 1:   # x at this lane's columns in registers, read from shared memory once per call
             nx = u * (2 if epv == 8 else 1)
             grab = "xr[2 * j] = X4[2 * c]; xr[2 * j + 1] = X4[2 * c + 1];" if epv == 8 else "xr[j] = X4[c];"
+            if half:   # x as bf16: its 16 bytes at c are the 8 values the float layout had at X4[2c], X4[2c + 1]
+                grab = ("float f[8]; unpack_bf16x8(((const uint4*)xs)[c], f); "
+                        "xr[2 * j] = make_float4(f[0], f[1], f[2], f[3]); xr[2 * j + 1] = make_float4(f[4], f[5], f[6], f[7]);")
             none = ("xr[2 * j] = xr[2 * j + 1] = make_float4(0.f, 0.f, 0.f, 0.f);" if epv == 8
                     else "xr[j] = make_float4(0.f, 0.f, 0.f, 0.f);")
             head = (f"  float4 xr[{nx}];   // x at this warp's columns: the same in every stage\n"
@@ -968,7 +995,7 @@ class _Emitter:
         else:              # a row per ncs warps: each segment's sum to pbuf, the last warp adds them in order
             # two buffers, by the ring stage's parity (not the call's: a fused epilogue's next matmul starts
             # writing while the last warp may still add up the previous one's last stage)
-            head = f"  float* pbuf = sm + {_ring_scratch(m, k)[0]};   // per ring stage (two alternate): each warp's segment sums\n" + head
+            head = f"  float* pbuf = sm + {_ring_scratch(m, k, half)[0]};   // per ring stage (two alternate): each warp's segment sums\n" + head
             done = (f"#pragma unroll\n"
                     f"        for (int mm = 0; mm < {m}; ++mm) {{\n"
                     f"          const float v = warp_sum(acc[mm]);\n"
@@ -1054,7 +1081,8 @@ class _Emitter:
         m, n_total = self.g.tensors[op.outputs[0]].shape
         tile = self.plan.tg.tiling[op.name][2]
         per = -(-m * tile // THREADS)                   # outputs per thread
-        keep_at = _ring_scratch(m, k)[1]                # past x, the norm's reduction scratch and pbuf
+        half = self._x_half(first, m, k, epv)
+        keep_at = _ring_scratch(m, k, half)[1]          # past x, the norm's reduction scratch and pbuf
         self.smem = max(self.smem, 4 * (keep_at + len(prods) * m * tile))
         for p in prods:
             self.bulk_ops.add(p.name)
@@ -1075,7 +1103,8 @@ class _Emitter:
         expr = re.sub(r"\bv_([a-z])\b", r"v_\1_", _c_expr(tree))
         body = (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
                 + ("  // the op's other inputs first: their loads are in flight while x is staged\n" if pre else "")
-                + "".join(pre) + self._stage_x(first, m, k, again=op.name in self.claim_ops, split=_x_split(m, epv)) +
+                + "".join(pre) + self._stage_x(first, m, k, again=op.name in self.claim_ops, split=_x_split(m, epv),
+                                               half=half) +
                 f"  float* kept = sm + {keep_at};   // the matmuls' rows, as their outputs round them\n"
                 f"  unsigned g = ws.done;\n")
         for j, p in enumerate(prods):
@@ -1094,19 +1123,19 @@ class _Emitter:
                  f"  }}\n")
         return body
 
-    def _stage_x(self, op: Op, m: int, k: int, again: bool = False, split: bool = False) -> str:
+    def _stage_x(self, op: Op, m: int, k: int, again: bool = False, split: bool = False, half: bool = False) -> str:
         """The matmul's input vector(s) into shared memory as float. When the vector is a fused
         rmsnorm's output (self.onchip), the norm's input is staged instead and normalized in place
         (rounded to the norm's output dtype, as the norm's own task would store it): the norm costs
         a block reduction in each consumer task instead of a task and a dependency hop of its own.
         `again`: a claimed op's call (emit_cuda claim), which skips this for every tile after its
-        task's first (the vector is still in shared memory)."""
+        task's first (the vector is still in shared memory). `half`: x as bf16 (_x_half)."""
         norm = self.onchip.get(op.name)
         guard = ("  if (part != MK_CLAIM_AGAIN) {   // a claimed tile after the task's first keeps x\n", "  }\n") \
             if again else ("", "")
         planes = k if split else 0
         if norm is None:
-            return ("  float* xs = sm;\n" + guard[0] + self.stage(op.inputs[0], "0", m * k, "xs", planes=planes)
+            return ("  float* xs = sm;\n" + guard[0] + self.stage(op.inputs[0], "0", m * k, "xs", planes=planes, half=half)
                     + "  MK_SYNC();\n  MK_PROBE(PROBE_INPUT);\n" + guard[1])
         self.smem = max(self.smem, m * k * 4 + 4 * WARPS)
         per = -(-k // THREADS)          # norm weight elements per thread, loaded before the vector is staged
@@ -1316,8 +1345,11 @@ class _Emitter:
         out = op.outputs[0]
         dv = d // epv
         parts = THREADS // dv
-        ch = min(s_max, 1024)
         split = self.splits.get(op.name, 1)
+        # positions per chunk (the scores' shared memory): a split part attends at most
+        # ceil(s_max / split) positions, so it needs no more (one chunk either way: the same sums),
+        # and the shared memory it frees lets the weight ring keep one more stage
+        ch = min(s_max, 1024, -(-(-(-s_max // split)) // 32) * 32)
         esize = ESIZE[self.g.tensors[kc].dtype]
         first = self._window_first(f"(int)({self.load(pos, 'bb')})", op)
         if split > 1:   # this part's slice of the attended positions (ops.split_bounds), else all of them
@@ -2388,7 +2420,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               kv_prefetch: str = "body", ll_poll_ns: int = 0, hold_ops=None,
               step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None,
               claim_split: int = 1, l2_idle=None, inflight: int | None = None,
-              inflight_ops=None) -> tuple[str, TaskTable]:
+              inflight_ops=None, x_bf16: bool = X_BF16) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -2485,7 +2517,15 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     (ab_knobs_inflight_combos.json, where holding 2 stages, l2_idle and kv_pre lost). `inflight_ops`
     (parse_hold_ops's form, 1 to 16): per op-name pattern, a ring call's own cap instead of
     `inflight` (while the producer issues that call's stages), e.g. fewer in flight during the
-    attention half's latency chain and more through the MLP; not yet measured. `signal` (SIGNALS): how a task publishes its writes
+    attention half's latency chain and more through the MLP. On the 1B expert on an H100 'attn:1'
+    measured 994.5-998.6 us against 1,020-1,024 (q/k/v alone 1,025.6 and o_proj alone 1,009.1 with
+    6 stages and 5; 'attn:1;mlp:3' 1,015.2; bench/results/ab_knobs_s20_*.json); a schedule says the
+    same per matmul with the IR's `inflight` edit (Knobs.inflight), which the expert now uses, and
+    a pattern here comes first where both name a call. `x_bf16` (X_BF16): a decode bf16 ring
+    matmul keeps its input vector in shared memory as bf16 (_Emitter._x_half; the same bits): the
+    1B expert's largest op scratch (down_proj's 8192 values) halves, 205.8 -> 189.4 KB a block, and
+    it measured 1,020.2 against 1,029.8 us with the same 5 stages (ab_knobs_s20_ring6.json), where
+    the room for a sixth stage measured slower (1,043.5). `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
     add a release); they measured the same."""
     impls = impls or {}
@@ -2556,7 +2596,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
                               control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns,
                               hold_ops, step_inputs, kv_pre, claim, claim_split, l2_idle, inflight,
-                              inflight_ops)
+                              inflight_ops, bool(x_bf16))
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
@@ -2572,7 +2612,7 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
           hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body",
           kv_pre: int = 0, claim: str | None = None, claim_split: int = 1,
           l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16,
-          inflight_ops: tuple[tuple[str, int], ...] = ()) -> tuple[str, TaskTable]:
+          inflight_ops: tuple[tuple[str, int], ...] = (), x_bf16: bool = X_BF16) -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
@@ -2580,12 +2620,12 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
     if claim and (hops != "ll" or impls):
         raise CodegenError("claim: a claimed op's readers must poll its output, so it needs hops='ll' and no impls")
     # the first pass only shows which tensors can be LL words: no claims
-    source, table, em = _emit_once(*args, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops)
+    source, table, em = _emit_once(*args, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops, x_bf16=x_bf16)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
         if ll or claim:
             source, table, _ = _emit_once(*args, claim=claim, claim_split=claim_split, ll=ll, l2_idle=l2_idle,
-                                          inflight=inflight, inflight_ops=inflight_ops)
+                                          inflight=inflight, inflight_ops=inflight_ops, x_bf16=x_bf16)
     return source, table
 
 
@@ -2596,9 +2636,10 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                claim: str | None = None, claim_split: int = 1,
                ll: frozenset[str] = frozenset(),
                l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16,
-               inflight_ops: tuple[tuple[str, int], ...] = ()) -> tuple[str, TaskTable, "_Emitter"]:
+               inflight_ops: tuple[tuple[str, int], ...] = (), x_bf16: bool = X_BF16) -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
                   hold_ops, step_inputs, kv_pre, claim)
+    em.x_bf16 = x_bf16
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
@@ -2715,6 +2756,11 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     # claimed op's call (its pool's index and its segment count in the rows word) names its first
     # tile's rows, which the producer moves to each tile it takes
     ws_start, ws_slot, ws_offset, ws_rows, ws_rowb = [0], [], [], [], []
+    # the schedule's own caps (the IR's `inflight` edits, per matmul), where the producer warp streams
+    # without claims; emit_cuda's inflight_ops patterns, a bench's A/B, come first
+    knob_caps = dict(plan.knobs.inflight) if (plan.knobs and em.producer == "warp" and weights == "smem"
+                                              and not pools) else {}
+    per_op = bool(inflight_ops or knob_caps)
     for q in plan.queues:
         for t in q:
             for c in range(call_start[t], call_start[t + 1]):
@@ -2728,8 +2774,9 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                         ws_slot.append(slot)
                         ws_offset.append(off)
                         idle = next((n for pat, n in l2_idle if re.search(pat, call_names[c])), 0)
-                        cap = next((n for pat, n in inflight_ops if re.search(pat, call_names[c])), 0)
-                        if inflight_ops and rows >= 1 << 16:   # the rows word's bits 16-23 carry the caps
+                        cap = next((n for pat, n in inflight_ops if re.search(pat, call_names[c])), 0) \
+                            or knob_caps.get(name, 0)
+                        if per_op and rows >= 1 << 16:   # the rows word's bits 16-23 carry the caps (ir.RING_ROWS)
                             raise CodegenError(f"inflight_ops: {call_names[c]}'s ring call streams {rows} rows; with "
                                                "per-op caps a call streams at most 65,535 (retile it)")
                         ws_rows.append(rows | ((pool + 1) << 16 if pool >= 0 else idle << 24 | cap << 16))
@@ -2796,7 +2843,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
                      "l2_ahead": l2_ahead, "l2_wait": l2_wait, "hold": min(hold, stages - 1),
                      "l2_idle": int(bool(l2_idle)), "inflight": min(inflight, stages),
-                     "inflight_ops": int(bool(inflight_ops))}
+                     "inflight_ops": int(per_op)}
             if stages > 0 else _NO_RING)
     claims = f"#define WS_CLAIMS {len(pools)}\n" if pools else ""
     if pools:
