@@ -57,7 +57,7 @@ def test_lowering_op_by_op_gives_what_lowering_afresh_does_after_random_edits():
     g = capture(*ZOO["llama-tiny"](), "llama-tiny")
     rng = random.Random(7)
     ir, changed = make_ir(g, num_sms=8), 0
-    for _ in range(60):
+    for _ in range(70):
         try:
             ir = apply_edits(ir, "\n".join(random_edit(ir, rng) for _ in range(rng.randint(1, 3))))
         except Exception:   # refused: the IR stays

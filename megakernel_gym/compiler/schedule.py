@@ -31,10 +31,11 @@ class Knobs:
     prefetch: dict[str, int] = field(default_factory=dict)           # op -> weight tiles loaded ahead
     fused: dict[str, str] = field(default_factory=dict)              # producer op -> consumer it runs in
     splits: dict[str, int] = field(default_factory=dict)             # attention op -> parts its positions split into
+    inflight: dict[str, int] = field(default_factory=dict)           # matmul -> weight-ring copies in flight (codegen)
 
     def copy(self) -> "Knobs":
         return Knobs(self.num_sms, dict(self.tiles), dict(self.sms), list(self.order), dict(self.counters),
-                     dict(self.prefetch), dict(self.fused), dict(self.splits))
+                     dict(self.prefetch), dict(self.fused), dict(self.splits), dict(self.inflight))
 
 
 @dataclass

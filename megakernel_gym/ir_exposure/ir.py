@@ -36,6 +36,8 @@ from megakernel_gym.compiler.validate import ScheduleError, check
 FORMAT = "mkir v1"
 MAX_SMS = 1024            # largest chip the header may name
 MAX_PREFETCH = 8          # weight tiles an op may load ahead of its current one
+MAX_INFLIGHT = 16         # weight-ring copies an op's calls may keep in flight (the `inflight` edit)
+RING_ROWS = 1 << 16       # a ring call's rows, where any op has its own cap (the stream's rows word keeps 16 bits)
 MAX_TASKS = 65536         # all ops' tiles together: a 28-32-layer model's default is 35-40k; keeps planning to seconds
 MAX_IMPL_CHARS = 20000    # one op's task-body override
 MAX_TEXT_CHARS = 4_000_000
@@ -43,7 +45,8 @@ MAX_TEXT_CHARS = 4_000_000
 LEGEND = """\
 IR text (mkir v1). Header: model, num SMs, the usual output dtype, the plan's task count.
 One line per op, in the order its tasks fill the SM queues:
-  op NAME KIND in=INPUTS out=[SHAPE] grid=TILESxSIZE sms=FIRST-LAST counter=tile|op prefetch=N split=P after=OPS into=OP
+  op NAME KIND in=INPUTS out=[SHAPE] grid=TILESxSIZE sms=FIRST-LAST counter=tile|op prefetch=N split=P inflight=C
+     after=OPS into=OP
   in=     tensors read (views folded into the tensor they alias); ".x" is short for a name in the op's own
           scope (in layers.3.attn.q_proj, ".norm" is layers.3.attn.norm)
   out=    output shape (prefixed with the tensor's name when it is not the op's own, e.g. a KV cache)
@@ -51,8 +54,9 @@ One line per op, in the order its tasks fill the SM queues:
           cache writes, the last axis (columns) for matmul/elementwise/embedding. One task per tile.
   sms=    the SM range the op's tasks are dealt over; counter= one counter per tile, or one for the op
   prefetch= weight tiles loaded ahead; split= (attention) each tile's cached positions cut into P tasks, the last
-          to finish combining them; after= ops whose tiles it waits on; into= the op it is fused into (into=*:
-          computed on chip inside every consumer's task)
+          to finish combining them; inflight= (matmul) the weight ring's copies in flight while its weights
+          stream; after= ops whose tiles it waits on; into= the op it is fused into (into=*: computed on chip
+          inside every consumer's task)
   repeat i=A..B ... end: the enclosed lines once per layer i (layers.{i-1} is the layer before)
   impl NAME <<<code>>>: the op's task body, replaced
 """
@@ -269,6 +273,29 @@ def sms_problem(name: str, lo: int, hi: int, num_sms: int) -> str | None:
     return None
 
 
+def inflight_problem(f: OpFacts, n) -> str | None:
+    """Why `inflight OP n=N` cannot hold: N out of 0-MAX_INFLIGHT (0 takes the compiler's cap
+    back), or an op whose weights the ring does not stream (only matmuls')."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_INFLIGHT:
+        return f"inflight {n!r} for {f.name} is out of range; allowed: 1-{MAX_INFLIGHT} copies, 0 for the compiler's own"
+    if n and f.op.kind != "matmul":
+        return (f"{f.name} ({f.op.kind}) streams no weight through the ring; inflight caps the copies in flight "
+                "while a matmul's weights stream (name the matmul, e.g. `inflight layers.*.attn.o_proj n=1`)")
+    return None
+
+
+def inflight_rows_problem(facts: "GraphFacts", knobs: Knobs) -> str | None:
+    """With any op's own cap, every op's tile must stay under RING_ROWS rows (the codegen keeps a
+    ring call's cap beside its rows in one word, and a fused matmul streams its consumer's tile)."""
+    if not knobs.inflight:
+        return None
+    for name in facts.ops:
+        if tile_size(facts, knobs, name) >= RING_ROWS:
+            return (f"{name}'s tile of {tile_size(facts, knobs, name)} rows is too long while an op has its own "
+                    f"inflight cap (at most {RING_ROWS - 1} rows a tile): tile {name} smaller first")
+    return None
+
+
 def prefetch_problem(f: OpFacts, depth: int) -> str | None:
     if not 0 <= depth <= MAX_PREFETCH:
         return f"prefetch depth {depth} for {f.name} is out of range; allowed depths: 0-{MAX_PREFETCH}"
@@ -354,7 +381,8 @@ def normalize(facts: GraphFacts, knobs: Knobs, fused: dict[str, str], impls: dic
         raise _KnobError(None, f"num_sms must be an integer in 1-{MAX_SMS}, got {knobs.num_sms!r}")
     k = Knobs(num_sms=knobs.num_sms)
     for name in list(knobs.tiles) + list(knobs.sms) + list(knobs.counters) + list(knobs.prefetch) \
-            + list(knobs.splits) + list(fused) + [v for v in fused.values() if v != INLINE] + list(impls):
+            + list(knobs.splits) + list(knobs.inflight) + list(fused) + [v for v in fused.values() if v != INLINE] \
+            + list(impls):
         if name not in facts.info:
             raise _KnobError(None, facts.unknown_op(name))
     for name, n in knobs.tiles.items():
@@ -389,6 +417,12 @@ def normalize(facts: GraphFacts, knobs: Knobs, fused: dict[str, str], impls: dic
             raise _KnobError(name, msg)
         if depth:
             k.prefetch[name] = depth
+    for name, n in knobs.inflight.items():
+        msg = inflight_problem(facts.info[name], n)
+        if msg:
+            raise _KnobError(name, msg)
+        if n:
+            k.inflight[name] = n
     order = list(knobs.order) or list(facts.ops)
     if sorted(order) != sorted(facts.ops):
         missing = [n for n in facts.ops if n not in order]
@@ -403,6 +437,9 @@ def normalize(facts: GraphFacts, knobs: Knobs, fused: dict[str, str], impls: dic
     total = task_count(facts, k)
     if total > MAX_TASKS:
         raise _KnobError(None, f"these tile sizes give {total} tasks, over the limit of {MAX_TASKS}; use larger tiles")
+    msg = inflight_rows_problem(facts, k)
+    if msg:
+        raise _KnobError(None, msg)
     canon_fused: dict[str, str] = {}
     for a in sorted(fused, key=order.index):
         msg = (inline_problem(facts, canon_fused, a, impls) if fused[a] == INLINE
@@ -532,6 +569,8 @@ def op_line(ir: IR, name: str) -> str:
              f"prefetch={ir.knobs.prefetch.get(name, 0)}"]
     if ir.knobs.splits.get(name, 1) > 1:
         parts.append(f"split={ir.knobs.splits[name]}")
+    if ir.knobs.inflight.get(name):
+        parts.append(f"inflight={ir.knobs.inflight[name]}")
     if f.deps:
         parts.append("after=" + ",".join(ref(d) for d in f.deps))
     if name in ir.fused:
@@ -617,13 +656,13 @@ _HEADER = re.compile(r"^mkir v1 model=(\S+) sms=(\d{1,9}) dtype=(\S+) tasks=(\d{
 _REPEAT = re.compile(r"^repeat i=(\d{1,6})\.\.(\d{1,6})$")
 _FIELD = re.compile(r"^([a-z]+)=(.*)$")
 _KNOB_FIELDS = ("grid", "sms", "counter", "prefetch")
-_ALL_FIELDS = ("in", "out", "grid", "sms", "counter", "prefetch", "split", "after", "into")
+_ALL_FIELDS = ("in", "out", "grid", "sms", "counter", "prefetch", "split", "inflight", "after", "into")
 
 
 def parse(text: str, graph: Graph | IR) -> IR:
     """The IR that `text` (as `render` writes it) describes, over `graph` (or an IR's graph).
 
-    Only the knobs are read from the text (header sms, grid, sms, counter, prefetch, into, the
+    Only the knobs are read from the text (header sms, grid, sms, counter, prefetch, split, inflight, into, the
     line order, impl blocks); every other field is derived from the graph and must match it.
     Raises IRParseError naming the line and what is allowed; never returns a different text's IR.
     """
@@ -780,6 +819,13 @@ def parse(text: str, graph: Graph | IR) -> IR:
             if msg:
                 raise err(msg)
             knobs.splits[name] = int(fields["split"])
+        if "inflight" in fields:
+            if not re.fullmatch(r"\d{1,9}", fields["inflight"]):
+                raise err(f"op {name}: inflight= must be a number 1-{MAX_INFLIGHT}, got {_show(fields['inflight'])}")
+            msg = inflight_problem(f, int(fields["inflight"]))
+            if msg:
+                raise err(msg)
+            knobs.inflight[name] = int(fields["inflight"])
         if fields.get("into") == INLINE:
             fused[name] = INLINE
         elif "into" in fields:

@@ -18,7 +18,14 @@ measured alone in bench/results/megakernel_levers.json:
   stages this step's q, k and v rows together, ropes them and stores the new k and v rows itself,
   so the attention waits for the projections, not for a cache-write task (on an H100 the 1B expert
   measured 1,068 us with it against 1,076 without, and 1,125 us when the fused writes ran as
-  prologue calls one after another: bench/results/ab_knobs_step_inputs.json).
+  prologue calls one after another: bench/results/ab_knobs_step_inputs.json);
+- `inflight` 1 for the matmuls on either side of each decode attention (q/k/v, o_proj) where the
+  model's hidden size is at least INFLIGHT_HIDDEN: while their weights stream, the weight ring keeps
+  one copy in flight instead of the compiler's two, so the dependency polls of the attention half's
+  latency chain wait behind fewer copies (on an H100 the 1B expert measured 998.6 us against
+  1,020.1; Qwen3-1.7B +3.3%, Mistral +2.0%, but 1-6% slower on the level-5 families of hidden size
+  896-1536, whose layers stream too few bytes to hide the slower stream:
+  bench/results/ab_knobs_s20_attn1.json, families_attn1.json).
 
 Each lever is kept only where the IR accepts it, so any graph gets the subset that applies.
 """
@@ -27,10 +34,11 @@ from __future__ import annotations
 from megakernel_gym.compiler.tasks import MAX_SPLIT
 from megakernel_gym.ir_exposure.ir import wave_tile as _wave_tile
 
-LEVERS = ("inline", "split", "wave", "cache")
+LEVERS = ("inline", "split", "wave", "cache", "inflight")
 
 
-SPLIT_POSITIONS = 256   # cached positions per split part at full length
+SPLIT_POSITIONS = 128   # cached positions per split part at full length
+INFLIGHT_HIDDEN = 2048  # the smallest hidden size (an attention-side matmul's input width) the inflight lever takes
 
 
 def split_parts(ir, name: str) -> int:
@@ -38,10 +46,12 @@ def split_parts(ir, name: str) -> int:
     SPLIT_POSITIONS cached positions long at full length, at most MAX_SPLIT. A part costs a fixed
     few microseconds of round trips whatever its length, so parts pay only where a tile's rows
     take longer than that to stream: on an H100 the 1B step at position 168 of 1024 measured
-    1,310 us unsplit, 1,317 us at 4 parts and 1,332 us at 8
-    (bench/results/task_probe_before_packed.json).
-    256 positions (4 parts at 1,024) keeps nearly all of the unsplit time at short positions and
-    bounds a tile's stream near full length."""
+    1,310 us unsplit, 1,317 us at 4 parts and 1,332 us at 8 with the kernel of that time
+    (bench/results/task_probe_before_packed.json). Since the weight ring keeps fewer copies in
+    flight (the polls and the attention's loads wait behind fewer), 8 parts measured 989.4 against
+    995.1 us at 4 (ab_knobs_s20_expert.json) and 1,058 unsplit (ab_knobs_s20_attn1_sched.json),
+    and 8 parts beat 4 on the Qwen2 and Mistral families too (families_split.json): 128
+    positions (8 parts at 1,024)."""
     f = ir.facts.info[name]
     tiles = f.extent // ir.tile(name)
     max_seq = ir.graph.tensors[f.op.inputs[1]].shape[2]
@@ -64,6 +74,29 @@ def wave_tile(ir, names: list[str]) -> int | None:
     return _wave_tile(ir.facts, names, ir.knobs.num_sms)
 
 
+def attention_matmuls(ir) -> list[str]:
+    """The matmuls on either side of a decode attention, in op order: those whose output reaches
+    one, and those whose input is one's output, through ops that are not matmuls (ropes, cache
+    writes, views)."""
+    kinds = {n: ir.facts.info[n].op.kind for n in ir.ops}
+
+    def reaches(name: str, want: str, step, depth: int = 4) -> bool:
+        todo, seen = [name], set()
+        for _ in range(depth):
+            todo = [m for n in todo for m in step(n) if m not in seen and kinds.get(m) != "matmul"]
+            seen.update(todo)
+            if any(kinds.get(m) == want for m in todo):
+                return True
+        return False
+    producers: dict[str, list[str]] = {}
+    for n, cs in ir.facts.consumers.items():
+        for c in cs:
+            producers.setdefault(c, []).append(n)
+    return [n for n in ir.ops if kinds[n] == "matmul"
+            and (reaches(n, "decode_attention", lambda m: ir.facts.consumers.get(m, []))
+                 or reaches(n, "decode_attention", lambda m: producers.get(m, [])))]
+
+
 def lever_edits(ir, lever: str, parts: int | None = None) -> list[str]:
     """One lever's edit lines for `ir` (unchecked: apply them to see which the IR takes)."""
     kinds = {n: ir.facts.info[n].op.kind for n in ir.ops}
@@ -75,6 +108,10 @@ def lever_edits(ir, lever: str, parts: int | None = None) -> list[str]:
     if lever == "cache":
         return [f"fuse {n} into {c}" for n in ir.ops if kinds[n] == "cache_write"
                 for c in ir.facts.consumers[n] if kinds[c] == "decode_attention"]
+    if lever == "inflight":
+        names = attention_matmuls(ir)
+        wide = names and max(ir.graph.tensors[ir.facts.info[n].op.inputs[0]].shape[-1] for n in names) >= INFLIGHT_HIDDEN
+        return [f"inflight {n} n=1" for n in names] if wide else []
     if lever == "wave":
         out = []
         for group in sibling_matmuls(ir):
@@ -106,4 +143,4 @@ def expert_edits(ir, levers: tuple[str, ...] = LEVERS, parts: int | None = None,
     return "\n".join(k for k in kept if k)
 
 
-__all__ = ["expert_edits", "lever_edits", "split_parts", "sibling_matmuls", "wave_tile", "LEVERS"]
+__all__ = ["expert_edits", "lever_edits", "split_parts", "sibling_matmuls", "wave_tile", "attention_matmuls", "LEVERS"]

@@ -1,0 +1,135 @@
+"""The `inflight OP n=N` edit (the IR's per-matmul cap on the weight ring's copies in flight) and the
+x_bf16 staging that made room for it in the expert's shared memory. On the CPU: the edit's text and
+JSON forms, its refusals, the IR text round trip, the codegen's rows words, the expert's lever. On
+the GPU: the same bits as the schedule without it (a cap moves when bytes come, not which)."""
+import re
+
+import pytest
+import torch
+from conftest import built_runs, expert_1b, seeded_step
+
+from megakernel_gym.compiler import ZOO, capture
+from megakernel_gym.compiler.codegen import emit_cuda
+from megakernel_gym.ir_exposure import EditError, apply_edits, make_ir
+from megakernel_gym.ir_exposure import parse as parse_ir
+from megakernel_gym.ir_exposure.edits import apply_json, parse_edits
+from megakernel_gym.policies.expert import INFLIGHT_HIDDEN, attention_matmuls, expert_edits, lever_edits
+from megakernel_gym.rewards.nvrtc import compile_cuda
+
+
+@pytest.fixture(scope="module")
+def ir_1b():
+    return make_ir(capture(*ZOO["llama-1b"](device="meta"), "llama-1b"), num_sms=132)
+
+
+def test_inflight_parses_in_text_and_json_and_spells_back(graphs):
+    ir = make_ir(graphs["llama-tiny"], num_sms=8)
+    (e,) = parse_edits("inflight layers.*.attn.o_proj n=1")
+    assert (e.verb, e.op, e.n) == ("inflight", "layers.*.attn.o_proj", 1)
+    assert e.to_text() == "inflight layers.*.attn.o_proj n=1" and e.to_json()["n"] == 1
+    by_text = apply_edits(ir, "inflight layers.*.attn.o_proj n=1")
+    by_json = apply_json(ir, [{"verb": "inflight", "op": "layers.*.attn.o_proj", "n": 1}])
+    o_projs = [n for n in ir.ops if n.endswith("attn.o_proj")]
+    assert by_text.knobs.inflight == by_json.knobs.inflight == {n: 1 for n in o_projs}
+    # n=0 takes the compiler's cap back, and the IR is the one it was
+    back = apply_edits(by_text, "inflight layers.*.attn.o_proj n=0")
+    assert back.knobs.inflight == {} and back.text == ir.text
+
+
+def test_inflight_refuses_what_it_cannot_cap_naming_the_fix(graphs):
+    ir = make_ir(graphs["llama-tiny"], num_sms=8)
+    for text, msg in [("inflight layers.0.attn.o_proj n=17", "allowed: 1-16"),
+                      ("inflight layers.0.attn.decode_attention n=1", "name the matmul"),
+                      ("inflight layers.0.attn.o_proj", "inflight OP n=N"),
+                      ("inflight nothing.here n=1", "no op named")]:
+        with pytest.raises(EditError, match=re.escape(msg)):
+            apply_edits(ir, text)
+    with pytest.raises(EditError, match="integer"):
+        apply_json(ir, [{"verb": "inflight", "op": "layers.0.attn.o_proj", "n": "1"}])
+
+
+def test_inflight_keeps_every_tile_within_the_rows_word(ir_1b):
+    # a ring call's cap shares a word with its rows: with any cap, no tile of 65,536 rows or more
+    for text in ["tile lm_head n=128256\ninflight layers.0.attn.o_proj n=1",
+                 "inflight layers.0.attn.o_proj n=1\ntile lm_head n=128256"]:
+        with pytest.raises(EditError, match="tile lm_head smaller"):
+            apply_edits(ir_1b, text)
+    assert apply_edits(ir_1b, "tile lm_head n=128256").tile("lm_head") == 128256   # without a cap it may
+
+
+def test_the_ir_text_carries_inflight_and_parses_back(graphs):
+    ir = apply_edits(make_ir(graphs["llama-tiny"], num_sms=8), "inflight layers.*.attn.q_proj n=3")
+    line = next(ln for ln in ir.text.splitlines() if " layers.0.attn.q_proj " in ln)
+    assert " inflight=3" in line
+    again = parse_ir(ir.text, ir.graph)
+    assert again.knobs.inflight == ir.knobs.inflight and again.text == ir.text
+    with pytest.raises(Exception, match="inflight= must be a number"):
+        parse_ir(ir.text.replace("inflight=3", "inflight=x", 1), ir.graph)
+
+
+def test_codegen_gives_each_capped_matmuls_calls_its_cap_and_compiles(ir_1b):
+    ir = apply_edits(ir_1b, expert_edits(ir_1b, levers=("inline", "split", "wave", "cache")))
+    plain_src, plain = emit_cuda(ir.plan())
+    capped = apply_edits(ir, "inflight layers.*.attn.o_proj n=1\ninflight layers.*.mlp.down_proj n=3")
+    src, table = emit_cuda(capped.plan())
+    assert "#define WS_INFLIGHT_OPS 0" in plain_src and "#define WS_INFLIGHT_OPS 1" in src
+    assert [r & 0xffff for r in table.ws_rows] == plain.ws_rows   # the rows are the same, the caps above them
+    caps = [(r >> 16) & 0xff for r in table.ws_rows]
+    tasks = {n: len(ids) for n, ids in ir.plan().tg.by_op.items()}
+    # o_proj streams inside attn.add's tasks, down_proj inside mlp.add's: one ring call each
+    assert caps.count(1) == sum(v for n, v in tasks.items() if n.endswith("attn.add"))
+    assert caps.count(3) == sum(v for n, v in tasks.items() if n.endswith("mlp.add"))
+    # a bench's inflight_ops pattern comes first where it matches
+    _, over = emit_cuda(capped.plan(), inflight_ops=r"attn\.add$:2")
+    assert sorted({(r >> 16) & 0xff for r in over.ws_rows}) == [0, 2, 3]
+    assert compile_cuda(src, "inflight_edit.cu", arch="sm_90")
+
+
+def test_the_expert_caps_the_attention_sides_matmuls_on_wide_models_only(ir_1b, graphs):
+    names = attention_matmuls(ir_1b)
+    assert [n for n in names if n.startswith("layers.0.")] == [f"layers.0.attn.{p}_proj" for p in "qkvo"]
+    assert len(names) == 4 * 16
+    lines = [ln for ln in expert_edits(ir_1b).splitlines() if ln.startswith("inflight ")]
+    assert lines == [f"inflight {n} n=1" for n in names]
+    tiny = make_ir(graphs["llama-tiny"], num_sms=8)
+    assert attention_matmuls(tiny) and lever_edits(tiny, "inflight") == []   # hidden 64 < INFLIGHT_HIDDEN
+    assert INFLIGHT_HIDDEN == 2048
+
+
+def test_x_bf16_halves_down_projs_staged_input_and_makes_room(ir_1b):
+    plan = apply_edits(ir_1b, expert_edits(ir_1b)).plan()
+    src, table = emit_cuda(plan)
+    src32, table32 = emit_cuda(plan, x_bf16=False)
+    # down_proj's 8192-wide input was the largest op scratch: 32 KB as float, 16 KB as bf16
+    assert table32.smem_bytes - table.smem_bytes >= 16 * 1024
+    assert src.count("unpack_bf16x8(((const uint4*)xs)[c], f)") >= 1 and "((const uint4*)xs)" not in src32
+    assert table.ws_stages == table32.ws_stages == 5
+    assert emit_cuda(plan, ring_stages=6)[1].ws_stages == 6   # room for a sixth stage now (measured slower)
+    assert compile_cuda(src, "x_bf16.cu", arch="sm_90")
+
+
+@pytest.mark.gpu
+def test_the_inflight_edit_gives_the_same_bits_on_gpu():
+    for seed in (0, 1, 2):
+        g, params, feeds, ref = seeded_step("llama-tiny", seed)
+        ir = make_ir(g, num_sms=8)
+        ir = apply_edits(ir, expert_edits(ir))
+        _, want = built_runs(ir.plan(), params, feeds, 1)
+        capped = apply_edits(ir, "inflight layers.*.attn.*_proj n=1\ninflight layers.*.mlp.down_proj n=3")
+        _, got = built_runs(capped.plan(), params, feeds, 2)
+        for out in got:
+            for k in ref:
+                assert torch.equal(out[k], want[0][k]), (seed, k)
+
+
+@pytest.mark.gpu
+def test_the_1b_expert_with_x_bf16_and_inflight_gives_the_same_bits_on_gpu():
+    for seed in (0, 1, 2):
+        plan, params, feeds = expert_1b(seed)
+        _, want = built_runs(plan, params, feeds, 1, x_bf16=False)
+        _, got = built_runs(plan, params, feeds, 1)
+        plain, _, _ = expert_1b(seed, levers=("inline", "split", "wave", "cache"))
+        _, uncapped = built_runs(plain, params, feeds, 1)
+        for k in want[0]:
+            assert torch.equal(got[0][k], want[0][k]), (seed, k)
+            assert torch.equal(uncapped[0][k], want[0][k]), (seed, k)
