@@ -239,5 +239,5 @@ def test_expert_splits_the_1b_attention_and_waves_qkv(llama_1b):
     from megakernel_gym.policies.expert import expert_edits
     base = make_ir(llama_1b, num_sms=132)
     text = expert_edits(base)
-    assert "split layers.15.attn.decode_attention n=4" in text and "inline layers.3.mlp.norm" in text
+    assert "split layers.15.attn.decode_attention n=8" in text and "inline layers.3.mlp.norm" in text
     assert "tile layers.0.attn.q_proj n=32" in text and "tile layers.0.attn.v_proj n=32" in text

@@ -102,7 +102,7 @@ def test_x_bf16_halves_down_projs_staged_input_and_makes_room(ir_1b):
     src32, table32 = emit_cuda(plan, x_bf16=False)
     # down_proj's 8192-wide input was the largest op scratch: 32 KB as float, 16 KB as bf16
     assert table32.smem_bytes - table.smem_bytes >= 16 * 1024
-    assert src.count("unpack_bf16x8(((const uint4*)xs)[c], f)") >= 1 and "((const uint4*)xs)" not in src32
+    assert "dot_bf16x8_x(wv, X8[c])" in src and "X8" not in src32
     assert table.ws_stages == table32.ws_stages == 5
     assert emit_cuda(plan, ring_stages=6)[1].ws_stages == 6   # room for a sixth stage now (measured slower)
     assert compile_cuda(src, "x_bf16.cu", arch="sm_90")

@@ -546,8 +546,7 @@ class _Emitter:
                                       "make_float4(__uint_as_float(r[j].x << 16), __uint_as_float(r[j].y << 16), "
                                       "__uint_as_float(r[j].z << 16), __uint_as_float(r[j].w << 16))"))
             if half:   # four LL words' bf16 halves (the low 16 bits; the epoch is the high) as 8 bytes
-                dt_, conv = "uint2", ("make_uint2((r[j].x & 0xFFFFu) | (r[j].y << 16), "
-                                      "(r[j].z & 0xFFFFu) | (r[j].w << 16))")
+                dt_, conv = "uint2", "make_uint2(__byte_perm(r[j].x, r[j].y, 0x5410), __byte_perm(r[j].z, r[j].w, 0x5410))"
             return (f"  {{\n"
                     f"    const {vt}* src = (const {vt}*)({p} + ({offset}));\n"
                     f"    {dt_}* dd = ({dt_}*)({dst});\n"
@@ -893,8 +892,8 @@ class _Emitter:
         """Whether this ring-fed matmul keeps its input vector in shared memory as bf16 (unchanged
         bits, half the bytes): a decode vector (m = 1) of a bf16 tensor of its own (not a fused
         norm's, not a split attention's parts) against bf16 weights in packed stages, where each
-        lane reads x once per call into registers (_ring_rows). The 1B step's down_proj stages 8192
-        values: 32 KB as float, which left the weight ring one 32 KB stage short of six."""
+        lane reads its x vector from shared memory with each weight vector (_ring_rows). The 1B
+        step's down_proj stages 8192 values: 32 KB as float, its block's largest scratch."""
         return (self.x_bf16 and m == 1 and epv == 8 and ring_packed(k // epv * 16) and op.name not in self.onchip
                 and self.g.tensors[op.inputs[0]].dtype == "bfloat16" and self.base[op.inputs[0]] not in self.deferred)
 
@@ -928,7 +927,8 @@ class _Emitter:
         of a row, always at the same columns of x: a decode vector (m = 1) is read from shared
         memory into registers once per call, and each stage reads only its weights from shared
         memory (x read per stage, twice the weight bytes with a 2-way bank conflict, cost about as
-        much as streaming the stage from memory). A row split over warps is summed per segment
+        much as streaming the stage from memory); as bf16 (_x_half) it is read with each weight
+        vector, the same bytes as the weights and no bank conflict. A row split over warps is summed per segment
         (warp_sum) and the segments in order, by the last warp after the stage's barrier."""
         out = op.outputs[0]
         half = self._x_half(op, m, k, epv)               # x in shared memory as bf16
@@ -971,12 +971,13 @@ class _Emitter:
         # packed: WARPS / ncs whole rows; warp w on segment w % ncs of row w / ncs, always the same columns
         rps = WARPS // ncs
         head = ""
-        if m == 1:   # x at this lane's columns in registers, read from shared memory once per call
+        if m == 1 and half:   # x as bf16 in shared memory, read with each weight vector (16 contiguous bytes a
+            # lane, no bank conflict); held in registers instead (as bf16 or converted once per call), the
+            # 1B expert's down_proj made ptxas spill
+            head = "  const uint4* X8 = (const uint4*)xs;   // x as bf16: vector c is its 8 values at c\n"
+        elif m == 1:   # x at this lane's columns in registers, read from shared memory once per call
             nx = u * (2 if epv == 8 else 1)
             grab = "xr[2 * j] = X4[2 * c]; xr[2 * j + 1] = X4[2 * c + 1];" if epv == 8 else "xr[j] = X4[c];"
-            if half:   # x as bf16: its 16 bytes at c are the 8 values the float layout had at X4[2c], X4[2c + 1]
-                grab = ("float f[8]; unpack_bf16x8(((const uint4*)xs)[c], f); "
-                        "xr[2 * j] = make_float4(f[0], f[1], f[2], f[3]); xr[2 * j + 1] = make_float4(f[4], f[5], f[6], f[7]);")
             none = ("xr[2 * j] = xr[2 * j + 1] = make_float4(0.f, 0.f, 0.f, 0.f);" if epv == 8
                     else "xr[j] = make_float4(0.f, 0.f, 0.f, 0.f);")
             head = (f"  float4 xr[{nx}];   // x at this warp's columns: the same in every stage\n"
@@ -988,7 +989,8 @@ class _Emitter:
                     f"      if (c < {kv}) {{ {grab} }} else {{ {none} }}\n"
                     f"    }}\n"
                     f"  }}\n")
-        mac = (("acc[0] += dot_bf16x8(wv, xr[2 * j], xr[2 * j + 1]);" if epv == 8 else "acc[0] += dot_f32x4(wv, xr[j]);")
+        mac = ("acc[0] += dot_bf16x8_x(wv, X8[c]);" if half else
+               ("acc[0] += dot_bf16x8(wv, xr[2 * j], xr[2 * j + 1]);" if epv == 8 else "acc[0] += dot_f32x4(wv, xr[j]);")
                if m == 1 else x_smem)
         if ncs == 1:       # a row per warp: its lane 0 has the row's value
             done, combine = sum_emit, ""
@@ -1764,6 +1766,13 @@ __device__ __forceinline__ float dot_bf16x8(uint4 w, float4 a, float4 b) {
   s = fmaf(bf_hi(w.x), a.y, s); s = fmaf(bf_lo(w.y), a.z, s); s = fmaf(bf_hi(w.y), a.w, s);
   s = fmaf(bf_lo(w.z), b.x, s); s = fmaf(bf_hi(w.z), b.y, s); s = fmaf(bf_lo(w.w), b.z, s);
   return fmaf(bf_hi(w.w), b.w, s);
+}
+// the same sums with x as 8 bf16 values (x_bf16): each converted exactly, in the same order
+__device__ __forceinline__ float dot_bf16x8_x(uint4 w, uint4 x) {
+  float s = bf_lo(w.x) * bf_lo(x.x);
+  s = fmaf(bf_hi(w.x), bf_hi(x.x), s); s = fmaf(bf_lo(w.y), bf_lo(x.y), s); s = fmaf(bf_hi(w.y), bf_hi(x.y), s);
+  s = fmaf(bf_lo(w.z), bf_lo(x.z), s); s = fmaf(bf_hi(w.z), bf_hi(x.z), s); s = fmaf(bf_lo(w.w), bf_lo(x.w), s);
+  return fmaf(bf_hi(w.w), bf_hi(x.w), s);
 }
 __device__ __forceinline__ float dot_f32x4(uint4 w, float4 a) {
   return __uint_as_float(w.x) * a.x + __uint_as_float(w.y) * a.y + __uint_as_float(w.z) * a.z
