@@ -1350,8 +1350,9 @@ class _Emitter:
         split = self.splits.get(op.name, 1)
         # positions per chunk (the scores' shared memory): a split part attends at most
         # ceil(s_max / split) positions, so it needs no more (one chunk either way: the same sums),
-        # and the shared memory it frees lets the weight ring keep one more stage
-        ch = min(s_max, 1024, -(-(-(-s_max // split)) // 32) * 32)
+        # and the block's shared memory shrinks with it
+        part_max = -(-s_max // split)
+        ch = min(s_max, 1024, -(-part_max // 32) * 32)
         esize = ESIZE[self.g.tensors[kc].dtype]
         first = self._window_first(f"(int)({self.load(pos, 'bb')})", op)
         if split > 1:   # this part's slice of the attended positions (ops.split_bounds), else all of them
@@ -2531,10 +2532,11 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     6 stages and 5; 'attn:1;mlp:3' 1,015.2; bench/results/ab_knobs_s20_*.json); a schedule says the
     same per matmul with the IR's `inflight` edit (Knobs.inflight), which the expert now uses, and
     a pattern here comes first where both name a call. `x_bf16` (X_BF16): a decode bf16 ring
-    matmul keeps its input vector in shared memory as bf16 (_Emitter._x_half; the same bits): the
-    1B expert's largest op scratch (down_proj's 8192 values) halves, 205.8 -> 189.4 KB a block, and
-    it measured 1,020.2 against 1,029.8 us with the same 5 stages (ab_knobs_s20_ring6.json), where
-    the room for a sixth stage measured slower (1,043.5). `signal` (SIGNALS): how a task publishes its writes
+    matmul keeps its input vector in shared memory as bf16 and reads it with each weight vector
+    (_Emitter._x_half; the same bits): the 1B expert's largest op scratch (down_proj's 8192 values)
+    halves, 205.8 -> 189.4 KB a block, and it measured 987.5 against 992.8 us on an H100
+    (ab_knobs_s20_xbf16.json); the room it leaves for a sixth ring stage measured slower
+    (1,020-1,043 us: ab_knobs_s20_ring6.json, ab_knobs_s20_hold.json). `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
     add a release); they measured the same."""
     impls = impls or {}

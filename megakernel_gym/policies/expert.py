@@ -22,10 +22,10 @@ measured alone in bench/results/megakernel_levers.json:
 - `inflight` 1 for the matmuls on either side of each decode attention (q/k/v, o_proj) where the
   model's hidden size is at least INFLIGHT_HIDDEN: while their weights stream, the weight ring keeps
   one copy in flight instead of the compiler's two, so the dependency polls of the attention half's
-  latency chain wait behind fewer copies (on an H100 the 1B expert measured 998.6 us against
-  1,020.1; Qwen3-1.7B +3.3%, Mistral +2.0%, but 1-6% slower on the level-5 families of hidden size
-  896-1536, whose layers stream too few bytes to hide the slower stream:
-  bench/results/ab_knobs_s20_attn1.json, families_attn1.json).
+  latency chain wait behind fewer copies (on an H100 the 1B expert measured 995.1 us against
+  1,022.6, Qwen3-1.7B +3.0%, Mistral +2.7%: bench/results/ab_knobs_s20_expert.json,
+  families_s20_expert.json; but 1-6% slower on the level-5 families of hidden size 896-1536,
+  whose layers stream too few bytes to hide the slower stream: families_attn1.json).
 
 Each lever is kept only where the IR accepts it, so any graph gets the subset that applies.
 """
@@ -49,9 +49,10 @@ def split_parts(ir, name: str) -> int:
     1,310 us unsplit, 1,317 us at 4 parts and 1,332 us at 8 with the kernel of that time
     (bench/results/task_probe_before_packed.json). Since the weight ring keeps fewer copies in
     flight (the polls and the attention's loads wait behind fewer), 8 parts measured 989.4 against
-    995.1 us at 4 (ab_knobs_s20_expert.json) and 1,058 unsplit (ab_knobs_s20_attn1_sched.json),
-    and 8 parts beat 4 on the Qwen2 and Mistral families too (families_split.json): 128
-    positions (8 parts at 1,024)."""
+    995.1 us at 4 (ab_knobs_s20_expert.json), and with the same caps 1,025.8 unsplit and 1,007.6 at
+    2 (ab_knobs_s20_attn1_sched.json); over the level-5 families 8 parts against 4 gained up to
+    7.6% (Qwen2-0.5B) and lost at most 1.0% (SmolLM2; families_s20_split.json): 128 positions (8
+    parts at 1,024)."""
     f = ir.facts.info[name]
     tiles = f.extent // ir.tile(name)
     max_seq = ir.graph.tensors[f.op.inputs[1]].shape[2]
