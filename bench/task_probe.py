@@ -13,7 +13,8 @@ runs, each run after an L2 flush as the timed runs have):
   rows    -> its last weight row is done (attention: its outputs or partials are out)
   tail    -> it has signalled (epilogue, combine, stores, the counter release)
 Per op also its window: its first task's start to its last task's signal, after the layer's first
-start (medians), which shows the chain a layer waits along. The whole step is also timed with and without probes, to show what the probes cost. `--no-deps`
+start (medians), which shows the chain a layer waits along, and its stragglers: how long after
+its median task its last one signals, and which SMs' tasks took their first phase slowly. The whole step is also timed with and without probes, to show what the probes cost. `--no-deps`
 adds the same with counters started full (a diagnostic: nothing waits, the output is wrong).
 Each `--codegen` set (emit_cuda's knobs, e.g. control_warp=1, ring_stages=3 or hops=ll) adds every schedule
 again, built with those knobs, for a side-by-side comparison in the same run.
@@ -22,6 +23,7 @@ Writes task_probe.json.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import statistics
 import sys
@@ -106,6 +108,42 @@ def op_windows(plan, spans_runs: list[list[tuple[float, float]]], layers: range)
             for k, v in out.items()]
 
 
+def stragglers(plan, probes_runs: list[list[dict]], spans_runs: list[list[tuple[float, float]]], layers: range,
+               slow: float = 1.8) -> list[dict]:
+    """Per op (layer prefix dropped) over the given layers and runs: how far its last task signals
+    after its median task (`spread_us`, the median over layers and runs: what the op's readers wait
+    for past the typical task), and the tasks whose `first` phase (a matmul's first weight stage, an
+    attention's first scores) took over `slow` times the op's median: their share, and the SMs where
+    that happened most (`slow_sms`: SM and count). The 1B expert's attention had whole groups of
+    neighbouring SMs loading their keys in 2.6-2.9 us against 1.0 (task_probe_s20_tasks.json), which
+    o_proj then waited for."""
+    sm_of = {t: s for s, q in enumerate(plan.queues) for t in q}
+    by_op: dict[tuple[int, str], list[int]] = {}
+    for t in plan.tg.tasks:
+        parts = t.op.split(".")
+        if parts[0] == "layers" and int(parts[1]) in layers:
+            by_op.setdefault((int(parts[1]), ".".join(parts[2:])), []).append(t.id)
+    spread: dict[str, list[float]] = {}
+    firsts: dict[str, list[tuple[float, int]]] = {}
+    for probes, spans in zip(probes_runs, spans_runs):
+        for (_, key), ids in by_op.items():
+            ends = [spans[i][1] for i in ids]
+            spread.setdefault(key, []).append(max(ends) - statistics.median(ends))
+            firsts.setdefault(key, []).extend((phases(probes[i])["first"], sm_of[i]) for i in ids
+                                              if "first" in phases(probes[i]))
+    out = []
+    for key, vals in spread.items():
+        row = {"op": key, "spread_us": statistics.median(vals), "slow_first_share": None, "slow_sms": []}
+        fs = firsts.get(key, [])
+        if fs:
+            med = statistics.median(f for f, _ in fs)
+            hits = [sm for f, sm in fs if f > slow * med]
+            row["slow_first_share"] = len(hits) / len(fs)
+            row["slow_sms"] = [[sm, n] for sm, n in sorted(collections.Counter(hits).items(), key=lambda x: (-x[1], x[0]))[:8]]
+        out.append(row)
+    return out
+
+
 def fmt(row: dict) -> str:
     cells = " ".join(f"{row[k]:7.2f}" if row[k] is not None else "      -" for k in ("wait", "input", "first", "rows",
                                                                                   "tail", "busy"))
@@ -166,10 +204,11 @@ def main():
             t = time_us(no_deps_call(timed) if nodeps else timed, args.iters)
             table = op_table(plan, runs, layers)
             windows = op_windows(plan, spans, layers)
+            late = stragglers(plan, runs, spans, layers)
             row = {"schedule": label + "".join(f", {k}={v}" for k, v in knobs.items())
                    + (" [no deps: diagnostic]" if nodeps else ""), "no_deps": nodeps, "codegen": knobs,
                    "megakernel": t, "with_probes": probed, "floor_share": step.floor_us / t["median_us"],
-                   "rel_l2_err_vs_fp32": err, "ops": table, "windows": windows, "edits": text, "build_s": time.perf_counter() - t0}
+                   "rel_l2_err_vs_fp32": err, "ops": table, "windows": windows, "stragglers": late, "edits": text, "build_s": time.perf_counter() - t0}
             rows.append(row)
             if args.dump:
                 t_step = min(a for a, _ in spans[0])
@@ -188,6 +227,9 @@ def main():
                 print(fmt(r), flush=True)
             print("windows (us after the layer's first start; outside the layers: after the step's): "
                   + "; ".join(f"{w['op']} {w['from_us']:.1f}-{w['to_us']:.1f}" for w in windows), flush=True)
+            print("stragglers (last signal after the median task; share of slow first phases, their SMs): "
+                  + "; ".join(f"{r['op']} {r['spread_us']:.1f} us" + (f", {r['slow_first_share']:.0%} {r['slow_sms'][:4]}"
+                                                                     if r["slow_first_share"] else "") for r in late), flush=True)
             del launch, mk, plain, timed
     real = [r for r in rows if not r["no_deps"]]
     targets = [
