@@ -1,7 +1,8 @@
-"""The `inflight OP n=N` edit (the IR's per-matmul cap on the weight ring's copies in flight) and the
-x_bf16 staging that made room for it in the expert's shared memory. On the CPU: the edit's text and
-JSON forms, its refusals, the IR text round trip, the codegen's rows words, the expert's lever. On
-the GPU: the same bits as the schedule without it (a cap moves when bytes come, not which)."""
+"""The `inflight OP n=N` edit (the IR's per-matmul cap on the weight ring's copies in flight) and
+x_bf16 (a decode matmul's bf16 input kept as bf16 in shared memory), both new with the expert of
+2026-11-27. On the CPU: the edit's text and JSON forms, its refusals, the IR text round trip, the
+codegen's rows words, the expert's lever, x_bf16's shared memory. On the GPU: the same bits as
+without them (a cap moves when bytes come, not which; bf16 to float is exact)."""
 import re
 
 import pytest
