@@ -129,8 +129,10 @@ def stragglers(plan, probes_runs: list[list[dict]], spans_runs: list[list[tuple[
         for (_, key), ids in by_op.items():
             ends = [spans[i][1] for i in ids]
             spread.setdefault(key, []).append(max(ends) - statistics.median(ends))
-            firsts.setdefault(key, []).extend((phases(probes[i])["first"], sm_of[i]) for i in ids
-                                              if "first" in phases(probes[i]))
+            for i in ids:
+                first = phases(probes[i]).get("first")
+                if first is not None:
+                    firsts.setdefault(key, []).append((first, sm_of[i]))
     out = []
     for key, vals in spread.items():
         row = {"op": key, "spread_us": statistics.median(vals), "slow_first_share": None, "slow_sms": []}

@@ -323,7 +323,7 @@ class _Emitter:
     def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem",
                  ll: frozenset[str] = frozenset(), combine: str = "last", producer: str = "thread",
                  kv_prefetch: str = "body", hold_ops: tuple[tuple[str, int], ...] = (),
-                 step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None):
+                 step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None, x_bf16: bool = X_BF16):
         self.plan, self.g = plan, plan.tg.graph
         # ops whose tiles the SMs that run them take from a pool as they go (emit_cuda claim): a
         # task stages its input once and keeps it for every tile it takes after its first
@@ -334,7 +334,7 @@ class _Emitter:
         # it stores them itself, from shared memory (_decode_attention_parallel)
         self.kv_pre = kv_pre
         # decode bf16 ring matmuls keep x in shared memory as bf16, half the float bytes (_x_half)
-        self.x_bf16 = X_BF16
+        self.x_bf16 = x_bf16
         # (op-name pattern, stages held) for the ring calls of ops that hold other than WS_HOLD (the first match)
         self.hold_ops = hold_ops
         self._hold = "WS_HOLD"
@@ -527,8 +527,10 @@ class _Emitter:
         load-store loop would wait out one memory latency per element. With vec_ok (the offset is
         a multiple of the vector width) each load is 16 bytes."""
         dt = self.g.tensors[tensor].dtype
-        if half and (planes or dt != "bfloat16" or self.base[tensor] in self.deferred):
-            raise CodegenError(f"staging {tensor} as bf16: only a bf16 tensor of its own, in one plane")
+        if half and (planes or dt != "bfloat16" or self.base[tensor] in self.deferred
+                     or not isinstance(count, int) or count % EPV["bfloat16"]):
+            raise CodegenError(f"staging {tensor} as bf16: only a bf16 tensor of its own, in one plane, "
+                               "in whole 16-byte loads")
         if self.base[tensor] in self.deferred:
             return self._stage_combined(self.deferred[self.base[tensor]], offset, count, dst, planes)
         at = (lambda e: f"mk_xp({e}, {planes})") if planes else (lambda e: e)   # noqa: E731
@@ -603,8 +605,7 @@ class _Emitter:
                 f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * MK_NT; "
                 f"r[j] = e < {count} ? {self.load(tensor, f'({offset}) + e')} : 0.f; }}\n"
                 f"#pragma unroll\n"
-                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * MK_NT; if (e < {count}) "
-                + (f"((unsigned short*)({dst}))[e] = f2bf(r[j]); }}\n" if half else f"({dst})[{at('e')}] = r[j]; }}\n") +
+                f"    for (int j = 0; j < 4; ++j) {{ const int e = e0 + j * MK_NT; if (e < {count}) ({dst})[{at('e')}] = r[j]; }}\n"
                 f"  }}\n")
 
     def cache_bytes(self, op: Op, lo: int, hi: int) -> list[tuple[int, int, int]]:
@@ -906,10 +907,10 @@ class _Emitter:
         x in registers) or one segment of each of WARPS rows, multiplied with x from shared memory.
         The stage count per call is the one ws_at walks for the same rows: ceil(rows / rows per
         stage) packed, ceil(rows / WARPS) row groups x segments per row otherwise."""
-        self.smem = max(self.smem, 4 * _ring_scratch(m, k, self._x_half(op, m, k, epv))[1])
+        half = self._x_half(op, m, k, epv)
+        self.smem = max(self.smem, 4 * _ring_scratch(m, k, half)[1])
         return (f"  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;\n"
-                + self._stage_x(op, m, k, again=op.name in self.claim_ops, split=_x_split(m, epv),
-                                half=self._x_half(op, m, k, epv)) +
+                + self._stage_x(op, m, k, again=op.name in self.claim_ops, split=_x_split(m, epv), half=half) +
                 f"  unsigned g = ws.done;\n"
                 + self._ring_rows(op, m, k, n_total, epv) +
                 f"  if (threadIdx.x == 0) ws.done = g;     // published by the barrier after the call\n")
@@ -2649,8 +2650,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16,
                inflight_ops: tuple[tuple[str, int], ...] = (), x_bf16: bool = X_BF16) -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
-                  hold_ops, step_inputs, kv_pre, claim)
-    em.x_bf16 = x_bf16
+                  hold_ops, step_inputs, kv_pre, claim, x_bf16)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them

@@ -659,6 +659,18 @@ _KNOB_FIELDS = ("grid", "sms", "counter", "prefetch")
 _ALL_FIELDS = ("in", "out", "grid", "sms", "counter", "prefetch", "split", "inflight", "after", "into")
 
 
+def _number_field(err, name: str, fields: dict[str, str], key: str, allowed: str, problem) -> int:
+    """An op line's numeric knob field: digits (else an error naming the `allowed` range), then what
+    `problem(n)` objects to, if anything, as the error (`err` makes the line's IRParseError)."""
+    value = fields[key]
+    if not re.fullmatch(r"\d{1,9}", value):
+        raise err(f"op {name}: {key}= must be a number {allowed}, got {_show(value)}")
+    msg = problem(int(value))
+    if msg:
+        raise err(msg)
+    return int(value)
+
+
 def parse(text: str, graph: Graph | IR) -> IR:
     """The IR that `text` (as `render` writes it) describes, over `graph` (or an IR's graph).
 
@@ -806,26 +818,14 @@ def parse(text: str, graph: Graph | IR) -> IR:
         if fields["counter"] not in COUNTER_MODES:
             raise err(f"op {name}: counter= must be one of {', '.join(COUNTER_MODES)}, got {_show(fields['counter'])}")
         knobs.counters[name] = fields["counter"]
-        if not re.fullmatch(r"\d{1,9}", fields["prefetch"]):
-            raise err(f"op {name}: prefetch= must be a number 0-{MAX_PREFETCH}, got {_show(fields['prefetch'])}")
-        msg = prefetch_problem(f, int(fields["prefetch"]))
-        if msg:
-            raise err(msg)
-        knobs.prefetch[name] = int(fields["prefetch"])
+        knobs.prefetch[name] = _number_field(err, name, fields, "prefetch", f"0-{MAX_PREFETCH}",
+                                             lambda n: prefetch_problem(f, n))
         if "split" in fields:
-            if not re.fullmatch(r"\d{1,9}", fields["split"]):
-                raise err(f"op {name}: split= must be a number 2-{MAX_SPLIT}, got {_show(fields['split'])}")
-            msg = split_problem(facts, name, int(fields["split"]))
-            if msg:
-                raise err(msg)
-            knobs.splits[name] = int(fields["split"])
+            knobs.splits[name] = _number_field(err, name, fields, "split", f"2-{MAX_SPLIT}",
+                                               lambda n: split_problem(facts, name, n))
         if "inflight" in fields:
-            if not re.fullmatch(r"\d{1,9}", fields["inflight"]):
-                raise err(f"op {name}: inflight= must be a number 1-{MAX_INFLIGHT}, got {_show(fields['inflight'])}")
-            msg = inflight_problem(f, int(fields["inflight"]))
-            if msg:
-                raise err(msg)
-            knobs.inflight[name] = int(fields["inflight"])
+            knobs.inflight[name] = _number_field(err, name, fields, "inflight", f"1-{MAX_INFLIGHT}",
+                                                 lambda n: inflight_problem(f, n))
         if fields.get("into") == INLINE:
             fused[name] = INLINE
         elif "into" in fields:

@@ -89,13 +89,10 @@ def attention_matmuls(ir) -> list[str]:
             if any(kinds.get(m) == want for m in todo):
                 return True
         return False
-    producers: dict[str, list[str]] = {}
-    for n, cs in ir.facts.consumers.items():
-        for c in cs:
-            producers.setdefault(c, []).append(n)
+    # facts.consumers is the inverse of each op's deps: walk the one forward, the other back
     return [n for n in ir.ops if kinds[n] == "matmul"
             and (reaches(n, "decode_attention", lambda m: ir.facts.consumers.get(m, []))
-                 or reaches(n, "decode_attention", lambda m: producers.get(m, [])))]
+                 or reaches(n, "decode_attention", lambda m: ir.facts.info[m].deps))]
 
 
 def lever_edits(ir, lever: str, parts: int | None = None) -> list[str]:
