@@ -323,7 +323,8 @@ class _Emitter:
     def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem",
                  ll: frozenset[str] = frozenset(), combine: str = "last", producer: str = "thread",
                  kv_prefetch: str = "body", hold_ops: tuple[tuple[str, int], ...] = (),
-                 step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None, x_bf16: bool = X_BF16):
+                 step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None, x_bf16: bool = X_BF16,
+                 v_prefetch: str = "none"):
         self.plan, self.g = plan, plan.tg.graph
         # ops whose tiles the SMs that run them take from a pool as they go (emit_cuda claim): a
         # task stages its input once and keeps it for every tile it takes after its first
@@ -341,6 +342,7 @@ class _Emitter:
         # where a split attention part sends its slice of the KV caches to L2 (KV_PREFETCHES): before
         # the task's waits ("wait": the op's pre-wait body, self.prewait) or at the body's start
         self.kv_prefetch = kv_prefetch
+        self.v_prefetch = v_prefetch
         self.prewait = ""
         # who issues the weight ring's copies: thread 0 between stages, or a warp of its own (PRODUCERS)
         self.producer = producer
@@ -1384,7 +1386,7 @@ class _Emitter:
             span = (f"    const int s_lo = {first}, n = min((int)({self.load(pos, 'bb')}) + 1, {s_max});\n"
                     f"    (void)part;\n")
             prefetch = ""
-        if prefetch and self.kv_prefetch == "wait":   # the slice needs only pos, no input of this step
+        if prefetch and self.kv_prefetch in ("wait", "ahead"):   # the slice needs only pos, no input of this step
             self.prewait, prefetch = prefetch, ""
         pre, rows = bool(self.kv_pre), self.kv_pre
         a = self.absorbed.get(op.name, {})
@@ -1457,6 +1459,9 @@ class _Emitter:
                 f"        const int cn = min({ch}, n - s0);\n"
                 + (f"        const bool pre_first = bb == 0 && h0 == lo && s0 == s_lo;\n" if pre else "") +
                 f"        for (int s = threadIdx.x; s < cn; s += MK_NT) {{\n"
+                + (f"          for (int l = 0; l < {-(-d * esize // 128)}; ++l)   // its value row to L1 for p.V (v_prefetch)\n"
+                   f"            asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"((const char*)(V4 + (kvrow + s0 + s) * {dv}) + l * 128));\n"
+                   if self.v_prefetch == "l1" else "") +
                 f"          uint4 kr[{dv}];\n"
                 + ("" if pre else "#pragma unroll\n") + k_from +
                 f"          float dot[{group}];\n"
@@ -1920,6 +1925,7 @@ _RING = r"""
 #define WS_INFLIGHT %(inflight)d        // producer warp: the most stages issued and not landed (emit_cuda inflight)
 #define WS_INFLIGHT_OPS %(inflight_ops)d    // a call's rows word carries its own cap in bits 16-23 (emit_cuda inflight_ops)
 #define WS_ROWS_MASK (WS_INFLIGHT_OPS ? 0xffff : 0xffffff)
+#define WS_EVICT_FIRST %(evict_first)d      // the ring's bulk copies leave their lines first in line for eviction from L2 (emit_cuda ring_l2)
 #define WS_L2_IDLE %(l2_idle)d          // producer warp: a call's rows word carries stages it sends to L2 while the ring idles (emit_cuda l2_idle)
 // after a task's signal, thread 0 refills the buffer its last ring stage freed (the stage loop leaves
 // it: a bulk copy in flight made the control warp's fence wait for it, about 0.5-1 us a task; with
@@ -1983,6 +1989,17 @@ __device__ __forceinline__ void ws_copy(const WsAt& a, unsigned g) {
   const unsigned bar = smem_addr(&ws_bar[g %% WS_STAGES]);
   const unsigned dst = smem_addr(ws_stage(g));
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" :: "r"(bar), "r"(a.nr * a.seg) : "memory");
+#if WS_EVICT_FIRST   // weights are read once a step: their L2 lines go before the KV slices, LL words and counters
+  unsigned long long pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %%0, 1.0;" : "=l"(pol));
+  if (a.packed)
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%%0], [%%1], %%2, [%%3], %%4;"
+                 :: "r"(dst), "l"(a.src), "r"(a.nr * a.seg), "r"(bar), "l"(pol) : "memory");
+  else for (int r = 0; r < a.nr; ++r)
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%%0], [%%1], %%2, [%%3], %%4;"
+                 :: "r"(dst + r * WS_SEG), "l"(a.src + (long long)r * a.rowb), "r"(a.seg), "r"(bar), "l"(pol) : "memory");
+  return;
+#endif
   if (a.packed)   // one copy of the stage's whole rows
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
                  :: "r"(dst), "l"(a.src), "r"(a.nr * a.seg), "r"(bar) : "memory");
@@ -2289,8 +2306,20 @@ _PREFETCH = {
 PREFETCH_MODES = tuple(_PREFETCH)
 # where a split decode attention part sends its slice of the KV caches to L2 (the slice depends on
 # the step's positions, an input, and on nothing the kernel writes): "wait", before the task's waits
-# (the op's pre_N function), or "body", at the start of its body, after them
-KV_PREFETCHES = ("wait", "body")
+# (the op's pre_N function), "body", at the start of its body, after them, or "ahead", before its
+# waits and also a task earlier, before the waits of the task before it in its SM's queue (so a part
+# that starts late, its inputs long there, does not load keys whose prefetch is still on its way);
+# "ahead" measured 1,017 against 988 us on the 1B expert (ab_knobs_s21_kvahead.json): sent that
+# early, during the MLP's stream, the slices were gone again by the time the keys were loaded
+KV_PREFETCHES = ("wait", "body", "ahead")
+# the L2 eviction priority of the weight ring's bulk copies: "normal", or "evict_first" (a weight is
+# read once a step, so its lines are the first to go, before the KV slices, LL words and counters);
+# emit_cuda's ring_l2 says where it was measured
+RING_L2 = ("normal", "evict_first")
+RING_L2_DEFAULT = "evict_first"
+# a decode attention's value rows: loaded when p.V needs them ("none"), or sent to L1 by the thread
+# that loads the same position's key row ("l1"), so their round trip overlaps the scores
+V_PREFETCHES = ("none", "l1")
 # a task that must wait sends the WS_L2_WAIT stages past the ring to L2 first, so the memory pipe
 # works while the SM idles; a task whose inputs are ready adds nothing to its own streaming
 _L2_WAIT = _MUST_WAIT + """
@@ -2431,7 +2460,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               kv_prefetch: str = "body", ll_poll_ns: int = 0, hold_ops=None,
               step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None,
               claim_split: int = 1, l2_idle=None, inflight: int | None = None,
-              inflight_ops=None, x_bf16: bool = X_BF16) -> tuple[str, TaskTable]:
+              inflight_ops=None, x_bf16: bool = X_BF16, ring_l2: str = RING_L2_DEFAULT,
+              v_prefetch: str = "none") -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -2471,7 +2501,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     (bench/results/ab_knobs_signal_hold.json). `kv_prefetch` (KV_PREFETCHES): when a split
     attention part prefetches its slice of the KV caches to L2, at its body's start ("body") or
     before its waits ("wait"); on the 1B expert on an H100 "wait" measured 1,093 against 1,087 us
-    (bench/results/ab_knobs_ring5_kvpf.json), so "body" stays. `ll_poll_ns`: with LL words, how long a
+    (bench/results/ab_knobs_ring5_kvpf.json), so "body" stays; "ahead" (also before the waits of the
+    task before it in the queue) 1,017.2 against 988.2 (ab_knobs_s21_kvahead.json). `ll_poll_ns`: with LL words, how long a
     thread pauses before loading again a staged vector that is not this launch's yet (0: at once;
     every block of a wave polls the same few lines of L2); on the 1B expert on an H100 0/100/400/1500
     ns measured 1,089/1,088/1,096/1,121 us (ab_knobs_ll_poll.json). `hold_ops` (parse_hold_ops):
@@ -2537,7 +2568,22 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     (_Emitter._x_half; the same bits): the 1B expert's largest op scratch (down_proj's 8192 values)
     halves, 205.8 -> 189.4 KB a block, and it measured 987.5 against 992.8 us on an H100
     (ab_knobs_s20_xbf16.json); the room it leaves for a sixth ring stage measured slower
-    (1,020-1,043 us: ab_knobs_s20_ring6.json, ab_knobs_s20_hold.json). `signal` (SIGNALS): how a task publishes its writes
+    (1,020-1,043 us: ab_knobs_s20_ring6.json, ab_knobs_s20_hold.json). `ring_l2` (RING_L2): the L2
+    eviction priority of the ring's bulk copies, "evict_first" (RING_L2_DEFAULT) or "normal". A weight
+    is read once a step, and with normal priority its lines pushed out what the latency chain reads
+    again: a split attention part's KV slice, prefetched to L2 as its task starts, was still in L2
+    when an early part loaded its keys 8 us later, but not for the parts that started late (behind
+    a q/k/v task on the same SM), whose key loads took 2.4-2.9 us against 1.0 (task_probe_s20.json's
+    dump). Evict-first, the same bits: the 1B expert 977.1 / 976.8 / 977.0 us against 987.8 / 988.9
+    / 986.8 with "normal" in three alternating-round runs (ab_knobs_s21_evict*.json,
+    ab_knobs_s21_sweep.json), the attention's chain step 9.75 -> 7.75 us a layer
+    (task_probe_s21_evict.json); every level-5 family faster, 0.4% (SmolLM2) to 14.6% (Qwen2-1.5B
+    at batch 4, 4,173 -> 3,642 us) (families_s21_evict.json). On top of it these still lost:
+    kv_prefetch "ahead" (996.8), l2_idle (984-985), a sixth stage (1,024.8), kv_pre=64 (984.9),
+    combine "reader" (995.4); q/k/v at 2 in flight, hold_ops on down and ll_poll_ns=100 within 1 us.
+    `v_prefetch` (V_PREFETCHES): "l1" sends each of a decode attention's value rows to L1 with its
+    key row's loads, so p.V's round trip overlaps the scores; the same bits and the same time on
+    the 1B expert (976.8 against 976.8 us: ab_knobs_s21_evict2.json), so "none" stays. `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
     add a release); they measured the same."""
     impls = impls or {}
@@ -2550,6 +2596,10 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"signal {signal!r} is not one of {', '.join(SIGNALS)}")
     if kv_prefetch not in KV_PREFETCHES:
         raise CodegenError(f"kv_prefetch {kv_prefetch!r} is not one of {', '.join(KV_PREFETCHES)}")
+    if ring_l2 not in RING_L2:
+        raise CodegenError(f"ring_l2 {ring_l2!r} is not one of {', '.join(RING_L2)}")
+    if v_prefetch not in V_PREFETCHES:
+        raise CodegenError(f"v_prefetch {v_prefetch!r} is not one of {', '.join(V_PREFETCHES)}")
     if not (isinstance(ll_poll_ns, int) and 0 <= ll_poll_ns <= 100_000):
         raise CodegenError(f"ll_poll_ns={ll_poll_ns!r}: the pause between polls is 0-100000 ns")
     if hold is None:
@@ -2608,12 +2658,12 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
                               control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns,
                               hold_ops, step_inputs, kv_pre, claim, claim_split, l2_idle, inflight,
-                              inflight_ops, bool(x_bf16))
+                              inflight_ops, bool(x_bf16), ring_l2, v_prefetch)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
                  combine=combine, producer="thread", signal=signal, kv_prefetch=kv_prefetch, ll_poll_ns=ll_poll_ns,
-                 step_inputs=step_inputs, kv_pre=kv_pre)
+                 step_inputs=step_inputs, kv_pre=kv_pre, v_prefetch=v_prefetch)
 
 
 def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
@@ -2624,7 +2674,8 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
           hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body",
           kv_pre: int = 0, claim: str | None = None, claim_split: int = 1,
           l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16,
-          inflight_ops: tuple[tuple[str, int], ...] = (), x_bf16: bool = X_BF16) -> tuple[str, TaskTable]:
+          inflight_ops: tuple[tuple[str, int], ...] = (), x_bf16: bool = X_BF16,
+          ring_l2: str = RING_L2_DEFAULT, v_prefetch: str = "none") -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
@@ -2632,12 +2683,14 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
     if claim and (hops != "ll" or impls):
         raise CodegenError("claim: a claimed op's readers must poll its output, so it needs hops='ll' and no impls")
     # the first pass only shows which tensors can be LL words: no claims
-    source, table, em = _emit_once(*args, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops, x_bf16=x_bf16)
+    source, table, em = _emit_once(*args, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops, x_bf16=x_bf16,
+                                   ring_l2=ring_l2, v_prefetch=v_prefetch)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
         if ll or claim:
             source, table, _ = _emit_once(*args, claim=claim, claim_split=claim_split, ll=ll, l2_idle=l2_idle,
-                                          inflight=inflight, inflight_ops=inflight_ops, x_bf16=x_bf16)
+                                          inflight=inflight, inflight_ops=inflight_ops, x_bf16=x_bf16,
+                                          ring_l2=ring_l2, v_prefetch=v_prefetch)
     return source, table
 
 
@@ -2648,9 +2701,10 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                claim: str | None = None, claim_split: int = 1,
                ll: frozenset[str] = frozenset(),
                l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16,
-               inflight_ops: tuple[tuple[str, int], ...] = (), x_bf16: bool = X_BF16) -> tuple[str, TaskTable, "_Emitter"]:
+               inflight_ops: tuple[tuple[str, int], ...] = (), x_bf16: bool = X_BF16,
+               ring_l2: str = RING_L2_DEFAULT, v_prefetch: str = "none") -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
-                  hold_ops, step_inputs, kv_pre, claim, x_bf16)
+                  hold_ops, step_inputs, kv_pre, claim, x_bf16, v_prefetch)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
@@ -2849,12 +2903,18 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     prewait = ("    for (int c = 0; c < nc; ++c) {   // the calls' pre-wait work (pre_N), then the waits\n"
                "      const int* cc = C + 5 * c;\n"
                "      switch (cc[0]) {\n" + pre_cases + "\n      }\n    }") if pre_cases else ""
+    if pre_cases and kv_prefetch == "ahead":   # and the next task's in this queue (p is at its header now)
+        prewait += ("\n    if (p < qn) {   // kv_prefetch=\"ahead\": the next task's pre-wait work too\n"
+                    "      const int* C2 = QS + p + 5 + 2 * QS[p + 1];\n"
+                    "      for (int c = 0; c < QS[p + 2]; ++c) {\n"
+                    "        const int* cc = C2 + 5 * c;\n"
+                    "        switch (cc[0]) {\n" + textwrap.indent(pre_cases, "  ") + "\n        }\n      }\n    }")
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
                      "l2_ahead": l2_ahead, "l2_wait": l2_wait, "hold": min(hold, stages - 1),
                      "l2_idle": int(bool(l2_idle)), "inflight": min(inflight, stages),
-                     "inflight_ops": int(per_op)}
+                     "inflight_ops": int(per_op), "evict_first": int(ring_l2 == "evict_first")}
             if stages > 0 else _NO_RING)
     claims = f"#define WS_CLAIMS {len(pools)}\n" if pools else ""
     if pools:
