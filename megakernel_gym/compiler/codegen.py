@@ -340,8 +340,10 @@ class _Emitter:
         self.hold_ops = hold_ops
         self._hold = "WS_HOLD"
         # where a split attention part sends its slice of the KV caches to L2 (KV_PREFETCHES): before
-        # the task's waits ("wait": the op's pre-wait body, self.prewait) or at the body's start
+        # the task's waits ("wait", and "ahead" also a task earlier: the op's pre-wait body,
+        # self.prewait) or at the body's start
         self.kv_prefetch = kv_prefetch
+        # whether the scores loop sends each value row to L1 for p.V (V_PREFETCHES)
         self.v_prefetch = v_prefetch
         self.prewait = ""
         # who issues the weight ring's copies: thread 0 between stages, or a warp of its own (PRODUCERS)
