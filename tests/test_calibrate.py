@@ -165,3 +165,23 @@ def test_near_schedules_take_an_ab_runs_extra_schedules_as_it_recorded_them(tmp_
     _, ir, rec = got[0]
     assert rec["measured"]["median_us"] == 9.0 and rec["correct"] is True
     assert ir.text == apply_edits(base, expert_edits(base)).text
+
+
+def test_fit_finds_how_much_fewer_copies_in_flight_shorten_a_hop(tiny):
+    """capped_wait (costmodel.hop_us): measured only by schedules whose rings keep other than the
+    compiler's INFLIGHT copies in flight (the `inflight` edit); from synthetic measurements of 8
+    schedules and the same 8 with q/k/v and o_proj at 1, the fit finds it and the wait latency."""
+    from megakernel_gym.ir_exposure import apply_edits
+    caps = "\n".join(f"inflight layers.*.attn.{m}_proj n=1" for m in "qkvo")
+    schedules = sample_schedules(tiny, 8, seed=0, num_sms=8)
+    pc = plans_and_costs(schedules + [(label + " + inflight", apply_edits(ir, caps)) for label, ir in schedules])
+    true = replace(DEVICES["H200"], hbm_gbs=200.0, wait_latency_us=1.5, capped_wait=0.4)
+    measured = [predict(p, true, costs=c).latency_us for p, c in pc]
+    fitted, report = fit_device(pc, measured, DEVICES["H200"], prior=0.0, starts=8)
+    assert fitted.capped_wait == pytest.approx(0.4, rel=0.05)
+    assert fitted.wait_latency_us == pytest.approx(1.5, rel=0.05)
+    assert report["after"]["max_abs_pct_err"] < 0.5
+    assert f"capped_wait={fitted.capped_wait:.3g}" in spec_literal(fitted)
+    # without a capped schedule there is nothing to measure it by: it keeps the base's value
+    plain, _ = fit_device(pc[:8], measured[:8], DEVICES["H200"], prior=0.0, rounds=1, starts=0)
+    assert plain.capped_wait == DEVICES["H200"].capped_wait == 0.0 and "capped_wait" not in spec_literal(plain)

@@ -183,3 +183,37 @@ def test_the_ring_loads_a_tasks_weights_while_its_sm_waits_and_the_task_streams_
         cm.RING_BYTES = keep
     assert slower.latency_us > p.latency_us
     assert kinds["layers.3.mlp.add"] == "elementwise"
+
+
+def test_a_hop_from_a_ring_with_fewer_copies_in_flight_is_shorter(big):
+    """costmodel.ring_caps / hop_us: a task's readers see it after the wait latency scaled by the
+    copies its SM's ring keeps in flight as it signals (the next ring call's inflight cap), by
+    capped_wait per copy away from codegen.INFLIGHT; at capped_wait 0 (the shipped constants until a
+    refit measures it) every hop is one wait latency, as before."""
+    from dataclasses import replace
+
+    from megakernel_gym.compiler.codegen import INFLIGHT
+    from megakernel_gym.compiler.costmodel import HOP_FLOOR, hop_us, ring_bytes, ring_caps
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    ir = make_ir(big, num_sms=132)
+    capped = apply_edits(ir, expert_edits(ir)).plan()
+    plain = apply_edits(ir, expert_edits(ir, levers=("inline", "split", "wave", "cache"))).plan()
+    assert set(ring_caps(plain).tolist()) == {INFLIGHT}
+    caps, wb, limits = ring_caps(capped), ring_bytes(capped), capped.knobs.inflight
+    assert set(limits.values()) == {1} and set(caps.tolist()) == {1.0, INFLIGHT}
+    for q in capped.queues:   # a task's cap is the next ring-fed task's in its queue (INFLIGHT after the last)
+        for i, t in enumerate(q):
+            nxt = next((r for r in q[i + 1:] if wb[r] > 0), None)
+            names = [] if nxt is None else [capped.tg.tasks[nxt].op] + [p for p, _ in capped.tg.tasks[nxt].prologue]
+            assert caps[t] == (1.0 if any(n in limits for n in names) else INFLIGHT)
+    dev = DEVICES["H100"]
+    assert dev.capped_wait == 0.0 and hop_us(capped, dev) == dev.wait_latency_us
+    fast = replace(dev, capped_wait=0.3)
+    hops = hop_us(capped, fast)
+    assert set(hops.tolist()) == {dev.wait_latency_us * 0.7, dev.wait_latency_us}
+    assert min(hop_us(capped, replace(dev, capped_wait=10.0))) == dev.wait_latency_us * HOP_FLOOR
+    # the capped expert predicts faster with capped_wait; the same schedule uncapped does not move
+    assert predict(capped, fast).latency_us < predict(capped, dev).latency_us
+    a, b = predict(plain, fast), predict(plain, dev)
+    assert a.latency_us == b.latency_us and a.finish_us == b.finish_us

@@ -139,3 +139,28 @@ def test_a_validator_verdict_kept_for_the_waits_is_not_reused_for_other_counters
         counters[b].producers = []
         other.counters = counters
         assert check(other) == check_full(other) != []
+
+
+@needs_numba
+def test_per_task_hops_agree_compiled_and_as_python_and_one_number_is_every_task_alike(big, monkeypatch):
+    """list_schedule's `hop` (costmodel.hop_us): per task, or one number for all; the expert with
+    capped_wait > 0 has hops of two lengths, and both runs agree to the bit."""
+    from dataclasses import replace
+
+    from megakernel_gym.compiler.costmodel import hop_us
+    plan = apply_edits(big, expert_edits(big)).plan()
+    dev = replace(DEVICES["H100"], capped_wait=0.5)
+    assert len(set(hop_us(plan, dev).tolist())) == 2
+    fast = predict(plan, dev)
+    monkeypatch.setattr(simloop, "COMPILED", False)
+    slow = predict(plan, dev)
+    monkeypatch.setattr(simloop, "COMPILED", True)
+    _same(fast, slow)
+    need, add, gsize = _wait_csr(plan, "ll")
+    n = len(plan.tg.tasks)
+    ones, zeros = np.ones(n), np.zeros(n)
+    args = (_queue_csr(plan), need, add, gsize, ones, ones, zeros, zeros, ones, ones, ones)
+    one = simloop.list_schedule(*args, 0.7, 1.0, 2.0)
+    each = simloop.list_schedule(*args, np.full(n, 0.7), 1.0, 2.0)
+    for a, b in zip(one[:4], each[:4]):
+        assert np.array_equal(a, b)

@@ -6,7 +6,9 @@
     report["after"]["spearman"]                                  # rank agreement, predicted vs measured
 
 What is fitted: FIT_FIELDS (bandwidth of the chip and of one SM, per-task overhead, wait, memory
-and launch latencies, the cost of polling a counter and of issuing a prefetch). tflops
+and launch latencies, the cost of polling a counter and of issuing a prefetch, and how much shorter
+a hop is from a ring with fewer copies in flight, capped_wait, where some schedule has an
+`inflight` edit to measure it by). tflops
 and num_sms stay as the datasheet gives them: a batch-1 decode step is bound by memory and
 latency, so its measurements say nothing about the tensor-core rate.
 
@@ -31,8 +33,9 @@ import numpy as np
 from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max over paths)
 from scipy.stats import spearmanr
 
-from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, predict, prefetched, stream_rate,
-                                                task_bandwidth_terms,
+from megakernel_gym.compiler.codegen import INFLIGHT
+from megakernel_gym.compiler.costmodel import (HOP_FLOOR, DeviceSpec, Prediction, hop_us, predict, prefetched,
+                                                ring_caps, stream_rate, task_bandwidth_terms,
                                                 task_costs, task_trips, wait_groups)
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
@@ -305,11 +308,15 @@ def agreement(predicted, measured) -> dict:
 # fitting
 
 FIT_FIELDS = ("hbm_gbs", "task_overhead_us", "wait_latency_us", "mem_latency_us", "launch_us", "sm_gbs",
-              "counter_us", "prefetch_us")
+              "counter_us", "prefetch_us", "capped_wait")
 # sane ranges: a tenth of a GPU's bandwidth to several times a B200's; latencies from 1 ns to 100 us
 FIT_BOUNDS = {"hbm_gbs": (100.0, 20000.0), "task_overhead_us": (0.01, 100.0), "wait_latency_us": (0.01, 100.0),
               "mem_latency_us": (0.001, 100.0), "launch_us": (0.1, 20.0), "sm_gbs": (1.0, 1000.0),
-              "counter_us": (0.001, 10.0), "prefetch_us": (0.001, 100.0)}
+              "counter_us": (0.001, 10.0), "prefetch_us": (0.001, 100.0),
+              # a share of the wait latency per copy in flight (costmodel.hop_us); its least is where a
+              # search in log space starts when the base has none
+              "capped_wait": (0.001, 0.95)}
+MAX_CAP = 16    # the most copies in flight a ring call may ask for (the edit language's inflight n)
 
 
 @dataclass
@@ -318,7 +325,8 @@ class _PlanTerms:
     its op's SM spread: costmodel.task_bandwidth_terms), its compute time at the (fixed)
     tensor-core rate, whether it pays the memory latency (no prefetch), its further round trips
     (costmodel.task_trips), how many counters it
-    polls, its SM predecessor and the producers it waits for."""
+    polls, its SM predecessor, the producers it waits for and the copies in flight its ring allows
+    as it signals (costmodel.ring_caps: what its readers' hop from it costs)."""
     nbytes: np.ndarray
     shared_bytes: np.ndarray
     compute_us: np.ndarray
@@ -327,6 +335,7 @@ class _PlanTerms:
     counters: np.ndarray
     prev: list[int]
     needs: list[list[int]]
+    caps: np.ndarray
 
 
 def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
@@ -344,26 +353,29 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
     own, shared = task_bandwidth_terms(plan, nbytes)
     polls = np.array([len(w) for w in waits], dtype=float)
     return _PlanTerms(np.asarray(own), np.asarray(shared), np.asarray(flops, dtype=float) / sm_rate, pays, trips, polls,
-                      prev, needs)
+                      prev, needs, ring_caps(plan).astype(np.int64))
 
 
-def _critical_path(terms: _PlanTerms, pred: Prediction, lat: float) -> tuple[tuple[int, ...], int]:
+def _critical_path(terms: _PlanTerms, pred: Prediction, hop) -> tuple[tuple[int, ...], np.ndarray]:
     """The tasks of the path that set the predicted latency (walked back from the last finish
-    through whichever of SM predecessor or producer + wait latency set each start), and how
-    many of its steps were waits."""
+    through whichever of SM predecessor or producer + its hop set each start; `hop`: costmodel.hop_us,
+    per task or one number), and its waits: how many of its steps were a hop from a producer whose
+    ring allowed c copies in flight, at index c."""
     finish = pred.finish_us
+    hops = np.broadcast_to(np.asarray(hop, dtype=float), (len(finish),))
     t = max(range(len(finish)), key=finish.__getitem__)
-    path, waits = [t], 0
+    path, waits = [t], np.zeros(MAX_CAP + 1)
     while True:
         best, via, waited = -math.inf, -1, False
         if terms.prev[t] >= 0:
             best, via = finish[terms.prev[t]], terms.prev[t]
         for p in terms.needs[t]:
-            if finish[p] + lat > best:
-                best, via, waited = finish[p] + lat, p, True
+            if finish[p] + hops[p] > best:
+                best, via, waited = finish[p] + hops[p], p, True
         if via < 0:
             break
-        waits += waited
+        if waited:
+            waits[min(int(terms.caps[via]), MAX_CAP)] += 1
         t = via
         path.append(t)
     return tuple(path), waits
@@ -378,7 +390,7 @@ class _PathModel:
         self.paths: list[list[tuple]] = []
         self.seen: list[set] = []
 
-    def add(self, i: int, terms: _PlanTerms, path: tuple[int, ...], waits: int, preloaded=None) -> bool:
+    def add(self, i: int, terms: _PlanTerms, path: tuple[int, ...], waits: np.ndarray, preloaded=None) -> bool:
         """Add plan i's critical path; `preloaded`: per task the weight bytes the ring had in when it
         started (Prediction.preloaded, from the prediction the path came from), which it does not
         stream itself."""
@@ -400,17 +412,21 @@ class _PathModel:
 
     def latency(self, v: dict) -> np.ndarray:
         out = np.empty(len(self.paths))
+        hop = v["wait_latency_us"] * np.maximum(HOP_FLOOR, 1.0 + v["capped_wait"] * (_CAPS - INFLIGHT))
         for i, paths in enumerate(self.paths):
             best = 0.0
             for nbytes, shared, compute, pays, trips, polls, count, waits in paths:
                 spread = np.divide(shared, nbytes, out=np.ones(len(nbytes)), where=nbytes > 0)
                 mem = (nbytes / (stream_rate(spread, v["sm_gbs"], v["hbm_gbs"]) * 1e3)
                        + (pays + trips) * v["mem_latency_us"] + (1 - pays) * v["prefetch_us"])
-                total = (np.maximum(mem, compute).sum() + count * v["task_overhead_us"] + waits * v["wait_latency_us"]
+                total = (np.maximum(mem, compute).sum() + count * v["task_overhead_us"] + float(waits @ hop)
                          + polls * v["counter_us"])
                 best = max(best, total)
             out[i] = best + v["launch_us"]
         return out
+
+
+_CAPS = np.arange(MAX_CAP + 1, dtype=float)   # copies in flight, by index of a path's waits
 
 
 def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.5, iters: int = 400,
@@ -423,8 +439,11 @@ def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 
     return res.x
 
 
-def _values(x: np.ndarray) -> dict:
-    return {name: min(max(math.exp(v), FIT_BOUNDS[name][0]), FIT_BOUNDS[name][1]) for name, v in zip(FIT_FIELDS, x)}
+def _values(x: np.ndarray, fields: tuple[str, ...] = FIT_FIELDS, base: DeviceSpec | None = None) -> dict:
+    """Every FIT_FIELDS constant: those in `fields` from x (log space, within FIT_BOUNDS), the rest base's."""
+    v = {k: getattr(base, k) for k in FIT_FIELDS if k not in fields} if base is not None else {}
+    v.update({name: min(max(math.exp(x_), FIT_BOUNDS[name][0]), FIT_BOUNDS[name][1]) for name, x_ in zip(fields, x)})
+    return v
 
 
 def _spec(base: DeviceSpec, v: dict, name: str | None = None) -> DeviceSpec:
@@ -453,28 +472,34 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     if any(not (m > 0) for m in measured_us):
         raise ValueError("fit_device: every measured latency must be a positive number of us")
     log_meas = np.log(np.asarray(measured_us, dtype=float))
-    x0 = np.array([math.log(getattr(base, k)) for k in FIT_FIELDS])
     terms = [_terms(plan, costs, base, hops) for plan, costs in plans_costs]
+    # capped_wait is measured only by schedules whose rings keep other than INFLIGHT copies in flight
+    # (the `inflight` edit); without one it keeps base's value
+    fields = tuple(k for k in FIT_FIELDS
+                   if k != "capped_wait" or any(bool(np.any(tm.caps != INFLIGHT)) for tm in terms))
+    x0 = np.array([math.log(max(getattr(base, k), FIT_BOUNDS[k][0])) for k in fields])
+    # the prior holds a constant near base's value; one base has none of (capped_wait 0) is free
+    known = np.array([1.0 if getattr(base, k) >= FIT_BOUNDS[k][0] else 0.0 for k in fields])
     model = _PathModel(base.num_sms)
 
     def loss(pred: np.ndarray, x: np.ndarray) -> float:
-        return float(np.mean((np.log(pred) - log_meas) ** 2) + prior * np.sum((x - x0) ** 2))
+        return float(np.mean((np.log(pred) - log_meas) ** 2) + prior * np.sum(known * (x - x0) ** 2))
 
     def evaluate(x: np.ndarray) -> tuple[float, list[float], int]:
         """predict() every plan at x; add their critical paths to the model."""
-        dev = _spec(base, _values(x))
+        dev = _spec(base, _values(x, fields, base))
         preds, added = [], 0
         for i, ((plan, costs), tm) in enumerate(zip(plans_costs, terms)):
             p = predict(plan, dev, costs=costs, hops=hops)
             preds.append(p.latency_us)
-            added += model.add(i, tm, *_critical_path(tm, p, dev.wait_latency_us), p.preloaded)
+            added += model.add(i, tm, *_critical_path(tm, p, hop_us(plan, dev)), p.preloaded)
         return loss(np.asarray(preds), x), preds, added
 
     def model_loss(x: np.ndarray) -> float:
-        lo = np.array([math.log(FIT_BOUNDS[k][0]) for k in FIT_FIELDS])
-        hi = np.array([math.log(FIT_BOUNDS[k][1]) for k in FIT_FIELDS])
+        lo = np.array([math.log(FIT_BOUNDS[k][0]) for k in fields])
+        hi = np.array([math.log(FIT_BOUNDS[k][1]) for k in fields])
         xc = np.clip(x, lo, hi)
-        return loss(model.latency(_values(xc)), xc) + float(np.sum((x - xc) ** 2))   # steer back inside
+        return loss(model.latency(_values(xc, fields, base)), xc) + float(np.sum((x - xc) ** 2))   # steer back inside
 
     x_best = x0
     best, before, _ = evaluate(x0)
@@ -492,7 +517,7 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
                 x = nelder_mead(model_loss, x, step=step)
             found.append((model_loss(x), x))
         x = min(found, key=lambda fx: fx[0])[1]
-        x = np.log(np.array(list(_values(x).values())))
+        x = np.log(np.array([_values(x, fields, base)[k] for k in fields]))
         modelled = model_loss(x)
         true, preds, added = evaluate(x)
         history.append({"round": r, "loss": true, "model_loss": modelled, "paths_added": added})
@@ -500,7 +525,7 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
             x_best, best, best_preds = x, true, preds
         if added == 0 or abs(true - modelled) <= 1e-9 + 1e-6 * abs(true):
             break       # predict() agrees with the model at its optimum: nothing left to learn
-    fitted = _spec(base, _values(x_best), name)
+    fitted = _spec(base, _values(x_best, fields, base), name)
     report = {
         "fitted": {k: getattr(fitted, k) for k in FIT_FIELDS},
         "base": {k: getattr(base, k) for k in FIT_FIELDS},
@@ -519,7 +544,8 @@ def spec_literal(dev: DeviceSpec) -> str:
     """The DeviceSpec as the line costmodel.DEVICES holds, ready to paste."""
     return (f'"{dev.name}": DeviceSpec("{dev.name}", {dev.num_sms}, {dev.hbm_gbs:.1f}, {dev.tflops:.1f}, '
             f'{dev.task_overhead_us:.3g}, {dev.wait_latency_us:.3g}, {dev.launch_us:.3g}, {dev.mem_latency_us:.3g}, '
-            f'sm_gbs={dev.sm_gbs:.1f}, counter_us={dev.counter_us:.3g}, prefetch_us={dev.prefetch_us:.3g}),')
+            f'sm_gbs={dev.sm_gbs:.1f}, counter_us={dev.counter_us:.3g}, prefetch_us={dev.prefetch_us:.3g}'
+            + (f', capped_wait={dev.capped_wait:.3g}' if dev.capped_wait else '') + '),')
 
 
 def plans_and_costs(schedules: list[tuple[str, IR]]) -> list[tuple[Plan, tuple]]:

@@ -7,7 +7,8 @@ at sm_gbs, together short of the chip's HBM bandwidth until many stream), plus t
 of issuing the prefetch), and its flops over its SM's share of the tensor-core rate, whichever
 is larger; plus a fixed per-task overhead and the cost of polling each counter it waits on. Across SMs: each SM runs its queue in order; a task
 starts when its SM is free and every group of producers it waits on has finished (plus the
-latency of seeing that in global memory). The prediction is the last finish plus one kernel launch.
+latency of seeing that in global memory: the wait latency, shorter from a producer whose weight
+ring keeps fewer copies in flight, hop_us). The prediction is the last finish plus one kernel launch.
 
 What a task waits on follows the kernel's hops (compiler/hops.py, emit_cuda's `hops`): with
 counters, each counter of the plan it waits on (an op counter makes it wait for every producer
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from megakernel_gym.compiler.codegen import WS_MAX_STAGES, WS_STAGE, _streams
+from megakernel_gym.compiler.codegen import INFLIGHT, WS_MAX_STAGES, WS_STAGE, _streams
 from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
@@ -47,6 +48,7 @@ class DeviceSpec:
     sm_gbs: float = 40.0        # what one SM streams alone, GB/s (stream_rate)
     counter_us: float = 0.02    # polling one more counter before a task starts
     prefetch_us: float = 0.2    # issuing a task's L2 prefetches (in place of the memory latency)
+    capped_wait: float = 0.0    # share of the wait latency each copy in flight fewer than INFLIGHT saves (hop_us)
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -70,6 +72,9 @@ DATASHEET = {
 # o_proj, down and gate/up tiles (64 tasks) faster than the expert, which an H100 measured 0.5-4%
 # slower. Still off: the attention half, 12 us a layer in the model and 20 us measured; and the
 # model overrates o_proj in 64 tasks (predicted 2%, measured 0.9% faster than the expert).
+# Neither knows the `inflight` edit (capped_wait 0: every hop one wait latency) nor the kernel's
+# later defaults (copies capped at 2 in flight, x as bf16, evict-first weight copies): the refit
+# under them needs the 40 schedules timed again on the kernel as it is now.
 # H200: the H100's latencies and per-SM rate, with the H200's measured copy bandwidth; not fitted.
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 2734.0, 700.0, 0.609, 0.667, 4.0, 0.654,
@@ -111,19 +116,23 @@ def op_spread(plan: Plan) -> dict[str, int]:
     return {op: int(k) for op, k in zip(names, _op_spread_array(plan)) if k}
 
 
-def prefetched(plan: Plan) -> list[bool]:
-    """Per task, whether the schedule prefetches its weights: its op's depth, or a fused producer's."""
-    depth = (plan.knobs.prefetch if plan.knobs else {}) or {}
-    if not any(v > 0 for v in depth.values()):
-        return [False] * len(plan.tg.tasks)
-    tg = plan.tg
-    cached = tg.__dict__.get("_prefetch_keys")     # each task's (op, fused producers), as an index
+def _task_keys(tg) -> tuple[list[tuple], np.ndarray]:
+    """(distinct (op, fused producers...) of the tasks, each task's index into them), kept on the task graph."""
+    cached = tg.__dict__.get("_prefetch_keys")
     if cached is None:
         keys: dict[tuple, int] = {}
         each = per_task(tg, "prefetch_key", lambda tg, tasks: [(t.op,) + tuple(p for p, _ in t.prologue) for t in tasks])
         idx = np.fromiter((keys.setdefault(k, len(keys)) for k in each), dtype=np.int64, count=len(tg.tasks))
         cached = tg.__dict__["_prefetch_keys"] = (list(keys), idx)
-    keys, idx = cached
+    return cached
+
+
+def prefetched(plan: Plan) -> list[bool]:
+    """Per task, whether the schedule prefetches its weights: its op's depth, or a fused producer's."""
+    depth = (plan.knobs.prefetch if plan.knobs else {}) or {}
+    if not any(v > 0 for v in depth.values()):
+        return [False] * len(plan.tg.tasks)
+    keys, idx = _task_keys(plan.tg)
     on = np.array([any(depth.get(o, 0) > 0 for o in k) for k in keys], dtype=bool)
     return on[idx].tolist()
 
@@ -149,6 +158,49 @@ def task_bandwidth_terms(plan: Plan, nbytes: list[int]) -> tuple[list[float], li
 def _bandwidth_arrays(plan: Plan, own: np.ndarray, queues: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
     _, idx = _op_index(plan.tg)
     return own, own * _op_spread_array(plan, queues)[idx]
+
+
+# A task's signal is seen late by as much as the copies in flight it waits behind: the signal's
+# fence waits for its SM's bulk copies in flight, and a poll waits behind the chip's (one SM's word
+# took 7.7 us to be seen with 5 stages in flight everywhere, 1.0 with 2, 0.26 with 1:
+# bench/results/poll_probe.json). So a hop's latency scales with the copies the producer's weight
+# ring keeps in flight when it signals (ring_caps: the inflight cap of the next ring call in its
+# queue, which the IR's `inflight` edit sets), by DeviceSpec.capped_wait per copy away from the
+# compiler's INFLIGHT, never below HOP_FLOOR of the wait latency. capped_wait 0 (the shipped
+# constants until a refit under the cap measures it) is one wait latency for every hop.
+HOP_FLOOR = 0.05
+
+
+def ring_caps(plan: Plan) -> np.ndarray:
+    """Per task, the copies in flight its SM's weight ring allows as the task signals: the cap
+    (Knobs.inflight, else codegen.INFLIGHT) of the next task in its queue that streams weights
+    through the ring (its own op's or a fused matmul producer's; the smallest where several), and
+    INFLIGHT where none follows (its own ring idles, the other SMs' keep the compiler's cap), so
+    that a schedule without `inflight` edits has INFLIGHT everywhere and hops as before."""
+    caps = (plan.knobs.inflight if plan.knobs else {}) or {}
+    n = len(plan.tg.tasks)
+    if not caps:
+        return np.full(n, float(INFLIGHT))
+    keys, idx = _task_keys(plan.tg)
+    own = np.array([min([caps[o] for o in k if o in caps] or [INFLIGHT]) for k in keys], dtype=float)[idx]
+    ptr, flat = _queue_csr(plan)
+    ring = np.flatnonzero(ring_bytes_array(plan)[flat] > 0)        # queue positions of ring-fed tasks
+    pos = np.arange(len(flat))
+    j = np.searchsorted(ring, pos + 1)                                # each position's next ring-fed one
+    nxt = ring[np.minimum(j, max(len(ring) - 1, 0))] if len(ring) else pos
+    end = np.repeat(ptr[1:], np.diff(ptr))                            # each position's queue end
+    has = (j < len(ring)) & (nxt < end)
+    out = np.full(n, float(INFLIGHT))
+    out[flat[has]] = own[flat[nxt[has]]]
+    return out
+
+
+def hop_us(plan: Plan, dev: DeviceSpec):
+    """How long after each task finishes its readers see it: the wait latency, scaled per task by
+    the copies in flight its ring allows (ring_caps, capped_wait); a number where capped_wait is 0."""
+    if not dev.capped_wait:
+        return dev.wait_latency_us
+    return dev.wait_latency_us * np.maximum(HOP_FLOOR, 1.0 + dev.capped_wait * (ring_caps(plan) - INFLIGHT))
 
 
 # The weight ring (codegen): each SM streams its queue's matmul weights into shared memory ahead
@@ -459,7 +511,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     # last producers' finishes plus the wait latency (simloop.list_schedule, compiled)
     start, finish, preloaded, busy, left = list_schedule(
         queues, need_csr, add_csr, gsize, own_a, rate, ring_bytes_array(plan), trip_a, lat_us, compute,
-        fixed, dev.wait_latency_us, FREE_BYTES, RING_BYTES)
+        fixed, hop_us(plan, dev), FREE_BYTES, RING_BYTES)
     if left:
         raise ValueError("the plan deadlocks: validate it before predicting")
     floor = max(float(nbytes.sum()) / (dev.hbm_gbs * 1e3), float(flops.sum()) / (dev.tflops * 1e6))
@@ -468,5 +520,5 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
 
 
 __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched",
-           "stream_rate",
+           "stream_rate", "ring_caps", "hop_us", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "ring_bytes", "RING_BYTES", "FREE_BYTES"]

@@ -26,12 +26,12 @@ except ImportError:
 
 def _list_schedule(q_ptr, q_tasks, need_ptr, need_idx, add_ptr, add_idx, gsize,
                    own, rate, wb, trip_us, lat_us, compute, fixed,
-                   lat, free_bytes, ring_bytes, start, finish, preloaded, busy):
+                   hop, free_bytes, ring_bytes, start, finish, preloaded, busy):
     """Fill start/finish/preloaded (per task) and busy (per SM); return how many tasks could not
     start (0 unless the plan deadlocks). Queues, needs and group members are CSR arrays:
     q_tasks[q_ptr[s]:q_ptr[s+1]] is SM s's queue, need_idx[need_ptr[t]:need_ptr[t+1]] the groups
     task t waits on, add_idx[add_ptr[t]:add_ptr[t+1]] the groups t is a producer of, gsize[g] a
-    group's producer count."""
+    group's producer count; hop[t]: how long after task t finishes its readers see it."""
     nsm = len(q_ptr) - 1
     left = [0] * len(gsize)
     last = [0.0] * len(gsize)
@@ -54,8 +54,8 @@ def _list_schedule(q_ptr, q_tasks, need_ptr, need_idx, add_ptr, add_idx, gsize,
                     if left[c]:
                         blocked = True
                         break
-                    if last[c] + lat > ready:
-                        ready = last[c] + lat
+                    if last[c] > ready:
+                        ready = last[c]
                 if blocked:
                     break
                 start[t] = ready
@@ -67,11 +67,12 @@ def _list_schedule(q_ptr, q_tasks, need_ptr, need_idx, add_ptr, add_idx, gsize,
                 dur = max((own[t] - got) / rate[t] + lat_us[t], compute[t]) + fixed[t]
                 f = ready + dur
                 finish[t] = f
+                seen = f + hop[t]
                 for k in range(add_ptr[t], add_ptr[t + 1]):
                     c = add_idx[k]
                     left[c] -= 1
-                    if f > last[c]:
-                        last[c] = f
+                    if seen > last[c]:
+                        last[c] = seen
                 sm_free[s] = f
                 busy[s] += dur
                 h += 1
@@ -97,26 +98,29 @@ def csr(lists) -> tuple[np.ndarray, np.ndarray]:
 
 
 def list_schedule(queues, needs, adds, gsize, own, rate, wb, trip_us, lat_us, compute, fixed,
-                  lat: float, free_bytes: float, ring_bytes: float, compiled: bool | None = None):
+                  hop, free_bytes: float, ring_bytes: float, compiled: bool | None = None):
     """(start, finish, preloaded, busy, tasks left) for the plan's queues and per-task terms. `queues`,
-    `needs` and `adds` are CSR pairs (csr()); the per-task terms are float arrays. `compiled`: None
-    picks numba where it imports; False runs the same function as Python (the reference)."""
+    `needs` and `adds` are CSR pairs (csr()); the per-task terms are float arrays. `hop`: how long
+    after each task finishes its readers see it (per task; a number: the same for every task; the
+    cost model's wait latency). `compiled`: None picks numba where it imports; False runs the same
+    function as Python (the reference)."""
     n = len(own)
     nsm = len(queues[0]) - 1
+    hop = np.broadcast_to(np.asarray(hop, dtype=np.float64), (n,))
     use = COMPILED if compiled is None else compiled
     if use and not COMPILED:
         raise RuntimeError("numba is not installed: pip install numba (or pass compiled=None)")
     if use:
         # one signature (C-contiguous, writable, int64 or float64), so numba's disk cache holds one build
         ints = [np.require(a, np.int64, ["C", "W"]) for a in (*queues, *needs, *adds, gsize)]
-        floats = [np.require(a, np.float64, ["C", "W"]) for a in (own, rate, wb, trip_us, lat_us, compute, fixed)]
+        floats = [np.require(a, np.float64, ["C", "W"]) for a in (own, rate, wb, trip_us, lat_us, compute, fixed, hop)]
         start, finish, preloaded, busy = np.zeros(n), np.full(n, -1.0), np.zeros(n), np.zeros(nsm)
-        left = _compiled(*ints, *floats, float(lat), float(free_bytes), float(ring_bytes), start, finish, preloaded, busy)
+        left = _compiled(*ints, *floats, float(free_bytes), float(ring_bytes), start, finish, preloaded, busy)
         return start, finish, preloaded, busy, int(left)
     lists = [a.tolist() if isinstance(a, np.ndarray) else list(a)
-             for a in (*queues, *needs, *adds, gsize, own, rate, wb, trip_us, lat_us, compute, fixed)]
+             for a in (*queues, *needs, *adds, gsize, own, rate, wb, trip_us, lat_us, compute, fixed, hop)]
     start, finish, preloaded, busy = [0.0] * n, [-1.0] * n, [0.0] * n, [0.0] * nsm
-    left = _list_schedule(*lists, float(lat), float(free_bytes), float(ring_bytes), start, finish, preloaded, busy)
+    left = _list_schedule(*lists, float(free_bytes), float(ring_bytes), start, finish, preloaded, busy)
     return (np.asarray(start), np.asarray(finish), np.asarray(preloaded), np.asarray(busy), left)
 
 
