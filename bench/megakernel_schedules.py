@@ -49,13 +49,15 @@ from megakernel_gym.compiler.calibrate import (agreement, fit_device, sample_sch
                                                spec_literal)
 from megakernel_gym.compiler.costmodel import DATASHEET, DEVICES, predict, task_costs  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits  # noqa: E402
-from megakernel_gym.policies.expert import expert_edits  # noqa: E402
+from megakernel_gym.policies.expert import LEVERS, attention_matmuls, expert_edits  # noqa: E402
 
 SPEARMAN_TARGET = 0.9
 MIN_SCHEDULES = 30
 RECORDED = ("compile_s", "measured", "max_abs_err_vs_first", "rel_l2_err_vs_fp32", "correct", "error")
 GAIN_TOLERANCE = 0.05          # the expert's predicted gain over the default within 5% of the measured one
 TUNED, EXPERT = "tuned (the compiler's tuned edits)", "expert"
+# the inflight edit's two sides, so a fit can measure what fewer copies in flight save (capped_wait)
+EXPERT_UNCAPPED, TUNED_CAPPED = "expert without its inflight edits", "tuned + inflight 1 beside attention"
 
 
 def log(msg: str) -> None:
@@ -104,7 +106,7 @@ def synthetic_measurements(plans_costs, base, seed: int) -> tuple[list[float], o
     """Dry run only: predictions under a hidden DeviceSpec unlike `base`, times 3% lognormal noise."""
     hidden = replace(base, name="hidden", hbm_gbs=base.hbm_gbs * 0.55, task_overhead_us=base.task_overhead_us * 4,
                      wait_latency_us=base.wait_latency_us * 2, mem_latency_us=base.mem_latency_us * 1.5,
-                     launch_us=base.launch_us * 2)
+                     launch_us=base.launch_us * 2, capped_wait=0.3)
     rng = random.Random(seed)
     return [predict(p, hidden, costs=c).latency_us * math.exp(rng.gauss(0, 0.03)) for p, c in plans_costs], hidden
 
@@ -227,8 +229,16 @@ def main():
     # the compiler's own points beside the sampled ones: the tuned schedule and the expert's (whose
     # gain over the default the sim must predict within 5%, issue 15)
     base_ir = make_ir(graph, num_sms=num_sms)
-    schedules[1:1] = [(TUNED, apply_edits(base_ir, tuned_edits(base_ir))),
-                      (EXPERT, apply_edits(base_ir, expert_edits(base_ir)))]
+    tuned_ir, expert_ir = apply_edits(base_ir, tuned_edits(base_ir)), apply_edits(base_ir, expert_edits(base_ir))
+    ours = [(TUNED, tuned_ir), (EXPERT, expert_ir),
+            (EXPERT_UNCAPPED, apply_edits(base_ir, expert_edits(base_ir, levers=tuple(x for x in LEVERS if x != "inflight")))),
+            (TUNED_CAPPED, apply_edits(tuned_ir, "\n".join(f"inflight {n} n=1" for n in attention_matmuls(tuned_ir))))]
+    seen = set()
+    for label, ir in list(ours):   # (on a model narrower than the expert's inflight lever, its two experts are one)
+        if (ir.text, tuple(sorted(ir.knobs.inflight.items()))) in seen:
+            ours.remove((label, ir))
+        seen.add((ir.text, tuple(sorted(ir.knobs.inflight.items()))))
+    schedules[1:1] = ours
     log(f"{len(schedules)} schedules of {args.model} on {num_sms} SMs, starting from {base.name}'s constants "
         f"({time.perf_counter() - t_start:.0f} s)")
     if recorded is not None and [r["label"] for r in recorded["rows"]] != [label for label, _ in schedules]:

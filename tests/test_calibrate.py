@@ -133,9 +133,12 @@ def test_bench_dry_run(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "DeviceSpec(" in r.stdout
     doc = json.loads((tmp_path / "megakernel_schedules_dry_run.json").read_text())
-    # the 12 sampled schedules, with the compiler's tuned and expert schedules after the default
-    assert len(doc["rows"]) == 14 and doc["targets"] and "fit" in doc
-    assert [r["label"] for r in doc["rows"][:3]] == ["default", "tuned (the compiler's tuned edits)", "expert"]
+    # the 12 sampled schedules, with the compiler's tuned and expert schedules after the default, and
+    # the tuned one with q/k/v and o_proj at 1 in flight (the tiny model's expert has no inflight
+    # edits to take out: its variant without them is the expert, so it is not there twice)
+    assert len(doc["rows"]) == 15 and doc["targets"] and "fit" in doc
+    assert [r["label"] for r in doc["rows"][:4]] == ["default", "tuned (the compiler's tuned edits)", "expert",
+                                                     "tuned + inflight 1 beside attention"]
     assert any(t["target"].startswith("the expert's predicted gain") for t in doc["targets"])
     assert all({"label", "predicted_us", "predicted_fit_us", "measured"} <= set(row) for row in doc["rows"])
     assert (tmp_path / "megakernel_schedules_dry_run.png").stat().st_size > 0
