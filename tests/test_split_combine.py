@@ -106,7 +106,8 @@ def test_combine_ll_writes_the_partials_as_ll_words_and_drops_the_fences(graphs)
     ll, _ = emit_cuda(plan, combine="ll")
     body = lambda src: src.split("__shared__ unsigned mk_last;")[1].split("\n}\n")[0]   # noqa: E731
     assert body(last).count("__threadfence();") == 2 and "__ldcg(part_out" in body(last)
-    assert "__threadfence" not in body(ll) and "ll_f32(part_out" in body(ll) and "atomicAdd(" in body(ll)
+    assert "__threadfence" not in body(ll) and "ll_f32_from(part_out" in body(ll) and "atomicAdd(" in body(ll)
+    assert "#pragma unroll" in body(ll)   # every part's words loaded together, then waited on
     assert "ll_st(part_out +" in ll and "ll_st(part_out +" not in last
     name = next(iter(_Emitter(plan).splits))
     assert (_Emitter(plan, combine="ll").split_scratch_bytes(name) - 4 * _Emitter(plan).arrival_words(name)

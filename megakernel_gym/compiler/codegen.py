@@ -1658,8 +1658,38 @@ class _Emitter:
         arrive = self.scratch_ptr(op.name, "unsigned")
         sp = self.scratch_ptr(op.name, "unsigned" if ll else "float")
         slot = f"(((long long)bb * {hq} + h) * {split} + p) * {self.part_stride(d)}"
-        get = (lambda at: f"ll_f32(part_out + {at})") if ll else (lambda at: f"__ldcg(part_out + {at})")
         fence = "" if ll else "    __threadfence();\n"
+        if ll:   # every part's max, sum and value loaded at once, then each waited on (one round trip)
+            word = lambda at: f"part_out + {slot} + {at}"   # noqa: E731
+            combine = (f"      unsigned long long mw[{split}], lw[{split}], ow[{split}];\n"
+                       f"#pragma unroll\n"
+                       f"      for (int p = 0; p < {split}; ++p) {{\n"
+                       f"        mw[p] = ll_ld1({word(d)}); lw[p] = ll_ld1({word(d + 1)}); ow[p] = ll_ld1({word('c')});\n"
+                       f"      }}\n"
+                       f"      float mx = -INFINITY, ms[{split}], ls[{split}], os[{split}];\n"
+                       f"#pragma unroll\n"
+                       f"      for (int p = 0; p < {split}; ++p) {{\n"
+                       f"        ms[p] = ll_f32_from({word(d)}, mw[p]); ls[p] = ll_f32_from({word(d + 1)}, lw[p]);\n"
+                       f"        os[p] = ll_f32_from({word('c')}, ow[p]);\n"
+                       f"        mx = fmaxf(mx, ms[p]);\n"
+                       f"      }}\n"
+                       f"      float lsum = 0.f, o = 0.f;\n"
+                       f"#pragma unroll\n"
+                       f"      for (int p = 0; p < {split}; ++p) {{\n"
+                       f"        const float w = ms[p] == -INFINITY ? 0.f : __expf(ms[p] - mx);\n"
+                       f"        lsum += w * ls[p];\n"
+                       f"        o += w * os[p];\n"
+                       f"      }}\n")
+        else:
+            combine = (f"      float mx = -INFINITY;\n"
+                       f"      for (int p = 0; p < {split}; ++p) mx = fmaxf(mx, __ldcg(part_out + {slot} + {d}));\n"
+                       f"      float lsum = 0.f, o = 0.f;\n"
+                       f"      for (int p = 0; p < {split}; ++p) {{\n"
+                       f"        const float mp = __ldcg(part_out + {slot} + {d});\n"
+                       f"        const float w = mp == -INFINITY ? 0.f : __expf(mp - mx);\n"
+                       f"        lsum += w * __ldcg(part_out + {slot} + {d + 1});\n"
+                       f"        o += w * __ldcg(part_out + {slot} + c);\n"
+                       f"      }}\n")
         return (f"  __shared__ unsigned mk_last;\n"
                 f"  MK_SYNC();\n"
                 f"  if (threadIdx.x == 0) {{\n"
@@ -1674,15 +1704,7 @@ class _Emitter:
                    if ll else f"    const float* part_out = {sp} + {self.arrival_words(op.name)};\n") +
                 f"    for (int e = threadIdx.x; e < {b} * (hi - lo) * {d}; e += MK_NT) {{\n"
                 f"      const int bb = e / ((hi - lo) * {d}), h = lo + e / {d} % (hi - lo), c = e % {d};\n"
-                f"      float mx = -INFINITY;\n"
-                f"      for (int p = 0; p < {split}; ++p) mx = fmaxf(mx, {get(f'{slot} + {d}')});\n"
-                f"      float lsum = 0.f, o = 0.f;\n"
-                f"      for (int p = 0; p < {split}; ++p) {{\n"
-                f"        const float mp = {get(f'{slot} + {d}')};\n"
-                f"        const float w = mp == -INFINITY ? 0.f : __expf(mp - mx);\n"
-                f"        lsum += w * {get(f'{slot} + {d + 1}')};\n"
-                f"        o += w * {get(f'{slot} + c')};\n"
-                f"      }}\n"
+                + combine +
                 f"      {self.store(op.outputs[0], f'((long long)bb * {hq} + h) * {d} + c', 'o / lsum')}\n"
                 f"    }}\n"
                 f"  }}\n")
@@ -1876,6 +1898,13 @@ __device__ __forceinline__ float ll_bf(const unsigned* p) {
 }
 __device__ __forceinline__ float ll_f32(const unsigned long long* p) {
   unsigned long long w = ll_ld1(p);
+  for (unsigned long long tries = 0; (unsigned)(w >> 32) != mk_ep; w = ll_ld1(p))
+    if (++tries > mk_spins) __trap(); else __nanosleep(MK_LL_SLEEP);
+  return __uint_as_float((unsigned)w);
+}
+// a float32 LL word already loaded once (w): polled again until this launch's is there, so that a
+// thread can issue many loads together and wait on each only where it was early
+__device__ __forceinline__ float ll_f32_from(const unsigned long long* p, unsigned long long w) {
   for (unsigned long long tries = 0; (unsigned)(w >> 32) != mk_ep; w = ll_ld1(p))
     if (++tries > mk_spins) __trap(); else __nanosleep(MK_LL_SLEEP);
   return __uint_as_float((unsigned)w);
