@@ -14,7 +14,10 @@ runs, each run after an L2 flush as the timed runs have):
   tail    -> it has signalled (epilogue, combine, stores, the counter release)
 Per op also its window: its first task's start to its last task's signal, after the layer's first
 start (medians), which shows the chain a layer waits along, and its stragglers: how long after
-its median task its last one signals, and which SMs' tasks took their first phase slowly. The whole step is also timed with and without probes, to show what the probes cost. `--no-deps`
+its median task its last one signals, and which SMs' tasks took their first phase slowly; and,
+for an op some of whose tasks sit behind a task of their own layer on their SM, those tasks against
+the rest (when they start, their first phase, when they signal). The whole step is also timed with
+and without probes, to show what the probes cost. `--no-deps`
 adds the same with counters started full (a diagnostic: nothing waits, the output is wrong).
 Each `--codegen` set (emit_cuda's knobs, e.g. control_warp=1, ring_stages=3 or hops=ll) adds every schedule
 again, built with those knobs, for a side-by-side comparison in the same run.
@@ -114,9 +117,9 @@ def stragglers(plan, probes_runs: list[list[dict]], spans_runs: list[list[tuple[
     after its median task (`spread_us`, the median over layers and runs: what the op's readers wait
     for past the typical task), and the tasks whose `first` phase (a matmul's first weight stage, an
     attention's first scores) took over `slow` times the op's median: their share, and the SMs where
-    that happened most (`slow_sms`: SM and count). The 1B expert's attention had whole groups of
-    neighbouring SMs loading their keys in 2.6-2.9 us against 1.0 (task_probe_s20_tasks.json), which
-    o_proj then waited for."""
+    that happened most (`slow_sms`: SM and count). The 1B expert's attention had whole runs of
+    queues loading their keys in 2.6-2.9 us against 1.0 (task_probe_s20_tasks.json), which o_proj
+    then waited for: the parts queued behind a q/k/v task of their layer (see `behind`)."""
     sm_of = {t: s for s, q in enumerate(plan.queues) for t in q}
     by_op: dict[tuple[int, str], list[int]] = {}
     for t in plan.tg.tasks:
@@ -144,6 +147,61 @@ def stragglers(plan, probes_runs: list[list[dict]], spans_runs: list[list[tuple[
             row["slow_sms"] = [[sm, n] for sm, n in sorted(collections.Counter(hits).items(), key=lambda x: (-x[1], x[0]))[:8]]
         out.append(row)
     return out
+
+
+def behind(plan, probes_runs: list[list[dict]], spans_runs: list[list[tuple[float, float]]],
+           layers: range) -> list[dict]:
+    """Per op (layer prefix dropped) over the given layers and runs, its tasks in two groups: those
+    queued right behind a task of their own layer on their SM (`behind`: they start once it is done)
+    and the rest; per group its tasks a layer, the medians of their start and signal after the op's
+    first start in its layer (and the latest signal), and the median of each phase. On the 1B expert
+    28 of a layer's 64 attention parts sit behind a q/k/v task (96 q/k/v tasks and 64 parts do not
+    fit on 132 SMs); they started 7 us after the others and, where their inputs were already there,
+    loaded their keys in 2.4-2.9 us against 1.0, since the KV slice they had just sent to L2 was
+    still on its way (task_probe_s20's dump), until the weight ring's copies went evict-first."""
+    prev = {b: a for q in plan.queues for a, b in zip(q, q[1:])}
+
+    def layer(op: str) -> int | None:
+        parts = op.split(".")
+        return int(parts[1]) if parts[0] == "layers" else None
+    by_op: dict[tuple[int, str], list[int]] = {}
+    for t in plan.tg.tasks:
+        if layer(t.op) in layers:
+            by_op.setdefault((layer(t.op), ".".join(t.op.split(".")[2:])), []).append(t.id)
+    groups: dict[tuple[str, bool], list[dict]] = {}
+    for probes, spans in zip(probes_runs, spans_runs):
+        for (lay, key), ids in by_op.items():
+            t0 = min(spans[i][0] for i in ids)
+            for i in ids:
+                late = i in prev and layer(plan.tg.tasks[prev[i]].op) == lay
+                groups.setdefault((key, late), []).append(
+                    {"start": spans[i][0] - t0, "signal": spans[i][1] - t0, **phases(probes[i])})
+    per = len(probes_runs) * len(layers)
+    out = []
+    for (key, late), items in sorted(groups.items()):
+        row = {"op": key, "behind": late, "tasks": len(items) / per,
+               "start_us": statistics.median(i["start"] for i in items),
+               "signal_us": statistics.median(i["signal"] for i in items),
+               "signal_max_us": max(i["signal"] for i in items)}
+        for name in [p[0] for p in PHASES]:
+            vals = [i[name] for i in items if name in i]
+            row[name] = statistics.median(vals) if vals else None
+        out.append(row)
+    return out
+
+
+def fmt_behind(rows: list[dict]) -> str:
+    """behind()'s rows as one line: each op with tasks in both groups, those behind first."""
+    both = {r["op"] for r in rows if r["behind"]} & {r["op"] for r in rows if not r["behind"]}
+
+    def group(g: dict) -> str:
+        first = "-" if g["first"] is None else f"{g['first']:.2f}"
+        return f"{g['tasks']:.0f} at {g['start_us']:.1f}, first {first}, signal {g['signal_us']:.1f}/{g['signal_max_us']:.1f}"
+    return ("behind a task of their layer on their SM vs the rest (tasks a layer at their start, first phase, signal "
+            "median/last, us after the op's first start): "
+            + ("; ".join(f"{op} " + " vs ".join(group(g) for g in sorted((r for r in rows if r["op"] == op),
+                                                                          key=lambda r: not r["behind"]))
+                         for op in sorted(both)) or "none"))
 
 
 def fmt(row: dict) -> str:
@@ -207,10 +265,11 @@ def main():
             table = op_table(plan, runs, layers)
             windows = op_windows(plan, spans, layers)
             late = stragglers(plan, runs, spans, layers)
+            queued = behind(plan, runs, spans, layers)
             row = {"schedule": label + "".join(f", {k}={v}" for k, v in knobs.items())
                    + (" [no deps: diagnostic]" if nodeps else ""), "no_deps": nodeps, "codegen": knobs,
                    "megakernel": t, "with_probes": probed, "floor_share": step.floor_us / t["median_us"],
-                   "rel_l2_err_vs_fp32": err, "ops": table, "windows": windows, "stragglers": late, "edits": text, "build_s": time.perf_counter() - t0}
+                   "rel_l2_err_vs_fp32": err, "ops": table, "windows": windows, "stragglers": late, "behind": queued, "edits": text, "build_s": time.perf_counter() - t0}
             rows.append(row)
             if args.dump:
                 t_step = min(a for a, _ in spans[0])
@@ -232,6 +291,7 @@ def main():
             print("stragglers (last signal after the median task; share of slow first phases, their SMs): "
                   + "; ".join(f"{r['op']} {r['spread_us']:.1f} us" + (f", {r['slow_first_share']:.0%} {r['slow_sms'][:4]}"
                                                                      if r["slow_first_share"] else "") for r in late), flush=True)
+            print(fmt_behind(queued), flush=True)
             del launch, mk, plain, timed
     real = [r for r in rows if not r["no_deps"]]
     targets = [

@@ -43,3 +43,45 @@ def test_stragglers_name_the_late_op_and_the_slow_sms(graphs):
     assert all(0 < r["slow_first_share"] < 1 for r in slow)
     # the phases table still gives the medians (1 us first phase everywhere but SM 3)
     assert all(r["first"] == 1.0 for r in op_table(plan, [probes], range(0, 2)) if r["first"] is not None)
+
+
+def test_behind_splits_an_ops_tasks_by_what_runs_before_them_on_their_sm(graphs):
+    """task_probe.behind: the tasks right behind a task of their own layer on their SM against the
+    rest; made-up probes give the ones behind a 3 us first phase, the rest 1 us."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from task_probe import behind, fmt_behind
+
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    base = make_ir(graphs["llama-tiny"], num_sms=12)    # 12 SMs: some of o_proj's tasks sit behind one of their layer
+    plan = apply_edits(base, expert_edits(base)).plan()
+    prev = {b: a for q in plan.queues for a, b in zip(q, q[1:])}
+    same = {t.id for t in plan.tg.tasks if t.id in prev and t.op.startswith("layers.")
+            and plan.tg.tasks[prev[t.id]].op.split(".")[:2] == t.op.split(".")[:2]}
+    probes, spans = [], []
+    for t in plan.tg.tasks:
+        first = 3.0 if t.id in same else 1.0
+        start = 5.0 if t.id in same else 1.0
+        probes.append({"dequeued": 0.0, "started": 1.0, "input": 2.0, "first": 2 + first, "last": 3 + first,
+                       "signalled": 3.5 + first})
+        spans.append((start, start + 2.5 + first))
+    rows = behind(plan, [probes], [spans], range(0, 2))
+    assert rows and {r["behind"] for r in rows} == {True, False}
+    for r in rows:
+        assert r["first"] == (3.0 if r["behind"] else 1.0)
+        assert r["tasks"] > 0 and r["signal_max_us"] >= r["signal_us"] >= r["start_us"] >= 0
+    # an op with tasks in both groups: the ones behind start 4 us later
+    both = {r["op"] for r in rows if r["behind"]} & {r["op"] for r in rows if not r["behind"]}
+    assert both == {"attn.add"}
+    for op in both:
+        late, early = (next(r for r in rows if r["op"] == op and r["behind"] is b) for b in (True, False))
+        assert late["start_us"] - early["start_us"] == 4.0
+    n = {(r["op"], r["behind"]): r["tasks"] for r in rows}
+    ops = {r["op"] for r in rows}
+    assert all(n.get((op, True), 0) + n.get((op, False), 0) ==
+               len([t for t in plan.tg.tasks if t.op.endswith("." + op) and t.op.startswith("layers.")]) / 2
+               for op in ops)
+    line = fmt_behind(rows)
+    behind_part, rest_part = line.split("first start): ")[1].split(" vs ")
+    assert behind_part.startswith("attn.add ") and "first 3.00" in behind_part and "first 1.00" in rest_part
+    assert fmt_behind([r for r in rows if not r["behind"]]).endswith("none")
