@@ -34,7 +34,7 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT
-from megakernel_gym.compiler.costmodel import (HOP_FLOOR, DeviceSpec, Prediction, hop_us, predict, prefetched,
+from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, hop_scale, hop_us, predict, prefetched,
                                                 ring_caps, stream_rate, task_bandwidth_terms,
                                                 task_costs, task_trips, wait_groups)
 from megakernel_gym.compiler.graph import Graph
@@ -412,7 +412,7 @@ class _PathModel:
 
     def latency(self, v: dict) -> np.ndarray:
         out = np.empty(len(self.paths))
-        hop = v["wait_latency_us"] * np.maximum(HOP_FLOOR, 1.0 + v["capped_wait"] * (_CAPS - INFLIGHT))
+        hop = v["wait_latency_us"] * hop_scale(_CAPS, v["capped_wait"])
         for i, paths in enumerate(self.paths):
             best = 0.0
             for nbytes, shared, compute, pays, trips, polls, count, waits in paths:

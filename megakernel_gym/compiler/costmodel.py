@@ -195,12 +195,17 @@ def ring_caps(plan: Plan) -> np.ndarray:
     return out
 
 
+def hop_scale(caps, capped_wait: float) -> np.ndarray:
+    """The wait latency's multiple for a hop from a ring with `caps` copies in flight (see above)."""
+    return np.maximum(HOP_FLOOR, 1.0 + capped_wait * (np.asarray(caps, dtype=float) - INFLIGHT))
+
+
 def hop_us(plan: Plan, dev: DeviceSpec):
     """How long after each task finishes its readers see it: the wait latency, scaled per task by
-    the copies in flight its ring allows (ring_caps, capped_wait); a number where capped_wait is 0."""
+    the copies in flight its ring allows (ring_caps, hop_scale); a number where capped_wait is 0."""
     if not dev.capped_wait:
         return dev.wait_latency_us
-    return dev.wait_latency_us * np.maximum(HOP_FLOOR, 1.0 + dev.capped_wait * (ring_caps(plan) - INFLIGHT))
+    return dev.wait_latency_us * hop_scale(ring_caps(plan), dev.capped_wait)
 
 
 # The weight ring (codegen): each SM streams its queue's matmul weights into shared memory ahead
@@ -520,5 +525,5 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
 
 
 __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched",
-           "stream_rate", "ring_caps", "hop_us", "HOP_FLOOR",
+           "stream_rate", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "ring_bytes", "RING_BYTES", "FREE_BYTES"]
