@@ -230,14 +230,15 @@ def main():
     # gain over the default the sim must predict within 5%, issue 15)
     base_ir = make_ir(graph, num_sms=num_sms)
     tuned_ir, expert_ir = apply_edits(base_ir, tuned_edits(base_ir)), apply_edits(base_ir, expert_edits(base_ir))
-    ours = [(TUNED, tuned_ir), (EXPERT, expert_ir),
-            (EXPERT_UNCAPPED, apply_edits(base_ir, expert_edits(base_ir, levers=tuple(x for x in LEVERS if x != "inflight")))),
-            (TUNED_CAPPED, apply_edits(tuned_ir, "\n".join(f"inflight {n} n=1" for n in attention_matmuls(tuned_ir))))]
-    seen = set()
-    for label, ir in list(ours):   # (on a model narrower than the expert's inflight lever, its two experts are one)
-        if (ir.text, tuple(sorted(ir.knobs.inflight.items()))) in seen:
-            ours.remove((label, ir))
-        seen.add((ir.text, tuple(sorted(ir.knobs.inflight.items()))))
+    ours, seen = [], set()
+    for label, ir in [(TUNED, tuned_ir), (EXPERT, expert_ir),
+                      (EXPERT_UNCAPPED, apply_edits(base_ir, expert_edits(
+                          base_ir, levers=tuple(x for x in LEVERS if x != "inflight")))),
+                      (TUNED_CAPPED, apply_edits(tuned_ir, "\n".join(f"inflight {n} n=1"
+                                                                     for n in attention_matmuls(tuned_ir))))]:
+        if ir.text not in seen:   # (on a model narrower than the expert's inflight lever its two experts are one)
+            seen.add(ir.text)
+            ours.append((label, ir))
     schedules[1:1] = ours
     log(f"{len(schedules)} schedules of {args.model} on {num_sms} SMs, starting from {base.name}'s constants "
         f"({time.perf_counter() - t_start:.0f} s)")
