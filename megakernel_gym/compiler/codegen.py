@@ -1896,12 +1896,6 @@ __device__ __forceinline__ float ll_bf(const unsigned* p) {
     if (++tries > mk_spins) __trap(); else __nanosleep(MK_LL_SLEEP);
   return __uint_as_float(w << 16);
 }
-__device__ __forceinline__ float ll_f32(const unsigned long long* p) {
-  unsigned long long w = ll_ld1(p);
-  for (unsigned long long tries = 0; (unsigned)(w >> 32) != mk_ep; w = ll_ld1(p))
-    if (++tries > mk_spins) __trap(); else __nanosleep(MK_LL_SLEEP);
-  return __uint_as_float((unsigned)w);
-}
 // a float32 LL word already loaded once (w): polled again until this launch's is there, so that a
 // thread can issue many loads together and wait on each only where it was early
 __device__ __forceinline__ float ll_f32_from(const unsigned long long* p, unsigned long long w) {
@@ -1909,6 +1903,7 @@ __device__ __forceinline__ float ll_f32_from(const unsigned long long* p, unsign
     if (++tries > mk_spins) __trap(); else __nanosleep(MK_LL_SLEEP);
   return __uint_as_float((unsigned)w);
 }
+__device__ __forceinline__ float ll_f32(const unsigned long long* p) { return ll_f32_from(p, ll_ld1(p)); }
 __device__ __forceinline__ bool ll_ok2(ulonglong2 w) { return (unsigned)(w.x >> 32) == mk_ep && (unsigned)(w.y >> 32) == mk_ep; }
 __device__ __forceinline__ bool ll_ok4(uint4 w) {
   return (w.x >> 16) == mk_ep && (w.y >> 16) == mk_ep && (w.z >> 16) == mk_ep && (w.w >> 16) == mk_ep;
@@ -2029,28 +2024,32 @@ __device__ __forceinline__ WsAt ws_at(int& f, int& s) {
   if (++s == (sg.rows + %(warps)d - 1) / %(warps)d * ncs) { s = 0; ++f; }
   return a;
 }
+// one bulk copy of n bytes from global src to shared dst, completing on barrier bar; with
+// WS_EVICT_FIRST under the L2 policy pol (weights are read once a step: their L2 lines go before
+// the KV slices, LL words and counters)
+#if WS_EVICT_FIRST
+#define WS_BULK(dst, src, n, bar, pol) \
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%%0], [%%1], %%2, [%%3], %%4;" \
+               :: "r"(dst), "l"(src), "r"(n), "r"(bar), "l"(pol) : "memory")
+#else
+#define WS_BULK(dst, src, n, bar, pol) \
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];" \
+               :: "r"(dst), "l"(src), "r"(n), "r"(bar) : "memory")
+#endif
 // stage g's bulk copies, completing on its full barrier
 __device__ __forceinline__ void ws_copy(const WsAt& a, unsigned g) {
   const unsigned bar = smem_addr(&ws_bar[g %% WS_STAGES]);
   const unsigned dst = smem_addr(ws_stage(g));
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" :: "r"(bar), "r"(a.nr * a.seg) : "memory");
-#if WS_EVICT_FIRST   // weights are read once a step: their L2 lines go before the KV slices, LL words and counters
-  unsigned long long pol;
+  unsigned long long pol = 0;
+#if WS_EVICT_FIRST
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %%0, 1.0;" : "=l"(pol));
-  if (a.packed)
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%%0], [%%1], %%2, [%%3], %%4;"
-                 :: "r"(dst), "l"(a.src), "r"(a.nr * a.seg), "r"(bar), "l"(pol) : "memory");
-  else for (int r = 0; r < a.nr; ++r)
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%%0], [%%1], %%2, [%%3], %%4;"
-                 :: "r"(dst + r * WS_SEG), "l"(a.src + (long long)r * a.rowb), "r"(a.seg), "r"(bar), "l"(pol) : "memory");
-  return;
 #endif
+  (void)pol;
   if (a.packed)   // one copy of the stage's whole rows
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
-                 :: "r"(dst), "l"(a.src), "r"(a.nr * a.seg), "r"(bar) : "memory");
+    WS_BULK(dst, a.src, a.nr * a.seg, bar, pol);
   else for (int r = 0; r < a.nr; ++r)
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
-                 :: "r"(dst + r * WS_SEG), "l"(a.src + (long long)r * a.rowb), "r"(a.seg), "r"(bar) : "memory");
+    WS_BULK(dst + r * WS_SEG, a.src + (long long)r * a.rowb, a.seg, bar, pol);
 }
 __device__ void ws_l2(unsigned upto);
 __device__ void ws_pump(unsigned upto) {
@@ -2950,15 +2949,15 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                        for i in range(len(bodies)))
     pre_cases = "\n".join(f"        case {fid}: pre_{fid}(T, slot_args + cc[4], cc[1], cc[2], cc[3]); break;"
                            for (_, pre), fid in bodies.items() if pre)
-    prewait = ("    for (int c = 0; c < nc; ++c) {   // the calls' pre-wait work (pre_N), then the waits\n"
-               "      const int* cc = C + 5 * c;\n"
-               "      switch (cc[0]) {\n" + pre_cases + "\n      }\n    }") if pre_cases else ""
+    def pre_calls(calls: str, count: str, note: str) -> str:   # the pre_N work of `count` calls at `calls`
+        return (f"    for (int c = 0; c < {count}; ++c) {{   // {note}\n"
+                f"      const int* cc = {calls} + 5 * c;\n"
+                "      switch (cc[0]) {\n" + pre_cases + "\n      }\n    }")
+    prewait = pre_calls("C", "nc", "the calls' pre-wait work (pre_N), then the waits") if pre_cases else ""
     if pre_cases and kv_prefetch == "ahead":   # and the next task's in this queue (p is at its header now)
         prewait += ("\n    if (p < qn) {   // kv_prefetch=\"ahead\": the next task's pre-wait work too\n"
                     "      const int* C2 = QS + p + 5 + 2 * QS[p + 1];\n"
-                    "      for (int c = 0; c < QS[p + 2]; ++c) {\n"
-                    "        const int* cc = C2 + 5 * c;\n"
-                    "        switch (cc[0]) {\n" + textwrap.indent(pre_cases, "  ") + "\n        }\n      }\n    }")
+                    + textwrap.indent(pre_calls("C2", "QS[p + 2]", "the next task's calls"), "  ") + "\n    }")
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
