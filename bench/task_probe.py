@@ -64,24 +64,34 @@ def phases(p: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def by_layer_op(plan, layers: range) -> dict[tuple[int, str], list[int]]:
+    """The given layers' tasks by (layer, op with the layer prefix dropped)."""
+    out: dict[tuple[int, str], list[int]] = {}
+    for t in plan.tg.tasks:
+        parts = t.op.split(".")
+        if parts[0] == "layers" and int(parts[1]) in layers:
+            out.setdefault((int(parts[1]), ".".join(parts[2:])), []).append(t.id)
+    return out
+
+
+def phase_medians(items: list[dict], names) -> dict[str, float | None]:
+    """Per phase name, the median over the tasks' phases that have it (None where none has)."""
+    out = {}
+    for name in names:
+        vals = [i[name] for i in items if name in i]
+        out[name] = statistics.median(vals) if vals else None
+    return out
+
+
 def op_table(plan, probes_runs: list[list[dict]], layers: range) -> list[dict]:
     """Per op (layer prefix dropped) over the given layers' tasks and every run: the median of each phase."""
     groups: dict[str, list[dict]] = {}
-    for t in plan.tg.tasks:
-        parts = t.op.split(".")
-        if parts[0] != "layers" or int(parts[1]) not in layers:
-            continue
-        key = ".".join(parts[2:])
-        for run in probes_runs:
-            groups.setdefault(key, []).append(phases(run[t.id]))
-    rows = []
-    for key, items in groups.items():
-        row = {"op": key, "tasks": len(items) // len(probes_runs)}
-        for name in [p[0] for p in PHASES] + ["busy"]:
-            vals = [i[name] for i in items if name in i]
-            row[name] = statistics.median(vals) if vals else None
-        rows.append(row)
-    return rows
+    for (_, key), ids in by_layer_op(plan, layers).items():
+        for i in ids:
+            for run in probes_runs:
+                groups.setdefault(key, []).append(phases(run[i]))
+    return [{"op": key, "tasks": len(items) // len(probes_runs), **phase_medians(items, [p[0] for p in PHASES] + ["busy"])}
+            for key, items in groups.items()]
 
 
 def op_windows(plan, spans_runs: list[list[tuple[float, float]]], layers: range) -> list[dict]:
@@ -121,11 +131,7 @@ def stragglers(plan, probes_runs: list[list[dict]], spans_runs: list[list[tuple[
     queues loading their keys in 2.6-2.9 us against 1.0 (task_probe_s20_tasks.json), which o_proj
     then waited for: the parts queued behind a q/k/v task of their layer (see `behind`)."""
     sm_of = {t: s for s, q in enumerate(plan.queues) for t in q}
-    by_op: dict[tuple[int, str], list[int]] = {}
-    for t in plan.tg.tasks:
-        parts = t.op.split(".")
-        if parts[0] == "layers" and int(parts[1]) in layers:
-            by_op.setdefault((int(parts[1]), ".".join(parts[2:])), []).append(t.id)
+    by_op = by_layer_op(plan, layers)
     spread: dict[str, list[float]] = {}
     firsts: dict[str, list[tuple[float, int]]] = {}
     for probes, spans in zip(probes_runs, spans_runs):
@@ -160,20 +166,14 @@ def behind(plan, probes_runs: list[list[dict]], spans_runs: list[list[tuple[floa
     loaded their keys in 2.4-2.9 us against 1.0, since the KV slice they had just sent to L2 was
     still on its way (task_probe_s20's dump), until the weight ring's copies went evict-first."""
     prev = {b: a for q in plan.queues for a, b in zip(q, q[1:])}
-
-    def layer(op: str) -> int | None:
-        parts = op.split(".")
-        return int(parts[1]) if parts[0] == "layers" else None
-    by_op: dict[tuple[int, str], list[int]] = {}
-    for t in plan.tg.tasks:
-        if layer(t.op) in layers:
-            by_op.setdefault((layer(t.op), ".".join(t.op.split(".")[2:])), []).append(t.id)
+    by_op = by_layer_op(plan, layers)
+    layer_of = {i: lay for (lay, _), ids in by_op.items() for i in ids}
     groups: dict[tuple[str, bool], list[dict]] = {}
     for probes, spans in zip(probes_runs, spans_runs):
         for (lay, key), ids in by_op.items():
             t0 = min(spans[i][0] for i in ids)
             for i in ids:
-                late = i in prev and layer(plan.tg.tasks[prev[i]].op) == lay
+                late = layer_of.get(prev.get(i)) == lay
                 groups.setdefault((key, late), []).append(
                     {"start": spans[i][0] - t0, "signal": spans[i][1] - t0, **phases(probes[i])})
     per = len(probes_runs) * len(layers)
@@ -182,10 +182,7 @@ def behind(plan, probes_runs: list[list[dict]], spans_runs: list[list[tuple[floa
         row = {"op": key, "behind": late, "tasks": len(items) / per,
                "start_us": statistics.median(i["start"] for i in items),
                "signal_us": statistics.median(i["signal"] for i in items),
-               "signal_max_us": max(i["signal"] for i in items)}
-        for name in [p[0] for p in PHASES]:
-            vals = [i[name] for i in items if name in i]
-            row[name] = statistics.median(vals) if vals else None
+               "signal_max_us": max(i["signal"] for i in items), **phase_medians(items, [p[0] for p in PHASES])}
         out.append(row)
     return out
 
