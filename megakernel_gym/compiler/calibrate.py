@@ -34,7 +34,7 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT
-from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, hop_scale, hop_us, predict, prefetched,
+from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, hop_scale, predict, prefetched,
                                                 ring_caps, stream_rate, task_bandwidth_terms,
                                                 task_costs, task_trips, wait_groups)
 from megakernel_gym.compiler.graph import Graph
@@ -492,7 +492,8 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
         for i, ((plan, costs), tm) in enumerate(zip(plans_costs, terms)):
             p = predict(plan, dev, costs=costs, hops=hops)
             preds.append(p.latency_us)
-            added += model.add(i, tm, *_critical_path(tm, p, hop_us(plan, dev)), p.preloaded)
+            added += model.add(i, tm, *_critical_path(tm, p, dev.wait_latency_us * hop_scale(tm.caps, dev.capped_wait)),
+                               p.preloaded)   # (costmodel.hop_us, from the caps the terms hold)
         return loss(np.asarray(preds), x), preds, added
 
     def model_loss(x: np.ndarray) -> float:
