@@ -39,6 +39,17 @@ from megakernel_gym.policies.expert import expert_edits  # noqa: E402
 from megakernel_gym.rewards.timing import capture_cuda_graph  # noqa: E402
 
 
+# issue 15's latency targets for the 1B-shaped step's expert schedule, by the GPU they are set on
+LATENCY_TARGETS_US = {"H100": 950.0, "H200": 700.0}
+
+
+def latency_targets(device: str, expert_us: float) -> list[dict]:
+    """The target row for the GPU this ran on (none on another GPU: a 950 us met on an H200 is not the H100's)."""
+    return [{"target": f"1B-shaped step (expert schedule) <= {us:.0f} us (issue 15, on an {gpu})",
+             "measured": round(expert_us, 1), "met": expert_us <= us}
+            for gpu, us in LATENCY_TARGETS_US.items() if gpu in device]
+
+
 def bench_model(name: str, iters: int, bw_gbs: float, hf: bool = True,
                 hf_compile: bool = False) -> tuple[dict, object, object]:
     model, inputs = ZOO[name](device="cuda")
@@ -199,10 +210,9 @@ def main():
                    {"target": "1B-shaped step (expert schedule) faster than the fastest baseline",
                     "baseline": big["fastest_baseline"], "measured": round(big["expert_over_fastest_baseline"], 3),
                     "met": big["expert_over_fastest_baseline"] > 1},
-                   {"target": "1B-shaped step (expert schedule) <= 950 us (issue 15, on an H100)", "measured": round(mk, 1),
-                    "met": mk <= 950},
                    {"target": ">= 85% of the measured-bandwidth floor", "measured": round(big["floor_us"] / mk, 3),
                     "met": big["floor_us"] / mk >= 0.85}]
+        targets += latency_targets(torch.cuda.get_device_name(0), mk)
     write("decode", rows, targets, out, notes=f"device copy bandwidth measured in this run: {bw:.0f} GB/s",
           prefix="megakernel_")
 
