@@ -57,30 +57,29 @@ DATASHEET = {
     "H100": DeviceSpec("H100", 132, 3000.0, 700.0, 0.6, 0.8, 4.0, 1.0),
     "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.6, 0.8, 4.0, 1.0),
 }
-# H100: fitted (calibrate.fit_device) to 66 measured schedules of the 1B-shaped step with the
-# current kernel (producer warp, LL words, a weight ring of 5 stages, attention taking its step
-# inputs into its body), predicted with LL waits, each task's round trips and the weight bytes the
-# ring loads while a task's SM waits: the 42 of one GPU run (the compiler's tuned and expert
-# schedules among them; megakernel_schedules_run.json) and 24 near the expert that A/B runs measured
-# (other splits, tile sizes, SM ranges, L2 prefetch edits; 12 of them from two rounds of the sim's
-# own search around the expert, its picks and the single moves they are made of,
-# bench/sim_near_expert.py, ab_knobs_near*.json), refitted on
-# the CPU (`megakernel_schedules.py --refit ... --near ...`, bench/results/megakernel_schedules.json)
-# after stream_rate replaced min(sm_gbs, hbm_gbs / spread): Spearman 0.949, 0.962 on held-out
-# schedules, median error 2.4%; the expert's gain over the default 1.178x predicted, 1.158x measured
-# (1.7%). With the old rate, 61 of them fitted to 0.909 (0.913 held out), and the sim ranked coarser
-# o_proj, down and gate/up tiles (64 tasks) faster than the expert, which an H100 measured 0.5-4%
-# slower. Still off: the attention half, 12 us a layer in the model and 20 us measured; and the
-# model overrates o_proj in 64 tasks (predicted 2%, measured 0.9% faster than the expert).
-# Neither knows the `inflight` edit (capped_wait 0: every hop one wait latency) nor the kernel's
-# later defaults (copies capped at 2 in flight, x as bf16, evict-first weight copies): the refit
-# under them needs the 40 schedules timed again on the kernel as it is now.
-# H200: the H100's latencies and per-SM rate, with the H200's measured copy bandwidth; not fitted.
+# H100: fitted (calibrate.fit_device) to 47 schedules of the 1B-shaped step timed on one H100 on
+# 2026-11-27 with the kernel as it is now (producer warp, LL words, a 5-stage weight ring with at
+# most 2 copies in flight, x as bf16, evict-first weight copies, the expert's inflight edits and 8
+# attention parts): the 44 of `bench/megakernel_schedules.py --n 40` (megakernel_schedules.json:
+# the sampled 40, the compiler's tuned and expert schedules, the expert without its inflight edits,
+# the tuned one with them) and 3 near the expert from that day's A/B run (ab_knobs_s22.json),
+# refitted on the CPU (`--refit ... --near`, megakernel_schedules_refit.json): Spearman 0.964, 0.980
+# on held-out schedules, median error 2.7%; the expert's gain over the default 1.230x predicted,
+# 1.242x measured (1.0%). The 44 alone fit to 0.957 (0.979 held out; gain 1.223x).
+# Still not seen: the inflight edit. capped_wait fits to its floor (0.001; shipped as 0, which moves
+# no prediction by more than a thousandth of a hop and spares predict its ring_caps), so the expert
+# without its edits is predicted as fast as the expert (978 us) and measured 1,007. Nor is the attention half's
+# lateness seen where it costs the most (q/k/v in 64-row tiles at 2 in flight: 1,018.5 predicted, 990.7
+# measured).
+# H200: the H100's fitted latencies and per-SM rate; HBM from the H200's measured copy bandwidth
+# (4,228 GB/s on 2026-11-27) scaled by the H100's fitted-to-copy ratio (3,166.8 / 3,007). Not
+# fitted: on that day's H200 run (megakernel_decode_1b_h200.json) it predicts the default, tuned
+# and expert 1,060 / 944 / 822 us against 978 / 912 / 794 measured (ranks right, 3.5-8% high).
 DEVICES = {
-    "H100": DeviceSpec("H100", 132, 2734.0, 700.0, 0.609, 0.667, 4.0, 0.654,
-                       sm_gbs=62.7, counter_us=0.02, prefetch_us=1.62),
-    "H200": DeviceSpec("H200", 132, 4300.0, 790.0, 0.609, 0.667, 4.0, 0.654,
-                       sm_gbs=62.7, counter_us=0.02, prefetch_us=1.62),
+    "H100": DeviceSpec("H100", 132, 3166.8, 700.0, 0.576, 1.004, 3.95, 0.483,
+                       sm_gbs=53.2, counter_us=0.02, prefetch_us=1.68),
+    "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 1.004, 3.95, 0.483,
+                       sm_gbs=53.2, counter_us=0.02, prefetch_us=1.68),
 }
 
 
