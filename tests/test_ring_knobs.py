@@ -1,13 +1,14 @@
 """The weight ring's producer-warp knobs of emit_cuda. `l2_idle`: per op-name pattern, the stages past
 the ring that the producer sends to L2 while the ring sits full and landed (the task is waiting for
-its inputs). `inflight`: the most ring stages issued and not yet landed. On the CPU: only the
+its inputs). `inflight`: the most ring stages issued and not yet landed; `inflight_ahead`: the most
+while the stages' task has not yet passed its waits. On the CPU: only the
 matching ring calls' rows words carry the count, the sources compile, bad values are refused with
 the knob's name. On the GPU: the same bits as without them (they move when bytes come, not which)."""
 import re
 
 import pytest
 import torch
-from conftest import built_runs, seeded_step
+from conftest import assert_1b_expert_same_bits, built_runs, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture, module_tensors
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda, parse_l2_idle
@@ -140,3 +141,70 @@ def test_inflight_ops_gives_the_same_bits_on_gpu():
     for out in got:
         for k in ref:
             assert torch.equal(out[k], want[0][k]), k
+
+
+def _task_words(table) -> list[tuple[int, int]]:
+    """Each queue's tasks, in order, as (queue, the calls word) from the kernel's task stream."""
+    out = []
+    for q in range(len(table.qs_start) - 1):
+        p = table.qs_start[q]
+        while p < table.qs_start[q + 1]:
+            _, nw, nc, ns, npf = table.q_stream[p:p + 5]
+            out.append((q, nc))
+            p += 5 + 2 * nw + 5 * (nc & 0xffff) + ns + 4 * npf
+    return out
+
+
+def test_inflight_ahead_tells_the_producer_each_tasks_ring_segments_and_compiles(graphs):
+    """With inflight_ahead each task's calls word also carries its ring segments (high half), which
+    add up, queue by queue, to the queue's segments; the calls (low half) and the ring are the plain
+    build's. Without it the source and the stream are as before (WS_AHEAD_CAP 0, no high half)."""
+    plan = _expert(graphs["llama-tiny"])
+    plain_src, plain = emit_cuda(plan)
+    src, table = emit_cuda(plan, inflight_ahead=1)
+    assert "#define WS_AHEAD_CAP 0" in plain_src and "#define MK_CALLS_MASK (~0)" in plain_src
+    assert "#define WS_AHEAD_CAP 1" in src and "#define MK_CALLS_MASK 0xffff" in src
+    assert all(nc >> 16 == 0 for _, nc in _task_words(plain))
+    words = _task_words(table)
+    assert [(q, nc & 0xffff) for q, nc in words] == _task_words(plain)
+    assert table.ws_rows == plain.ws_rows and table.ws_start == plain.ws_start
+    for q in range(len(plan.queues)):
+        segs = sum(nc >> 16 for qq, nc in words if qq == q)
+        assert segs == table.ws_start[q + 1] - table.ws_start[q], q
+    assert any(nc >> 16 for _, nc in words) and any(nc >> 16 == 0 for _, nc in words)   # matmuls and the rest
+    assert "ws_open += opens" in src and "cap > WS_AHEAD_CAP" in src
+    assert compile_cuda(src, "inflight_ahead.cu", arch="sm_90")
+    # with the schedule's own caps (inflight edits) too: both in the one cap
+    both, _ = emit_cuda(plan, inflight_ahead=2, inflight_ops=r"attn:1")
+    assert "#define WS_AHEAD_CAP 2" in both and "#define WS_INFLIGHT_OPS 1" in both
+    assert compile_cuda(both, "inflight_ahead_ops.cu", arch="sm_90")
+
+
+def test_inflight_ahead_refuses_bad_values_and_other_producers(graphs):
+    plan = _expert(graphs["llama-tiny"])
+    for bad in (-1, 17, True, "1", 1.0):
+        with pytest.raises(CodegenError, match="inflight_ahead"):
+            emit_cuda(plan, inflight_ahead=bad)
+    with pytest.raises(CodegenError, match="producer='warp'"):
+        emit_cuda(plan, inflight_ahead=1, producer="thread")
+    with pytest.raises(CodegenError, match="no claim"):
+        emit_cuda(plan, inflight_ahead=1, claim=r"mlp\.add$")
+
+
+@pytest.mark.gpu
+def test_inflight_ahead_gives_the_same_bits_on_gpu():
+    for seed in (0, 1, 2):
+        g, params, feeds, ref = seeded_step("llama-tiny", seed)
+        plan = _expert(g)
+        _, want = built_runs(plan, params, feeds, 1)
+        for n in (1, 2):
+            _, got = built_runs(plan, params, feeds, 2, inflight_ahead=n)
+            for out in got:
+                for k in ref:
+                    assert torch.equal(out[k], want[0][k]), (seed, n, k)
+
+
+@pytest.mark.gpu
+def test_the_1b_expert_with_inflight_ahead_gives_the_experts_bits_on_gpu():
+    for seed in (0, 1, 2):
+        assert_1b_expert_same_bits(seed, inflight_ahead=1)

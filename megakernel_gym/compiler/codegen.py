@@ -1941,6 +1941,9 @@ _RING_INIT = r"""  {   // the weight ring: the queue's segments into shared memo
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       ws.seg = seg; ws.f = 0; ws.f_end = nseg; ws.s = 0; ws.issued = 0; ws.done = 0;
       ws.pf_f = 0; ws.pf_s = 0; ws.pf = 0; ws.held = 0; ws.nheld = 0;
+#if WS_AHEAD_CAP
+      ws_open = 0;
+#endif
 #if !WS_PRODUCER_WARP
       ws_pump(WS_STAGES);
 #endif
@@ -1967,6 +1970,10 @@ _RING = r"""
 #define WS_ROWS_MASK (WS_INFLIGHT_OPS ? 0xffff : 0xffffff)
 #define WS_EVICT_FIRST %(evict_first)d      // the ring's bulk copies leave their lines first in line for eviction from L2 (emit_cuda ring_l2)
 #define WS_L2_IDLE %(l2_idle)d          // producer warp: a call's rows word carries stages it sends to L2 while the ring idles (emit_cuda l2_idle)
+#define WS_AHEAD_CAP %(ahead)d        // producer warp: the most stages in flight for a task not yet past its waits (emit_cuda inflight_ahead; 0: off)
+#if WS_AHEAD_CAP
+__shared__ volatile unsigned ws_open;   // ring segments of the tasks past their waits (the control warp adds each task's)
+#endif
 // after a task's signal, thread 0 refills the buffer its last ring stage freed (the stage loop leaves
 // it: a bulk copy in flight made the control warp's fence wait for it, about 0.5-1 us a task; with
 // control_warp 0, the same thread signalled just before)
@@ -2177,9 +2184,17 @@ __device__ void ws_produce() {
     ring_f[g %% WS_STAGES] = f;
 #endif
     if (g >= WS_STAGES) ws_wait_bar(smem_addr(&ws_empty[g %% WS_STAGES]), (g / WS_STAGES - 1) & 1u);
-#if WS_INFLIGHT_OPS   // the call's own cap (0: WS_INFLIGHT): every stage from g - cap back has landed
+#if WS_INFLIGHT_OPS || WS_AHEAD_CAP   // the call's own cap (0: WS_INFLIGHT): every stage from g - cap back has landed
     {
-      const int own = (ws.seg[f].rows >> 16) & 0xff, cap = own ? own : WS_INFLIGHT;
+#if WS_INFLIGHT_OPS
+      const int own = (ws.seg[f].rows >> 16) & 0xff;
+      int cap = own ? own : WS_INFLIGHT;
+#else
+      int cap = WS_INFLIGHT;
+#endif
+#if WS_AHEAD_CAP   // a stage of a task still waiting for its inputs (or further on): at most WS_AHEAD_CAP
+      if ((unsigned)f >= ws_open && cap > WS_AHEAD_CAP) cap = WS_AHEAD_CAP;
+#endif
       for (int k = cap; k < WS_STAGES; ++k)
         if (g >= (unsigned)k) ws_wait_bar(smem_addr(&ws_bar[(g - k) %% WS_STAGES]), ((g - k) / WS_STAGES) & 1u);
     }
@@ -2255,7 +2270,10 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
   }
 #endif
   for (int p = 0; p < qn;) {
-    const int t = QS[p], nw = QS[p + 1], nc = QS[p + 2], ns = QS[p + 3], npf = QS[p + 4];
+    const int t = QS[p], nw = QS[p + 1], nc = QS[p + 2] & MK_CALLS_MASK, ns = QS[p + 3], npf = QS[p + 4];
+#if WS_AHEAD_CAP
+    const unsigned opens = (unsigned)QS[p + 2] >> 16;   // the ring segments this task's calls stream
+#endif
     const int* W = QS + p + 5;
     const int* C = W + 2 * nw;
     const int* G = C + 5 * nc;
@@ -2284,6 +2302,9 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
         }
       }
       __syncwarp();
+#if WS_AHEAD_CAP   // the task's inputs are here: the producer may stream its stages at their own caps
+      if (threadIdx.x == 32 * MK_CONTROL_WARP) ws_open += opens;
+#endif
       if (trace && threadIdx.x == 32 * MK_CONTROL_WARP) {
         unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[PROBE_WORDS * t] = g;
 #if MK_PROBES
@@ -2505,7 +2526,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None,
               claim_split: int = 1, l2_idle=None, inflight: int | None = None,
               inflight_ops=None, x_bf16: bool = X_BF16, ring_l2: str = RING_L2_DEFAULT,
-              v_prefetch: str = "none") -> tuple[str, TaskTable]:
+              v_prefetch: str = "none", inflight_ahead: int = 0) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -2612,7 +2633,17 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     measured 994.5-998.6 us against 1,020-1,024 (q/k/v alone 1,025.6 and o_proj alone 1,009.1 with
     6 stages and 5; 'attn:1;mlp:3' 1,015.2; bench/results/ab_knobs_s20_*.json); a schedule says the
     same per matmul with the IR's `inflight` edit (Knobs.inflight), which the expert now uses, and
-    a pattern here comes first where both name a call. `x_bf16` (X_BF16): a decode bf16 ring
+    a pattern here comes first where both name a call. `inflight_ahead` (0: off, else 1 to 16): the
+    most stages in flight for a ring call whose task has not yet passed its waits (the ring filling
+    for a task still waiting for its inputs, or one further on), below the call's own cap; once the
+    task's inputs are there (the control warp adds its ring segments to ws_open, which each task's
+    calls word carries in its high half) its stages go at their own cap. The aim: during the
+    attention half almost every SM fills its ring for o_proj and gate/up while it waits, at 2 in
+    flight, and every dependency poll of the chain waits behind those copies; at 1 they waited
+    0.26 us against 1.0 in bench/poll_probe.py. Streamed at the full cap only once its task runs, a
+    call still fills the ring while it waits, one copy at a time. Predicted on the 1B expert: each of
+    the attention half's 4-5 hops 0.5 us shorter, less 10% of what the waiting rings prefetch, so
+    about 1.5 us a layer, 977 -> 955-965 us; not yet measured. `x_bf16` (X_BF16): a decode bf16 ring
     matmul keeps its input vector in shared memory as bf16 and reads it with each weight vector
     (_Emitter._x_half; the same bits): the 1B expert's largest op scratch (down_proj's 8192 values)
     halves, 205.8 -> 189.4 KB a block, and it measured 987.5 against 992.8 us on an H100
@@ -2669,6 +2700,12 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
                            "weights='smem' and no claim")
     if l2_idle and (producer != "warp" or claim is not None or weights != "smem"):
         raise CodegenError("l2_idle is the producer warp's: it takes producer='warp', weights='smem' and no claim")
+    if isinstance(inflight_ahead, bool) or not (isinstance(inflight_ahead, int) and 0 <= inflight_ahead <= 16):
+        raise CodegenError(f"inflight_ahead={inflight_ahead!r}: a call whose task has not started keeps 1 to 16 ring "
+                           "stages in flight (0: its own cap, always)")
+    if inflight_ahead and (producer != "warp" or claim is not None or weights != "smem" or impls):
+        raise CodegenError("inflight_ahead caps the producer warp's copies for tasks not yet started: it takes "
+                           "producer='warp', weights='smem', no claim and no impls")
     if claim is not None:
         try:
             re.compile(claim)
@@ -2707,7 +2744,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
                               control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns,
                               hold_ops, step_inputs, kv_pre, claim, claim_split, l2_idle, inflight,
-                              inflight_ops, bool(x_bf16), ring_l2, v_prefetch)
+                              inflight_ops, bool(x_bf16), ring_l2, v_prefetch, inflight_ahead)
         if table.ws_stages >= 2:
             return source, table
     return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
@@ -2724,7 +2761,8 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
           kv_pre: int = 0, claim: str | None = None, claim_split: int = 1,
           l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16,
           inflight_ops: tuple[tuple[str, int], ...] = (), x_bf16: bool = X_BF16,
-          ring_l2: str = RING_L2_DEFAULT, v_prefetch: str = "none") -> tuple[str, TaskTable]:
+          ring_l2: str = RING_L2_DEFAULT, v_prefetch: str = "none",
+          inflight_ahead: int = 0) -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
     args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
@@ -2733,13 +2771,13 @@ def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, s
         raise CodegenError("claim: a claimed op's readers must poll its output, so it needs hops='ll' and no impls")
     # the first pass only shows which tensors can be LL words: no claims
     source, table, em = _emit_once(*args, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops, x_bf16=x_bf16,
-                                   ring_l2=ring_l2, v_prefetch=v_prefetch)
+                                   ring_l2=ring_l2, v_prefetch=v_prefetch, inflight_ahead=inflight_ahead)
     if hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
         if ll or claim:
             source, table, _ = _emit_once(*args, claim=claim, claim_split=claim_split, ll=ll, l2_idle=l2_idle,
                                           inflight=inflight, inflight_ops=inflight_ops, x_bf16=x_bf16,
-                                          ring_l2=ring_l2, v_prefetch=v_prefetch)
+                                          ring_l2=ring_l2, v_prefetch=v_prefetch, inflight_ahead=inflight_ahead)
     return source, table
 
 
@@ -2751,7 +2789,8 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                ll: frozenset[str] = frozenset(),
                l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16,
                inflight_ops: tuple[tuple[str, int], ...] = (), x_bf16: bool = X_BF16,
-               ring_l2: str = RING_L2_DEFAULT, v_prefetch: str = "none") -> tuple[str, TaskTable, "_Emitter"]:
+               ring_l2: str = RING_L2_DEFAULT, v_prefetch: str = "none",
+               inflight_ahead: int = 0) -> tuple[str, TaskTable, "_Emitter"]:
     em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
                   hold_ops, step_inputs, kv_pre, claim, x_bf16, v_prefetch)
     g = plan.tg.graph
@@ -2875,8 +2914,10 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     knob_caps = dict(plan.knobs.inflight) if (plan.knobs and em.producer == "warp" and weights == "smem"
                                               and not pools) else {}
     per_op = bool(inflight_ops or knob_caps)
+    task_segs = {}   # per task, its ring segments (inflight_ahead: the stream's stages a task opens as it starts)
     for q in plan.queues:
         for t in q:
+            seg0 = len(ws_slot)
             for c in range(call_start[t], call_start[t + 1]):
                 pool = pool_of.get(call_names[c], -1)
                 rows = pools[call_names[c]][2] if pool >= 0 else call_hi[c] - call_lo[c]
@@ -2897,6 +2938,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                         ws_rowb.append(nb // rows)
                 if pool >= 0:
                     ws_rows[first] |= (len(ws_slot) - first) << 24
+            task_segs[t] = len(ws_slot) - seg0
         ws_start.append(len(ws_slot))
     # each queue's tasks as one stream of words (the kernel's main loop reads nothing else per task)
     q_stream, qs_start = [], [0]
@@ -2907,7 +2949,8 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
             c0, c1 = call_start[t], call_start[t + 1]
             s0, s1 = signal_start[t], signal_start[t + 1]
             f0, f1 = pf_start[i], pf_start[i + 1]
-            q_stream += [t, w1 - w0, c1 - c0, s1 - s0, f1 - f0]
+            # inflight_ahead: the task's ring segments in the calls word's high half (its calls in the low)
+            q_stream += [t, w1 - w0, (c1 - c0) | (task_segs.get(t, 0) << 16 if inflight_ahead else 0), s1 - s0, f1 - f0]
             for w in range(w0, w1):
                 q_stream += [wait_counter[w], wait_target[w]]
             for c in range(c0, c1):
@@ -2957,13 +3000,15 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     if pre_cases and kv_prefetch == "ahead":   # and the next task's in this queue (p is at its header now)
         prewait += ("\n    if (p < qn) {   // kv_prefetch=\"ahead\": the next task's pre-wait work too\n"
                     "      const int* C2 = QS + p + 5 + 2 * QS[p + 1];\n"
-                    + textwrap.indent(pre_calls("C2", "QS[p + 2]", "the next task's calls"), "  ") + "\n    }")
+                    + textwrap.indent(pre_calls("C2", "(QS[p + 2] & MK_CALLS_MASK)", "the next task's calls"), "  ")
+                    + "\n    }")
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
                      "l2_ahead": l2_ahead, "l2_wait": l2_wait, "hold": min(hold, stages - 1),
                      "l2_idle": int(bool(l2_idle)), "inflight": min(inflight, stages),
-                     "inflight_ops": int(per_op), "evict_first": int(ring_l2 == "evict_first")}
+                     "inflight_ops": int(per_op), "evict_first": int(ring_l2 == "evict_first"),
+                     "ahead": min(inflight_ahead, stages)}
             if stages > 0 else _NO_RING)
     claims = f"#define WS_CLAIMS {len(pools)}\n" if pools else ""
     if pools:
@@ -2980,6 +3025,8 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
               + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS}
               + _PRELUDE + _PROBES + claims + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
+              + (f"#define MK_CALLS_MASK 0xffff   // a task's calls word: calls, ring segments << 16 (inflight_ahead)\n"
+                 if inflight_ahead else "#define MK_CALLS_MASK (~0)\n")
               + _MAIN % {"threads": table.threads, "cases": cases, "prewait": prewait, "ring_init": _RING_INIT if stages > 0 else "",
                          "claim_loop": _CLAIM_LOOP % {"cases": "\n".join(
                              f"            case {i}: op_{i}(T, slot_args + cc[4], tlo, tlo + tl, again ? MK_CLAIM_AGAIN : MK_CLAIMED, "
