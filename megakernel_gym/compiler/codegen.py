@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from megakernel_gym.compiler.expr import parse_expr
 from megakernel_gym.compiler.graph import Graph, Op
@@ -2517,6 +2517,39 @@ def parse_l2_idle(spec) -> tuple[tuple[str, int], ...]:
     return parse_hold_ops(spec, "l2_idle", 1, 64, "the producer sends")
 
 
+@dataclass(frozen=True)
+class Build:
+    """emit_cuda's knobs, checked, as one value _emit and _emit_once pass along (emit_cuda documents
+    each). Where emit_cuda falls back to weights in registers, the ring's knobs keep these defaults."""
+    prefetch_mode: str = "bulk"
+    weights: str = "smem"
+    stream: str = "smem"
+    ring_stages: int = WS_MAX_STAGES
+    l2_ahead: int = 0
+    l2_wait: int = 0
+    probes: bool = False
+    control_warp: int = CONTROL_WARP
+    hops: str = "counters"
+    combine: str = "last"
+    producer: str = "warp"
+    signal: str = "fence"
+    hold: int = 15
+    kv_prefetch: str = "body"
+    ll_poll_ns: int = 0
+    hold_ops: tuple[tuple[str, int], ...] = ()
+    step_inputs: str = "body"
+    kv_pre: int = 0
+    claim: str | None = None
+    claim_split: int = 1
+    l2_idle: tuple[tuple[str, int], ...] = ()
+    inflight: int = 16
+    inflight_ops: tuple[tuple[str, int], ...] = ()
+    x_bf16: bool = X_BF16
+    ring_l2: str = RING_L2_DEFAULT
+    v_prefetch: str = "none"
+    inflight_ahead: int = 0
+
+
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
               weights: str = "smem", stream: str = "smem", ring_stages: int = WS_MAX_STAGES,
               l2_ahead: int = WS_L2_AHEAD, l2_wait: int = 0, probes: bool = False,
@@ -2741,58 +2774,40 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     if stream not in ("smem", "global"):
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
     if weights == "smem" and not impls:
-        source, table = _emit(plan, prefetch_mode, impls, "smem", stream, ring_stages, l2_ahead, l2_wait, probes,
-                              control_warp, hops, combine, producer, signal, hold, kv_prefetch, ll_poll_ns,
-                              hold_ops, step_inputs, kv_pre, claim, claim_split, l2_idle, inflight,
-                              inflight_ops, bool(x_bf16), ring_l2, v_prefetch, inflight_ahead)
+        build = Build(prefetch_mode=prefetch_mode, weights=weights, stream=stream, ring_stages=ring_stages,
+                      l2_ahead=l2_ahead, l2_wait=l2_wait, probes=probes, control_warp=control_warp, hops=hops,
+                      combine=combine, producer=producer, signal=signal, hold=hold, kv_prefetch=kv_prefetch,
+                      ll_poll_ns=ll_poll_ns, hold_ops=hold_ops, step_inputs=step_inputs, kv_pre=kv_pre, claim=claim,
+                      claim_split=claim_split, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops,
+                      x_bf16=bool(x_bf16), ring_l2=ring_l2, v_prefetch=v_prefetch, inflight_ahead=inflight_ahead)
+        source, table = _emit(plan, impls, build)
         if table.ws_stages >= 2:
             return source, table
-    return _emit(plan, prefetch_mode, impls, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
-                 combine=combine, producer="thread", signal=signal, kv_prefetch=kv_prefetch, ll_poll_ns=ll_poll_ns,
-                 step_inputs=step_inputs, kv_pre=kv_pre, v_prefetch=v_prefetch)
+    # no room for a ring of 2 stages, or impls: weights loaded to registers, thread 0's stream, the ring's knobs off
+    return _emit(plan, impls, Build(prefetch_mode, "regs", stream, probes=probes, control_warp=control_warp,
+                                    hops=regs_hops, combine=combine, producer="thread", signal=signal,
+                                    kv_prefetch=kv_prefetch, ll_poll_ns=ll_poll_ns, step_inputs=step_inputs,
+                                    kv_pre=kv_pre, v_prefetch=v_prefetch))
 
 
-def _emit(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
-          ring_stages: int = WS_MAX_STAGES, l2_ahead: int = 0, l2_wait: int = 0,
-          probes: bool = False, control_warp: int = CONTROL_WARP, hops: str = "counters",
-          combine: str = "last", producer: str = "warp", signal: str = "fence",
-          hold: int = 15, kv_prefetch: str = "body", ll_poll_ns: int = 0,
-          hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body",
-          kv_pre: int = 0, claim: str | None = None, claim_split: int = 1,
-          l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16,
-          inflight_ops: tuple[tuple[str, int], ...] = (), x_bf16: bool = X_BF16,
-          ring_l2: str = RING_L2_DEFAULT, v_prefetch: str = "none",
-          inflight_ahead: int = 0) -> tuple[str, TaskTable]:
+def _emit(plan: Plan, impls: dict[str, str], b: "Build") -> tuple[str, TaskTable]:
     """_emit_once, then with hops="ll" once more with the LL tensors that emission shows (an
     impl body reaches its tensors by raw pointer: a plan with impls keeps counters throughout)."""
-    args = (plan, prefetch_mode, impls, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, combine,
-            producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops, step_inputs, kv_pre)
-    if claim and (hops != "ll" or impls):
+    if b.claim and (b.hops != "ll" or impls):
         raise CodegenError("claim: a claimed op's readers must poll its output, so it needs hops='ll' and no impls")
     # the first pass only shows which tensors can be LL words: no claims
-    source, table, em = _emit_once(*args, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops, x_bf16=x_bf16,
-                                   ring_l2=ring_l2, v_prefetch=v_prefetch, inflight_ahead=inflight_ahead)
-    if hops == "ll" and not impls:
+    source, table, em = _emit_once(plan, impls, replace(b, claim=None, claim_split=1))
+    if b.hops == "ll" and not impls:
         ll = ll_tensors(plan, em.access, em.base, em.called)
-        if ll or claim:
-            source, table, _ = _emit_once(*args, claim=claim, claim_split=claim_split, ll=ll, l2_idle=l2_idle,
-                                          inflight=inflight, inflight_ops=inflight_ops, x_bf16=x_bf16,
-                                          ring_l2=ring_l2, v_prefetch=v_prefetch, inflight_ahead=inflight_ahead)
+        if ll or b.claim:
+            source, table, _ = _emit_once(plan, impls, b, ll=ll)
     return source, table
 
 
-def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: str, stream: str,
-               ring_stages: int, l2_ahead: int, l2_wait: int, probes: bool, control_warp: int, combine: str,
-               producer: str, signal: str, hold: int, kv_prefetch: str, ll_poll_ns: int,
-               hold_ops: tuple[tuple[str, int], ...] = (), step_inputs: str = "body", kv_pre: int = 0,
-               claim: str | None = None, claim_split: int = 1,
-               ll: frozenset[str] = frozenset(),
-               l2_idle: tuple[tuple[str, int], ...] = (), inflight: int = 16,
-               inflight_ops: tuple[tuple[str, int], ...] = (), x_bf16: bool = X_BF16,
-               ring_l2: str = RING_L2_DEFAULT, v_prefetch: str = "none",
-               inflight_ahead: int = 0) -> tuple[str, TaskTable, "_Emitter"]:
-    em = _Emitter(plan, impls, weights, ll, combine, producer if weights == "smem" else "thread", kv_prefetch,
-                  hold_ops, step_inputs, kv_pre, claim, x_bf16, v_prefetch)
+def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
+               ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
+    em = _Emitter(plan, impls, b.weights, ll, b.combine, b.producer if b.weights == "smem" else "thread", b.kv_prefetch,
+                  b.hold_ops, b.step_inputs, b.kv_pre, b.claim, b.x_bf16, b.v_prefetch)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
@@ -2900,7 +2915,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
             pf_offset.append(off)
             pf_bytes.append(nb)
         pf_start.append(len(pf_slot))
-    pools = _claim_pools(plan, em, ops, call_start, call_names, call_lo, call_hi, signal_start, ll, claim_split)
+    pools = _claim_pools(plan, em, ops, call_start, call_names, call_lo, call_hi, signal_start, ll, b.claim_split)
     pool_of = {name: i for i, name in enumerate(pools)}
     for name in pools:   # each pool's claim count: a word of scratch, zero at bind, that only grows
         em.scratch[name + "#claim"] = (len(em.slots) + len(em.scratch), 16)
@@ -2911,9 +2926,9 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     ws_start, ws_slot, ws_offset, ws_rows, ws_rowb = [0], [], [], [], []
     # the schedule's own caps (the IR's `inflight` edits, per matmul), where the producer warp streams
     # without claims; emit_cuda's inflight_ops patterns, a bench's A/B, come first
-    knob_caps = dict(plan.knobs.inflight) if (plan.knobs and em.producer == "warp" and weights == "smem"
+    knob_caps = dict(plan.knobs.inflight) if (plan.knobs and em.producer == "warp" and b.weights == "smem"
                                               and not pools) else {}
-    per_op = bool(inflight_ops or knob_caps)
+    per_op = bool(b.inflight_ops or knob_caps)
     task_segs = {}   # per task, its ring segments (inflight_ahead: the stream's stages a task opens as it starts)
     for q in plan.queues:
         for t in q:
@@ -2928,8 +2943,8 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                         slot, off, nb = em.weight_bytes(ops[name], *((0, rows) if pool >= 0 else (call_lo[c], call_hi[c])))
                         ws_slot.append(slot)
                         ws_offset.append(off)
-                        idle = next((n for pat, n in l2_idle if re.search(pat, call_names[c])), 0)
-                        cap = next((n for pat, n in inflight_ops if re.search(pat, call_names[c])), 0) \
+                        idle = next((n for pat, n in b.l2_idle if re.search(pat, call_names[c])), 0)
+                        cap = next((n for pat, n in b.inflight_ops if re.search(pat, call_names[c])), 0) \
                             or knob_caps.get(name, 0)
                         if per_op and rows >= 1 << 16:   # the rows word's bits 16-23 carry the caps (ir.RING_ROWS)
                             raise CodegenError(f"inflight_ops: {call_names[c]}'s ring call streams {rows} rows; with "
@@ -2950,7 +2965,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
             s0, s1 = signal_start[t], signal_start[t + 1]
             f0, f1 = pf_start[i], pf_start[i + 1]
             # inflight_ahead: the task's ring segments in the calls word's high half (its calls in the low)
-            q_stream += [t, w1 - w0, (c1 - c0) | (task_segs.get(t, 0) << 16 if inflight_ahead else 0), s1 - s0, f1 - f0]
+            q_stream += [t, w1 - w0, (c1 - c0) | (task_segs.get(t, 0) << 16 if b.inflight_ahead else 0), s1 - s0, f1 - f0]
             for w in range(w0, w1):
                 q_stream += [wait_counter[w], wait_target[w]]
             for c in range(c0, c1):
@@ -2965,7 +2980,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     n_slots, n_args = len(em.slots) + len(em.scratch), max(1, len(slot_args))
     words = max((qs_start[k + 1] - qs_start[k] for k in range(len(plan.queues))), default=0)
     fixed = 1024 + em.smem + -(-(n_slots * 8 + n_args * 4) // 16) * 16
-    qs_smem = stream == "smem" and (fixed + 4 * words + 2 * WS_STAGE <= SMEM_BLOCK
+    qs_smem = b.stream == "smem" and (fixed + 4 * words + 2 * WS_STAGE <= SMEM_BLOCK
                                     or fixed + 4 * words <= SMEM_BLOCK and not em.bulk_ops)
     tab_bytes = -(-(n_slots * 8 + n_args * 4 + (4 * words if qs_smem else 0)) // 16) * 16
     segs = max((b - a for a, b in zip(ws_start, ws_start[1:])), default=0)
@@ -2973,7 +2988,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     seg_bytes = 24 if pools else 16      # WsSeg: a pointer and two ints, two more with claims
     stages = 0
     if em.bulk_ops:
-        stages = max(0, min(ring_stages, (SMEM_BLOCK - 1024 - em.smem - tab_bytes - seg_bytes * segs) // WS_STAGE))
+        stages = max(0, min(b.ring_stages, (SMEM_BLOCK - 1024 - em.smem - tab_bytes - seg_bytes * segs) // WS_STAGE))
     if pools and stages < 2:
         raise CodegenError(f"claim: {', '.join(pools)} take tiles through the weight ring, which this plan has no room for")
     ring_bytes = stages * WS_STAGE + seg_bytes * segs if stages > 0 else 0
@@ -2985,7 +3000,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                       ws_start=ws_start, ws_slot=ws_slot, ws_offset=ws_offset, ws_rows=ws_rows, ws_rowb=ws_rowb,
                       ws_stages=stages, q_stream=q_stream, qs_start=qs_start,
                       qs_in_smem=qs_smem, epilogues={e: [p.name for p in ps] for e, ps in em.epilogues.items()},
-                      trace_words=PROBE_WORDS if probes else 2, ll=sorted(ll),
+                      trace_words=PROBE_WORDS if b.probes else 2, ll=sorted(ll),
                       threads=THREADS + 32 if stages > 0 and em.producer == "warp" else THREADS)
     cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + cc[4], cc[1], cc[2], cc[3], sm); "
                        "break;"
@@ -2997,7 +3012,7 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                 f"      const int* cc = {calls} + 5 * c;\n"
                 "      switch (cc[0]) {\n" + pre_cases + "\n      }\n    }")
     prewait = pre_calls("C", "nc", "the calls' pre-wait work (pre_N), then the waits") if pre_cases else ""
-    if pre_cases and kv_prefetch == "ahead":   # and the next task's in this queue (p is at its header now)
+    if pre_cases and b.kv_prefetch == "ahead":   # and the next task's in this queue (p is at its header now)
         prewait += ("\n    if (p < qn) {   // kv_prefetch=\"ahead\": the next task's pre-wait work too\n"
                     "      const int* C2 = QS + p + 5 + 2 * QS[p + 1];\n"
                     + textwrap.indent(pre_calls("C2", "(QS[p + 2] & MK_CALLS_MASK)", "the next task's calls"), "  ")
@@ -3005,10 +3020,10 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
     slots = "\n".join(f"//   T[{i}] = {name}  {list(g.tensors[name].shape)} {g.tensors[name].dtype}"
                       for name, i in em.slots.items())
     ring = (_RING % {"ws_stages": stages, "ws_seg": WS_SEG, "ws_stage": WS_STAGE, "warps": WARPS, "ws_segs": segs,
-                     "l2_ahead": l2_ahead, "l2_wait": l2_wait, "hold": min(hold, stages - 1),
-                     "l2_idle": int(bool(l2_idle)), "inflight": min(inflight, stages),
-                     "inflight_ops": int(per_op), "evict_first": int(ring_l2 == "evict_first"),
-                     "ahead": min(inflight_ahead, stages)}
+                     "l2_ahead": b.l2_ahead, "l2_wait": b.l2_wait, "hold": min(b.hold, stages - 1),
+                     "l2_idle": int(bool(b.l2_idle)), "inflight": min(b.inflight, stages),
+                     "inflight_ops": int(per_op), "evict_first": int(b.ring_l2 == "evict_first"),
+                     "ahead": min(b.inflight_ahead, stages)}
             if stages > 0 else _NO_RING)
     claims = f"#define WS_CLAIMS {len(pools)}\n" if pools else ""
     if pools:
@@ -3019,21 +3034,21 @@ def _emit_once(plan: Plan, prefetch_mode: str, impls: dict[str, str], weights: s
                    f"__device__ const int ws_pool_tiles[] = {{{', '.join(str(n) for n, _, _ in per)}}};\n"
                    f"__device__ const int ws_pool_claims[] = {{{', '.join(str(n + k) for n, k, _ in per)}}};\n"
                    f"__device__ const int ws_pool_slot[] = {{{', '.join(str(em.scratch[n + '#claim'][0]) for n in pools)}}};\n")
-    source = (f"#define MK_PROBES {int(probes)}\n#define MK_CONTROL_WARP {control_warp}\n"
-              f"#define MK_LL_POLL_NS {ll_poll_ns}   // ns before a staged LL vector not yet there is loaded again\n"
-              f"#define MK_SIGNAL_RELEASE {int(signal == 'release')}\n"
+    source = (f"#define MK_PROBES {int(b.probes)}\n#define MK_CONTROL_WARP {b.control_warp}\n"
+              f"#define MK_LL_POLL_NS {b.ll_poll_ns}   // ns before a staged LL vector not yet there is loaded again\n"
+              f"#define MK_SIGNAL_RELEASE {int(b.signal == 'release')}\n"
               + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS}
               + _PRELUDE + _PROBES + claims + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
-              + (f"#define MK_CALLS_MASK 0xffff   // a task's calls word: calls, ring segments << 16 (inflight_ahead)\n"
-                 if inflight_ahead else "#define MK_CALLS_MASK (~0)\n")
+              + ("#define MK_CALLS_MASK 0xffff   // a task's calls word: calls, ring segments << 16 (inflight_ahead)\n"
+                 if b.inflight_ahead else "#define MK_CALLS_MASK (~0)\n")
               + _MAIN % {"threads": table.threads, "cases": cases, "prewait": prewait, "ring_init": _RING_INIT if stages > 0 else "",
                          "claim_loop": _CLAIM_LOOP % {"cases": "\n".join(
                              f"            case {i}: op_{i}(T, slot_args + cc[4], tlo, tlo + tl, again ? MK_CLAIM_AGAIN : MK_CLAIMED, "
                              f"sm); break;" for i in sorted({op_ids[n] for n in pools}))} if pools else "",
                          "n_slots": n_slots, "n_args": n_args, "tab_bytes": tab_bytes,
-                         "prefetch": _PREFETCH[prefetch_mode] % {"chunk": PREFETCH_CHUNK},
-                         "l2_wait": _L2_WAIT if stages > 0 and l2_wait > 0 else ""})
+                         "prefetch": _PREFETCH[b.prefetch_mode] % {"chunk": PREFETCH_CHUNK},
+                         "l2_wait": _L2_WAIT if stages > 0 and b.l2_wait > 0 else ""})
     return source, table, em
 
 
