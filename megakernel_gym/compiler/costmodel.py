@@ -68,7 +68,10 @@ DATASHEET = {
 # 1.242x measured (1.0%). The 44 alone fit to 0.957 (0.979 held out; gain 1.223x).
 # Still not seen: the inflight edit. capped_wait fits to its floor (0.001; shipped as 0, which moves
 # no prediction by more than a thousandth of a hop and spares predict its ring_caps), so the expert
-# without its edits is predicted as fast as the expert (978 us) and measured 1,007. Nor is the attention half's
+# without its edits is predicted as fast as the expert (978 us) and measured 1,007. Started at 0.3
+# instead, the same fit finds 0.259 at the same loss (MSLE 0.0037080 against 0.0037111; Spearman
+# 0.964, 0.980 held out; the expert without its edits 985.0 against the expert's 981.2): two pairs
+# of schedules among 47 cannot pin it down. Nor is the attention half's
 # lateness seen where it costs the most (q/k/v in 64-row tiles at 2 in flight: 1,018.5 predicted, 990.7
 # measured).
 # H200: the H100's fitted latencies and per-SM rate; HBM from the H200's measured copy bandwidth
