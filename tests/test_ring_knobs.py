@@ -7,10 +7,9 @@ the knob's name. On the GPU: the same bits as without them (they move when bytes
 import re
 
 import pytest
-import torch
-from conftest import assert_1b_expert_same_bits, built_runs, seeded_step
+from conftest import assert_1b_expert_same_bits, assert_builds_agree, seeded_step
 
-from megakernel_gym.compiler import ZOO, capture, module_tensors
+from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda, parse_l2_idle
 from megakernel_gym.ir_exposure import apply_edits, make_ir
 from megakernel_gym.policies.expert import expert_edits
@@ -51,34 +50,6 @@ def test_l2_idle_refuses_bad_specs_naming_the_knob(graphs):
         emit_cuda(plan, l2_idle="a:1", claim=r"mlp\.add$")
 
 
-# on the GPU
-
-
-@pytest.mark.gpu
-def test_l2_idle_gives_the_same_bits_on_gpu():
-    for seed in (0, 1, 2):
-        g, params, feeds, ref = seeded_step("llama-tiny", seed)
-        plan = _expert(g)
-        _, want = built_runs(plan, params, feeds, 1)
-        _, got = built_runs(plan, params, feeds, 2, l2_idle=r"mlp\.silu_mul$:2;attn\.add$:1")
-        for out in got:
-            for k in ref:
-                assert torch.equal(out[k], want[0][k]), (seed, k)
-
-
-@pytest.mark.gpu
-def test_the_1b_expert_with_l2_idle_gives_the_experts_bits_on_gpu():
-    g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
-    plan = _expert(g, torch.cuda.get_device_properties(0).multi_processor_count)
-    model, inputs = ZOO["llama-1b"](seed=1, device="cuda")
-    params, feeds = module_tensors(model), dict(zip(g.inputs, inputs))
-    _, want = built_runs(plan, params, feeds, 1)
-    _, got = built_runs(plan, params, feeds, 2, l2_idle=r"mlp\.silu_mul$:4")
-    for out in got:
-        for k in out:
-            assert torch.equal(out[k], want[0][k]), k
-
-
 def test_inflight_caps_the_producers_copies_in_flight_and_compiles(graphs):
     plan = _expert(graphs["llama-tiny"])
     src, table = emit_cuda(plan, inflight=2)
@@ -91,18 +62,6 @@ def test_inflight_caps_the_producers_copies_in_flight_and_compiles(graphs):
             emit_cuda(plan, inflight=bad)
     with pytest.raises(CodegenError, match="producer='warp'"):
         emit_cuda(plan, inflight=2, producer="thread")
-
-
-@pytest.mark.gpu
-def test_inflight_gives_the_same_bits_on_gpu():
-    for seed in (0, 1, 2):
-        g, params, feeds, ref = seeded_step("llama-tiny", seed)
-        plan = _expert(g)
-        _, want = built_runs(plan, params, feeds, 1, inflight=16)
-        for n in (1, 2, 3):
-            _, got = built_runs(plan, params, feeds, 1, inflight=n)
-            for k in ref:
-                assert torch.equal(got[0][k], want[0][k]), (seed, n, k)
 
 
 def test_inflight_ops_gives_matching_calls_their_own_cap_and_compiles(graphs):
@@ -130,17 +89,6 @@ def test_inflight_ops_refuses_a_ring_call_too_long_for_the_rows_word():
         emit_cuda(plan, inflight_ops=r"mlp:3")
     _, table = emit_cuda(plan)   # without per-op caps the word has room
     assert max(r & 0xffffff for r in table.ws_rows) == 128256
-
-
-@pytest.mark.gpu
-def test_inflight_ops_gives_the_same_bits_on_gpu():
-    g, params, feeds, ref = seeded_step("llama-tiny", 0)
-    plan = _expert(g)
-    _, want = built_runs(plan, params, feeds, 1)
-    _, got = built_runs(plan, params, feeds, 2, inflight_ops=r"mlp:3;attn:1")
-    for out in got:
-        for k in ref:
-            assert torch.equal(out[k], want[0][k]), k
 
 
 def _task_words(table) -> list[tuple[int, int]]:
@@ -191,20 +139,23 @@ def test_inflight_ahead_refuses_bad_values_and_other_producers(graphs):
         emit_cuda(plan, inflight_ahead=1, claim=r"mlp\.add$")
 
 
+# on the GPU: each knob moves when bytes come, not which, so every build computes the same bits
+RING_KNOBS = [({"l2_idle": r"mlp\.silu_mul$:2;attn\.add$:1"}, {}), ({"inflight": 1}, {"inflight": 16}),
+              ({"inflight": 2}, {"inflight": 16}), ({"inflight": 3}, {"inflight": 16}),
+              ({"inflight_ops": r"mlp:3;attn:1"}, {}), ({"inflight_ahead": 1}, {}), ({"inflight_ahead": 2}, {}),
+              ({"inflight_ahead": 1, "inflight_ops": r"mlp:3"}, {})]
+
+
 @pytest.mark.gpu
-def test_inflight_ahead_gives_the_same_bits_on_gpu():
+@pytest.mark.parametrize("knobs,want", RING_KNOBS, ids=[str(k) for k, _ in RING_KNOBS])
+def test_ring_knobs_give_the_same_bits_on_gpu(knobs, want):
     for seed in (0, 1, 2):
         g, params, feeds, ref = seeded_step("llama-tiny", seed)
-        plan = _expert(g)
-        _, want = built_runs(plan, params, feeds, 1)
-        for n in (1, 2):
-            _, got = built_runs(plan, params, feeds, 2, inflight_ahead=n)
-            for out in got:
-                for k in ref:
-                    assert torch.equal(out[k], want[0][k]), (seed, n, k)
+        assert_builds_agree(_expert(g), params, feeds, ref, knobs, want, what=f"seed {seed}")
 
 
 @pytest.mark.gpu
-def test_the_1b_expert_with_inflight_ahead_gives_the_experts_bits_on_gpu():
+@pytest.mark.parametrize("knobs", [{"l2_idle": r"mlp\.silu_mul$:4"}, {"inflight_ahead": 1}], ids=str)
+def test_the_1b_expert_with_ring_knobs_gives_the_experts_bits_on_gpu(knobs):
     for seed in (0, 1, 2):
-        assert_1b_expert_same_bits(seed, inflight_ahead=1)
+        assert_1b_expert_same_bits(seed, **knobs)
