@@ -1,4 +1,5 @@
-"""The `inflight OP n=N` edit (the IR's per-matmul cap on the weight ring's copies in flight) and
+"""The `inflight OP n=N` edit (the IR's per-matmul cap on the weight ring's copies in flight), the
+`ahead OP n=N` edit (the same cap while the matmul's task still waits for its inputs) and
 x_bf16 (a decode matmul's bf16 input kept as bf16 in shared memory), both new with the expert of
 2026-11-27. On the CPU: the edit's text and JSON forms, its refusals, the IR text round trip, the
 codegen's rows words, the expert's lever, x_bf16's shared memory. On the GPU: the same bits as
@@ -109,15 +110,74 @@ def test_x_bf16_halves_down_projs_staged_input_and_makes_room(ir_1b):
     assert compile_cuda(src, "x_bf16.cu", arch="sm_90")
 
 
+def test_ahead_parses_in_text_and_json_spells_back_and_refuses_naming_the_fix(graphs):
+    ir = make_ir(graphs["llama-tiny"], num_sms=8)
+    (e,) = parse_edits("ahead layers.*.mlp.gate_proj n=1")
+    assert (e.verb, e.op, e.n) == ("ahead", "layers.*.mlp.gate_proj", 1)
+    assert e.to_text() == "ahead layers.*.mlp.gate_proj n=1" and e.to_json() == {"verb": "ahead",
+                                                                              "op": "layers.*.mlp.gate_proj", "n": 1}
+    by_text = apply_edits(ir, "ahead layers.*.mlp.gate_proj n=1")
+    by_json = apply_json(ir, [e.to_json()])
+    gates = [n for n in ir.ops if n.endswith("mlp.gate_proj")]
+    assert by_text.knobs.ahead == by_json.knobs.ahead == {n: 1 for n in gates} and by_text.knobs.inflight == {}
+    assert apply_edits(by_text, "ahead layers.*.mlp.gate_proj n=0").text == ir.text   # n=0 undoes it
+    for text, msg in [("ahead layers.0.mlp.gate_proj n=8", "allowed: 1-7"),
+                      ("ahead layers.0.mlp.silu_mul n=1", "name the matmul"),
+                      ("ahead layers.0.mlp.gate_proj", "ahead OP n=N")]:
+        with pytest.raises(EditError, match=re.escape(msg)):
+            apply_edits(ir, text)
+    with pytest.raises(EditError, match="integer"):
+        apply_json(ir, [{"verb": "ahead", "op": "layers.0.mlp.gate_proj", "n": True}])
+
+
+def test_the_ir_text_carries_ahead_and_parses_back(graphs, ir_1b):
+    ir = apply_edits(make_ir(graphs["llama-tiny"], num_sms=8), "ahead layers.*.mlp.up_proj n=2\n"
+                     "inflight layers.*.mlp.up_proj n=3")
+    line = next(ln for ln in ir.text.splitlines() if " layers.0.mlp.up_proj " in ln)
+    assert " inflight=3 ahead=2 " in line
+    again = parse_ir(ir.text, ir.graph)
+    assert again.knobs.ahead == ir.knobs.ahead and again.text == ir.text
+    with pytest.raises(Exception, match="ahead= must be a number"):
+        parse_ir(ir.text.replace("ahead=2", "ahead=x", 1), ir.graph)
+    with pytest.raises(Exception, match="allowed: 1-7"):
+        parse_ir(ir.text.replace("ahead=2", "ahead=9", 1), ir.graph)
+    with pytest.raises(EditError, match="tile lm_head smaller"):   # its cap shares the rows word too
+        apply_edits(ir_1b, "ahead layers.0.mlp.gate_proj n=1\ntile lm_head n=128256")
+
+
+def test_codegen_gives_ahead_matmuls_calls_their_cap_while_waiting_and_compiles(ir_1b):
+    ir = apply_edits(ir_1b, expert_edits(ir_1b))
+    plain_src, plain = emit_cuda(ir.plan())
+    ahead = apply_edits(ir, "ahead layers.*.mlp.gate_proj n=1\nahead layers.*.mlp.up_proj n=1")
+    src, table = emit_cuda(ahead.plan())
+    assert "#define WS_AHEAD 0" in plain_src and "#define WS_AHEAD 1" in src and "#define WS_AHEAD_CAP 0" in src
+    # the rows and the per-op caps are the expert's; gate/up's calls carry 1 in bits 21-23 beside them
+    assert [r & 0x1fffff for r in table.ws_rows] == plain.ws_rows
+    marked = [(r >> 21) & 7 for r in table.ws_rows]
+    tasks = {n: len(ids) for n, ids in ir.plan().tg.by_op.items()}
+    assert marked.count(1) == 2 * sum(v for n, v in tasks.items() if n.endswith("mlp.silu_mul"))   # gate and up
+    assert set(marked) == {0, 1}
+    # each task's calls word carries its ring segments, the same count the ring has per queue
+    words, p = [], 0
+    while p < len(table.q_stream):
+        _, nw, nc, ns, npf = table.q_stream[p:p + 5]
+        words.append(nc >> 16)
+        p += 5 + 2 * nw + 5 * (nc & 0xffff) + ns + 4 * npf
+    assert sum(words) == len(table.ws_rows)
+    assert compile_cuda(src, "ahead_edit.cu", arch="sm_90")
+
+
 @pytest.mark.gpu
-def test_the_inflight_edit_gives_the_same_bits_on_gpu():
+@pytest.mark.parametrize("edits", ["inflight layers.*.attn.*_proj n=1\ninflight layers.*.mlp.down_proj n=3",
+                                   "ahead layers.*.mlp.gate_proj n=1\nahead layers.*.mlp.up_proj n=1\n"
+                                   "inflight layers.*.attn.*_proj n=1"], ids=["inflight", "ahead"])
+def test_the_inflight_and_ahead_edits_give_the_same_bits_on_gpu(edits):
     for seed in (0, 1, 2):
         g, params, feeds, ref = seeded_step("llama-tiny", seed)
         ir = make_ir(g, num_sms=8)
         ir = apply_edits(ir, expert_edits(ir))
         _, want = built_runs(ir.plan(), params, feeds, 1)
-        capped = apply_edits(ir, "inflight layers.*.attn.*_proj n=1\ninflight layers.*.mlp.down_proj n=3")
-        _, got = built_runs(capped.plan(), params, feeds, 2)
+        _, got = built_runs(apply_edits(ir, edits).plan(), params, feeds, 2)
         for out in got:
             for k in ref:
                 assert torch.equal(out[k], want[0][k]), (seed, k)

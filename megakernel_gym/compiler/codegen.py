@@ -1941,7 +1941,7 @@ _RING_INIT = r"""  {   // the weight ring: the queue's segments into shared memo
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       ws.seg = seg; ws.f = 0; ws.f_end = nseg; ws.s = 0; ws.issued = 0; ws.done = 0;
       ws.pf_f = 0; ws.pf_s = 0; ws.pf = 0; ws.held = 0; ws.nheld = 0;
-#if WS_AHEAD_CAP
+#if WS_AHEAD
       ws_open = 0;
 #endif
 #if !WS_PRODUCER_WARP
@@ -1970,8 +1970,9 @@ _RING = r"""
 #define WS_ROWS_MASK (WS_INFLIGHT_OPS ? 0xffff : 0xffffff)
 #define WS_EVICT_FIRST %(evict_first)d      // the ring's bulk copies leave their lines first in line for eviction from L2 (emit_cuda ring_l2)
 #define WS_L2_IDLE %(l2_idle)d          // producer warp: a call's rows word carries stages it sends to L2 while the ring idles (emit_cuda l2_idle)
-#define WS_AHEAD_CAP %(ahead)d        // producer warp: the most stages in flight for a task not yet past its waits (emit_cuda inflight_ahead; 0: off)
-#if WS_AHEAD_CAP
+#define WS_AHEAD %(ahead_on)d            // producer warp: stages of a task not yet past its waits have caps of their own
+#define WS_AHEAD_CAP %(ahead)d        // ... at most this many in flight (emit_cuda inflight_ahead; 0: none), or the call's (`ahead` edit)
+#if WS_AHEAD
 __shared__ volatile unsigned ws_open;   // ring segments of the tasks past their waits (the control warp adds each task's)
 #endif
 // after a task's signal, thread 0 refills the buffer its last ring stage freed (the stage loop leaves
@@ -2184,16 +2185,27 @@ __device__ void ws_produce() {
     ring_f[g %% WS_STAGES] = f;
 #endif
     if (g >= WS_STAGES) ws_wait_bar(smem_addr(&ws_empty[g %% WS_STAGES]), (g / WS_STAGES - 1) & 1u);
-#if WS_INFLIGHT_OPS || WS_AHEAD_CAP   // the call's own cap (0: WS_INFLIGHT): every stage from g - cap back has landed
+#if WS_INFLIGHT_OPS || WS_AHEAD   // the call's own cap (0: WS_INFLIGHT): every stage from g - cap back has landed
     {
-#if WS_INFLIGHT_OPS
+#if WS_INFLIGHT_OPS && WS_AHEAD   // the rows word's bits 16-20: its cap; 21-23: its cap while its task waits
+      const int own = (ws.seg[f].rows >> 16) & 0x1f, own_ahead = (ws.seg[f].rows >> 21) & 7;
+#elif WS_INFLIGHT_OPS
       const int own = (ws.seg[f].rows >> 16) & 0xff;
+#endif
+#if WS_INFLIGHT_OPS
       int cap = own ? own : WS_INFLIGHT;
 #else
       int cap = WS_INFLIGHT;
 #endif
-#if WS_AHEAD_CAP   // a stage of a task still waiting for its inputs (or further on): at most WS_AHEAD_CAP
-      if ((unsigned)f >= ws_open && cap > WS_AHEAD_CAP) cap = WS_AHEAD_CAP;
+#if WS_AHEAD   // a stage of a task still waiting for its inputs (or further on): its own cap for that, else WS_AHEAD_CAP
+      if ((unsigned)f >= ws_open) {
+#if WS_INFLIGHT_OPS
+        const int ahead = own_ahead ? own_ahead : WS_AHEAD_CAP;
+#else
+        const int ahead = WS_AHEAD_CAP;
+#endif
+        if (ahead && cap > ahead) cap = ahead;
+      }
 #endif
       for (int k = cap; k < WS_STAGES; ++k)
         if (g >= (unsigned)k) ws_wait_bar(smem_addr(&ws_bar[(g - k) %% WS_STAGES]), ((g - k) / WS_STAGES) & 1u);
@@ -2271,7 +2283,7 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
 #endif
   for (int p = 0; p < qn;) {
     const int t = QS[p], nw = QS[p + 1], nc = QS[p + 2] & MK_CALLS_MASK, ns = QS[p + 3], npf = QS[p + 4];
-#if WS_AHEAD_CAP
+#if WS_AHEAD
     const unsigned opens = (unsigned)QS[p + 2] >> 16;   // the ring segments this task's calls stream
 #endif
     const int* W = QS + p + 5;
@@ -2302,7 +2314,7 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
         }
       }
       __syncwarp();
-#if WS_AHEAD_CAP   // the task's inputs are here: the producer may stream its stages at their own caps
+#if WS_AHEAD   // the task's inputs are here: the producer may stream its stages at their own caps
       if (threadIdx.x == 32 * MK_CONTROL_WARP) ws_open += opens;
 #endif
       if (trace && threadIdx.x == 32 * MK_CONTROL_WARP) {
@@ -2676,7 +2688,9 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     0.26 us against 1.0 in bench/poll_probe.py. Streamed at the full cap only once its task runs, a
     call still fills the ring while it waits, one copy at a time. Predicted on the 1B expert: each of
     the attention half's 4-5 hops 0.5 us shorter, less 10% of what the waiting rings prefetch, so
-    about 1.5 us a layer, 977 -> 955-965 us; not yet measured. `x_bf16` (X_BF16): a decode bf16 ring
+    about 1.5 us a layer, 977 -> 955-965 us; not yet measured. The IR's `ahead OP n=N` edit
+    (Knobs.ahead, 1-7) gives a matmul's calls a cap of their own for that, in bits 21-23 of their
+    rows word, which comes first. `x_bf16` (X_BF16): a decode bf16 ring
     matmul keeps its input vector in shared memory as bf16 and reads it with each weight vector
     (_Emitter._x_half; the same bits): the 1B expert's largest op scratch (down_proj's 8192 values)
     halves, 205.8 -> 189.4 KB a block, and it measured 987.5 against 992.8 us on an H100
@@ -2926,9 +2940,12 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
     ws_start, ws_slot, ws_offset, ws_rows, ws_rowb = [0], [], [], [], []
     # the schedule's own caps (the IR's `inflight` edits, per matmul), where the producer warp streams
     # without claims; emit_cuda's inflight_ops patterns, a bench's A/B, come first
-    knob_caps = dict(plan.knobs.inflight) if (plan.knobs and em.producer == "warp" and b.weights == "smem"
-                                              and not pools) else {}
-    per_op = bool(b.inflight_ops or knob_caps)
+    own_caps = plan.knobs and em.producer == "warp" and b.weights == "smem" and not pools
+    knob_caps = dict(plan.knobs.inflight) if own_caps else {}
+    # and its caps while a matmul's task still waits (the IR's `ahead` edits), 3 bits beside them
+    ahead_caps = dict(plan.knobs.ahead) if own_caps else {}
+    per_op = bool(b.inflight_ops or knob_caps or ahead_caps)
+    ahead_on = bool(b.inflight_ahead or ahead_caps)   # the producer tells waiting tasks' stages apart
     task_segs = {}   # per task, its ring segments (inflight_ahead: the stream's stages a task opens as it starts)
     for q in plan.queues:
         for t in q:
@@ -2949,7 +2966,11 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                         if per_op and rows >= 1 << 16:   # the rows word's bits 16-23 carry the caps (ir.RING_ROWS)
                             raise CodegenError(f"inflight_ops: {call_names[c]}'s ring call streams {rows} rows; with "
                                                "per-op caps a call streams at most 65,535 (retile it)")
-                        ws_rows.append(rows | ((pool + 1) << 16 if pool >= 0 else idle << 24 | cap << 16))
+                        ahead = ahead_caps.get(name, 0)
+                        if not (0 <= ahead <= 7 and 0 <= cap <= 16):
+                            raise CodegenError(f"{name}: caps of {cap} (1-16) and {ahead} while waiting (1-7) do not "
+                                               "fit the ring's rows word")
+                        ws_rows.append(rows | ((pool + 1) << 16 if pool >= 0 else idle << 24 | ahead << 21 | cap << 16))
                         ws_rowb.append(nb // rows)
                 if pool >= 0:
                     ws_rows[first] |= (len(ws_slot) - first) << 24
@@ -2964,8 +2985,8 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
             c0, c1 = call_start[t], call_start[t + 1]
             s0, s1 = signal_start[t], signal_start[t + 1]
             f0, f1 = pf_start[i], pf_start[i + 1]
-            # inflight_ahead: the task's ring segments in the calls word's high half (its calls in the low)
-            q_stream += [t, w1 - w0, (c1 - c0) | (task_segs.get(t, 0) << 16 if b.inflight_ahead else 0), s1 - s0, f1 - f0]
+            # inflight_ahead / ahead edits: the task's ring segments in the calls word's high half (its calls in the low)
+            q_stream += [t, w1 - w0, (c1 - c0) | (task_segs.get(t, 0) << 16 if ahead_on else 0), s1 - s0, f1 - f0]
             for w in range(w0, w1):
                 q_stream += [wait_counter[w], wait_target[w]]
             for c in range(c0, c1):
@@ -3023,7 +3044,7 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                      "l2_ahead": b.l2_ahead, "l2_wait": b.l2_wait, "hold": min(b.hold, stages - 1),
                      "l2_idle": int(bool(b.l2_idle)), "inflight": min(b.inflight, stages),
                      "inflight_ops": int(per_op), "evict_first": int(b.ring_l2 == "evict_first"),
-                     "ahead": min(b.inflight_ahead, stages)}
+                     "ahead": min(b.inflight_ahead, stages), "ahead_on": int(ahead_on)}
             if stages > 0 else _NO_RING)
     claims = f"#define WS_CLAIMS {len(pools)}\n" if pools else ""
     if pools:
@@ -3041,7 +3062,7 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
               + _PRELUDE + _PROBES + claims + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
               + ("#define MK_CALLS_MASK 0xffff   // a task's calls word: calls, ring segments << 16 (inflight_ahead)\n"
-                 if b.inflight_ahead else "#define MK_CALLS_MASK (~0)\n")
+                 if ahead_on else "#define MK_CALLS_MASK (~0)\n")
               + _MAIN % {"threads": table.threads, "cases": cases, "prewait": prewait, "ring_init": _RING_INIT if stages > 0 else "",
                          "claim_loop": _CLAIM_LOOP % {"cases": "\n".join(
                              f"            case {i}: op_{i}(T, slot_args + cc[4], tlo, tlo + tl, again ? MK_CLAIM_AGAIN : MK_CLAIMED, "

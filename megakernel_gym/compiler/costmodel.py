@@ -169,7 +169,8 @@ def _bandwidth_arrays(plan: Plan, own: np.ndarray, queues: tuple | None = None) 
 # ring keeps in flight when it signals (ring_caps: the inflight cap of the next ring call in its
 # queue, which the IR's `inflight` edit sets), by DeviceSpec.capped_wait per copy away from the
 # compiler's INFLIGHT, never below HOP_FLOOR of the wait latency. capped_wait 0 (the shipped
-# constants until a refit under the cap measures it) is one wait latency for every hop.
+# constants until a refit under the cap measures it) is one wait latency for every hop. The `ahead`
+# edit (a cap while the matmul's task still waits) is not in the model yet: nothing has measured it.
 HOP_FLOOR = 0.05
 
 

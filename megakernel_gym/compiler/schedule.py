@@ -32,10 +32,12 @@ class Knobs:
     fused: dict[str, str] = field(default_factory=dict)              # producer op -> consumer it runs in
     splits: dict[str, int] = field(default_factory=dict)             # attention op -> parts its positions split into
     inflight: dict[str, int] = field(default_factory=dict)           # matmul -> weight-ring copies in flight (codegen)
+    ahead: dict[str, int] = field(default_factory=dict)              # matmul -> the same while its task waits (codegen)
 
     def copy(self) -> "Knobs":
         return Knobs(self.num_sms, dict(self.tiles), dict(self.sms), list(self.order), dict(self.counters),
-                     dict(self.prefetch), dict(self.fused), dict(self.splits), dict(self.inflight))
+                     dict(self.prefetch), dict(self.fused), dict(self.splits), dict(self.inflight),
+                     dict(self.ahead))
 
 
 @dataclass

@@ -18,6 +18,9 @@ One edit per line (blank lines and `#` comments are skipped):
     inflight OP n=N               at most N of the weight ring's copies in flight while matmul OP's weights
                                   stream (1-16; n=0 takes the compiler's own cap back): fewer copies on
                                   their way keep dependency polls short, more keep memory busier
+    ahead OP n=N                  the same, while matmul OP's task still waits for its inputs (its weights filling
+                                  the ring ahead of it; 1-7; n=0: no cap of its own): the polls it waits on run
+                                  while those copies are on their way
     unfuse OP                     undo a fusion (OP is the fused producer, or the consumer)
     impl OP <<<code>>>            replace OP's task body (code may span lines)
     unimpl OP                     go back to the generated task body
@@ -42,7 +45,8 @@ from megakernel_gym.compiler.schedule import COUNTER_MODES
 from megakernel_gym.compiler.tasks import INLINE
 from megakernel_gym.compiler.validate import ScheduleError
 from megakernel_gym.ir_exposure.ir import (IR, MAX_TASKS, IRError, fusion_problem, impl_conflict, impl_problem,
-                                           inflight_problem, inflight_rows_problem, inline_problem, prefetch_problem,
+                                           ahead_problem, inflight_problem, inflight_rows_problem, inline_problem,
+                                           prefetch_problem,
                                            sms_problem, split_problem, task_count, tile_problem)
 
 MAX_EDITS = 1000
@@ -58,6 +62,7 @@ USAGE = {
     "inline": "inline OP",
     "split": "split OP n=PARTS",
     "inflight": "inflight OP n=N",
+    "ahead": "ahead OP n=N",
     "unfuse": "unfuse OP",
     "impl": "impl OP <<<code>>>",
     "unimpl": "unimpl OP",
@@ -78,7 +83,7 @@ class EditError(ValueError):
 class Edit:
     verb: str
     op: str
-    n: int | None = None                    # tile: tile size; split: parts; inflight: copies
+    n: int | None = None                    # tile: tile size; split: parts; inflight, ahead: copies
     sms: tuple[int, int] | None = None      # assign: (first, last); None = the whole chip
     where: str | None = None                # order: "before" | "after"
     other: str | None = None                # order: the op to move next to; fuse: the consumer
@@ -90,7 +95,7 @@ class Edit:
         v, op = self.verb, self.op
         if v == "tile":
             return f"tile {op} n={self.n}"
-        if v in ("split", "inflight"):
+        if v in ("split", "inflight", "ahead"):
             return f"{v} {op} n={self.n}"
         if v == "assign":
             return f"assign {op} sms=" + ("all" if self.sms is None else f"{self.sms[0]}-{self.sms[1]}")
@@ -109,7 +114,7 @@ class Edit:
     def to_json(self) -> dict:
         d: dict = {"verb": self.verb, "op": self.op}
         v = self.verb
-        if v in ("tile", "split", "inflight"):
+        if v in ("tile", "split", "inflight", "ahead"):
             d["n"] = self.n
         elif v == "assign":
             d["sms"] = "all" if self.sms is None else [self.sms[0], self.sms[1]]
@@ -195,7 +200,7 @@ def _parse_line(line: str, ln: int) -> Edit:
     if len(toks) < 2:
         raise bad()
     op, args = toks[1], toks[2:]
-    if verb in ("tile", "split", "inflight"):
+    if verb in ("tile", "split", "inflight", "ahead"):
         m = re.fullmatch(r"(?:n=)?" + _NUM, args[0]) if len(args) == 1 else None
         if not m:
             raise bad()
@@ -248,7 +253,7 @@ def format_edits(edits: list[Edit]) -> str:
 
 _JSON_KEYS = {"tile": {"n"}, "assign": {"sms"}, "order": {"before", "after"}, "counter": {"mode"},
               "prefetch": {"depth"}, "fuse": {"into"}, "inline": set(), "split": {"n"}, "inflight": {"n"},
-              "unfuse": set(),
+              "ahead": {"n"}, "unfuse": set(),
               "impl": {"code"}, "unimpl": set()}
 
 
@@ -300,7 +305,7 @@ def _from_json(d, i: int) -> Edit:
         if not isinstance(v, str) or not v or any(c.isspace() for c in v):
             raise bad(f"\"{key}\" must be an op name, got {_cut(repr(v), 60)}")
         return v
-    if verb in ("tile", "split", "inflight"):
+    if verb in ("tile", "split", "inflight", "ahead"):
         return Edit(verb, op, n=integer("n"))
     if verb == "assign":
         v = d.get("sms")
@@ -422,15 +427,16 @@ def _apply(st: _State, e: Edit) -> None:
         total = task_count(facts, k)
         if total > MAX_TASKS:
             raise _Reject(f"split {e.n} for {e.op} would give the plan {total} tasks, over the limit of {MAX_TASKS}")
-    elif e.verb == "inflight":
+    elif e.verb in ("inflight", "ahead"):
+        caps = k.inflight if e.verb == "inflight" else k.ahead
         for name in ops:
-            msg = inflight_problem(facts.info[name], e.n)
+            msg = (inflight_problem if e.verb == "inflight" else ahead_problem)(facts.info[name], e.n)
             if msg:
                 raise _Reject(msg)
             if e.n:
-                k.inflight[name] = e.n
+                caps[name] = e.n
             else:
-                k.inflight.pop(name, None)
+                caps.pop(name, None)
         msg = inflight_rows_problem(facts, k)
         if msg:
             raise _Reject(msg)
@@ -569,7 +575,7 @@ def random_edit(ir: IR, rng) -> str:
     name = rng.choice(ops)
     info = ir.facts.info[name]
     verb = rng.choice(["tile", "assign", "assign", "order", "counter", "prefetch", "fuse", "inline", "split",
-                       "inflight"])
+                       "inflight", "ahead"])
     n = ir.knobs.num_sms
     if verb == "tile":
         e = Edit(verb, name, n=rng.choice(info.allowed()))
@@ -586,7 +592,7 @@ def random_edit(ir: IR, rng) -> str:
         e = Edit(verb, name, other=rng.choice(ir.facts.consumers.get(name) or ops))
     elif verb == "inline":
         e = Edit(verb, name)
-    elif verb == "inflight":
+    elif verb in ("inflight", "ahead"):
         e = Edit(verb, name, n=rng.choice([0, 1, 2, 3]))
     else:
         e = Edit("split", name, n=rng.choice([2, 3, 4]))

@@ -37,6 +37,7 @@ FORMAT = "mkir v1"
 MAX_SMS = 1024            # largest chip the header may name
 MAX_PREFETCH = 8          # weight tiles an op may load ahead of its current one
 MAX_INFLIGHT = 16         # weight-ring copies an op's calls may keep in flight (the `inflight` edit)
+MAX_AHEAD = 7             # ... while the op's task still waits for its inputs (the `ahead` edit; 3 bits of the rows word)
 RING_ROWS = 1 << 16       # a ring call's rows, where any op has its own cap (the stream's rows word keeps 16 bits)
 MAX_TASKS = 65536         # all ops' tiles together: a 28-32-layer model's default is 35-40k; keeps planning to seconds
 MAX_IMPL_CHARS = 20000    # one op's task-body override
@@ -46,7 +47,7 @@ LEGEND = """\
 IR text (mkir v1). Header: model, num SMs, the usual output dtype, the plan's task count.
 One line per op, in the order its tasks fill the SM queues:
   op NAME KIND in=INPUTS out=[SHAPE] grid=TILESxSIZE sms=FIRST-LAST counter=tile|op prefetch=N split=P inflight=C
-     after=OPS into=OP
+     ahead=A after=OPS into=OP
   in=     tensors read (views folded into the tensor they alias); ".x" is short for a name in the op's own
           scope (in layers.3.attn.q_proj, ".norm" is layers.3.attn.norm)
   out=    output shape (prefixed with the tensor's name when it is not the op's own, e.g. a KV cache)
@@ -55,7 +56,7 @@ One line per op, in the order its tasks fill the SM queues:
   sms=    the SM range the op's tasks are dealt over; counter= one counter per tile, or one for the op
   prefetch= weight tiles loaded ahead; split= (attention) each tile's cached positions cut into P tasks, the last
           to finish combining them; inflight= (matmul) the weight ring's copies in flight while its weights
-          stream; after= ops whose tiles it waits on; into= the op it is fused into (into=*: computed on chip
+          stream; ahead= (matmul) the same while its task still waits for its inputs; after= ops whose tiles it waits on; into= the op it is fused into (into=*: computed on chip
           inside every consumer's task)
   repeat i=A..B ... end: the enclosed lines once per layer i (layers.{i-1} is the layer before)
   impl NAME <<<code>>>: the op's task body, replaced
@@ -284,10 +285,22 @@ def inflight_problem(f: OpFacts, n) -> str | None:
     return None
 
 
+def ahead_problem(f: OpFacts, n) -> str | None:
+    """Why `ahead OP n=N` cannot hold: N out of 0-MAX_AHEAD (0: no cap of its own while its task
+    waits), or an op whose weights the ring does not stream (only matmuls')."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_AHEAD:
+        return f"ahead {n!r} for {f.name} is out of range; allowed: 1-{MAX_AHEAD} copies, 0 for none of its own"
+    if n and f.op.kind != "matmul":
+        return (f"{f.name} ({f.op.kind}) streams no weight through the ring; ahead caps the copies in flight "
+                "while a matmul's weights stream before its task has its inputs (name the matmul, e.g. "
+                "`ahead layers.*.mlp.gate_proj n=1`)")
+    return None
+
+
 def inflight_rows_problem(facts: "GraphFacts", knobs: Knobs) -> str | None:
     """With any op's own cap, every op's tile must stay under RING_ROWS rows (the codegen keeps a
-    ring call's cap beside its rows in one word, and a fused matmul streams its consumer's tile)."""
-    if not knobs.inflight:
+    ring call's caps beside its rows in one word, and a fused matmul streams its consumer's tile)."""
+    if not knobs.inflight and not knobs.ahead:
         return None
     for name in facts.ops:
         if tile_size(facts, knobs, name) >= RING_ROWS:
@@ -381,7 +394,7 @@ def normalize(facts: GraphFacts, knobs: Knobs, fused: dict[str, str], impls: dic
         raise _KnobError(None, f"num_sms must be an integer in 1-{MAX_SMS}, got {knobs.num_sms!r}")
     k = Knobs(num_sms=knobs.num_sms)
     for name in list(knobs.tiles) + list(knobs.sms) + list(knobs.counters) + list(knobs.prefetch) \
-            + list(knobs.splits) + list(knobs.inflight) + list(fused) + [v for v in fused.values() if v != INLINE] \
+            + list(knobs.splits) + list(knobs.inflight) + list(knobs.ahead) + list(fused) + [v for v in fused.values() if v != INLINE] \
             + list(impls):
         if name not in facts.info:
             raise _KnobError(None, facts.unknown_op(name))
@@ -423,6 +436,12 @@ def normalize(facts: GraphFacts, knobs: Knobs, fused: dict[str, str], impls: dic
             raise _KnobError(name, msg)
         if n:
             k.inflight[name] = n
+    for name, n in knobs.ahead.items():
+        msg = ahead_problem(facts.info[name], n)
+        if msg:
+            raise _KnobError(name, msg)
+        if n:
+            k.ahead[name] = n
     order = list(knobs.order) or list(facts.ops)
     if sorted(order) != sorted(facts.ops):
         missing = [n for n in facts.ops if n not in order]
@@ -571,6 +590,8 @@ def op_line(ir: IR, name: str) -> str:
         parts.append(f"split={ir.knobs.splits[name]}")
     if ir.knobs.inflight.get(name):
         parts.append(f"inflight={ir.knobs.inflight[name]}")
+    if ir.knobs.ahead.get(name):
+        parts.append(f"ahead={ir.knobs.ahead[name]}")
     if f.deps:
         parts.append("after=" + ",".join(ref(d) for d in f.deps))
     if name in ir.fused:
@@ -656,7 +677,7 @@ _HEADER = re.compile(r"^mkir v1 model=(\S+) sms=(\d{1,9}) dtype=(\S+) tasks=(\d{
 _REPEAT = re.compile(r"^repeat i=(\d{1,6})\.\.(\d{1,6})$")
 _FIELD = re.compile(r"^([a-z]+)=(.*)$")
 _KNOB_FIELDS = ("grid", "sms", "counter", "prefetch")
-_ALL_FIELDS = ("in", "out", "grid", "sms", "counter", "prefetch", "split", "inflight", "after", "into")
+_ALL_FIELDS = ("in", "out", "grid", "sms", "counter", "prefetch", "split", "inflight", "ahead", "after", "into")
 
 
 def _number_field(err, name: str, fields: dict[str, str], key: str, allowed: str, problem) -> int:
@@ -674,7 +695,7 @@ def _number_field(err, name: str, fields: dict[str, str], key: str, allowed: str
 def parse(text: str, graph: Graph | IR) -> IR:
     """The IR that `text` (as `render` writes it) describes, over `graph` (or an IR's graph).
 
-    Only the knobs are read from the text (header sms, grid, sms, counter, prefetch, split, inflight, into, the
+    Only the knobs are read from the text (header sms, grid, sms, counter, prefetch, split, inflight, ahead, into, the
     line order, impl blocks); every other field is derived from the graph and must match it.
     Raises IRParseError naming the line and what is allowed; never returns a different text's IR.
     """
@@ -826,6 +847,9 @@ def parse(text: str, graph: Graph | IR) -> IR:
         if "inflight" in fields:
             knobs.inflight[name] = _number_field(err, name, fields, "inflight", f"1-{MAX_INFLIGHT}",
                                                  lambda n: inflight_problem(f, n))
+        if "ahead" in fields:
+            knobs.ahead[name] = _number_field(err, name, fields, "ahead", f"1-{MAX_AHEAD}",
+                                              lambda n: ahead_problem(f, n))
         if fields.get("into") == INLINE:
             fused[name] = INLINE
         elif "into" in fields:
