@@ -110,8 +110,8 @@ def test_inflight_ahead_tells_the_producer_each_tasks_ring_segments_and_compiles
     plan = _expert(graphs["llama-tiny"])
     plain_src, plain = emit_cuda(plan)
     src, table = emit_cuda(plan, inflight_ahead=1)
-    assert "#define WS_AHEAD_CAP 0" in plain_src and "#define MK_CALLS_MASK (~0)" in plain_src
-    assert "#define WS_AHEAD_CAP 1" in src and "#define MK_CALLS_MASK 0xffff" in src
+    assert "#define WS_AHEAD 0" in plain_src and "#define MK_CALLS_MASK (~0)" in plain_src
+    assert "#define WS_AHEAD 1" in src and "#define WS_AHEAD_CAP 1" in src and "#define MK_CALLS_MASK 0xffff" in src
     assert all(nc >> 16 == 0 for _, nc in _task_words(plain))
     words = _task_words(table)
     assert [(q, nc & 0xffff) for q, nc in words] == _task_words(plain)
@@ -120,7 +120,7 @@ def test_inflight_ahead_tells_the_producer_each_tasks_ring_segments_and_compiles
         segs = sum(nc >> 16 for qq, nc in words if qq == q)
         assert segs == table.ws_start[q + 1] - table.ws_start[q], q
     assert any(nc >> 16 for _, nc in words) and any(nc >> 16 == 0 for _, nc in words)   # matmuls and the rest
-    assert "ws_open += opens" in src and "cap > WS_AHEAD_CAP" in src
+    assert "ws_open += opens" in src and "const int ahead = WS_AHEAD_CAP;" in src
     assert compile_cuda(src, "inflight_ahead.cu", arch="sm_90")
     # with the schedule's own caps (inflight edits) too: both in the one cap
     both, _ = emit_cuda(plan, inflight_ahead=2, inflight_ops=r"attn:1")
