@@ -59,14 +59,19 @@ def test_inflight_keeps_every_tile_within_the_rows_word(ir_1b):
     assert apply_edits(ir_1b, "tile lm_head n=128256").tile("lm_head") == 128256   # without a cap it may
 
 
-def test_the_ir_text_carries_inflight_and_parses_back(graphs):
-    ir = apply_edits(make_ir(graphs["llama-tiny"], num_sms=8), "inflight layers.*.attn.q_proj n=3")
+@pytest.mark.parametrize("edits,field,value", [
+    ("inflight layers.*.attn.q_proj n=3", "inflight", 3),
+    ("ahead layers.*.attn.q_proj n=2\ninflight layers.*.attn.q_proj n=3", "ahead", 2)])
+def test_the_ir_text_carries_the_caps_and_parses_back(graphs, edits, field, value):
+    ir = apply_edits(make_ir(graphs["llama-tiny"], num_sms=8), edits)
     line = next(ln for ln in ir.text.splitlines() if " layers.0.attn.q_proj " in ln)
-    assert " inflight=3" in line
+    assert f" {field}={value}" in line and (field == "inflight" or " inflight=3 ahead=2 " in line)
     again = parse_ir(ir.text, ir.graph)
-    assert again.knobs.inflight == ir.knobs.inflight and again.text == ir.text
-    with pytest.raises(Exception, match="inflight= must be a number"):
-        parse_ir(ir.text.replace("inflight=3", "inflight=x", 1), ir.graph)
+    assert (again.knobs.inflight, again.knobs.ahead) == (ir.knobs.inflight, ir.knobs.ahead) and again.text == ir.text
+    with pytest.raises(Exception, match=f"{field}= must be a number"):
+        parse_ir(ir.text.replace(f"{field}={value}", f"{field}=x", 1), ir.graph)
+    with pytest.raises(Exception, match="allowed: 1-"):
+        parse_ir(ir.text.replace(f"{field}={value}", f"{field}=99", 1), ir.graph)
 
 
 def test_codegen_gives_each_capped_matmuls_calls_its_cap_and_compiles(ir_1b):
@@ -130,17 +135,7 @@ def test_ahead_parses_in_text_and_json_spells_back_and_refuses_naming_the_fix(gr
         apply_json(ir, [{"verb": "ahead", "op": "layers.0.mlp.gate_proj", "n": True}])
 
 
-def test_the_ir_text_carries_ahead_and_parses_back(graphs, ir_1b):
-    ir = apply_edits(make_ir(graphs["llama-tiny"], num_sms=8), "ahead layers.*.mlp.up_proj n=2\n"
-                     "inflight layers.*.mlp.up_proj n=3")
-    line = next(ln for ln in ir.text.splitlines() if " layers.0.mlp.up_proj " in ln)
-    assert " inflight=3 ahead=2 " in line
-    again = parse_ir(ir.text, ir.graph)
-    assert again.knobs.ahead == ir.knobs.ahead and again.text == ir.text
-    with pytest.raises(Exception, match="ahead= must be a number"):
-        parse_ir(ir.text.replace("ahead=2", "ahead=x", 1), ir.graph)
-    with pytest.raises(Exception, match="allowed: 1-7"):
-        parse_ir(ir.text.replace("ahead=2", "ahead=9", 1), ir.graph)
+def test_ahead_keeps_every_tile_within_the_rows_word(ir_1b):
     with pytest.raises(EditError, match="tile lm_head smaller"):   # its cap shares the rows word too
         apply_edits(ir_1b, "ahead layers.0.mlp.gate_proj n=1\ntile lm_head n=128256")
 

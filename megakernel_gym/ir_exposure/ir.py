@@ -274,27 +274,27 @@ def sms_problem(name: str, lo: int, hi: int, num_sms: int) -> str | None:
     return None
 
 
-def inflight_problem(f: OpFacts, n) -> str | None:
-    """Why `inflight OP n=N` cannot hold: N out of 0-MAX_INFLIGHT (0 takes the compiler's cap
-    back), or an op whose weights the ring does not stream (only matmuls')."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_INFLIGHT:
-        return f"inflight {n!r} for {f.name} is out of range; allowed: 1-{MAX_INFLIGHT} copies, 0 for the compiler's own"
+def _ring_cap_problem(verb: str, f: OpFacts, n, hi: int, zero: str, when: str, example: str) -> str | None:
+    """Why `VERB OP n=N`, a cap on the weight ring's copies in flight, cannot hold: N out of 0-hi
+    (0: `zero`), or an op whose weights the ring does not stream (only matmuls')."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= hi:
+        return f"{verb} {n!r} for {f.name} is out of range; allowed: 1-{hi} copies, 0 for {zero}"
     if n and f.op.kind != "matmul":
-        return (f"{f.name} ({f.op.kind}) streams no weight through the ring; inflight caps the copies in flight "
-                "while a matmul's weights stream (name the matmul, e.g. `inflight layers.*.attn.o_proj n=1`)")
+        return (f"{f.name} ({f.op.kind}) streams no weight through the ring; {verb} caps the copies in flight "
+                f"while a matmul's weights stream{when} (name the matmul, e.g. `{example}`)")
     return None
+
+
+def inflight_problem(f: OpFacts, n) -> str | None:
+    """Why `inflight OP n=N` cannot hold (0 takes the compiler's cap back)."""
+    return _ring_cap_problem("inflight", f, n, MAX_INFLIGHT, "the compiler's own", "",
+                             "inflight layers.*.attn.o_proj n=1")
 
 
 def ahead_problem(f: OpFacts, n) -> str | None:
-    """Why `ahead OP n=N` cannot hold: N out of 0-MAX_AHEAD (0: no cap of its own while its task
-    waits), or an op whose weights the ring does not stream (only matmuls')."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_AHEAD:
-        return f"ahead {n!r} for {f.name} is out of range; allowed: 1-{MAX_AHEAD} copies, 0 for none of its own"
-    if n and f.op.kind != "matmul":
-        return (f"{f.name} ({f.op.kind}) streams no weight through the ring; ahead caps the copies in flight "
-                "while a matmul's weights stream before its task has its inputs (name the matmul, e.g. "
-                "`ahead layers.*.mlp.gate_proj n=1`)")
-    return None
+    """Why `ahead OP n=N` cannot hold (0: no cap of its own while its task waits)."""
+    return _ring_cap_problem("ahead", f, n, MAX_AHEAD, "none of its own", " before its task has its inputs",
+                             "ahead layers.*.mlp.gate_proj n=1")
 
 
 def inflight_rows_problem(facts: "GraphFacts", knobs: Knobs) -> str | None:
@@ -430,18 +430,13 @@ def normalize(facts: GraphFacts, knobs: Knobs, fused: dict[str, str], impls: dic
             raise _KnobError(name, msg)
         if depth:
             k.prefetch[name] = depth
-    for name, n in knobs.inflight.items():
-        msg = inflight_problem(facts.info[name], n)
-        if msg:
-            raise _KnobError(name, msg)
-        if n:
-            k.inflight[name] = n
-    for name, n in knobs.ahead.items():
-        msg = ahead_problem(facts.info[name], n)
-        if msg:
-            raise _KnobError(name, msg)
-        if n:
-            k.ahead[name] = n
+    for caps, problem, out in ((knobs.inflight, inflight_problem, k.inflight), (knobs.ahead, ahead_problem, k.ahead)):
+        for name, n in caps.items():
+            msg = problem(facts.info[name], n)
+            if msg:
+                raise _KnobError(name, msg)
+            if n:
+                out[name] = n
     order = list(knobs.order) or list(facts.ops)
     if sorted(order) != sorted(facts.ops):
         missing = [n for n in facts.ops if n not in order]
