@@ -1145,7 +1145,7 @@ class _Emitter:
         planes = k if split else 0
         if norm is None:
             return ("  float* xs = sm;\n" + guard[0] + self.stage(op.inputs[0], "0", m * k, "xs", planes=planes, half=half)
-                    + "  MK_SYNC();\n  MK_PROBE(PROBE_INPUT);\n" + guard[1])
+                    + "  MK_SYNC();\n  MK_PROBE(PROBE_INPUT);\n  MK_OPEN();\n" + guard[1])
         self.smem = max(self.smem, m * k * 4 + 4 * WARPS)
         per = -(-k // THREADS)          # norm weight elements per thread, loaded before the vector is staged
         has_w = len(norm.inputs) > 1
@@ -1169,7 +1169,8 @@ class _Emitter:
                 f"if (c < {k}) xs[i] = {scaled}; }}\n"
                 f"  }}\n"
                 f"  MK_SYNC();\n"
-                f"  MK_PROBE(PROBE_INPUT);\n" + guard[1])
+                f"  MK_PROBE(PROBE_INPUT);\n"
+                f"  MK_OPEN();   // its input is on chip: its ring stages go at their own cap (WS_AHEAD)\n" + guard[1])
 
     def _rmsnorm(self, op: Op, axis: int) -> str:
         """A row (and the weight) staged in shared memory in batched 16-byte loads, a block-wide sum
@@ -1915,6 +1916,7 @@ _NO_RING = """
 #define WS_STAGE 0
 #define WS_SEGS 0
 #define WS_SEG_BYTES 16
+#define MK_OPEN() do { } while (0)
 extern __shared__ float4 mk_smem[];
 """
 
@@ -1942,7 +1944,7 @@ _RING_INIT = r"""  {   // the weight ring: the queue's segments into shared memo
       ws.seg = seg; ws.f = 0; ws.f_end = nseg; ws.s = 0; ws.issued = 0; ws.done = 0;
       ws.pf_f = 0; ws.pf_s = 0; ws.pf = 0; ws.held = 0; ws.nheld = 0;
 #if WS_AHEAD
-      ws_open = 0;
+      ws_open = 0; ws_opens = 0;
 #endif
 #if !WS_PRODUCER_WARP
       ws_pump(WS_STAGES);
@@ -1973,7 +1975,11 @@ _RING = r"""
 #define WS_AHEAD %(ahead_on)d            // producer warp: stages of a task not yet past its waits have caps of their own
 #define WS_AHEAD_CAP %(ahead)d        // ... at most this many in flight (emit_cuda inflight_ahead; 0: none), or the call's (`ahead` edit)
 #if WS_AHEAD
-__shared__ volatile unsigned ws_open;   // ring segments of the tasks past their waits (the control warp adds each task's)
+__shared__ volatile unsigned ws_open;   // ring segments of the tasks whose inputs are on chip (the control warp adds each task's)
+__shared__ unsigned ws_opens;           // the running task's, added once its input vector is staged (MK_OPEN) or at its end
+#define MK_OPEN() do { if (threadIdx.x == 32 * MK_CONTROL_WARP && ws_opens) { ws_open += ws_opens; ws_opens = 0; } } while (0)
+#else
+#define MK_OPEN() do { } while (0)
 #endif
 // after a task's signal, thread 0 refills the buffer its last ring stage freed (the stage loop leaves
 // it: a bulk copy in flight made the control warp's fence wait for it, about 0.5-1 us a task; with
@@ -2314,8 +2320,8 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
         }
       }
       __syncwarp();
-#if WS_AHEAD   // the task's inputs are here: the producer may stream its stages at their own caps
-      if (threadIdx.x == 32 * MK_CONTROL_WARP) ws_open += opens;
+#if WS_AHEAD   // its counters are full: its stages go at their own caps once its input is staged (LL polls) too
+      if (threadIdx.x == 32 * MK_CONTROL_WARP) ws_opens = opens;
 #endif
       if (trace && threadIdx.x == 32 * MK_CONTROL_WARP) {
         unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[PROBE_WORDS * t] = g;
@@ -2333,6 +2339,7 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
       }
       MK_SYNC();
     }
+    MK_OPEN();   // (a task whose calls staged no input vector)
     if (threadIdx.x == 32 * MK_CONTROL_WARP) {   // the block's writes are ordered by the barrier above, published by this release
 #if MK_SIGNAL_RELEASE   // each counter's add a release of its own
       for (int k = 0; k < ns; ++k)
@@ -2681,8 +2688,10 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     a pattern here comes first where both name a call. `inflight_ahead` (0: off, else 1 to 16): the
     most stages in flight for a ring call whose task has not yet passed its waits (the ring filling
     for a task still waiting for its inputs, or one further on), below the call's own cap; once the
-    task's inputs are there (the control warp adds its ring segments to ws_open, which each task's
-    calls word carries in its high half) its stages go at their own cap. The aim: during the
+    task's input is on chip its stages go at their own cap: each task's calls word carries its ring
+    segments in its high half, which the control warp adds to ws_open once the task's counters are
+    full and a matmul has staged its input vector (MK_OPEN; with LL words a task polls its input
+    there, not at its counters), or at the task's end. The aim: during the
     attention half almost every SM fills its ring for o_proj and gate/up while it waits, at 2 in
     flight, and every dependency poll of the chain waits behind those copies; at 1 they waited
     0.26 us against 1.0 in bench/poll_probe.py. Streamed at the full cap only once its task runs, a
