@@ -18,7 +18,8 @@ it reads. Counter granularity then costs nothing, as measured (bench/results/ab_
 megakernel_schedules.json).
 
 All device constants live in DEVICES: the H100's are fitted to measured megakernels
-(compiler/calibrate.py); the H200's take its measured bandwidth and the H100's latencies.
+(compiler/calibrate.py); the H200's take its measured bandwidth (scaled as the H100's fit scales
+its own) and the H100's latencies.
 """
 from __future__ import annotations
 
