@@ -2686,7 +2686,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     6 stages and 5; 'attn:1;mlp:3' 1,015.2; bench/results/ab_knobs_s20_*.json); a schedule says the
     same per matmul with the IR's `inflight` edit (Knobs.inflight), which the expert now uses, and
     a pattern here comes first where both name a call. `inflight_ahead` (0: off, else 1 to 16): the
-    most stages in flight for a ring call whose task has not yet passed its waits (the ring filling
+    most stages in flight for a ring call whose task's input is not yet on chip (the ring filling
     for a task still waiting for its inputs, or one further on), below the call's own cap; once the
     task's input is on chip its stages go at their own cap: each task's calls word carries its ring
     segments in its high half, which the control warp adds to ws_open once the task's counters are
@@ -2694,10 +2694,11 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     there, not at its counters), or at the task's end. The aim: during the
     attention half almost every SM fills its ring for o_proj and gate/up while it waits, at 2 in
     flight, and every dependency poll of the chain waits behind those copies; at 1 they waited
-    0.26 us against 1.0 in bench/poll_probe.py. Streamed at the full cap only once its task runs, a
-    call still fills the ring while it waits, one copy at a time. Predicted on the 1B expert: each of
-    the attention half's 4-5 hops 0.5 us shorter, less 10% of what the waiting rings prefetch, so
-    about 1.5 us a layer, 977 -> 955-965 us; not yet measured. The IR's `ahead OP n=N` edit
+    0.26 us against 1.0 in bench/poll_probe.py, a chip-wide effect (with half the SMs streaming, a
+    poller on a streaming SM and one on an idle SM waited 1.5 and 1.3 us). Streamed at the full cap
+    only once its task runs, a call still fills the ring while it waits, one copy at a time.
+    Predicted on the 1B expert: each of the attention half's 4-5 hops 0.5-0.75 us shorter, less
+    about 10% of what the waiting rings prefetch, 977 -> 945-965 us; not yet measured. The IR's `ahead OP n=N` edit
     (Knobs.ahead, 1-7) gives a matmul's calls a cap of their own for that, in bits 21-23 of their
     rows word, which comes first. `x_bf16` (X_BF16): a decode bf16 ring
     matmul keeps its input vector in shared memory as bf16 and reads it with each weight vector
