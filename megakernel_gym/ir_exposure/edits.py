@@ -19,8 +19,8 @@ One edit per line (blank lines and `#` comments are skipped):
                                   stream (1-16; n=0 takes the compiler's own cap back): fewer copies on
                                   their way keep dependency polls short, more keep memory busier
     ahead OP n=N                  the same, while matmul OP's task still waits for its inputs (its weights filling
-                                  the ring ahead of it; 1-7; n=0: no cap of its own): the polls it waits on run
-                                  while those copies are on their way
+                                  the ring ahead of it; 1-7; n=0: no cap of its own): fewer copies then keep
+                                  the chip's polls short while the ring still fills
     unfuse OP                     undo a fusion (OP is the fused producer, or the consumer)
     impl OP <<<code>>>            replace OP's task body (code may span lines)
     unimpl OP                     go back to the generated task body

@@ -56,8 +56,8 @@ One line per op, in the order its tasks fill the SM queues:
   sms=    the SM range the op's tasks are dealt over; counter= one counter per tile, or one for the op
   prefetch= weight tiles loaded ahead; split= (attention) each tile's cached positions cut into P tasks, the last
           to finish combining them; inflight= (matmul) the weight ring's copies in flight while its weights
-          stream; ahead= (matmul) the same while its task still waits for its inputs; after= ops whose tiles it waits on; into= the op it is fused into (into=*: computed on chip
-          inside every consumer's task)
+          stream; ahead= (matmul) the same while its task still waits for its inputs; after= ops whose tiles
+          it waits on; into= the op it is fused into (into=*: computed on chip inside every consumer's task)
   repeat i=A..B ... end: the enclosed lines once per layer i (layers.{i-1} is the layer before)
   impl NAME <<<code>>>: the op's task body, replaced
 """
