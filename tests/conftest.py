@@ -78,6 +78,14 @@ def seeded_step(name: str, seed: int):
     return g, params, feeds, run_graph(g, params, feeds)
 
 
+def expert_plan(g, num_sms: int = 8, extra: str = ""):
+    """A graph's expert plan on `num_sms` SMs (`extra` edits after the expert's)."""
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    ir = make_ir(g, num_sms=num_sms)
+    return apply_edits(ir, expert_edits(ir) + ("\n" + extra if extra else "")).plan()
+
+
 def expert_1b(seed: int, extra: str = "", levers: tuple[str, ...] | None = None):
     """The 1B model's expert plan on this GPU's SMs (only `levers`, where given; `extra` edits after
     it), with its parameters and inputs at `seed` on the GPU: (plan, params, feeds)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import assert_1b_expert_same_bits, assert_same_bits, expert_1b, seeded_step
+from conftest import assert_1b_expert_same_bits, assert_same_bits, expert_1b, expert_plan, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.codegen import MK_CLAIMED, CodegenError, emit_cuda
@@ -19,13 +19,8 @@ MLP = r"mlp\.(silu_mul|add)$"
 FINE = "tile layers.*.mlp.silu_mul n=16\ntile layers.*.mlp.add n=16"
 
 
-def _plan(g, extra: str = "", sms: int = 8):
-    ir = make_ir(g, num_sms=sms)
-    return apply_edits(ir, expert_edits(ir) + ("\n" + extra if extra else "")).plan()
-
-
 def test_claimed_calls_are_marked_and_their_rows_name_the_pool(graphs):
-    plan = _plan(graphs["llama-tiny"], FINE)
+    plan = expert_plan(graphs["llama-tiny"], extra=FINE)
     plain, _ = emit_cuda(plan)
     src, tab = emit_cuda(plan, claim=MLP)
     assert "#define WS_CLAIMS" not in plain and "#define WS_CLAIMS 4" in src    # 2 layers x (silu_mul, add)
@@ -58,7 +53,7 @@ def test_claimed_calls_are_marked_and_their_rows_name_the_pool(graphs):
 
 def test_claim_refuses_what_it_cannot_serve(graphs):
     g = graphs["llama-tiny"]
-    plan = _plan(g, FINE)
+    plan = expert_plan(g, extra=FINE)
     for knobs, msg in [({"hops": "counters"}, "needs hops='ll'"),
                        ({"producer": "thread", "hops": "ll"}, "producer warp"),
                        ({"l2_ahead": 2}, "no L2 lookahead")]:
@@ -93,7 +88,7 @@ def test_claimed_tiles_give_the_static_plans_bits_on_gpu():
     for seed in (0, 1, 2):
         g, params, feeds, _ = seeded_step("llama-tiny", seed)
         for extra in ("", FINE):
-            plan = _plan(g, extra)
+            plan = expert_plan(g, extra=extra)
             for split in (1, 2):    # 4 runs: the pools' counts carry across runs
                 assert_same_bits(plan, params, feeds, 4, claim=MLP, claim_split=split)
 

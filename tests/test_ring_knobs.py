@@ -7,22 +7,16 @@ the knob's name. On the GPU: the same bits as without them (they move when bytes
 import re
 
 import pytest
-from conftest import assert_1b_expert_same_bits, assert_builds_agree, seeded_step
+from conftest import assert_1b_expert_same_bits, assert_builds_agree, expert_plan, seeded_step
 
 from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda, parse_l2_idle
 from megakernel_gym.ir_exposure import apply_edits, make_ir
-from megakernel_gym.policies.expert import expert_edits
 from megakernel_gym.rewards.nvrtc import compile_cuda
 
 
-def _expert(g, num_sms=8):
-    ir = make_ir(g, num_sms=num_sms)
-    return apply_edits(ir, expert_edits(ir)).plan()
-
-
 def test_l2_idle_marks_only_the_matching_ring_calls_and_compiles(graphs):
-    plan = _expert(graphs["llama-tiny"])
+    plan = expert_plan(graphs["llama-tiny"])
     plain_src, plain = emit_cuda(plan)
     src, table = emit_cuda(plan, l2_idle=r"mlp\.silu_mul$:2")
     assert "#define WS_L2_IDLE 0" in plain_src and "#define WS_L2_IDLE 1" in src
@@ -37,7 +31,7 @@ def test_l2_idle_marks_only_the_matching_ring_calls_and_compiles(graphs):
 
 
 def test_l2_idle_refuses_bad_specs_naming_the_knob(graphs):
-    plan = _expert(graphs["llama-tiny"])
+    plan = expert_plan(graphs["llama-tiny"])
     assert parse_l2_idle(r"a:1;b\.c$:64") == (("a", 1), (r"b\.c$", 64))
     assert parse_l2_idle(None) == ()
     for bad, msg in [("mlp.add", "l2_idle item"), ("(:1", "not a regular"), ({"a": 0}, "1 to 64"),
@@ -51,7 +45,7 @@ def test_l2_idle_refuses_bad_specs_naming_the_knob(graphs):
 
 
 def test_inflight_caps_the_producers_copies_in_flight_and_compiles(graphs):
-    plan = _expert(graphs["llama-tiny"])
+    plan = expert_plan(graphs["llama-tiny"])
     src, table = emit_cuda(plan, inflight=2)
     assert "#define WS_INFLIGHT 2" in src and "if (g >= WS_INFLIGHT) ws_wait_bar" in src
     assert compile_cuda(src, "inflight.cu", arch="sm_90")
@@ -65,7 +59,7 @@ def test_inflight_caps_the_producers_copies_in_flight_and_compiles(graphs):
 
 
 def test_inflight_ops_gives_matching_calls_their_own_cap_and_compiles(graphs):
-    plan = _expert(graphs["llama-tiny"])
+    plan = expert_plan(graphs["llama-tiny"])
     plain_src, plain = emit_cuda(plan)
     src, table = emit_cuda(plan, inflight_ops=r"mlp\.silu_mul$:3;attn:1", l2_idle=r"mlp\.silu_mul$:2")
     assert "#define WS_INFLIGHT_OPS 0" in plain_src and "#define WS_INFLIGHT_OPS 1" in src
@@ -107,7 +101,7 @@ def test_inflight_ahead_tells_the_producer_each_tasks_ring_segments_and_compiles
     """With inflight_ahead each task's calls word also carries its ring segments (high half), which
     add up, queue by queue, to the queue's segments; the calls (low half) and the ring are the plain
     build's. Without it the source and the stream are as before (WS_AHEAD_CAP 0, no high half)."""
-    plan = _expert(graphs["llama-tiny"])
+    plan = expert_plan(graphs["llama-tiny"])
     plain_src, plain = emit_cuda(plan)
     src, table = emit_cuda(plan, inflight_ahead=1)
     assert "#define WS_AHEAD 0" in plain_src and "#define MK_CALLS_MASK (~0)" in plain_src
@@ -130,7 +124,7 @@ def test_inflight_ahead_tells_the_producer_each_tasks_ring_segments_and_compiles
 
 
 def test_inflight_ahead_refuses_bad_values_and_other_producers(graphs):
-    plan = _expert(graphs["llama-tiny"])
+    plan = expert_plan(graphs["llama-tiny"])
     for bad in (-1, 17, True, "1", 1.0):
         with pytest.raises(CodegenError, match="inflight_ahead"):
             emit_cuda(plan, inflight_ahead=bad)
@@ -152,7 +146,7 @@ RING_KNOBS = [({"l2_idle": r"mlp\.silu_mul$:2;attn\.add$:1"}, {}), ({"inflight":
 def test_ring_knobs_give_the_same_bits_on_gpu(knobs, want):
     for seed in (0, 1, 2):
         g, params, feeds, ref = seeded_step("llama-tiny", seed)
-        assert_builds_agree(_expert(g), params, feeds, ref, knobs, want, what=f"seed {seed}")
+        assert_builds_agree(expert_plan(g), params, feeds, ref, knobs, want, what=f"seed {seed}")
 
 
 @pytest.mark.gpu

@@ -7,7 +7,7 @@ On the GPU: the same bits as without them (they move when bytes arrive, not whic
 import re
 
 import pytest
-from conftest import assert_1b_expert_same_bits, assert_builds_agree, seeded_step
+from conftest import assert_1b_expert_same_bits, assert_builds_agree, expert_plan, seeded_step
 
 from megakernel_gym.compiler.codegen import RING_L2, RING_L2_DEFAULT, CodegenError, emit_cuda
 from megakernel_gym.ir_exposure import apply_edits, make_ir
@@ -17,13 +17,8 @@ from megakernel_gym.rewards.nvrtc import compile_cuda
 HINT = "complete_tx::bytes.L2::cache_hint"
 
 
-def _expert_plan(graph, sms: int = 8):
-    ir = make_ir(graph, num_sms=sms)
-    return apply_edits(ir, expert_edits(ir)).plan()
-
-
 def test_the_weight_ring_marks_its_copies_evict_first_by_default(graphs):
-    plan = _expert_plan(graphs["llama-tiny"])
+    plan = expert_plan(graphs["llama-tiny"])
     src, table = emit_cuda(plan)
     plain, plain_table = emit_cuda(plan, ring_l2="normal")
     assert RING_L2_DEFAULT == "evict_first" and set(RING_L2) == {"normal", "evict_first"}
