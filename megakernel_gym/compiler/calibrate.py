@@ -33,7 +33,7 @@ import numpy as np
 from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max over paths)
 from scipy.stats import spearmanr
 
-from megakernel_gym.compiler.codegen import INFLIGHT
+from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
 from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, hop_scale, predict, prefetched,
                                                 ring_caps, stream_rate, task_bandwidth_terms,
                                                 task_costs, task_trips, wait_groups)
@@ -316,7 +316,6 @@ FIT_BOUNDS = {"hbm_gbs": (100.0, 20000.0), "task_overhead_us": (0.01, 100.0), "w
               # a share of the wait latency per copy in flight (costmodel.hop_us); its least is where a
               # search in log space starts when the base has none
               "capped_wait": (0.001, 0.95)}
-MAX_CAP = 16    # the most copies in flight a ring call may ask for (the edit language's inflight n)
 
 
 @dataclass
@@ -364,7 +363,7 @@ def _critical_path(terms: _PlanTerms, pred: Prediction, hop) -> tuple[tuple[int,
     finish = pred.finish_us
     hops = np.broadcast_to(np.asarray(hop, dtype=float), (len(finish),))
     t = max(range(len(finish)), key=finish.__getitem__)
-    path, waits = [t], np.zeros(MAX_CAP + 1)
+    path, waits = [t], np.zeros(MAX_INFLIGHT + 1)
     while True:
         best, via, waited = -math.inf, -1, False
         if terms.prev[t] >= 0:
@@ -375,7 +374,7 @@ def _critical_path(terms: _PlanTerms, pred: Prediction, hop) -> tuple[tuple[int,
         if via < 0:
             break
         if waited:
-            waits[min(int(terms.caps[via]), MAX_CAP)] += 1
+            waits[min(int(terms.caps[via]), MAX_INFLIGHT)] += 1
         t = via
         path.append(t)
     return tuple(path), waits
@@ -426,7 +425,7 @@ class _PathModel:
         return out
 
 
-_CAPS = np.arange(MAX_CAP + 1, dtype=float)   # copies in flight, by index of a path's waits
+_CAPS = np.arange(MAX_INFLIGHT + 1, dtype=float)   # copies in flight, by index of a path's waits
 
 
 def nelder_mead(f: Callable[[np.ndarray], float], x0: np.ndarray, step: float = 0.5, iters: int = 400,

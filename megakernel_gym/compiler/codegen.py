@@ -50,6 +50,10 @@ WS_L2_AHEAD = 0              # stages past the ring prefetched to L2 by the ring
 # written by one SM took 7.7 us to be seen by another, 1.0 us with 2 in flight, at the same 3.1 TB/s
 # (bench/results/poll_probe.json); the 1B expert 1,068 -> 1,029 us (ab_knobs_inflight_combos.json)
 INFLIGHT = 2
+# the most a ring call may keep in flight (its cap: 5 bits of its rows word beside its rows), and
+# while its task still waits for its input (3 bits more: the IR's `ahead` edit)
+MAX_INFLIGHT = 16
+MAX_AHEAD = 7
 X_PLANES = True              # batched (m > 1) bf16 ring matmuls read x from two planes per row (_x_split)
 X_BF16 = True                # decode (m = 1) bf16 ring matmuls keep x in shared memory as bf16 (emit_cuda x_bf16)
 CONTROL_WARP = 0             # the warp that polls a task's counters and signals its own
@@ -2747,19 +2751,19 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     l2_idle = parse_l2_idle(l2_idle)
     if inflight is None:   # 2 with the producer warp (INFLIGHT), no cap otherwise
         inflight = INFLIGHT if producer == "warp" else 16
-    if not (isinstance(inflight, int) and 1 <= inflight <= 16):
-        raise CodegenError(f"inflight={inflight!r}: the producer warp keeps 1 to 16 ring stages in flight")
+    if not (isinstance(inflight, int) and 1 <= inflight <= MAX_INFLIGHT):
+        raise CodegenError(f"inflight={inflight!r}: the producer warp keeps 1 to {MAX_INFLIGHT} ring stages in flight")
     if inflight < 16 and producer != "warp":
         raise CodegenError("inflight caps the producer warp's copies in flight: it takes producer='warp'")
-    inflight_ops = parse_hold_ops(inflight_ops, "inflight_ops", 1, 16, "a call keeps")
+    inflight_ops = parse_hold_ops(inflight_ops, "inflight_ops", 1, MAX_INFLIGHT, "a call keeps")
     if inflight_ops and (producer != "warp" or claim is not None or weights != "smem"):
         raise CodegenError("inflight_ops caps the producer warp's copies per op: it takes producer='warp', "
                            "weights='smem' and no claim")
     if l2_idle and (producer != "warp" or claim is not None or weights != "smem"):
         raise CodegenError("l2_idle is the producer warp's: it takes producer='warp', weights='smem' and no claim")
-    if isinstance(inflight_ahead, bool) or not (isinstance(inflight_ahead, int) and 0 <= inflight_ahead <= 16):
-        raise CodegenError(f"inflight_ahead={inflight_ahead!r}: a call whose task has not started keeps 1 to 16 ring "
-                           "stages in flight (0: its own cap, always)")
+    if isinstance(inflight_ahead, bool) or not (isinstance(inflight_ahead, int) and 0 <= inflight_ahead <= MAX_INFLIGHT):
+        raise CodegenError(f"inflight_ahead={inflight_ahead!r}: a call whose task has not started keeps 1 to "
+                           f"{MAX_INFLIGHT} ring stages in flight (0: its own cap, always)")
     if inflight_ahead and (producer != "warp" or claim is not None or weights != "smem" or impls):
         raise CodegenError("inflight_ahead caps the producer warp's copies for tasks not yet started: it takes "
                            "producer='warp', weights='smem', no claim and no impls")
@@ -2977,9 +2981,9 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                             raise CodegenError(f"inflight_ops: {call_names[c]}'s ring call streams {rows} rows; with "
                                                "per-op caps a call streams at most 65,535 (retile it)")
                         ahead = ahead_caps.get(name, 0)
-                        if not (0 <= ahead <= 7 and 0 <= cap <= 16):
-                            raise CodegenError(f"{name}: caps of {cap} (1-16) and {ahead} while waiting (1-7) do not "
-                                               "fit the ring's rows word")
+                        if not (0 <= ahead <= MAX_AHEAD and 0 <= cap <= MAX_INFLIGHT):
+                            raise CodegenError(f"{name}: caps of {cap} (1-{MAX_INFLIGHT}) and {ahead} while waiting "
+                                               f"(1-{MAX_AHEAD}) do not fit the ring's rows word")
                         ws_rows.append(rows | ((pool + 1) << 16 if pool >= 0 else idle << 24 | ahead << 21 | cap << 16))
                         ws_rowb.append(nb // rows)
                 if pool >= 0:

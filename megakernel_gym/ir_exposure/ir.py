@@ -27,6 +27,7 @@ import re
 from collections import Counter as _Tally
 from dataclasses import dataclass
 
+from megakernel_gym.compiler.codegen import MAX_AHEAD, MAX_INFLIGHT
 from megakernel_gym.compiler.graph import Graph, Op
 from megakernel_gym.compiler.schedule import COUNTER_MODES, Knobs, Plan, build_plan
 from megakernel_gym.compiler.tasks import (INLINE, MAX_SPLIT, TilingError, allowed_tiles, default_tile, input_boxes,
@@ -36,8 +37,6 @@ from megakernel_gym.compiler.validate import ScheduleError, check
 FORMAT = "mkir v1"
 MAX_SMS = 1024            # largest chip the header may name
 MAX_PREFETCH = 8          # weight tiles an op may load ahead of its current one
-MAX_INFLIGHT = 16         # weight-ring copies an op's calls may keep in flight (the `inflight` edit)
-MAX_AHEAD = 7             # ... while the op's task still waits for its inputs (the `ahead` edit; 3 bits of the rows word)
 RING_ROWS = 1 << 16       # a ring call's rows, where any op has its own cap (the stream's rows word keeps 16 bits)
 MAX_TASKS = 65536         # all ops' tiles together: a 28-32-layer model's default is 35-40k; keeps planning to seconds
 MAX_IMPL_CHARS = 20000    # one op's task-body override
