@@ -114,7 +114,7 @@ def test_inflight_ahead_tells_the_producer_each_tasks_ring_segments_and_compiles
         segs = sum(nc >> 16 for qq, nc in words if qq == q)
         assert segs == table.ws_start[q + 1] - table.ws_start[q], q
     assert any(nc >> 16 for _, nc in words) and any(nc >> 16 == 0 for _, nc in words)   # matmuls and the rest
-    assert "ws_opens = opens" in src and "const int ahead = WS_AHEAD_CAP;" in src
+    assert "ws_opens = opens" in src and "const int ahead = own_ahead ? own_ahead : WS_AHEAD_CAP;" in src
     assert "MK_PROBE(PROBE_INPUT);\n  MK_OPEN();" in src   # a matmul opens its stages once its input is staged
     assert compile_cuda(src, "inflight_ahead.cu", arch="sm_90")
     # with the schedule's own caps (inflight edits) too: both in the one cap

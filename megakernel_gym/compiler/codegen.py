@@ -1972,7 +1972,7 @@ _RING = r"""
 #define WS_L2_WAIT %(l2_wait)d        // stages past the ring prefetched to L2 when a task must wait
 #define WS_HOLD %(hold)d              // producer warp: a call's last stages held until the task has signalled
 #define WS_INFLIGHT %(inflight)d        // producer warp: the most stages issued and not landed (emit_cuda inflight)
-#define WS_INFLIGHT_OPS %(inflight_ops)d    // a call's rows word carries its own cap in bits 16-23 (emit_cuda inflight_ops)
+#define WS_INFLIGHT_OPS %(inflight_ops)d    // a call's rows word carries its caps in bits 16-23 (emit_cuda inflight_ops, the IR's edits)
 #define WS_ROWS_MASK (WS_INFLIGHT_OPS ? 0xffff : 0xffffff)
 #define WS_EVICT_FIRST %(evict_first)d      // the ring's bulk copies leave their lines first in line for eviction from L2 (emit_cuda ring_l2)
 #define WS_L2_IDLE %(l2_idle)d          // producer warp: a call's rows word carries stages it sends to L2 while the ring idles (emit_cuda l2_idle)
@@ -2197,23 +2197,13 @@ __device__ void ws_produce() {
     if (g >= WS_STAGES) ws_wait_bar(smem_addr(&ws_empty[g %% WS_STAGES]), (g / WS_STAGES - 1) & 1u);
 #if WS_INFLIGHT_OPS || WS_AHEAD   // the call's own cap (0: WS_INFLIGHT): every stage from g - cap back has landed
     {
-#if WS_INFLIGHT_OPS && WS_AHEAD   // the rows word's bits 16-20: its cap; 21-23: its cap while its task waits
-      const int own = (ws.seg[f].rows >> 16) & 0x1f, own_ahead = (ws.seg[f].rows >> 21) & 7;
-#elif WS_INFLIGHT_OPS
-      const int own = (ws.seg[f].rows >> 16) & 0xff;
-#endif
-#if WS_INFLIGHT_OPS
+      // with per-op caps the rows word's bits 16-20 hold the call's cap, 21-23 its cap while its task waits
+      const int own = WS_INFLIGHT_OPS ? (ws.seg[f].rows >> 16) & 0x1f : 0;
       int cap = own ? own : WS_INFLIGHT;
-#else
-      int cap = WS_INFLIGHT;
-#endif
 #if WS_AHEAD   // a stage of a task still waiting for its inputs (or further on): its own cap for that, else WS_AHEAD_CAP
       if ((unsigned)f >= ws_open) {
-#if WS_INFLIGHT_OPS
+        const int own_ahead = WS_INFLIGHT_OPS ? (ws.seg[f].rows >> 21) & 7 : 0;
         const int ahead = own_ahead ? own_ahead : WS_AHEAD_CAP;
-#else
-        const int ahead = WS_AHEAD_CAP;
-#endif
         if (ahead && cap > ahead) cap = ahead;
       }
 #endif
