@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import torch  # noqa: E402
 
+from judge_bench import write  # noqa: E402
 from megakernel_gym.compiler import ZOO, capture  # noqa: E402
 from megakernel_gym.compiler.calibrate import (agreement, fit_device, sample_schedules,  # noqa: E402
                                                spec_literal)
@@ -216,6 +217,7 @@ def main():
     ap.add_argument("--refit", type=Path, default=None, metavar="FILE",
                     help="CPU only: fit again to the measurements of an earlier run's megakernel_schedules.json")
     args = ap.parse_args()
+    out = Path(args.out or ROOT / "bench" / "results")
     t_start = time.perf_counter()
     recorded = None
     if args.refit:
@@ -316,8 +318,7 @@ def main():
     if not args.dry_run and recorded is None:
         # the measurements first, as a file --refit reads, so a run stopped during the fit (minutes on the CPU)
         # keeps them; the full file below replaces it
-        from judge_bench import write
-        write("schedules", rows, [run_check(rows, step)], Path(args.out or ROOT / "bench" / "results"),
+        write("schedules", rows, [run_check(rows, step)], out,
               notes=f"measurements only (the fit had not run); model {args.model}, {num_sms} SMs, seed {args.seed}",
               prefix="megakernel_", quiet=True)
     # the fit: on the schedules measured and correct (every schedule in a dry run, on synthetic data)
@@ -365,8 +366,6 @@ def main():
 
     if args.dry_run and not args.out:
         return
-    from judge_bench import write
-    out = Path(args.out or ROOT / "bench" / "results")
     suffix = "_dry_run" if args.dry_run else ""
     targets = [
         {"target": f"Spearman(predicted, measured) >= {SPEARMAN_TARGET} over >= {MIN_SCHEDULES} schedules of "
