@@ -2692,7 +2692,11 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     poller on a streaming SM and one on an idle SM waited 1.5 and 1.3 us). Streamed at the full cap
     only once its task runs, a call still fills the ring while it waits, one copy at a time.
     Predicted on the 1B expert: each of the attention half's 4-5 hops 0.5-0.75 us shorter, less
-    about 10% of what the waiting rings prefetch, 977 -> 945-965 us; not yet measured. The IR's `ahead OP n=N` edit
+    about 10% of what the waiting rings prefetch, 977 -> 945-965 us. Measured (H100, bit-identical,
+    bench/results/ab_knobs_s23_ahead.json): 987.7 against 976.5, and the `ahead` edit lost too (gate/up
+    at 1: 981.5; every matmul at 1: 987.1); without the expert's `inflight` edits it wins back what
+    they give (1,007.0 -> 980.8), no more. The waiting rings' prefetch is worth more than the faster
+    polls, so it stays off. The IR's `ahead OP n=N` edit
     (Knobs.ahead, 1-7) gives a matmul's calls a cap of their own for that, in bits 21-23 of their
     rows word, which comes first. `x_bf16` (X_BF16): a decode bf16 ring
     matmul keeps its input vector in shared memory as bf16 and reads it with each weight vector
