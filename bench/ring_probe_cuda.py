@@ -4,9 +4,12 @@ that keeps the loaded bytes live, a wait on a barrier's phase, and the ring itse
 set-up, the producer warp's copies, the consumer warps' reads)."""
 
 RING_PRELUDE = r"""
+#ifndef RING_MAX_STAGES
+#define RING_MAX_STAGES 32   // the most stages a ring may have (barrier pairs in static shared memory)
+#endif
 extern __shared__ float4 smem[];
-__shared__ __align__(8) unsigned long long full_bar[8];    // a stage's bytes have landed
-__shared__ __align__(8) unsigned long long empty_bar[8];   // every consumer warp is done with it
+__shared__ __align__(8) unsigned long long full_bar[RING_MAX_STAGES];    // a stage's bytes have landed
+__shared__ __align__(8) unsigned long long empty_bar[RING_MAX_STAGES];   // every consumer warp is done with it
 __device__ __forceinline__ unsigned sa(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ unsigned long long gtime() {
   unsigned long long g; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)); return g;
