@@ -7,7 +7,8 @@ as spread, not as a difference between builds.
                              KEY=VALUE[,KEY=VALUE] ...
 
 Each positional argument is one knob set (emit_cuda's keywords: producer=warp, ring_stages=5,
-hops=ll, ...); the defaults are always the first build. `--extra` adds schedules from files of edits (a line EXPERT
+hops=ll, ...); the defaults are always the first build. A knob set written LABEL:KEY=VALUE,... is
+built for that schedule alone (knobs one schedule's plan takes and another's refuses). `--extra` adds schedules from files of edits (a line EXPERT
 stands for the expert's edits, TUNED for the compiler's tuned edits), each built with every knob set. Every build's output is checked against the
 defaults' bit for bit and against the float32 truth. Writes ab_knobs<tag>.json: per schedule and
 build, the median of each round's median and every round's numbers, and the ratios to the schedule's
@@ -51,6 +52,13 @@ def knob_sets(specs: list[str]) -> list[dict]:
     return [{}] + [knob_set(spec) for spec in specs]
 
 
+def scoped(spec: str) -> tuple[str | None, str]:
+    """'lm768:claim=x' -> ('lm768', 'claim=x'): a knob set for one schedule; a spec whose text before
+    its first ':' holds a '=' (a value with a colon, as inflight_ops=attn:1) is for every schedule."""
+    head, colon, rest = spec.partition(":")
+    return (head, rest) if colon and "=" not in head and head else (None, spec)
+
+
 def label(knobs: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in knobs.items()) or "defaults"
 
@@ -67,7 +75,13 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
-    sets = knob_sets(args.knobs)   # bad specs end here, before the GPU work
+    scopes = [scoped(spec) for spec in args.knobs]
+    sets = knob_sets([spec for _, spec in scopes])   # bad specs end here, before the GPU work
+    only = [None] + [sched for sched, _ in scopes]   # per knob set: the one schedule it is for, or None
+    names = args.schedules + [spec.partition("=")[0] for spec in args.extra]
+    for sched in only:
+        if sched is not None and sched not in names:
+            raise SystemExit(f"knob set for {sched!r}: no such schedule (the schedules: {', '.join(names)})")
     step = load_step(args.model)
     base = step.base
     edits = {"expert": lambda: expert_edits(base), "tuned": lambda: tuned_edits(base), "default": lambda: ""}
@@ -75,11 +89,11 @@ def main():
         name, _, path = spec.partition("=")
         edits[name] = lambda path=path: schedule_file(base, path)
     builds = []   # every schedule's builds, timed together below
-    for sched in args.schedules + [spec.partition("=")[0] for spec in args.extra]:
+    for sched in names:
         ir = apply_edits(base, edits[sched]())
         plan = ir.plan()
         want = None
-        for knobs in sets:
+        for knobs in (k for k, o in zip(sets, only) if o in (None, sched)):
             mk = Megakernel(plan, impls=ir.impls, **knobs)
             launch = mk.bind(step.params, step.feeds)
             launch()
