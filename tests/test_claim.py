@@ -72,6 +72,17 @@ def test_claim_refuses_what_it_cannot_serve(graphs):
     assert emit_cuda(plan, claim="no such op")[0] == emit_cuda(plan)[0]
 
 
+def test_an_op_whose_output_nothing_in_the_kernel_reads_may_be_claimed(graphs):
+    """lm_head: its output is the graph's, plain words read after the launch, so no reader polls it,
+    and its input is a norm folded into it, whose output is never written (the tile polls the norm's
+    input, LL words). Both were refused before, though neither leaves a reader unserved."""
+    plan = expert_plan(graphs["llama-tiny"])
+    src, tab = emit_cuda(plan, claim="^lm_head$", claim_split=2)
+    assert "#define WS_CLAIMS 1" in src
+    assert f"ws_pool_tiles[] = {{{2 * len(plan.tg.by_op['lm_head'])}}}" in src
+    assert compile_cuda(src, "claim_lm_head.cu", arch="sm_90")
+
+
 def test_the_1b_expert_with_claimed_mlp_ops_keeps_its_ring():
     g = capture(*ZOO["llama-1b"](device="meta"), "llama-1b")
     base = make_ir(g, num_sms=132)

@@ -2459,7 +2459,8 @@ def _claim_pools(plan: Plan, em: "_Emitter", ops: dict, call_start, call_names, 
         ids = plan.tg.by_op[name]
         if em.producer != "warp":
             raise bad("the weight ring's producer warp takes the tiles (producer='warp', weights='smem', no l2_wait)")
-        if em.base[op.outputs[0]] not in ll:
+        out_base = em.base[op.outputs[0]]
+        if out_base not in ll and any(r.tensor == out_base for task in plan.tg.tasks for r in task.reads):
             raise bad("its output is not LL words (hops='ll'), so a reader could not tell a tile is done")
         feeds = [p.name for p in em.epilogues.get(name, ())] or [name]
         if not all(f in em.bulk_ops for f in feeds):
@@ -2481,7 +2482,8 @@ def _claim_pools(plan: Plan, em: "_Emitter", ops: dict, call_start, call_names, 
             raise bad(f"its tiles of {rows} rows do not split into {split} tiles of whole rows (claim_split)")
         reads = [t for t in op.inputs if not any(p.outputs[0] == t for p in em.epilogues.get(name, ()))]
         for f in feeds:
-            norm = em.onchip.get(f)
+            norm = em.onchip.get(f)   # a norm folded into its consumer: its output is never written
+            reads = [t for t in reads if norm is None or em.base[t] != em.base[norm.outputs[0]]]
             reads += list(norm.inputs) if norm is not None else [ops[f].inputs[0]]
         for t in reads:
             if em.base[t] in written and em.base[t] not in ll:
@@ -2648,7 +2650,9 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     (ab_knobs_claim_split.json); the expert with finer planned tiles gained from claims only where
     the finer tiles had cost more than that (ab_knobs_claim.json, the first version, which claimed
     after the buffer wait: 16-row gate/up tiles 1,145 -> 1,125 us, the expert's own 1,068 ->
-    1,096). So it stays off.
+    1,096). lm_head, whose SMs finish its stream 16.5 us apart (task_probe_s23.json), lost too:
+    768-row tiles (every SM has one) cut into 24 / 48 pool tiles measured 1,023.9 / 1,017.8 us
+    against 1,016.2 unclaimed and the expert's 976.7 (ab_knobs_s23_lm_claim.json). So it stays off.
     The producer warp's `l2_ahead`
     measured 1,087 us at 0, 1,433 at 2 and 1,573-1,609 at 4-16 (ab_knobs_l2_ahead_warp.json), as
     thread 0's had: a weight stage sent to L2 ahead of its bulk copy costs more than it saves.
