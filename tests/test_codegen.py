@@ -115,7 +115,7 @@ def test_llama_1b_megakernel_keeps_its_registers(graphs):
         f"fuse layers.{i}.mlp.{p}_proj into layers.{i}.mlp.silu_mul" for i in range(16) for p in ("gate", "up")))
     from megakernel_gym.policies.expert import expert_edits
     expert = apply_edits(base, expert_edits(base))      # split attention and on-chip norms too
-    for ir, knobs in ((base, {}), (fused, {}), (expert, {}), (expert, {"combine": "ll"})):
+    for ir, knobs in ((base, {}), (fused, {}), (expert, {})):
         log = _ptxas_report(emit_cuda(ir.plan(), **knobs)[0])
         assert "Used" in log and "spill" in log, log[-2000:]
         assert " 0 bytes spill stores, 0 bytes spill loads" in log and "bytes spill stores" not in \

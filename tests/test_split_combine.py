@@ -1,7 +1,7 @@
 """Who combines a split attention's parts (emit_cuda combine=): the last part to finish, into the op's
-output ("last"), or each reader while it stages the output as a streamed matmul's input ("reader"),
-or the last part from partials written as LL words, with no fences ("ll"). On the CPU: which outputs
-the readers combine and which they cannot, and the sources compile. On the GPU: all give the same
+output ("last"), or each reader while it stages the output as a streamed matmul's input ("reader").
+On the CPU: which outputs the readers combine and which they cannot, and the sources compile. On
+the GPU: both give the same
 bits, and the graph's numbers, over seeds, split counts and poisoned runs.
 Also when a part prefetches its slice of the KV caches (emit_cuda kv_prefetch=): before its waits
 or at its body's start."""
@@ -96,24 +96,6 @@ def test_a_split_part_prefetches_its_kv_slice_before_its_waits(graphs, name):
         emit_cuda(plan, kv_prefetch="never")
 
 
-def test_combine_ll_writes_the_partials_as_ll_words_and_drops_the_fences(graphs):
-    """combine="ll": each part writes its partials with this launch's epoch beside them (8-byte LL
-    words, so the scratch doubles), counts itself in with no fence before or after, and the last
-    part polls each partial until this launch's is there."""
-    plan = _split(make_ir(graphs["llama-tiny"], num_sms=8), 3).plan()
-    last, _ = emit_cuda(plan)
-    ll, _ = emit_cuda(plan, combine="ll")
-    body = lambda src: src.split("__shared__ unsigned mk_last;")[1].split("\n}\n")[0]   # noqa: E731
-    assert body(last).count("__threadfence();") == 2 and "__ldcg(part_out" in body(last)
-    assert "__threadfence" not in body(ll) and "ll_f32_from(part_out" in body(ll) and "atomicAdd(" in body(ll)
-    assert "#pragma unroll" in body(ll)   # every part's words loaded together, then waited on
-    assert "ll_st(part_out +" in ll and "ll_st(part_out +" not in last
-    name = next(iter(_Emitter(plan).splits))
-    assert (_Emitter(plan, combine="ll").split_scratch_bytes(name) - 4 * _Emitter(plan).arrival_words(name)
-            == 2 * (_Emitter(plan).split_scratch_bytes(name) - 4 * _Emitter(plan).arrival_words(name)))
-    assert compile_cuda(ll, "combine-ll.cu", arch="sm_90")[:4] == b"\x7fELF"
-
-
 # on the GPU
 
 
@@ -128,20 +110,13 @@ def test_kv_slices_prefetched_before_or_after_the_waits_give_the_same_bits_on_gp
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", TINY)
-@pytest.mark.parametrize("combine", ["reader", "ll"])
-def test_reader_ll_and_last_part_combines_agree_bit_for_bit_on_gpu(name, combine):
+def test_reader_and_last_part_combines_agree_bit_for_bit_on_gpu(name):
     for seed in (0, 1, 2):
         g, params, feeds, ref = seeded_step(name, seed)
         for n in (2, 3, 7):
             plan = _split(make_ir(g, num_sms=8), n).plan()
-            assert_builds_agree(plan, params, feeds, ref, {"combine": combine}, {"combine": "last"},
+            assert_builds_agree(plan, params, feeds, ref, {"combine": "reader"}, {"combine": "last"},
                                 runs=3, what=f"{name} seed {seed} n={n}")
-
-
-@pytest.mark.gpu
-def test_the_1b_expert_with_ll_partials_is_the_last_parts_output_on_gpu():
-    for seed in (0, 1, 2):
-        assert_1b_expert_same_bits(seed, combine="ll")
 
 
 @pytest.mark.gpu

@@ -61,7 +61,7 @@ SMEM_BLOCK = 227 * 1024      # dynamic + static shared memory one H100/H200 bloc
 WEIGHT_PATHS = ("smem", "regs")
 # who combines a split attention's parts: the last part to finish (into the op's output), or each
 # reader, while it stages the output as a matmul's input (the output is then never stored)
-COMBINES = ("last", "reader", "ll")
+COMBINES = ("last", "reader")
 # who issues the weight ring's bulk copies: thread 0, between a call's stages and after a task's signal,
 # or a warp of its own beside the WARPS that run task bodies (full and empty barriers per stage)
 PRODUCERS = ("thread", "warp")
@@ -473,10 +473,9 @@ class _Emitter:
 
     def split_scratch_bytes(self, name: str) -> int:
         """Arrival counts, then float partials: per (sequence, q head, part) the unnormalized output
-        row, its max and its sum (8-byte LL words with combine="ll", 4-byte floats otherwise)."""
+        row, its max and its sum, as floats."""
         b, hq, d = self.g.tensors[self.g.op(name).outputs[0]].shape
-        word = 8 if self.combine == "ll" else 4
-        return 4 * self.arrival_words(name) + word * b * hq * self.splits[name] * self.part_stride(d)
+        return 4 * self.arrival_words(name) + 4 * b * hq * self.splits[name] * self.part_stride(d)
 
     def ptr(self, tensor: str, how: str = "raw") -> str:
         """The tensor's memory inside an op function: its k-th slot argument, so that ops alike in
@@ -1635,18 +1634,15 @@ class _Emitter:
     def _split_partials(self, op: Op, b: int, hq: int, d: int, split: int) -> str:
         """A split part's result: per head, the unnormalized output row, its max and its sum, to the
         op's scratch (slot (sequence, head, part))."""
-        ll = self.combine == "ll"   # each value with this launch's epoch beside it: its reader polls it
-        sp = self.scratch_ptr(op.name, "unsigned" if ll else "float")
+        sp = self.scratch_ptr(op.name, "float")
         at = f"(((long long)bb * {hq} + h0 + g) * {split} + part) * {self.part_stride(d)} + c"
         value = f"c < {d} ? oacc[g * {d} + c] : c == {d} ? mrun[g] : lrun[g]"
         return (f"      {{\n"
-                + (f"        unsigned long long* part_out = (unsigned long long*)({sp} + {self.arrival_words(op.name)});\n"
-                   if ll else f"        float* part_out = {sp} + {self.arrival_words(op.name)};\n") +
+                f"        float* part_out = {sp} + {self.arrival_words(op.name)};\n"
                 f"        for (int e = threadIdx.x; e < ng * {d + 2}; e += MK_NT) {{\n"
                 f"          const int g = e / {d + 2}, c = e % {d + 2};\n"
-                + (f"          ll_st(part_out + {at}, {value});\n" if ll else
-                   f"          part_out[{at}] =\n"
-                   f"              {value};\n") +
+                f"          part_out[{at}] =\n"
+                f"              {value};\n"
                 f"        }}\n"
                 f"      }}\n")
 
@@ -1654,62 +1650,33 @@ class _Emitter:
         """After its partials are out, a part counts itself in (fence, then an atomic add on its head
         tile's arrival count); the part that makes the count a multiple of the number of parts is the
         last of this run, and combines every part's partials into the output. The counts only grow
-        (one round of parts per run), so nothing resets them between runs. With combine="ll" the
-        partials are LL words: no fence before the count or after it, since the last part polls each
-        partial until this launch's is there (bit-identical: the same values, summed in the same
-        order)."""
-        ll = self.combine == "ll"
+        (one round of parts per run), so nothing resets them between runs."""
         size = self.plan.tg.tiling[op.name][2]
         arrive = self.scratch_ptr(op.name, "unsigned")
-        sp = self.scratch_ptr(op.name, "unsigned" if ll else "float")
+        sp = self.scratch_ptr(op.name, "float")
         slot = f"(((long long)bb * {hq} + h) * {split} + p) * {self.part_stride(d)}"
-        fence = "" if ll else "    __threadfence();\n"
-        if ll:   # every part's max, sum and value loaded at once, then each waited on (one round trip)
-            word = lambda at: f"part_out + {slot} + {at}"   # noqa: E731
-            combine = (f"      unsigned long long mw[{split}], lw[{split}], ow[{split}];\n"
-                       f"#pragma unroll\n"
-                       f"      for (int p = 0; p < {split}; ++p) {{\n"
-                       f"        mw[p] = ll_ld1({word(d)}); lw[p] = ll_ld1({word(d + 1)}); ow[p] = ll_ld1({word('c')});\n"
-                       f"      }}\n"
-                       f"      float mx = -INFINITY, ms[{split}], ls[{split}], os[{split}];\n"
-                       f"#pragma unroll\n"
-                       f"      for (int p = 0; p < {split}; ++p) {{\n"
-                       f"        ms[p] = ll_f32_from({word(d)}, mw[p]); ls[p] = ll_f32_from({word(d + 1)}, lw[p]);\n"
-                       f"        os[p] = ll_f32_from({word('c')}, ow[p]);\n"
-                       f"        mx = fmaxf(mx, ms[p]);\n"
-                       f"      }}\n"
-                       f"      float lsum = 0.f, o = 0.f;\n"
-                       f"#pragma unroll\n"
-                       f"      for (int p = 0; p < {split}; ++p) {{\n"
-                       f"        const float w = ms[p] == -INFINITY ? 0.f : __expf(ms[p] - mx);\n"
-                       f"        lsum += w * ls[p];\n"
-                       f"        o += w * os[p];\n"
-                       f"      }}\n")
-        else:
-            combine = (f"      float mx = -INFINITY;\n"
-                       f"      for (int p = 0; p < {split}; ++p) mx = fmaxf(mx, __ldcg(part_out + {slot} + {d}));\n"
-                       f"      float lsum = 0.f, o = 0.f;\n"
-                       f"      for (int p = 0; p < {split}; ++p) {{\n"
-                       f"        const float mp = __ldcg(part_out + {slot} + {d});\n"
-                       f"        const float w = mp == -INFINITY ? 0.f : __expf(mp - mx);\n"
-                       f"        lsum += w * __ldcg(part_out + {slot} + {d + 1});\n"
-                       f"        o += w * __ldcg(part_out + {slot} + c);\n"
-                       f"      }}\n")
         return (f"  __shared__ unsigned mk_last;\n"
                 f"  MK_SYNC();\n"
                 f"  if (threadIdx.x == 0) {{\n"
-                + fence +
+                f"    __threadfence();\n"
                 f"    const unsigned seen = atomicAdd({arrive} + lo / {size}, 1u);\n"
                 f"    mk_last = (seen + 1u) % {split}u == 0u;\n"
-                + fence +
+                f"    __threadfence();\n"
                 f"  }}\n"
                 f"  MK_SYNC();\n"
                 f"  if (mk_last) {{\n"
-                + (f"    const unsigned long long* part_out = (const unsigned long long*)({sp} + {self.arrival_words(op.name)});\n"
-                   if ll else f"    const float* part_out = {sp} + {self.arrival_words(op.name)};\n") +
+                f"    const float* part_out = {sp} + {self.arrival_words(op.name)};\n"
                 f"    for (int e = threadIdx.x; e < {b} * (hi - lo) * {d}; e += MK_NT) {{\n"
                 f"      const int bb = e / ((hi - lo) * {d}), h = lo + e / {d} % (hi - lo), c = e % {d};\n"
-                + combine +
+                f"      float mx = -INFINITY;\n"
+                f"      for (int p = 0; p < {split}; ++p) mx = fmaxf(mx, __ldcg(part_out + {slot} + {d}));\n"
+                f"      float lsum = 0.f, o = 0.f;\n"
+                f"      for (int p = 0; p < {split}; ++p) {{\n"
+                f"        const float mp = __ldcg(part_out + {slot} + {d});\n"
+                f"        const float w = mp == -INFINITY ? 0.f : __expf(mp - mx);\n"
+                f"        lsum += w * __ldcg(part_out + {slot} + {d + 1});\n"
+                f"        o += w * __ldcg(part_out + {slot} + c);\n"
+                f"      }}\n"
                 f"      {self.store(op.outputs[0], f'((long long)bb * {hq} + h) * {d} + c', 'o / lsum')}\n"
                 f"    }}\n"
                 f"  }}\n")
@@ -2599,12 +2566,9 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     output; "reader", every task that stages the output as a streamed matmul's input, from the
     parts' partials, where every reader is one (_Emitter.reader_combined). Bit-identical; on the 1B
     expert on an H100 the two measured the same (attention ends ~0.9 us sooner a layer, o_proj's
-    tasks take ~1.5 us longer to stage their input), so "last" stays the default. "ll": the last
-    part, from partials written as LL words (8 bytes each, this launch's epoch beside the value),
-    so no part fences before counting itself in and the last one polls the partials instead of
-    fencing after it (_split_combine; the same bits by construction; not yet timed on a GPU: the
-    fence before the count waits for the partials' stores, one round trip on the chain from the
-    attention's last part to o_proj). `producer`: who
+    tasks take ~1.5 us longer to stage their input), so "last" stays the default. A third, the
+    last part from partials written as LL words with no fences, measured 981.4 against 977.7 us
+    (bench/results/ab_knobs_s22.json) and was dropped (session 23). `producer`: who
     issues the weight ring's copies (PRODUCERS): "thread", thread 0 between a call's stages (the
     block syncs at every stage), or "warp", a warp of its own (the block gets THREADS + 32 threads)
     that refills each stage as soon as every compute warp has released it, and sends the
