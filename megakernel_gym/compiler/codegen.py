@@ -2171,7 +2171,7 @@ __device__ void ws_produce() {
       if ((unsigned)f >= ws_open) {
         const int own_ahead = WS_INFLIGHT_OPS ? (ws.seg[f].rows >> 21) & 7 : 0;
         const int ahead = own_ahead ? own_ahead : WS_AHEAD_CAP;
-        if (ahead && cap > ahead) cap = ahead;
+        if (ahead) cap = ahead;   // below its cap once running (fewer copies in the chain's way) or above it
       }
 #endif
       for (int k = cap; k < WS_STAGES; ++k)
@@ -2649,7 +2649,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     same per matmul with the IR's `inflight` edit (Knobs.inflight), which the expert now uses, and
     a pattern here comes first where both name a call. `inflight_ahead` (0: off, else 1 to 16): the
     most stages in flight for a ring call whose task's input is not yet on chip (the ring filling
-    for a task still waiting for its inputs, or one further on), below the call's own cap; once the
+    for a task still waiting for its inputs, or one further on), instead of the call's own cap; once the
     task's input is on chip its stages go at their own cap: each task's calls word carries its ring
     segments in its high half, which the control warp adds to ws_open once the task's counters are
     full and a matmul has staged its input vector (MK_OPEN; with LL words a task polls its input
@@ -2664,7 +2664,11 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     bench/results/ab_knobs_s23_ahead.json): 987.7 against 976.5, and the `ahead` edit lost too (gate/up
     at 1: 981.5; every matmul at 1: 987.1); without the expert's `inflight` edits it wins back what
     they give (1,007.0 -> 980.8), no more. The waiting rings' prefetch is worth more than the faster
-    polls, so it stays off. The IR's `ahead OP n=N` edit
+    polls, so it stays off. Above the call's cap it lost as well: q/k/v at 2 / 3 in flight while
+    they wait (1 once running) measured 985.6 / 994.3 us against 976.9, and 991.1 / 1,008.4 with
+    down's held stages released (hold_ops 'mlp\.add$:0'; ab_knobs_s23_qkv_ahead.json): the copies
+    added during down's tail delay the polls from down to q/k/v more than the earlier weights
+    save. The IR's `ahead OP n=N` edit
     (Knobs.ahead, 1-7) gives a matmul's calls a cap of their own for that, in bits 21-23 of their
     rows word, which comes first. `x_bf16` (X_BF16): a decode bf16 ring
     matmul keeps its input vector in shared memory as bf16 and reads it with each weight vector
