@@ -180,12 +180,14 @@ class Launch:
         return out
 
 
-def time_us(fn, iters: int = 50, prepare=None) -> dict:
+def time_us(fn, iters: int = 50, prepare=None, flush: str = "write") -> dict:
     """fn's GPU time in us, measured the judge's way (rewards/timing.time_gpu: L2 flushed, launch
     latency hidden, at least `iters` calls): median and spread. prepare(k), if given, runs before
-    call k outside the timed region (to change the inputs from call to call)."""
+    call k outside the timed region (to change the inputs from call to call); `flush`: how L2 is
+    emptied before each call (rewards.timing.FLUSH_MODES)."""
     from megakernel_gym.rewards.timing import time_gpu
-    t = time_gpu(torch, lambda _: fn(), prepare or (lambda k: None), min_iters=iters, max_iters=max(iters, 300))
+    t = time_gpu(torch, lambda _: fn(), prepare or (lambda k: None), min_iters=iters, max_iters=max(iters, 300),
+                 flush=flush)
     return {"median_us": t["median_ms"] * 1e3, "p10_us": t["p10_ms"] * 1e3, "p90_us": t["p90_ms"] * 1e3,
             "n": t["samples"]}
 
