@@ -2666,7 +2666,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     they give (1,007.0 -> 980.8), no more. The waiting rings' prefetch is worth more than the faster
     polls, so it stays off. Above the call's cap it lost as well: q/k/v at 2 / 3 in flight while
     they wait (1 once running) measured 985.6 / 994.3 us against 976.9, and 991.1 / 1,008.4 with
-    down's held stages released (hold_ops 'mlp\.add$:0'; ab_knobs_s23_qkv_ahead.json): the copies
+    down's held stages released (hold_ops on mlp.add at 0; ab_knobs_s23_qkv_ahead.json): the copies
     added during down's tail delay the polls from down to q/k/v more than the earlier weights
     save. The IR's `ahead OP n=N` edit
     (Knobs.ahead, 1-7) gives a matmul's calls a cap of their own for that, in bits 21-23 of their
