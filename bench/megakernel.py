@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-from functools import partial
 import sys
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
