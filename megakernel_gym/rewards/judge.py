@@ -72,7 +72,7 @@ class Judge:
                  timeout_s: float | None = None, device_index: int = 0, use_cache: bool = True,
                  drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
                  static_checks: bool = True, gpu_lock: threading.Lock | None = None, slot: int = 0,
-                 fast_inline: bool = True, compile_timeout_s: float = 600.0):
+                 fast_inline: bool = True, compile_timeout_s: float = 600.0, python_guard: bool = True):
         self.backend = resolve_backend(backend)
         self.store = as_store(store)
         self.timeout_s = timeout_s or (180.0 if self.backend == "cpu" else 90.0)
@@ -81,6 +81,9 @@ class Judge:
         self.recycle = recycle
         self.timing = {**DEFAULT_TIMING, **(timing or {})}
         self.static_checks = static_checks  # False only in tests of the sandbox itself
+        # the run-time guard on the candidate's Python (rewards/guard.py); False only in tests of the
+        # layers below it (the operating system's walls must hold with the guard gone)
+        self.python_guard = python_guard
         # load_inline candidates: the fast path (rewards/inline.py), or torch's own build when False
         self.fast_inline = fast_inline
         # a load_inline source the fast path cannot take is built by torch (nvcc + g++, about a minute, more
@@ -225,7 +228,7 @@ class Judge:
         self.cand.clear_channel()
         msg = {"cmd": "candidate", "problem_source": problem.source, "problem_name": problem.name,
                "candidate_source": cand.source, "candidate_sha256": cand.sha256, "candidate_class": cls, "specs": specs,
-               "channel": self.cand.channel, "fast_inline": self.fast_inline}
+               "channel": self.cand.channel, "fast_inline": self.fast_inline, "python_guard": self.python_guard}
         header = self._call_candidate(problem, cand, msg)
         if isinstance(header, EvalResult):
             return header
