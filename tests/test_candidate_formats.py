@@ -263,7 +263,7 @@ def test_forward_reaching_the_boilerplate_is_rejected(cpu_judge, relu_problem, s
 @pytest.fixture(scope="module")
 def dynamic_only_judge(tmp_path_factory):
     j = Judge(backend="cpu", store=tmp_path_factory.mktemp("dyn") / "r.sqlite", timeout_s=120, use_cache=False,
-              static_checks=False)
+              static_checks=False, python_guard=False)
     yield j
     j.close()
 

@@ -10,7 +10,8 @@ own example kernels import torch.nn.functional as F and never use it). Code the 
 the `get_inputs`/`get_init_inputs` and the `class Model` that LLM answers repeat from the problem,
 may compute with torch (see `_unjudged_bodies`); every other rule still holds there.
 Rule names: forbidden_import, torch_compute, try_except, monkeypatch, timing, concurrency,
-seed_access, introspection, forbidden_library, problem_forbidden.
+seed_access, introspection, forbidden_library, problem_forbidden, and guard (what the run-time guard's
+compile refuses, rewards/guard.py, checked here too so that it is refused before a worker starts).
 """
 from __future__ import annotations
 
@@ -52,6 +53,9 @@ TORCH_ALLOWED_CALLS = {
     "nn.Parameter", "nn.Module", "nn.ModuleList", "nn.ModuleDict", "nn.ParameterList", "nn.Buffer",
     "utils.cpp_extension.load_inline",
 }
+# drawn in a class's __init__ the way a problem's own Model draws parameters (nn.Parameter(torch.randn(shape)));
+# the weights are replaced by Model's before any check, and in forward these are refused
+TORCH_INIT_CALLS = {"randn", "rand", "randint", "randn_like", "rand_like", "randint_like", "normal", "randperm"}
 # nn layers may be built (to keep Model's state_dict keys) but not called in forward; calling
 # one is an aten op that the dynamic check sees. So constructors under torch.nn are allowed.
 _TORCH_ALLOWED_PREFIXES = ("nn.init.",)
@@ -161,6 +165,8 @@ class _Checker(ast.NodeVisitor):
         self.unjudged: set[int] = set()       # ids of function nodes whose bodies the judge never runs
         self._in_jit = 0
         self._in_unjudged = 0
+        self._in_init = 0                     # inside a class's __init__ (torch RNG allowed there)
+        self._class_depth = 0
 
     @property
     def _compute_ok(self) -> bool:
@@ -280,6 +286,8 @@ class _Checker(ast.NodeVisitor):
                 sub = full[len("torch."):]
                 if sub in TORCH_ALLOWED_CALLS or sub.startswith(_TORCH_ALLOWED_PREFIXES):
                     pass
+                elif sub in TORCH_INIT_CALLS and self._in_init:
+                    pass
                 elif sub.startswith("nn.") and sub.split(".")[-1][:1].isupper():
                     pass  # building a layer (keeps Model's state_dict keys); calling it is dynamic-checked
                 elif sub.startswith(("float", "bfloat", "int", "uint", "bool", "half", "double")):
@@ -365,10 +373,20 @@ class _Checker(ast.NodeVisitor):
         self.visit(node.args)
         unjudged = id(node) in self.unjudged
         self._in_unjudged += unjudged
+        init = node.name == "__init__" and self._class_depth > 0
+        self._in_init += init
+        depth, self._class_depth = self._class_depth, 0   # a def inside __init__ is not __init__
         for stmt in node.body:
             self.visit(stmt)
+        self._class_depth = depth
+        self._in_init -= init
         self._in_unjudged -= unjudged
         self._in_jit -= jit
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._class_depth += 1
+        self.generic_visit(node)
+        self._class_depth -= 1
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -452,7 +470,23 @@ def check_candidate(source: str, extra_forbidden: Iterable[str] = ()) -> list[Fl
     checker.bind_imports(tree)
     checker.unjudged = _unjudged_bodies(tree, checker)
     checker.visit(tree)
-    return checker.flags
+    return checker.flags + guard_policy_flags(source)
+
+
+def guard_policy_flags(source: str) -> list[Flag]:
+    """What the run-time guard's compile (rewards/guard.py: RestrictedPython's syntax allowlist, our
+    naming rules, the @triton.jit body rules) would refuse, found here before any worker starts."""
+    from megakernel_gym.rewards.guard import compile_candidate
+    try:
+        compile_candidate(source, "<candidate>")
+    except SyntaxError as e:
+        errors = e.msg if isinstance(e.msg, tuple) else (e.args[0] if isinstance(e.args[0], tuple) else (str(e),))
+        flags = []
+        for text in errors[:10]:
+            m = re.match(r"Line (\d+): (.*)", str(text), re.S)
+            flags.append(Flag("guard", m.group(2) if m else str(text), int(m.group(1)) if m else None))
+        return flags
+    return []
 
 
 CANDIDATE_CLASSES = ("ModelNew", "Model")

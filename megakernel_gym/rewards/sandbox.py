@@ -688,7 +688,18 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         # `Model` here is the candidate's class, never the problem's
         from megakernel_gym.rewards.anticheat import CANDIDATE_CLASSES, NO_CANDIDATE_CLASS, candidate_class
         name = msg.get("candidate_class") or candidate_class(msg["candidate_source"])
-        cand = _load_module(msg["candidate_source"], f"mkgym_candidate_{key}", workdir, f"candidate_{key}.py")
+        guard = _candidate_guard(torch, msg)
+        if guard is None:
+            cand = _load_module(msg["candidate_source"], f"mkgym_candidate_{key}", workdir, f"candidate_{key}.py")
+        else:
+            from megakernel_gym.rewards.guard import load_candidate
+            try:
+                cand = load_candidate(msg["candidate_source"], f"mkgym_candidate_{key}",
+                                      os.path.join(workdir, f"candidate_{key}.py"), guard)
+            except SyntaxError as e:   # the policy's refusals at compile time (parsing passed in the judge)
+                return {"ok": True, "status": "rejected", "category": "guard", "reason": f"guard: {e}",
+                        "flags": [{"rule": "guard", "detail": str(e)[:2000]}]}
+            guard.phase = "idle"
         cls = vars(cand).get(name) if name in CANDIDATE_CLASSES else None
         if not isinstance(cls, type):
             return {"ok": True, "status": "compile_error", "category": "no_modelnew", "reason": NO_CANDIDATE_CLASS}
@@ -702,7 +713,8 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             pair = models.get(spec["init_seed"])
             if pair is None:
                 ref = env.model(mod.Model, mod, spec["init_seed"])
-                new = env.model(cls, mod, spec["init_seed"])
+                with _guard_phase(guard, "init"):
+                    new = env.model(cls, mod, spec["init_seed"])
                 rk, nk = set(ref.state_dict()), set(new.state_dict())
                 if rk != nk:
                     return {"ok": True, "status": "incorrect", "category": "state_dict",
@@ -719,7 +731,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             xs = env.inputs(mod, spec)
             pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
             inspector = Inspector(torch, counter)
-            with torch.no_grad(), inspector.mode:
+            with torch.no_grad(), inspector.mode, _guard_phase(guard, "forward"):
                 out = model(*xs)
             if env.backend == "gpu":
                 torch.cuda.synchronize()
@@ -756,6 +768,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         if launched == 0 and not flags:
             flags.append({"rule": "no_candidate_kernel", "detail": "forward launched none of the candidate's "
                           "own kernels (Triton, load_cuda or load_inline)"})
+        flags += _guard_flags(guard)
         tampered = _tampered(torch, snap)
         if tampered or not counter.intact():
             flags.append({"rule": "monkeypatch", "detail": "the candidate replaced judge-visible functions: "
@@ -782,6 +795,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         status, category = _categorize_exception(e)
         if isinstance(e, SystemExit):
             status, category = "runtime_error", "exit"
+        flags += _guard_flags(_GUARD.get("guard"))
         log = getattr(e, "log", None)
         return {"ok": True, "status": status, "category": category, "phase": phase, "flags": flags,
                 "reason": f"{type(e).__name__} during {phase}: {str(e)[:2000]}",
@@ -789,6 +803,46 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
 
 
 _PENDING: dict[str, Any] = {}
+_GUARD: dict[str, Any] = {}
+
+
+def _candidate_guard(torch, msg: dict):
+    """This worker's run-time guard (rewards/guard.py), reset for a new candidate; None when the judge
+    turned it off (tests of the layers below it)."""
+    if not msg.get("python_guard", True):
+        _GUARD.clear()
+        return None
+    from megakernel_gym.rewards.guard import Guard
+    guard = _GUARD.get("guard")
+    if guard is None:
+        guard = _GUARD["guard"] = Guard(torch)
+        guard.install_layer_check()
+    guard.reset()
+    return guard
+
+
+class _guard_phase:
+    """What the candidate's code is doing now, for the rules that depend on it (torch.randn in
+    __init__, not in forward; torch's layers built in __init__, never called in forward)."""
+
+    def __init__(self, guard, phase: str):
+        self.guard, self.phase = guard, phase
+
+    def __enter__(self):
+        if self.guard is not None:
+            self.guard.phase = self.phase
+
+    def __exit__(self, *exc):
+        if self.guard is not None:
+            self.guard.phase = "idle"
+
+
+def _guard_flags(guard) -> list[dict]:
+    """Every refusal of the guard is a rejection, whether or not the candidate caught the exception."""
+    if guard is None or not guard.refusals:
+        return []
+    seen = list(dict.fromkeys(guard.refusals))
+    return [{"rule": "guard", "detail": "; ".join(seen[:5])[:2000]}]
 
 
 def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap: dict) -> dict:
@@ -808,7 +862,9 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
     header: dict[str, Any] = {"ok": True, "status": "ran", "flags": flags, "phases": phases}
     try:
         base_sets = [env.inputs(mod, sp) for sp in _PENDING["specs"]]
-        kernels, streams = _profile_kernels(torch, lambda: model(*base_sets[0]))
+        guard = _GUARD.get("guard")
+        with _guard_phase(guard, "forward"):
+            kernels, streams = _profile_kernels(torch, lambda: model(*base_sets[0]))
         phases["profile"] = round(_time.perf_counter() - t0, 4)
         header["kernels"] = sorted(kernels)[:50]
         own = set(counter.kernel_names)
@@ -826,7 +882,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         n = len(base_sets)
         prepare = lambda k: env.perturbed(base_sets[k % n], scales[k % len(scales)])  # noqa: E731
         t1 = _time.perf_counter()
-        with torch.no_grad():
+        with torch.no_grad(), _guard_phase(guard, "forward"):
             stats = time_gpu(torch, lambda xs: model(*xs), prepare, keep_outputs=msg.get("recheck", 3),
                              **msg["timing"])
         phases["timing"] = round(_time.perf_counter() - t1, 4)
@@ -837,6 +893,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         header["recheck_outputs"] = [write_outputs(torch, as_outputs(torch, o), channel, f"r{i}")
                                      for i, (_, o) in enumerate(kept)]
         phases["to_channel"] = round(_time.perf_counter() - t2, 4)
+        flags += _guard_flags(guard)
         tampered = _tampered(torch, snap)
         if tampered:
             flags.append({"rule": "monkeypatch", "detail": "judge-visible functions replaced during timing: "
@@ -846,6 +903,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         if isinstance(e, KeyboardInterrupt):
             raise
         status, category = _categorize_exception(e)
+        flags += _guard_flags(_GUARD.get("guard"))
         return {"ok": True, "status": status, "category": category, "phase": "timing", "flags": flags,
                 "reason": f"{type(e).__name__} during timing: {str(e)[:2000]}", "traceback": _tb()}
 

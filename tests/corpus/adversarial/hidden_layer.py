@@ -1,4 +1,4 @@
-# expect: rejected torch_compute
+# expect: rejected guard
 # problem: softmax
 # an nn.Softmax layer built in __init__ and called in forward (constructing is allowed, running is not)
 import torch

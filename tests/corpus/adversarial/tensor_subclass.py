@@ -1,4 +1,4 @@
-# expect: rejected output_type
+# expect: rejected guard
 # problem: softmax
 # a tensor subclass that could defer or fake its values
 import torch

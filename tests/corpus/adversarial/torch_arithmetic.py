@@ -1,4 +1,4 @@
-# expect: rejected torch_compute
+# expect: rejected guard
 # problem: softmax
 # a kernel runs, but the math is torch arithmetic on tensors (seen only dynamically)
 import torch

@@ -1,0 +1,793 @@
+"""The run-time guard on a candidate's Python: deny by default.
+
+The candidate's module is compiled with RestrictedPython (a maintained library built for running
+untrusted Python; its transformer rewrites every attribute read, item read, attribute or item
+write, iteration and sequence unpacking into calls of hooks the host provides), with a policy of
+ours on top:
+
+- syntax: RestrictedPython's allowlist of node types, less `global`, plus no dunder names
+  or attributes (`__init__` and `__call__` may be defined, `super().__init__` called) and no names
+  of the hooks' form (`_x_`), so nothing can rebind a hook;
+- operators, truth tests and f-strings on tensors go through hooks too: arithmetic, comparison or
+  printing of a tensor in Python is torch compute (or a read of its values on the host);
+- imports: an allowlist of modules (and of the names `from M import ...` may take);
+- attributes: an allowlist per module and per kind of object (tensors, modules, dtypes...); any
+  other object's attributes are refused, with the type and the name in the message;
+- builtins: a small set (no getattr/setattr/vars/globals/eval/exec/compile/open/type/__import__),
+  with float/int/bool/str/sum/max... refusing tensors (they read a tensor's values on the host);
+- classes: bases are nn.Module, torch.autograd.Function, `object` or the candidate's own classes
+  (a Tensor subclass would reach the dispatcher).
+
+Why not the syntax tree alone: a name check sees `torch.softmax` but not `T = torch; T.softmax`,
+`from torch import sys`, or an attribute reached through a parameter. Here every access asks at
+the moment it happens, on the object it happens to. The hooks live in this module's closures,
+which the candidate's code cannot name. Every refusal is recorded in `Guard.refusals` before the
+exception is raised, so a candidate that catches the exception is still rejected.
+
+`@triton.jit` bodies are not run by this code: Triton compiles (or, on the cpu backend, re-executes)
+their original source; their rules are the static ones in anticheat.py (`jit_body` checks).
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+from RestrictedPython import compile_restricted
+from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
+from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer, copy_locations
+
+
+class GuardError(Exception):
+    """A candidate did something outside the allowlist. The message names it and what is allowed."""
+
+
+# ---------------------------------------------------------------------------------------------
+# compile time: RestrictedPython's transformer with our names and the extra hooks
+
+# dunder names a candidate may define (methods) or read (`super().__init__`, `__name__` in a main guard)
+DEFINABLE_DUNDERS = {"__init__", "__call__"}
+READABLE_DUNDERS = {"__init__", "__name__"}
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) >= 4 and name.startswith("__") and name.endswith("__") or name == "__"
+
+
+def _is_hook_name(name: str) -> bool:
+    return len(name) >= 2 and name.startswith("_") and name.endswith("_") and name != "_"
+
+
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+        ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitXor: "^",
+        ast.BitAnd: "&", ast.MatMult: "@"}
+_UNARY = {ast.USub: "-", ast.UAdd: "+", ast.Invert: "~", ast.Not: "not"}
+BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+          "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "<<": operator.lshift,
+          ">>": operator.rshift, "|": operator.or_, "^": operator.xor, "&": operator.and_,
+          "@": operator.matmul}
+INPLACE = {k + "=": v for k, v in BINARY.items()}
+UNARY = {"-": operator.neg, "+": operator.pos, "~": operator.invert, "not": operator.not_}
+
+
+def _hook(name: str, *args: ast.expr, like: ast.AST) -> ast.Call:
+    call = ast.Call(func=ast.Name(name, ast.Load()), args=list(args), keywords=[])
+    copy_locations(call, like)
+    ast.fix_missing_locations(call)
+    return call
+
+
+class CandidatePolicy(RestrictingNodeTransformer):
+    """RestrictedPython's syntax allowlist with the candidate's naming rules and tensor hooks."""
+
+    def check_name(self, node, name, allow_magic_methods=False):
+        if name is None:
+            return
+        if _is_dunder(name):
+            if not (allow_magic_methods and name in DEFINABLE_DUNDERS or name == "__name__"):
+                self.error(node, f'"{name}" is not allowed: dunder names reach the interpreter\'s internals '
+                                 f'(a candidate may define {", ".join(sorted(DEFINABLE_DUNDERS))})')
+        elif _is_hook_name(name):
+            self.error(node, f'"{name}" is not allowed: names that start and end with "_" are the judge\'s')
+        elif name.endswith("__roles__") or name in ("printed",):
+            self.error(node, f'"{name}" is a reserved name')
+
+    def visit_Attribute(self, node: ast.Attribute):
+        if _is_dunder(node.attr) and node.attr not in READABLE_DUNDERS:
+            self.error(node, f'"{node.attr}" is not allowed: dunder attributes reach the interpreter\'s '
+                             "internals")
+        if node.attr in INSPECT_ATTRIBUTES:
+            self.error(node, f'"{node.attr}" is not allowed: frames, code and tracebacks reach every name')
+        if isinstance(node.ctx, ast.Load):
+            node = self.node_contents_visit(node)
+            return _hook("_getattr_", node.value, ast.Constant(node.attr), like=node)
+        node = self.node_contents_visit(node)
+        node.value = _hook("_write_", node.value, like=node.value)
+        return node
+
+    def visit_Global(self, node):
+        self.error(node, "global statements are not allowed: state kept across calls")
+
+    def visit_BinOp(self, node: ast.BinOp):
+        node = self.node_contents_visit(node)
+        return _hook("_binop_", ast.Constant(_OPS[type(node.op)]), node.left, node.right, like=node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp):
+        node = self.node_contents_visit(node)
+        return _hook("_unop_", ast.Constant(_UNARY[type(node.op)]), node.operand, like=node)
+
+    def visit_Compare(self, node: ast.Compare):
+        node = self.node_contents_visit(node)
+        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            return node
+        node.left = _hook("_value_", node.left, like=node.left)
+        node.comparators = [_hook("_value_", c, like=c) for c in node.comparators]
+        return node
+
+    def _truth(self, node):
+        node = self.node_contents_visit(node)
+        node.test = _hook("_value_", node.test, like=node.test)
+        return node
+
+    visit_If = visit_While = visit_IfExp = visit_Assert = _truth
+
+    def visit_BoolOp(self, node: ast.BoolOp):
+        node = self.node_contents_visit(node)
+        node.values = [_hook("_value_", v, like=v) for v in node.values]
+        return node
+
+    def visit_FormattedValue(self, node: ast.FormattedValue):
+        node = self.node_contents_visit(node)
+        node.value = _hook("_value_", node.value, like=node.value)
+        return node
+
+
+def compile_candidate(source: str, filename: str) -> types.CodeType:
+    """The candidate's module, compiled under the policy, its @triton.jit bodies checked (jit_body_problems).
+    Raises SyntaxError naming every refusal."""
+    problems = jit_body_problems(ast.parse(source, filename))
+    if problems:
+        raise SyntaxError(tuple(f"Line {line}: {msg}" for line, msg in problems))
+    import warnings
+    with warnings.catch_warnings():   # RestrictedPython's notes on print (we send prints to the log)
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return compile_restricted(source, filename, "exec", policy=CandidatePolicy)
+
+
+# ---------------------------------------------------------------------------------------------
+# @triton.jit bodies: the rules a GPU compile imposes, checked on the source (on the cpu backend the
+# Triton interpreter runs the body as plain Python, re-compiled from the file, past every hook above)
+
+JIT_BUILTINS = {"range", "len", "min", "max", "float", "int", "isinstance", "print", "list", "True", "False",
+                "None"}
+JIT_MODULES = ("triton.language", "triton", "math")
+# a jit value's attributes: triton.language's tensor and dtype API, nothing that reaches the interpreter's
+# objects under it (handle, to_ir...)
+_JIT_VALUE_EXTRA = {"dtype", "shape", "type", "numel", "element_ty", "primitive_bitwidth", "int_bitwidth",
+                    "fp_mantissa_width", "exponent_bias", "name", "value", "itemsize", "scalar"}
+_JIT_VALUE_DENIED = {"handle", "to_ir", "codegen_name", "mangle", "cache_key_part", "from_ir"}
+_JIT_NODES = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.If, ast.IfExp, ast.For,
+              ast.While, ast.Break, ast.Continue, ast.Pass, ast.Assert, ast.BinOp, ast.BoolOp, ast.UnaryOp,
+              ast.Compare, ast.Call, ast.keyword, ast.Attribute, ast.Subscript, ast.Slice, ast.Name,
+              ast.Constant, ast.Tuple, ast.List, ast.NamedExpr, ast.expr_context, ast.operator, ast.boolop,
+              ast.unaryop, ast.cmpop, ast.arguments, ast.arg, ast.Starred)
+
+
+def _jit_value_attrs() -> set[str]:
+    try:
+        import triton.language.core as core
+    except ImportError:   # the judge without Triton: the extra names alone
+        return set(_JIT_VALUE_EXTRA)
+    names = set(_JIT_VALUE_EXTRA)
+    for cls in (core.tensor, core.dtype, core.pointer_type, core.block_type, core.constexpr):
+        names |= {n for n in dir(cls) if not n.startswith("_")}
+    return names - _JIT_VALUE_DENIED
+
+
+def _module_bindings(tree: ast.Module) -> dict[str, list[ast.AST]]:
+    """Every statement at module level (outside functions and classes) that binds each name."""
+    out: dict[str, list[ast.AST]] = {}
+
+    def bind(name, node):
+        out.setdefault(name, []).append(node)
+
+    def walk(stmts):
+        for st in stmts:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bind(st.name, st)
+                continue
+            if isinstance(st, (ast.Import, ast.ImportFrom)):
+                for a in st.names:
+                    bind(a.asname or a.name.split(".")[0], st)
+                continue
+            for node in ast.walk(st):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                    bind(node.id, st)
+            for field_name in ("body", "orelse", "finalbody"):
+                pass   # ast.walk above already saw nested blocks' targets
+    walk(tree.body)
+    return out
+
+
+def _constant_expr(node: ast.AST, consts: set[str], tl_aliases: set[str]) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float, bool, str, type(None)))
+    if isinstance(node, ast.UnaryOp):
+        return _constant_expr(node.operand, consts, tl_aliases)
+    if isinstance(node, ast.BinOp):
+        return _constant_expr(node.left, consts, tl_aliases) and _constant_expr(node.right, consts, tl_aliases)
+    if isinstance(node, ast.Name):
+        return node.id in consts
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in tl_aliases:
+        return True   # tl.float32 and the like
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "constexpr" \
+            and isinstance(node.func.value, ast.Name) and node.func.value.id in tl_aliases:
+        return all(_constant_expr(a, consts, tl_aliases) for a in node.args) and not node.keywords
+    return False
+
+
+def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, message) for everything in a @triton.jit function's body that a GPU compile would not
+    take or that would reach past it under the interpreter: names other than its arguments and locals,
+    triton.language, math, other jit functions of the module, module constants and Triton's builtins;
+    attributes other than triton.language's and its values' API; statements Triton does not compile."""
+    aliases: dict[str, str] = {}
+    for st in tree.body:
+        if isinstance(st, ast.Import):
+            for a in st.names:
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(st, ast.ImportFrom) and not st.level and st.module:
+            for a in st.names:
+                aliases[a.asname or a.name] = f"{st.module}.{a.name}"
+    bindings = _module_bindings(tree)
+
+    def once(name):   # bound by one module-level statement only: what the jit body sees is what we read
+        return len(bindings.get(name, [])) == 1
+
+    modules = {n for n, full in aliases.items() if once(n) and any(
+        full == m or full.startswith(m + ".") for m in JIT_MODULES) and not full.startswith("triton.runtime")}
+    tl_aliases = {n for n in modules if aliases[n].startswith("triton.language")}
+
+    def is_jit(fn: ast.AST) -> bool:
+        for d in getattr(fn, "decorator_list", []):
+            t = d.func if isinstance(d, ast.Call) else d
+            parts = []
+            while isinstance(t, ast.Attribute):
+                parts.append(t.attr)
+                t = t.value
+            if isinstance(t, ast.Name) and aliases.get(t.id, "").split(".")[0] == "triton" and parts \
+                    and parts[0] == "jit" or isinstance(t, ast.Name) and aliases.get(t.id) == "triton.jit":
+                return True
+        return False
+
+    jit_fns = [st for st in tree.body if isinstance(st, ast.FunctionDef) and is_jit(st)]
+    jit_names = {f.name for f in jit_fns if once(f.name)}
+    consts: set[str] = set()
+    changed = True
+    while changed:   # constants may be built from constants
+        changed = False
+        for name, sts in bindings.items():
+            if name in consts or not once(name):
+                continue
+            st = sts[0]
+            value = st.value if isinstance(st, (ast.Assign, ast.AnnAssign)) else None
+            targets = st.targets if isinstance(st, ast.Assign) else [getattr(st, "target", None)]
+            if value is not None and len(targets) == 1 and isinstance(targets[0], ast.Name) \
+                    and _constant_expr(value, consts, tl_aliases):
+                consts.add(name)
+                changed = True
+    value_attrs = _jit_value_attrs()
+    problems: list[tuple[int, str]] = []
+
+    def bad(node, msg):
+        problems.append((getattr(node, "lineno", 0), msg))
+
+    for fn in jit_fns:
+        local = {a.arg for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                local.add(node.id)
+        for stmt in fn.body:
+            for node in ast.walk(stmt):
+                if not isinstance(node, _JIT_NODES):
+                    bad(node, f"{type(node).__name__} in the @triton.jit function {fn.name}: Triton does not "
+                              "compile it")
+                    continue
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                    n = node.id
+                    if not (n in local or n in modules or n in jit_names or n in consts or n in JIT_BUILTINS):
+                        bad(node, f"the name {n} in the @triton.jit function {fn.name}: a jit body uses its "
+                                  "arguments and locals, triton.language, math, the module's other jit functions "
+                                  "and constants, and Triton's builtins")
+                elif isinstance(node, ast.Attribute):
+                    base = node.value
+                    path = []
+                    while isinstance(base, ast.Attribute):
+                        path.append(base.attr)
+                        base = base.value
+                    if isinstance(base, ast.Name) and base.id in modules and base.id not in local:
+                        continue   # tl.x, tl.extra.libdevice.y, math.z: each checked as a whole path below
+                    if node.attr not in value_attrs or node.attr.startswith("_"):
+                        bad(node, f".{node.attr} in the @triton.jit function {fn.name}: not part of "
+                                  "triton.language's tensor and dtype API")
+        for node in (n for stmt in fn.body for n in ast.walk(stmt)):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                parts, base = [], node
+                while isinstance(base, ast.Attribute):
+                    parts.append(base.attr)
+                    base = base.value
+                if isinstance(base, ast.Name) and base.id in modules and base.id not in local:
+                    full = ".".join([aliases[base.id]] + parts[::-1])
+                    if not _module_path_allowed(full):
+                        bad(node, f"{full} in the @triton.jit function {fn.name}: not part of triton.language "
+                                  "or math")
+    return sorted(set(problems))
+
+
+def _module_path_allowed(full: str) -> bool:
+    """A dotted path from a module a jit body may name: every public name of triton.language (and its
+    extra/libdevice/math namespaces) and of math, followed by the API of what it names."""
+    parts = full.split(".")
+    if any(p.startswith("_") for p in parts):
+        return False
+    if parts[0] == "math":
+        return len(parts) <= 2
+    if parts[:2] == ["triton", "language"]:
+        rest = parts[2:]
+    elif parts[0] == "triton" and len(parts) == 2 and parts[1] in ("cdiv", "next_power_of_2", "language"):
+        return True
+    else:
+        return False
+    if not rest:
+        return True
+    if rest[0] in ("core", "semantic", "standard", "random"):
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# run time: what each kind of object lets a candidate reach
+
+# modules a candidate may import, and the names of each it may use (None: every public name)
+TORCH_NAMES = {
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
+    "full_like", "arange", "tensor", "as_tensor", "Size", "device", "dtype", "is_tensor",
+    "is_floating_point", "no_grad", "inference_mode", "finfo", "iinfo", "get_default_dtype",
+    "promote_types", "result_type", "Tensor", "nn", "cuda", "autograd",
+    "float32", "float", "float16", "half", "bfloat16", "float64", "double", "int8", "uint8", "int16",
+    "short", "int32", "int", "int64", "long", "bool", "uint16", "uint32", "uint64", "complex64",
+    "complex128", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "contiguous_format", "channels_last", "strided", "utils",
+}
+# drawn in __init__ the way a problem's own Model draws its parameters; never in forward
+TORCH_INIT_NAMES = {"randn", "rand", "randint", "randn_like", "rand_like", "randint_like", "normal", "randperm"}
+MODULE_NAMES: dict[str, set[str] | None] = {
+    "torch": TORCH_NAMES,
+    "torch.nn": {"Module", "Parameter", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
+                 "Buffer", "Sequential", "init", "functional"},   # + layer classes, see _nn_name
+    "torch.nn.init": None,          # init phase only (see Guard.attr)
+    "torch.nn.functional": set(),   # importable (LLM answers import it), nothing in it usable
+    "torch.cuda": {"current_device", "current_stream", "is_available", "get_device_capability",
+                   "get_device_properties", "device_count", "device", "get_device_name"},
+    "torch.autograd": {"Function"},
+    "torch.utils": {"cpp_extension"},
+    "torch.utils.cpp_extension": {"load_inline"},
+    "triton": {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language"},
+    "triton.language": None, "triton.language.extra": None, "triton.language.extra.cuda": None,
+    "triton.language.extra.libdevice": None, "triton.language.math": None,
+    "math": None, "itertools": None,
+    "functools": {"partial", "reduce", "lru_cache", "cache", "wraps", "cached_property"},
+    "operator": {n for n in dir(operator) if not n.startswith("_")} - {"attrgetter", "methodcaller"},
+    "typing": {"Optional", "List", "Tuple", "Dict", "Any", "Union", "Sequence", "Callable", "Iterable",
+               "Iterator", "Mapping", "Set", "FrozenSet", "Type", "NamedTuple", "Literal", "Final",
+               "TYPE_CHECKING"},
+    "collections": {"namedtuple", "defaultdict", "OrderedDict", "deque", "Counter"},
+    "dataclasses": {"dataclass", "field"},
+    "megakernel_gym": {"load_cuda"},
+    "__future__": {"annotations"},
+}
+# submodules that `import a.b` may name (the import statement's full path)
+IMPORTABLE = set(MODULE_NAMES) - {"torch.utils"}
+
+# tensor attributes: metadata, views, copies, allocation. Compute (and reads of values on the host:
+# item, tolist, numpy) is refused.
+TENSOR_NAMES = {
+    "shape", "dtype", "device", "ndim", "is_cuda", "is_contiguous", "stride", "size", "numel", "dim",
+    "element_size", "nelement", "data_ptr", "storage_offset", "contiguous", "view", "view_as",
+    "reshape", "reshape_as", "permute", "transpose", "t", "T", "mT", "unsqueeze", "squeeze",
+    "expand", "expand_as", "flatten", "unflatten", "narrow", "select", "split", "chunk", "unbind",
+    "clone", "detach", "copy_", "fill_", "zero_", "new_empty", "new_zeros", "new_ones", "new_full",
+    "new_empty_strided", "to", "float", "half", "bfloat16", "int", "long", "double", "bool", "short",
+    "char", "byte", "cuda", "is_floating_point", "is_complex", "requires_grad", "requires_grad_",
+    "itemsize", "nbytes", "layout", "as_strided", "unfold", "movedim", "diagonal", "get_device",
+    "is_leaf", "data", "type_as", "is_meta",
+}
+# nn.Module's own API that a candidate may use (its own attributes, parameters, buffers and
+# submodules are reached through the instance)
+MODULE_API = {
+    "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+    "modules", "named_modules", "register_buffer", "register_parameter", "add_module", "training",
+    "eval", "train", "to", "cuda", "half", "float", "bfloat16", "double", "state_dict",
+    "load_state_dict", "weight", "bias", "requires_grad_", "zero_grad",
+}
+_SCALAR_TYPES = (int, float, complex, bool, type(None))
+_CONTAINERS = (list, tuple, dict, set, frozenset, range, slice)
+
+
+@dataclass
+class Guard:
+    """The hooks for one candidate worker. `phase` is set by the worker ('import', 'init',
+    'forward'); `refusals` keeps every refusal, caught by the candidate or not."""
+    torch: Any
+    candidate_module: str = ""
+    phase: str = "import"
+    refusals: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        torch = self.torch
+        self.Tensor = torch.Tensor
+        self.Module = torch.nn.Module
+        self._own_types: set[type] = set()
+        self._kernel_types = _kernel_types()
+        self._modules = {name: None for name in MODULE_NAMES}
+
+    def reset(self) -> None:
+        """A new candidate in this worker: no refusals, no classes of its own yet."""
+        self.refusals.clear()
+        self._own_types.clear()
+        self.phase = "import"
+
+    # -- refusals ----------------------------------------------------------------------------
+    def refuse(self, what: str, hint: str = "") -> GuardError:
+        msg = f"{what} is outside what a candidate may use{': ' + hint if hint else ''}"
+        self.refusals.append(msg)
+        return GuardError(msg)
+
+    def _no_tensor(self, value, what: str):
+        if isinstance(value, self.Tensor):
+            raise self.refuse(what, "that is torch compute or a read of a tensor's values on the host; "
+                                    "compute in your own kernel")
+        return value
+
+    # -- attribute reads ---------------------------------------------------------------------
+    def getattr(self, obj, name: str, *default):
+        if not isinstance(name, str):
+            raise self.refuse(f"an attribute name of type {type(obj).__name__}")
+        if self._attr_allowed(obj, name):
+            return getattr(obj, name, *default)
+        where = obj.__name__ if isinstance(obj, types.ModuleType) else _describe(obj)
+        raise self.refuse(f"{where}.{name}", self._hint(obj))
+
+    def _attr_allowed(self, obj, name: str) -> bool:
+        if _is_dunder(name):
+            return name == "__init__" and isinstance(obj, super) or \
+                name == "__name__" and isinstance(obj, types.FunctionType) and self._own_function(obj)
+        if isinstance(obj, types.ModuleType):
+            return self._module_attr(obj, name)
+        if isinstance(obj, self.Tensor):
+            return name in TENSOR_NAMES
+        if isinstance(obj, type):
+            # a class: the candidate's own classes expose what their bodies define (methods,
+            # constants); torch's, Python's and Triton's classes expose nothing but autograd's apply
+            own = [c for c in obj.__mro__ if c in self._own_types]
+            if any(name in vars(c) for c in own):
+                return True
+            return name == "apply" and issubclass(obj, self.torch.autograd.Function) and bool(own)
+        if isinstance(obj, self.Module):
+            return self._module_instance_attr(obj, name)
+        if isinstance(obj, super):
+            return not name.startswith("_") and name in MODULE_API | {"forward"}
+        if type(obj) in self._own_types:
+            d = getattr(obj, "__dict__", None)
+            return isinstance(d, dict) and name in d or not _defined_outside(type(obj), name, self._own_types)
+        if isinstance(obj, _SCALAR_TYPES) or isinstance(obj, _CONTAINERS):
+            return not name.startswith("_")
+        if isinstance(obj, str):
+            return not name.startswith("_") and name not in ("format", "format_map")
+        if isinstance(obj, (self.torch.dtype, self.torch.device, self.torch.Size, self.torch.finfo,
+                            self.torch.iinfo)):
+            return not name.startswith("_")
+        if isinstance(obj, self._kernel_types):
+            return False   # launch with kernel[grid](...), nothing else
+        mod = type(obj).__module__ or ""
+        if mod.startswith("triton.language") or type(obj).__name__ in ("Config", "_DeviceProperties"):
+            return not name.startswith("_")   # tl.dtype, tl.constexpr, triton.Config, device properties
+        if mod.startswith("torch.cuda") and type(obj).__name__ == "Stream":
+            return name in ("cuda_stream", "device", "device_index")
+        return _kernel_module_attr(obj, name)
+
+    def _module_attr(self, mod: types.ModuleType, name: str) -> bool:
+        mname = mod.__name__
+        if mname not in MODULE_NAMES:
+            return False
+        allowed = MODULE_NAMES[mname]
+        if mname == "torch.nn.init" and self.phase != "init":
+            return False
+        if mname == "torch" and name in TORCH_INIT_NAMES:
+            return self.phase == "init"
+        if allowed is None:
+            return not name.startswith("_") and not isinstance(getattr(mod, name, None), types.ModuleType) \
+                or f"{mname}.{name}" in MODULE_NAMES
+        if name in allowed:
+            return True
+        return mname == "torch.nn" and _nn_layer(mod, name)
+
+    def _module_instance_attr(self, m, name: str) -> bool:
+        # parameters, buffers, submodules and plain attributes of this instance
+        d = object.__getattribute__(m, "__dict__")
+        if name in d.get("_parameters", {}) or name in d.get("_buffers", {}) or name in d.get("_modules", {}):
+            return True
+        if name in d:
+            return not callable(d[name]) or type(m) in self._own_types or _is_kernel_like(d[name], self)
+        # class attributes: the candidate's own classes' definitions, nn.Module's allowed API,
+        # and a torch layer's configuration (in_features, eps, ...)
+        if not _defined_outside(type(m), name, self._own_types):
+            return True
+        if name in MODULE_API:
+            return True
+        value = getattr(type(m), name, None)
+        return not name.startswith("_") and value is not None and not callable(value) \
+            and not isinstance(value, property)
+
+    def _own_function(self, fn) -> bool:
+        return getattr(fn, "__module__", None) == self.candidate_module
+
+    def _hint(self, obj) -> str:
+        if isinstance(obj, types.ModuleType) and obj.__name__ in MODULE_NAMES:
+            allowed = MODULE_NAMES[obj.__name__]
+            names = "every public name" if allowed is None else ", ".join(sorted(allowed)[:40]) or "nothing"
+            return f"of {obj.__name__} a candidate may use {names}"
+        if isinstance(obj, types.ModuleType):
+            return f"the module {obj.__name__} is not one a candidate may use"
+        if isinstance(obj, self.Tensor):
+            return "a tensor's metadata, views and copies are allowed; its compute belongs in your kernel"
+        return "only the allowlisted attributes of tensors, modules and the candidate's own objects"
+
+    # -- writes, items, iteration, calls -----------------------------------------------------
+    def write(self, obj):
+        if isinstance(obj, types.ModuleType) or isinstance(obj, type) and obj not in self._own_types:
+            raise self.refuse(f"assignment to an attribute of {_describe(obj)}")
+        if isinstance(obj, self.Module) or type(obj) in self._own_types or isinstance(obj, (list, dict, set)):
+            return obj
+        if isinstance(obj, self.Tensor):
+            return _TensorWriter(self, obj)
+        raise self.refuse(f"assignment into {_describe(obj)}")
+
+    def getitem(self, obj, key):
+        if isinstance(obj, self.Tensor):
+            self._basic_index(key)
+        return obj[key]
+
+    def _basic_index(self, key):
+        for k in key if isinstance(key, tuple) else (key,):
+            if not (k is None or k is Ellipsis or isinstance(k, (int, slice))) or isinstance(k, bool):
+                raise self.refuse(f"indexing a tensor with {type(k).__name__}",
+                                  "only integers, slices, None and ... (views); gathers belong in your kernel")
+            if isinstance(k, slice) and any(isinstance(v, self.Tensor) for v in (k.start, k.stop, k.step)):
+                raise self.refuse("a slice bounded by a tensor")
+
+    def binop(self, op: str, a, b):
+        self._no_tensor(a, f"the operator {op} on a tensor")
+        self._no_tensor(b, f"the operator {op} on a tensor")
+        return BINARY[op](a, b)
+
+    def unop(self, op: str, a):
+        self._no_tensor(a, f"the operator {op} on a tensor")
+        return UNARY[op](a)
+
+    def inplacevar(self, op: str, a, b):
+        self._no_tensor(a, f"the operator {op} on a tensor")
+        self._no_tensor(b, f"the operator {op} on a tensor")
+        return INPLACE[op](a, b)
+
+    def value(self, v):
+        return self._no_tensor(v, "a tensor's truth value, comparison or formatting")
+
+    def getiter(self, obj):
+        return iter(obj)
+
+    def apply(self, f, *a, **kw):
+        return f(*a, **kw)
+
+    # -- imports and classes -----------------------------------------------------------------
+    def import_(self, name, globals=None, locals=None, fromlist=(), level=0):
+        if isinstance(fromlist, list):
+            # C code importing while a candidate frame is the current one (torch's lazy imports inside
+            # empty_like, say): CPython's PyImport_Import finds __import__ in the current frame's builtins
+            # and passes an empty list. An import statement passes None or a tuple, and the candidate
+            # cannot call this hook itself (it cannot name __import__ nor reach its builtins).
+            return builtins.__import__(name, globals, locals, fromlist, level)
+        if level:
+            raise self.refuse("a relative import")
+        if name not in IMPORTABLE:
+            raise self.refuse(f"import of {name!r}", "a candidate may import "
+                              + ", ".join(sorted(m for m in IMPORTABLE if "." not in m or m == "torch.nn")))
+        mod = builtins.__import__(name, globals, locals, fromlist, level)
+        if fromlist:
+            for n in fromlist:
+                if n == "*" or not self._module_attr(mod, n) and f"{name}.{n}" not in IMPORTABLE:
+                    raise self.refuse(f"from {name} import {n}", self._hint(mod))
+        return mod
+
+    def build_class(self, name, bases, ns):
+        for b in bases:
+            if not (b is object or b in self._own_types or b is self.Module or b is self.torch.autograd.Function):
+                raise self.refuse(f"class {name} derived from {_describe(b)}",
+                                  "a candidate's classes derive from nn.Module, torch.autograd.Function, "
+                                  "object or its own classes")
+        cls = type(name, bases, ns)
+        self._own_types.add(cls)
+        return cls
+
+    # -- the module's namespace --------------------------------------------------------------
+    def namespace(self, module_name: str) -> dict:
+        self.candidate_module = module_name
+        return {"__builtins__": self.builtins(), "__name__": module_name, "__metaclass__": self.build_class,
+                "_getattr_": self.getattr, "_write_": self.write, "_getitem_": self.getitem,
+                "_getiter_": self.getiter, "_apply_": self.apply, "_binop_": self.binop, "_unop_": self.unop,
+                "_inplacevar_": self.inplacevar, "_value_": self.value, "_print_": self.printer,
+                "_iter_unpack_sequence_": guarded_iter_unpack_sequence,
+                "_unpack_sequence_": guarded_unpack_sequence}
+
+    def builtins(self) -> dict:
+        g = self
+
+        def tensor_free(fn, label):
+            def call(*a, **kw):
+                for v in list(a) + list(kw.values()):
+                    g._no_tensor(v, f"{label}() of a tensor")
+                return fn(*a, **kw)
+            call.__name__ = label
+            return call
+
+        b = {n: getattr(builtins, n) for n in SAFE_BUILTINS}
+        for n in READS_VALUES:
+            b[n] = tensor_free(getattr(builtins, n), n)
+        b.update({
+            "__import__": self.import_, "__build_class__": builtins.__build_class__,
+            "getattr": self.getattr, "hasattr": self.hasattr, "setattr": self.setattr,
+            "isinstance": isinstance, "issubclass": issubclass, "super": super,
+        })
+        return b
+
+    def hasattr(self, obj, name: str) -> bool:
+        return isinstance(name, str) and self._attr_allowed(obj, name) and hasattr(obj, name)
+
+    def setattr(self, obj, name: str, value) -> None:
+        if not isinstance(name, str) or _is_dunder(name) or _is_hook_name(name):
+            raise self.refuse(f"setattr of {name!r}")
+        setattr(self.write(obj), name, value)
+
+    def printer(self, _getattr=None):
+        guard = self
+
+        class Printer:
+            def _call_print(self, *objects, **kw):
+                import sys
+                for o in objects:
+                    guard._no_tensor(o, "print() of a tensor")
+                kw.pop("file", None)
+                print(*objects, file=sys.stdout, **kw)
+        return Printer()
+
+    def install_layer_check(self) -> None:
+        """Calling one of torch's layers (nn.Linear, nn.Conv2d...) during forward is torch compute: refused.
+        The candidate's own modules call as usual. Patched on nn.Module in the candidate's worker, which
+        the candidate cannot reach (no dunder attributes) to undo."""
+        guard, Module = self, self.Module
+        plain = Module.__call__
+
+        def __call__(module, *a, **kw):
+            if guard.phase == "forward" and type(module) not in guard._own_types:
+                raise guard.refuse(f"calling torch's layer {type(module).__name__} in forward",
+                                   "a torch layer may hold the weights; its compute belongs in your kernel")
+            return plain(module, *a, **kw)
+        Module.__call__ = __call__
+
+
+SAFE_BUILTINS = (
+    "None", "True", "False", "Ellipsis", "NotImplemented", "range", "len", "enumerate", "zip", "map",
+    "filter", "reversed", "list", "tuple", "dict", "set", "frozenset", "slice", "callable", "chr", "ord",
+    "id", "iter", "next", "object", "property", "staticmethod", "classmethod",
+    "Exception", "ValueError", "TypeError", "RuntimeError", "AssertionError", "NotImplementedError",
+    "KeyError", "IndexError", "AttributeError", "ZeroDivisionError", "ArithmeticError", "StopIteration",
+    "SystemExit", "OverflowError", "LookupError", "MemoryError",
+)
+# builtins that read a value: refused on a tensor (on the host, that is a copy of its data)
+READS_VALUES = ("float", "int", "bool", "complex", "str", "repr", "format", "abs", "round", "sum", "max",
+                "min", "sorted", "any", "all", "divmod", "pow", "hash")
+
+
+class _TensorWriter:
+    """`t[i] = v` on a tensor: a basic index only (a view's fill or copy)."""
+
+    def __init__(self, guard: Guard, t):
+        self._guard, self._t = guard, t
+
+    def __setitem__(self, key, value):
+        self._guard._basic_index(key)
+        self._t[key] = value
+
+    def __setattr__(self, name, value):
+        if name in ("_guard", "_t"):
+            object.__setattr__(self, name, value)
+        else:
+            raise self._guard.refuse(f"assignment to tensor attribute {name}")
+
+
+def _kernel_types() -> tuple[type, ...]:
+    out: list[type] = []
+    try:
+        from triton.runtime.jit import JITFunction
+        out.append(JITFunction)
+        from triton.runtime.autotuner import Autotuner, Heuristics
+        out += [Autotuner, Heuristics]
+    except ImportError:
+        pass
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        out.append(InterpretedFunction)
+    except ImportError:
+        pass
+    return tuple(out)
+
+
+def _kernel_module_attr(obj, name: str) -> bool:
+    """A module of the candidate's own CUDA kernels: load_cuda's (its kernels by name and its small API)
+    or load_inline's (the functions it exported)."""
+    if name.startswith("_"):
+        return False
+    kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if kind == "megakernel_gym.rewards.nvrtc.CudaModule":
+        return name in obj.signatures or name in ("get_function", "kernel_names", "set_max_dynamic_smem", "name")
+    return kind in ("megakernel_gym.rewards.sandbox._CountingModule", "megakernel_gym.rewards.inline.FastInlineModule")
+
+
+def _is_kernel_like(v, guard: Guard) -> bool:
+    return isinstance(v, guard._kernel_types) or type(v).__module__ in (
+        "megakernel_gym.rewards.nvrtc", "megakernel_gym.rewards.sandbox", "megakernel_gym.rewards.inline")
+
+
+def _defined_outside(cls: type, name: str, own: set[type]) -> bool:
+    """Whether `name` resolves, on cls, to something defined by a class that is not the candidate's."""
+    for c in cls.__mro__:
+        if name in vars(c):
+            return c not in own
+    return True
+
+
+def _nn_layer(nn, name: str) -> bool:
+    v = getattr(nn, name, None)
+    return isinstance(v, type) and issubclass(v, nn.Module)
+
+
+def _describe(obj) -> str:
+    if isinstance(obj, types.ModuleType):
+        return f"module {obj.__name__}"
+    if isinstance(obj, type):
+        return f"class {obj.__module__}.{obj.__qualname__}"
+    return f"a {type(obj).__module__}.{type(obj).__qualname__} object".replace("builtins.", "")
+
+
+def load_candidate(source: str, module_name: str, path: str, guard: Guard) -> types.ModuleType:
+    """Compile and run the candidate's module under the guard. The source is also written to `path`
+    (Triton reads a @triton.jit function's source back from its file). Raises SyntaxError for what
+    the policy refuses at compile time, GuardError for what it refuses while the module runs."""
+    import sys
+    with open(path, "w") as f:
+        f.write(source)
+    code = compile_candidate(source, path)
+    mod = types.ModuleType(module_name)
+    mod.__file__ = path
+    ns = guard.namespace(module_name)
+    mod.__dict__.update(ns)
+    sys.modules[module_name] = mod   # Triton's jit finds its function's module here
+    guard.phase = "import"
+    exec(code, mod.__dict__)
+    return mod
+
+
+__all__ = ["Guard", "GuardError", "compile_candidate", "load_candidate", "CandidatePolicy"]
