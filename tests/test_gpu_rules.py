@@ -104,3 +104,59 @@ def test_failure_in_the_timing_phase_is_returned():
                               candidate_sha256="x", category="crash")
     r = finish(Crashing([]))
     assert r.status == "runtime_error" and r.category == "crash"
+
+
+def test_every_timed_call_gets_inputs_of_its_own_and_a_secret_sample_is_rechecked():
+    """No timed call repeats a checked seed's inputs or another timed call's, on problems without a scale
+    transform too: an output cache keyed by input values never hits. The re-checked calls are a secret
+    sample, drawn anew for each timing run."""
+    from megakernel_gym.rewards.sandbox import timed_spec
+
+    class Recording(FakeJudge):
+        def _call_candidate(self, problem, cand, msg):
+            self.msgs = getattr(self, "msgs", []) + [msg]
+            h = super()._call_candidate(problem, cand, msg)
+            h["recheck"] = [{"k": k} for k in msg["keep_at"]] + [{"k": 29}]
+            return h
+
+        def _compare(self, problem, specs, outputs, meta):
+            self.compared = specs
+            return super()._compare(problem, specs, outputs, meta)
+    j = Recording([0.4, 0.4])
+    j._t, j._phases = 0.0, {}
+    specs = j._specs(())          # a problem that allows no input transform at all
+    r = j._finish_gpu(get_problem("softmax"), Candidate("x"), specs, {}, {"bytes": None}, [], "")
+    assert r.status == "correct", r.reason
+    msg = j.msgs[0]
+    timed = [timed_spec(msg["fresh"], k) for k in range(-3, 300)]
+    seeds = {t["seed"] for t in timed}
+    assert len(seeds) == len(timed) and not seeds & {s["seed"] for s in specs}
+    assert [s["seed"] for s in j.compared] == [timed_spec(msg["fresh"], k)["seed"] for k in msg["keep_at"] + [29]]
+    assert len(msg["keep_at"]) == 3 and all(0 <= k < 30 for k in msg["keep_at"])
+    again = Recording([0.4])
+    again._t, again._phases = 0.0, {}
+    again._finish_gpu(get_problem("softmax"), Candidate("x"), specs, {}, {"bytes": None}, [], "")
+    assert again.msgs[0]["fresh"]["seed"] != msg["fresh"]["seed"]
+
+
+def test_kernels_the_judge_did_not_compile_are_foreign():
+    """GPU accounting by name: the candidate's own kernels (by their function's identifier), the kernels of
+    allowed calls (fill, copy, cat, arange) and nothing else; a vendor kernel never passes as the candidate's
+    even when the candidate names a kernel `gemm`."""
+    from megakernel_gym.rewards.sandbox import classify_kernels
+    own = {"_softmax_rows", "gemm"}
+    ran = ["_softmax_rows",
+           "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+           "(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
+           "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::"
+           "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda(float)#1}> >"
+           "(int, at::native::gpu_kernel_impl_nocast<...>)",
+           "spin_kernel(long)",
+           "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+           "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
+           "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off",
+           "void at::native::vectorized_elementwise_kernel<4, at::native::exp_kernel_cuda(at::TensorIteratorBase&)"
+           "::{lambda()#2}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, ...)"]
+    library, foreign = classify_kernels(ran, own)
+    assert library == [ran[5]]
+    assert foreign == [ran[4], ran[6]]

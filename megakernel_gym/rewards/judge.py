@@ -18,6 +18,7 @@ from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-export
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError
 from megakernel_gym.rewards.result import EvalResult, Flag
 from megakernel_gym.rewards.store import ResultsStore, as_store
+from megakernel_gym.rewards.sandbox import timed_spec
 from megakernel_gym.rewards.workers import WorkerDied, WorkerProcess, WorkerTimeout
 
 BACKENDS = ("cpu", "gpu")
@@ -27,8 +28,10 @@ INIT_SEED = 42
 # near-identity shortcuts and numerically naive kernels fail.
 TRANSFORMS = (("plain", 1.0, 0.0), ("scale", 16.0, 0.0), ("shift", 1.0, 6.0), ("scale", 1 / 16, 0.0),
               ("scale_shift", 4.0, -3.0))
-# Multipliers that make every timed call's inputs fresh (exact in floating point).
+# Multipliers that give the baselines' timed calls fresh inputs (exact in floating point). The candidate's
+# timed calls get inputs of their own instead (sandbox.timed_spec), re-checked on a secret sample.
 TIMING_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0, 0.75, 1.5)
+RECHECKED = 3
 DEFAULT_TIMING = {"min_iters": 30, "max_iters": 300, "max_seconds": 3.0, "target_rel_err": 0.005, "warmup": 3}
 SUSPICIOUS_SPEEDUP = 10.0
 
@@ -315,17 +318,26 @@ class Judge:
         return header
 
     def _finish_gpu(self, problem, cand, specs, header, meta, seeds_report, log) -> EvalResult:
-        # 5. the GPU phase, holding the device: profile, time, re-check the last timed outputs
-        time_msg = {"cmd": "time", "candidate_sha256": cand.sha256, "timing": self.timing, "recheck": 3,
-                    "scales": list(TIMING_SCALES) if "scale" in meta.get("input_transforms", ()) else [1.0]}
+        # 5. the GPU phase, holding the device: time (every kernel accounted), re-check a sample of timed outputs
         floor_ms = self._floor_ms(meta)
         remeasured = False
+        transforms = [list(t) for t in _allowed_transforms(meta.get("input_transforms", ()))]
+        rng = secrets.SystemRandom()
+        n_first = int(self.timing["min_iters"])
 
         def time_it():
-            """The candidate's timing header, or its failure (with the seeds' report) to return."""
-            h = self._call_candidate(problem, cand, time_msg)
+            """The candidate's timing header, or its failure (with the seeds' report) to return. Every timed
+            call gets inputs of its own (sandbox.timed_spec, from a secret base seed); the outputs of RECHECKED
+            secret call indices among the first min_iters, and the last call's, are re-checked."""
+            fresh = {"seed": secrets.randbits(62), "init_seed": specs[0]["init_seed"], "transforms": transforms}
+            keep_at = sorted(rng.sample(range(n_first), min(RECHECKED, n_first)))
+            msg = {"cmd": "time", "candidate_sha256": cand.sha256, "timing": self.timing, "fresh": fresh,
+                   "keep_at": keep_at}
+            h = self._call_candidate(problem, cand, msg)
             if isinstance(h, EvalResult):
                 h.seeds = seeds_report
+            else:
+                h["fresh"] = fresh
             return h
 
         with self.gpu_lock:
@@ -358,10 +370,9 @@ class Judge:
                     header = again
                 self._phase("remeasure")
         log = header["log"] or log
-        fixed = [s for s in specs if not s.get("secret")]
-        checks = header.get("recheck", [])
+        checks = [c for c in header.get("recheck", []) if isinstance(c, dict) and isinstance(c.get("k"), int)]
         if checks:
-            rspecs = [{**fixed[c["set"]], "scale": c["scale"], "cache": False} for c in checks]
+            rspecs = [timed_spec(header["fresh"], c["k"]) for c in checks]
             for c, r in zip(checks, self._compare(problem, rspecs, header.get("recheck_outputs", []), meta)):
                 if not r["ok"]:
                     return self._fail(problem, cand, "incorrect", f"a timed call (#{c['k']}) returned a wrong "

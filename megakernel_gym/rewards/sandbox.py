@@ -12,9 +12,11 @@ a JSON description (see correctness.py).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import re
 import sys
 import traceback
 from typing import Any
@@ -731,10 +733,12 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             xs = env.inputs(mod, spec)
             pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
             inspector = Inspector(torch, counter)
-            with torch.no_grad(), inspector.mode, _guard_phase(guard, "forward"):
+            session = KernelSession(torch, judge_stream(torch)) if env.backend == "gpu" else contextlib.nullcontext()
+            with torch.no_grad(), session, inspector.mode, _guard_phase(guard, "forward"):
                 out = model(*xs)
             if env.backend == "gpu":
                 torch.cuda.synchronize()
+                flags += session.flags(_own_kernel_names(counter))
             ops_seen += inspector.ops
             bad_ops = inspector.forbidden()
             if bad_ops:
@@ -845,10 +849,21 @@ def _guard_flags(guard) -> list[dict]:
     return [{"rule": "guard", "detail": "; ".join(seen[:5])[:2000]}]
 
 
+def timed_spec(fresh: dict, k: int) -> dict:
+    """The inputs of timed call k (warm-up calls have k < 0): a seed of their own, derived from the judge's
+    secret base, so that no timed call repeats a checked call's values or another timed call's (an output
+    cache keyed by input values never hits, on every problem); the reference worker rebuilds them from the
+    same spec to re-check a sample."""
+    seed = (int(fresh["seed"]) + 0x9E3779B97F4A7C15 * (k + 4096)) % (1 << 62)
+    ts = fresh["transforms"]
+    return {"seed": seed, "init_seed": fresh["init_seed"], "transform": list(ts[k % len(ts)]), "cache": False,
+            "label": f"timed#{k}"}
+
+
 def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap: dict) -> dict:
-    """GPU phase of a candidate that passed correctness: which kernels ran on which streams
-    (one profiled call), then timing on fresh inputs; the last timed outputs go to the
-    channel for re-checking. The judge holds the device for this command alone."""
+    """GPU phase of a candidate that passed correctness: timing on fresh inputs (timed_spec), every
+    kernel of every timed call accounted (KernelSession), and the outputs of a secret sample of timed
+    calls sent to the channel for re-checking. The judge holds the device for this command alone."""
     from megakernel_gym.rewards.correctness import write_outputs
     from megakernel_gym.rewards.timing import time_gpu
     torch = env.torch
@@ -858,42 +873,32 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
     flags: list[dict] = []
     phases: dict[str, float] = {}
     import time as _time
-    t0 = _time.perf_counter()
     header: dict[str, Any] = {"ok": True, "status": "ran", "flags": flags, "phases": phases}
     try:
-        base_sets = [env.inputs(mod, sp) for sp in _PENDING["specs"]]
         guard = _GUARD.get("guard")
-        with _guard_phase(guard, "forward"):
-            kernels, streams = _profile_kernels(torch, lambda: model(*base_sets[0]))
-        phases["profile"] = round(_time.perf_counter() - t0, 4)
-        header["kernels"] = sorted(kernels)[:50]
-        own = set(counter.kernel_names)
-        for m in list(counter.nvrtc._modules.values()):
-            own.update(m.kernel_names)
-        lib = [k for k in kernels if any(p in k.lower() for p in LIBRARY_KERNEL_PATTERNS)
-               and not (_function_name(k) in own and not any(v in k.lower() for v in _VENDOR_NAMESPACES))]
-        if lib:
-            flags.append({"rule": "forbidden_library", "detail": "library kernels ran: " + ", ".join(lib[:5])})
-        if len(streams) > 1:
-            flags.append({"rule": "concurrency", "detail": f"kernels ran on {len(streams)} streams"})
+        side = judge_stream(torch)
+        fresh = msg["fresh"]
+
+        def prepare(k):   # on the judge's own stream: its kernels are told apart from the candidate's
+            with torch.cuda.stream(side):
+                return env.inputs(mod, timed_spec(fresh, k))
+        t1 = _time.perf_counter()
+        with torch.no_grad(), _guard_phase(guard, "forward"), KernelSession(torch, side) as session:
+            stats = time_gpu(torch, lambda xs: model(*xs), prepare, keep_outputs=1,
+                             keep_at=set(msg.get("keep_at", ())), judge_stream=side, **msg["timing"])
+        phases["timing"] = round(_time.perf_counter() - t1, 4)
+        flags += _guard_flags(guard)
+        flags += session.flags(_own_kernel_names(counter))
+        header["kernels"] = sorted(session.kernels)[:50]
+        kept = stats.pop("kept")
         if flags:
             return header
-        scales = msg["scales"]
-        n = len(base_sets)
-        prepare = lambda k: env.perturbed(base_sets[k % n], scales[k % len(scales)])  # noqa: E731
-        t1 = _time.perf_counter()
-        with torch.no_grad(), _guard_phase(guard, "forward"):
-            stats = time_gpu(torch, lambda xs: model(*xs), prepare, keep_outputs=msg.get("recheck", 3),
-                             **msg["timing"])
-        phases["timing"] = round(_time.perf_counter() - t1, 4)
-        kept = stats.pop("kept")
         header["timing"] = stats
-        header["recheck"] = [{"k": k, "set": k % n, "scale": scales[k % len(scales)]} for k, _ in kept]
+        header["recheck"] = [{"k": k} for k, _ in kept]
         t2 = _time.perf_counter()
         header["recheck_outputs"] = [write_outputs(torch, as_outputs(torch, o), channel, f"r{i}")
                                      for i, (_, o) in enumerate(kept)]
         phases["to_channel"] = round(_time.perf_counter() - t2, 4)
-        flags += _guard_flags(guard)
         tampered = _tampered(torch, snap)
         if tampered:
             flags.append({"rule": "monkeypatch", "detail": "judge-visible functions replaced during timing: "
@@ -906,6 +911,106 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         flags += _guard_flags(_GUARD.get("guard"))
         return {"ok": True, "status": status, "category": category, "phase": "timing", "flags": flags,
                 "reason": f"{type(e).__name__} during timing: {str(e)[:2000]}", "traceback": _tb()}
+
+
+_JUDGE_STREAM: list = []
+
+
+def judge_stream(torch):
+    """The worker's own CUDA stream for the judge's work between calls (inputs, L2 flush): a kernel on it
+    is the judge's, any other kernel in a session is the candidate's or an allowed call's."""
+    if not _JUDGE_STREAM:
+        _JUDGE_STREAM.append(torch.cuda.Stream())
+    return _JUDGE_STREAM[0]
+
+
+# Kernels that allowed calls launch on the candidate's behalf, by the at::native function that names them:
+# the fill behind torch.zeros/full/fill_ (and the judge's poisoning of fresh allocations), the copy behind
+# .contiguous()/.clone()/.to()/copy_, torch.cat's batched copy, torch.arange; and the judge's spin kernel in
+# front of each timed call (torch.cuda._sleep). Accounted as those calls', not as foreign compute.
+ALLOWED_CALL_KERNELS = re.compile(r"\bat::native::.*(?:FillFunctor|direct_copy_kernel|copy_kernel|"
+                                  r"CatArrayBatchedCopy|arange_cuda_out|float8_copy_kernel)|^spin_kernel\b|"
+                                  r"\bat::native::.*\bspin_kernel\b")
+
+
+def _own_kernel_names(counter: "LaunchCounter") -> set[str]:
+    own = set(counter.kernel_names)
+    for m in list(counter.nvrtc._modules.values()):
+        own.update(m.kernel_names)
+    return own
+
+
+def classify_kernels(kernels, own: set[str]) -> tuple[list[str], list[str]]:
+    """(library, foreign): kernels that ran but were not compiled by the judge from the candidate's source
+    (matched by their function's own identifier, never by a pattern a vendor name could share) and are not
+    an allowed call's (ALLOWED_CALL_KERNELS). Vendor libraries' (cuBLAS, cuDNN, CUTLASS) are named apart."""
+    library, foreign = [], []
+    for k in kernels:
+        low = k.lower()
+        vendor = any(v in low for v in _VENDOR_NAMESPACES)
+        if not vendor and _function_name(k) in own:
+            continue
+        if not vendor and ALLOWED_CALL_KERNELS.search(k):
+            continue
+        (library if vendor or any(p in low for p in LIBRARY_KERNEL_PATTERNS) else foreign).append(k)
+    return library, foreign
+
+
+class KernelSession:
+    """GPU activity records (CUPTI, through torch.profiler) over a whole phase: every kernel that ran while
+    the candidate's calls did, with its stream. Kernels on the judge's stream are the judge's; every other
+    one must be the candidate's own or an allowed call's (classify_kernels). One session spans all of a
+    phase's calls, checked or timed alike, so no call of the candidate's runs outside one."""
+
+    def __init__(self, torch, side):
+        self.torch, self.side = torch, side
+        self.kernels: dict[str, int] = {}
+        self.streams: set[int] = set()
+
+    def __enter__(self):
+        from torch.profiler import ProfilerActivity, profile
+        torch = self.torch
+        torch.cuda.synchronize()
+        self.prof = profile(activities=[ProfilerActivity.CUDA])
+        self.prof.__enter__()
+        with torch.cuda.stream(self.side):   # the first kernel of the session marks the judge's stream
+            torch.cuda._sleep(1)
+        torch.cuda.synchronize()
+        return self
+
+    def __exit__(self, *exc):
+        torch = self.torch
+        torch.cuda.synchronize()
+        self.prof.__exit__(*exc)
+        events = []
+        for ev in self.prof.profiler.kineto_results.events():
+            if ev.device_type() != torch.autograd.DeviceType.CUDA:
+                continue
+            name = ev.name()
+            if not name or "memcpy" in name.lower() or "memset" in name.lower():
+                continue
+            start = ev.start_ns() if hasattr(ev, "start_ns") else ev.start_us() * 1000
+            events.append((start, name, int(ev.device_resource_id())))
+        events.sort()
+        judge = events[0][2] if events else None
+        for _, name, stream in events[1:]:
+            if stream == judge:
+                continue
+            self.kernels[name] = self.kernels.get(name, 0) + 1
+            self.streams.add(stream)
+        return False
+
+    def flags(self, own: set[str]) -> list[dict]:
+        out = []
+        library, foreign = classify_kernels(self.kernels, own)
+        if library:
+            out.append({"rule": "forbidden_library", "detail": "library kernels ran: " + ", ".join(library[:5])})
+        if foreign:
+            out.append({"rule": "foreign_kernel", "detail": "kernels the judge did not compile from the "
+                        "candidate's source ran: " + ", ".join(k[:200] for k in foreign[:5])})
+        if len(self.streams) > 1:
+            out.append({"rule": "concurrency", "detail": f"kernels ran on {len(self.streams)} streams"})
+        return out
 
 
 _VENDOR_NAMESPACES = ("cutlass", "cublas", "cudnn", "xmma", "cute::")
@@ -926,27 +1031,6 @@ def _function_name(kernel: str) -> str:
             depth -= 1
     head = head[:cut].strip()
     return head.split()[-1].split("::")[-1] if head else ""
-
-
-def _profile_kernels(torch, fn) -> tuple[set[str], set[int]]:
-    """Names and streams of the GPU kernels one call launches (CUPTI through torch.profiler)."""
-    from torch.profiler import ProfilerActivity, profile
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    kernels, streams = set(), set()
-    for ev in prof.profiler.kineto_results.events():
-        if ev.device_type() != torch.autograd.DeviceType.CUDA:
-            continue
-        name = ev.name()
-        if not name or "memcpy" in name.lower() or "memset" in name.lower():
-            continue
-        kernels.add(name)
-        try:
-            streams.add(int(ev.device_resource_id()))  # the CUDA stream id for GPU activities
-        except (AttributeError, TypeError, ValueError):
-            pass
-    return kernels, streams
 
 
 # ---------------------------------------------------------------------------------------

@@ -91,13 +91,23 @@ class L2Flusher:
 
 def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, min_iters: int = 30,
              max_iters: int = 300, max_seconds: float = 4.0, target_rel_err: float = 0.005,
-             warmup: int = 3, keep_outputs: int = 0, flush: str = "write") -> dict[str, Any]:
+             warmup: int = 3, keep_outputs: int = 0, flush: str = "write", keep_at: set[int] | None = None,
+             judge_stream=None) -> dict[str, Any]:
     """Time `fn(args)` on fresh `prepare(k)` arguments per call k (`flush`: FLUSH_MODES).
 
-    Returns summary stats (event time), the host wall gap, and the outputs of the last
-    `keep_outputs` calls with their call indices (for re-checking timed outputs).
+    Returns summary stats (event time), the host wall gap, and the outputs of the calls in `keep_at` and of
+    the last `keep_outputs` calls, with their call indices (for re-checking timed outputs). With a
+    `judge_stream` the L2 flush runs there (prepare is the caller's to place), so that a record of the
+    kernels on the other streams holds the timed calls' alone.
     """
     flush = L2Flusher(torch, torch.cuda.current_device(), flush)
+    if judge_stream is not None:
+        plain_flush = flush
+
+        def flush():
+            with torch.cuda.stream(judge_stream):
+                plain_flush()
+    keep_at = set(keep_at or ())
     start_ev = torch.cuda.Event(enable_timing=True)
     end_ev = torch.cuda.Event(enable_timing=True)
     host_s = []
@@ -129,9 +139,11 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
         w1 = time.perf_counter()
         event_ms.append(start_ev.elapsed_time(end_ev))
         wall_ms.append((w1 - w0) * 1e3)
-        if keep_outputs:
+        if keep_outputs or keep_at:
+            # the sampled calls' outputs stay; of the rest, the last `keep_outputs`
             kept.append((k, out))
-            kept = kept[-keep_outputs:]
+            kept = [(i, o) for i, o in kept if i in keep_at] + \
+                [(i, o) for i, o in kept if i not in keep_at][-max(keep_outputs, 1):]
         k += 1
         if k >= min_iters and (rel_stderr_of_median(event_ms) < target_rel_err
                                or time.perf_counter() - t_begin > max_seconds):
