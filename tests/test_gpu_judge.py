@@ -32,7 +32,7 @@ def gpu_judge(tmp_path_factory):
 @pytest.fixture(scope="module")
 def raw_gpu_judge(tmp_path_factory):
     j = Judge("gpu", store=tmp_path_factory.mktemp("g") / "r.sqlite", use_cache=False, static_checks=False,
-              timeout_s=60)
+              python_guard=False, timeout_s=60)
     yield j
     j.close()
 

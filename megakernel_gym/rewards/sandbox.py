@@ -734,11 +734,12 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
             inspector = Inspector(torch, counter)
             session = KernelSession(torch, judge_stream(torch)) if env.backend == "gpu" else contextlib.nullcontext()
+            launched_before = counter.total()
             with torch.no_grad(), session, inspector.mode, _guard_phase(guard, "forward"):
                 out = model(*xs)
             if env.backend == "gpu":
                 torch.cuda.synchronize()
-                flags += session.flags(_own_kernel_names(counter))
+                flags += session.flags(_own_kernel_names(counter), launched=counter.total() > launched_before)
             ops_seen += inspector.ops
             bad_ops = inspector.forbidden()
             if bad_ops:
@@ -888,7 +889,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
                              keep_at=set(msg.get("keep_at", ())), judge_stream=side, **msg["timing"])
         phases["timing"] = round(_time.perf_counter() - t1, 4)
         flags += _guard_flags(guard)
-        flags += session.flags(_own_kernel_names(counter))
+        flags += session.flags(_own_kernel_names(counter), launched=True)
         header["kernels"] = sorted(session.kernels)[:50]
         kept = stats.pop("kept")
         if flags:
@@ -1000,8 +1001,13 @@ class KernelSession:
             self.streams.add(stream)
         return False
 
-    def flags(self, own: set[str]) -> list[dict]:
+    def flags(self, own: set[str], launched: bool) -> list[dict]:
+        """Rejections for what ran. `launched`: the candidate's calls launched kernels of their own, so the
+        records must show some; none means the records cannot be trusted, which is a rejection too."""
         out = []
+        if launched and not self.kernels:
+            out.append({"rule": "accounting", "detail": "the GPU's activity records show no kernel of a call that "
+                        "launched kernels: the judge cannot account for what ran"})
         library, foreign = classify_kernels(self.kernels, own)
         if library:
             out.append({"rule": "forbidden_library", "detail": "library kernels ran: " + ", ".join(library[:5])})

@@ -1,0 +1,144 @@
+"""The judge against every exploit family and every honest candidate of the team's own, on one backend.
+
+    python bench/judge_redteam.py [--backend cpu|gpu] [--honest-gpu] [--no-overhead]
+
+Candidates: tests/adversarial/*.py (one exploit family each, with the verdict it must get),
+tests/adversarial/honest/*.py (the honest neighbours of the rules that refuse them), the older corpora
+tests/corpus/adversarial and tests/corpus/honest (+ legit), and on the gpu backend tests/corpus/honest_gpu.
+Each row: the family, the verdict required, the verdict given, whether it held. Targets: every exploit
+blocked with the required verdict, every honest candidate correct, and the guard's cost to time to reward
+(the honest corpus judged with the run-time guard on and off, alternating, in this run) within 10%.
+
+Writes bench/results/judge_redteam.json, one section per backend (a run on one backend keeps the other's).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from conftest import problem_for, read_expectation  # noqa: E402  (the corpora's header format)
+
+from megakernel_gym.rewards import Candidate, Judge  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "judge_redteam.json"
+
+
+def header(path: Path, key: str) -> str | None:
+    for line in path.read_text().splitlines()[:12]:
+        if line.startswith(f"# {key}:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def corpus(backend: str, honest_gpu: bool) -> list[tuple[str, Path]]:
+    items = [("exploit", p) for p in sorted((ROOT / "tests/adversarial").glob("*.py"))]
+    items += [("exploit", p) for p in sorted((ROOT / "tests/corpus/adversarial").glob("*.py"))]
+    items += [("honest", p) for p in sorted((ROOT / "tests/adversarial/honest").glob("*.py"))]
+    for d in ("tests/corpus/honest", "tests/corpus/legit"):
+        items += [("honest", p) for p in sorted((ROOT / d).glob("*")) if p.suffix in (".py", ".md")]
+    if backend == "gpu" and honest_gpu:
+        items += [("honest", p) for p in sorted((ROOT / "tests/corpus/honest_gpu").glob("*"))
+                  if p.suffix in (".py", ".md")]
+    return items
+
+
+def held(kind: str, exp: dict, res) -> bool:
+    if kind == "honest":
+        return res.status == "correct"
+    if res.correct or res.status != exp["status"]:
+        return False
+    if exp["status"] == "rejected":
+        return exp["detail"] in {f.rule for f in res.flags}
+    return not exp["detail"] or res.category == exp["detail"]
+
+
+def run(backend: str, honest_gpu: bool, overhead: bool) -> dict:
+    rows = []
+    with Judge(backend, store=False, use_cache=False, timeout_s=60 if backend == "gpu" else 120) as judge:
+        judge.warm()
+        for kind, path in corpus(backend, honest_gpu):
+            exp = read_expectation(path)
+            t0 = time.perf_counter()
+            res = judge.evaluate(problem_for(exp), Candidate(exp["source"], str(path)))
+            ok = held(kind, exp, res)
+            rows.append({"kind": kind, "file": str(path.relative_to(ROOT)),
+                         "family": header(path, "family") or path.stem,
+                         "required": "correct" if kind == "honest" else f"{exp['status']} {exp['detail'] or ''}".strip(),
+                         "given": f"{res.status} {','.join(sorted({f.rule for f in res.flags})) or res.category or ''}".strip(),
+                         "held": ok, "hole": header(path, "hole"), "elapsed_s": round(time.perf_counter() - t0, 3),
+                         "reason": res.reason[:300]})
+            print(f"{'ok  ' if ok else 'MISS'} {kind:7s} {path.name:48s} {rows[-1]['given']:32s} "
+                  f"{rows[-1]['elapsed_s']:6.2f}s", flush=True)
+    section = {"rows": rows}
+    exploits = [r for r in rows if r["kind"] == "exploit"]
+    honest = [r for r in rows if r["kind"] == "honest"]
+    section["summary"] = {"exploit_families": len(exploits), "blocked": sum(r["held"] for r in exploits),
+                          "honest": len(honest), "honest_correct": sum(r["held"] for r in honest)}
+    targets = [{"target": "every exploit family blocked with its required verdict",
+                "measured": f"{section['summary']['blocked']}/{len(exploits)}",
+                "met": all(r["held"] for r in exploits)},
+               {"target": "no honest candidate lost", "measured": f"{section['summary']['honest_correct']}/{len(honest)}",
+                "met": all(r["held"] for r in honest)}]
+    if overhead:
+        section["guard_overhead"] = guard_overhead(backend)
+        ratio = section["guard_overhead"]["ratio_median"]
+        targets.append({"target": "time to reward with the guard within 10% of without", "measured": ratio,
+                        "met": ratio <= 1.10})
+    section["targets"] = targets
+    return section
+
+
+def guard_overhead(backend: str, rounds: int = 2) -> dict:
+    """The honest corpus judged with the run-time guard on and off, alternating per candidate, in this run:
+    the median of per-candidate time-to-reward ratios (on / off)."""
+    paths = [p for p in sorted((ROOT / "tests/corpus/honest").glob("*.py"))][:12]
+    on_t, off_t = [], []
+    with Judge(backend, store=False, use_cache=False) as on, \
+            Judge(backend, store=False, use_cache=False, python_guard=False) as off:
+        on.warm()
+        off.warm()
+        for _ in range(rounds):
+            for p in paths:
+                exp = read_expectation(p)
+                for judge, bucket in ((on, on_t), (off, off_t)):
+                    t0 = time.perf_counter()
+                    r = judge.evaluate(problem_for(exp), Candidate(exp["source"], str(p)))
+                    bucket.append(time.perf_counter() - t0 if r.status == "correct" else float("nan"))
+    ratios = [a / b for a, b in zip(on_t, off_t) if a == a and b == b and b > 0]
+    return {"candidates": len(paths), "rounds": rounds, "on_median_s": round(statistics.median(on_t), 3),
+            "off_median_s": round(statistics.median(off_t), 3),
+            "ratio_median": round(statistics.median(ratios), 3) if ratios else None,
+            "ratio_p90": round(sorted(ratios)[int(0.9 * (len(ratios) - 1))], 3) if ratios else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", default="cpu", choices=("cpu", "gpu"))
+    ap.add_argument("--honest-gpu", action="store_true", help="also the 25 honest CUDA candidates (gpu backend)")
+    ap.add_argument("--no-overhead", action="store_true", help="skip the guard on/off time-to-reward comparison")
+    ap.add_argument("--out", type=Path, default=OUT)
+    a = ap.parse_args()
+    from bench.judge_bench import device_name
+    section = run(a.backend, a.honest_gpu, not a.no_overhead)
+    section.update(device=device_name(),
+                   date=time.strftime("%Y-%m-%dT%H:%M:%S"), command="python " + " ".join(sys.argv))
+    doc = json.loads(a.out.read_text()) if a.out.exists() else {"name": "judge_redteam"}
+    doc[a.backend] = section
+    doc.update(device=section["device"], date=section["date"], command=section["command"])   # the latest run's
+    doc["rows"] = [dict(r, backend=b) for b in ("cpu", "gpu") if b in doc for r in doc[b]["rows"]]
+    doc["targets"] = [dict(t, backend=b) for b in ("cpu", "gpu") if b in doc for t in doc[b]["targets"]]
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(doc, indent=1))
+    print(json.dumps({"summary": section["summary"], "targets": section["targets"]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
