@@ -1,6 +1,7 @@
 """Crashes, hangs, kill attempts and huge allocations inside the candidate's process: each
 is a categorized failure, the worker is replaced, the next evaluation runs normally, and the
-results store stays intact. Static checks are switched off here so the candidates really run."""
+results store stays intact. Static checks and the run-time Python guard are switched off here so the
+candidates really run (what stands is the worker's isolation, rewards/isolation.py)."""
 import sqlite3
 
 import pytest
@@ -15,7 +16,7 @@ SANDBOX = sorted((CORPUS / "sandbox").glob("*.py"))
 @pytest.fixture(scope="module")
 def raw_judge(tmp_path_factory):
     store = tmp_path_factory.mktemp("sandbox") / "results.sqlite"
-    j = Judge(backend="cpu", store=store, timeout_s=25, use_cache=False, static_checks=False)
+    j = Judge(backend="cpu", store=store, timeout_s=25, use_cache=False, static_checks=False, python_guard=False)
     yield j
     j.close()
 
@@ -144,7 +145,8 @@ def test_a_timed_out_worker_is_gone_not_orphaned(tmp_path):
     import time
     hang = ("import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n    def __init__(self, *a):\n"
             "        super().__init__()\n    def forward(self, x):\n        while True:\n            pass\n")
-    with Judge(backend="cpu", store=tmp_path / "r.sqlite", timeout_s=8, use_cache=False, static_checks=False) as j:
+    with Judge(backend="cpu", store=tmp_path / "r.sqlite", timeout_s=8, use_cache=False, static_checks=False,
+               python_guard=False) as j:
         j.warm()
         before = _candidate_workers()
         mine = {d for pid, d in before.items() if pid == j.cand.proc.pid or d in

@@ -62,19 +62,6 @@ def recv(conn, limit: int = MAX_MESSAGE_BYTES) -> dict:
 # process set-up
 
 
-def _libc():
-    import ctypes
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _die_with_parent() -> None:
-    try:
-        import signal
-        _libc().prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no orphaned workers if the judge dies
-    except (OSError, AttributeError):  # not Linux: workers still end when the pipe closes
-        pass
-
-
 def _watch_parent(judge_pid: int) -> None:
     """Without the namespace wrapper: end this worker when the judge is gone."""
     import threading
@@ -85,64 +72,6 @@ def _watch_parent(judge_pid: int) -> None:
             _time.sleep(0.5)
         os._exit(1)
     threading.Thread(target=watch, daemon=True, name="mkgym-watch-judge").start()
-
-
-def _enter_namespaces(hide: list[str], judge_pid: int) -> str:
-    """Run the rest of this worker as PID 1 of new PID and mount namespaces.
-
-    From inside, the judge's process is not addressable: getppid() is 0 and kill() cannot
-    name any process outside, so a candidate cannot signal the judge. In the private mount
-    namespace the results database files (`hide`) are covered by /dev/null, so code in the
-    worker can neither read nor clobber them. Needs root (or user namespaces); without
-    either the worker runs as before and says so.
-    """
-    CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
-    try:
-        libc = _libc()
-        if libc.unshare(CLONE_NEWPID | CLONE_NEWNS) == 0:
-            mode = "pid+mount-namespace"
-        elif libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) == 0:
-            mode = "user+pid+mount-namespace"
-        else:
-            return "none"
-    except (OSError, AttributeError):
-        return "none"
-    pid = os.fork()
-    if pid == 0:
-        _die_with_parent()
-        os.setsid()  # its own process group: kill(0, ...) reaches nothing of the judge's
-        MS_REC, MS_PRIVATE, MS_BIND = 16384, 1 << 18, 4096
-        if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-            return mode + " (mounts not private: nothing hidden)"
-        # A /proc of this namespace: the CUDA driver needs it to agree with getpid() (it fails
-        # with error 304 otherwise), and it shows the candidate no process of the judge's.
-        if libc.mount(b"proc", b"/proc", b"proc", 0, None) != 0:
-            mode += " (/proc not remounted)"
-        hidden = 0
-        for path in hide:
-            for p in (path, path + "-wal", path + "-shm", path + "-journal"):
-                if os.path.exists(p) and libc.mount(b"/dev/null", p.encode(), None, MS_BIND, None) == 0:
-                    hidden += 1
-        return mode + f", {hidden} store file(s) hidden"
-    # The outer process mirrors the inner one's fate to the judge, and kills it if the judge
-    # goes away (PR_SET_PDEATHSIG cannot do that here: it follows the judge's *thread* that
-    # started us, and a pool starts workers from threads that end).
-    import signal
-    import time as _time
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if os.getppid() != judge_pid:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os._exit(1)
-        _time.sleep(0.2)
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
 # Secrets and judge paths never reach code running in a worker.
@@ -158,57 +87,18 @@ def visible_device(device_index: int, parent_visible: str | None) -> str:
     return ids[device_index] if device_index < len(ids) else str(device_index)
 
 
+def _forget_spawn_arguments() -> None:
+    """multiprocessing keeps the worker's arguments (the store's paths among them) on its Process
+    object; nothing of the set-up stays reachable from the candidate's code."""
+    import multiprocessing
+    proc = multiprocessing.current_process()
+    proc._args, proc._kwargs = (), {}
+
+
 def _scrub_environment() -> None:
     for k in list(os.environ):
         if k in _ENV_DROP or any(w in k.upper() for w in _ENV_SECRET_WORDS):
             del os.environ[k]
-
-
-def _readable_by_others(path: str) -> bool:
-    import stat
-    p = os.path.abspath(path)
-    while True:
-        try:
-            mode = os.stat(p).st_mode
-        except OSError:
-            return False
-        if not mode & stat.S_IXOTH:
-            return False
-        parent = os.path.dirname(p)
-        if parent == p:
-            return True
-        p = parent
-
-
-def _drop_privileges(workdir: str) -> bool:
-    """As root, run the candidate as `nobody` so it cannot touch the judge's files.
-
-    Only where the Python installation is readable by other users (a site-packages under
-    /root usually is not); elsewhere the PID namespace and the static rules carry the load.
-    """
-    if os.geteuid() != 0:
-        return False
-    import importlib.util as iu
-    import pwd
-    spec = iu.find_spec("torch")
-    if spec is None or not spec.origin or not _readable_by_others(os.path.dirname(spec.origin)):
-        return False
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        return False
-    for root, dirs, files in os.walk(workdir):
-        for n in dirs + files:
-            os.chown(os.path.join(root, n), nobody.pw_uid, nobody.pw_gid)
-    os.chown(workdir, nobody.pw_uid, nobody.pw_gid)
-    os.setgroups([])
-    os.setgid(nobody.pw_gid)
-    os.setuid(nobody.pw_uid)
-    # the kernel clears PR_SET_PDEATHSIG when the effective uid changes (prctl(2)): arm it again, or a
-    # worker whose judge or wrapper is killed (a timeout) would outlive it, spinning in the candidate
-    _die_with_parent()
-    os.environ["HOME"] = workdir
-    return True
 
 
 def _pin_cpu(role: str, slot: int) -> None:
@@ -1051,14 +941,24 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
     judge_pid = os.getppid()
-    isolation = _enter_namespaces(list(hide or []), judge_pid)
-    if isolation == "none":
-        _watch_parent(judge_pid)
     parent_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     _scrub_environment()
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton")
-    os.environ["MKGYM_CUDA_CACHE"] = os.path.join(workdir, "cubin")
-    os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch_extensions")
+    # least privilege (rewards/isolation.py), first, with one thread: every thread and process the
+    # worker starts later inherits every layer. The store's paths are forgotten here.
+    from megakernel_gym.rewards import isolation as iso
+    store_paths = hide if isinstance(hide, list) else list(hide or [])
+    layers, missing = iso.isolate(role, backend, workdir, store_paths, judge_pid,
+                                  become_nobody=role == "candidate" and drop_privileges)
+    del hide, store_paths
+    _forget_spawn_arguments()
+    if not layers:
+        _watch_parent(judge_pid)
+    if role == "candidate":
+        iso.scratch_environment(workdir)   # TMPDIR, HOME and every cache in the only writable folder
+    else:
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton")
+        os.environ["MKGYM_CUDA_CACHE"] = os.path.join(workdir, "cubin")
+        os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch_extensions")
     if backend == "gpu":
         _pin_cpu(role, slot)
     if backend == "cpu":
@@ -1072,8 +972,7 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
         torch.set_num_threads(1)
     env = Env(backend)
     counter = snap = None
-    info: dict[str, Any] = {"ok": True, "role": role, "pid": os.getpid(), "torch": torch.__version__,
-                            "isolation": isolation}
+    info: dict[str, Any] = {"ok": True, "role": role, "pid": os.getpid(), "torch": torch.__version__}
     try:
         if backend == "gpu":
             if not torch.cuda.is_available():
@@ -1092,7 +991,14 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
             os.makedirs(os.path.join(workdir, "cubin"), exist_ok=True)
             os.makedirs(os.path.join(workdir, "torch_extensions"), exist_ok=True)
             os.makedirs(os.path.join(workdir, "out"), exist_ok=True)  # the output channel
-            info["dropped_privileges"] = drop_privileges and _drop_privileges(workdir)
+            if backend == "cpu":   # set up: from here on no new process, thread or socket (isolation.py)
+                try:
+                    layers.append(iso.forbid_new_tasks())
+                except (OSError, ImportError, RuntimeError) as e:
+                    missing.append(f"seccomp-cpu ({type(e).__name__}: {e})")
+        info["isolation"] = ", ".join(layers) or "none"
+        info["isolation_missing"] = missing
+        info["dropped_privileges"] = any(layer.startswith("no-caps (nobody") for layer in layers)
     except BaseException:  # noqa: BLE001
         send(conn, {"ok": False, "error": "worker_start", "message": _tb()})
         return

@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import tempfile
+import warnings
 import weakref
 from typing import Any
 
@@ -19,6 +20,20 @@ _live: "weakref.WeakSet[WorkerProcess]" = weakref.WeakSet()
 def _kill_all() -> None:
     for w in list(_live):
         w.kill()
+
+
+_warned: set[str] = set()
+
+
+def _warn_missing_layers(role: str, missing: list) -> None:
+    """A candidate worker that runs without one of its isolation layers (rewards/isolation.py: no
+    libseccomp, an old kernel, not root) still judges, and says so once per process and layer."""
+    for layer in missing:
+        key = f"{role}: {layer}"
+        if role == "candidate" and key not in _warned:
+            _warned.add(key)
+            warnings.warn(f"the candidate worker runs without this isolation layer: {layer}", RuntimeWarning,
+                          stacklevel=3)
 
 
 class WorkerTimeout(RuntimeError):
@@ -93,6 +108,7 @@ class WorkerProcess:
             self.kill()
             raise RuntimeError(f"{self.role} worker failed to start:\n{header.get('message', '')}")
         self.info = header
+        _warn_missing_layers(self.role, header.get("isolation_missing") or [])
         return header
 
     @property
