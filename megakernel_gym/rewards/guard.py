@@ -378,7 +378,10 @@ MODULE_NAMES: dict[str, set[str] | None] = {
     "triton": {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language"},
     "triton.language": None, "triton.language.extra": None, "triton.language.extra.cuda": None,
     "triton.language.extra.libdevice": None, "triton.language.math": None,
-    "math": None, "itertools": None,
+    "math": None,
+    "itertools": {"chain", "product", "count", "repeat", "islice", "zip_longest", "permutations",
+                  "combinations", "combinations_with_replacement", "cycle", "pairwise", "takewhile",
+                  "dropwhile", "compress", "tee", "filterfalse"},
     "functools": {"partial", "reduce", "lru_cache", "cache", "wraps", "cached_property"},
     "operator": {n for n in dir(operator) if not n.startswith("_")} - {"attrgetter", "methodcaller"},
     "typing": {"Optional", "List", "Tuple", "Dict", "Any", "Union", "Sequence", "Callable", "Iterable",
@@ -447,7 +450,10 @@ class Guard:
         return GuardError(msg)
 
     def _no_tensor(self, value, what: str):
-        if isinstance(value, self.Tensor):
+        """In forward, a tensor in Python arithmetic, a comparison, a truth test or a value-reading builtin
+        is torch compute or a read of its values on the host. (__init__ may compute its parameters the way
+        the problem's Model does: `torch.randn(shape) * 0.02`.)"""
+        if self.phase == "forward" and isinstance(value, self.Tensor):
             raise self.refuse(what, "that is torch compute or a read of a tensor's values on the host; "
                                     "compute in your own kernel")
         return value
@@ -559,9 +565,13 @@ class Guard:
     def getitem(self, obj, key):
         if isinstance(obj, self.Tensor):
             self._basic_index(key)
+        else:
+            self._no_tensor(key, "an index that is a tensor")
         return obj[key]
 
     def _basic_index(self, key):
+        if self.phase != "forward":
+            return
         for k in key if isinstance(key, tuple) else (key,):
             if not (k is None or k is Ellipsis or isinstance(k, (int, slice))) or isinstance(k, bool):
                 raise self.refuse(f"indexing a tensor with {type(k).__name__}",
@@ -673,23 +683,57 @@ class Guard:
                 print(*objects, file=sys.stdout, **kw)
         return Printer()
 
-    def install_layer_check(self) -> None:
-        """Calling one of torch's layers (nn.Linear, nn.Conv2d...) during forward is torch compute: refused.
-        The candidate's own modules call as usual. Patched on nn.Module in the candidate's worker, which
-        the candidate cannot reach (no dunder attributes) to undo."""
-        guard, Module = self, self.Module
-        plain = Module.__call__
+    def install_checks(self, exempt=lambda: False) -> None:
+        """Checks on torch's own classes in the candidate's worker, for what the candidate's code does
+        without an attribute access: calling one of torch's layers (nn.Linear...) in forward is torch
+        compute; a tensor's operators, comparisons, items and value reads (`__index__`, `__float__`,
+        `__bool__`, `item`, `tolist`, `numpy`...) in forward are torch compute or a read of its values on
+        the host, however they are reached (`operator.add`, `range(t)`, `lst[t]`, `math.exp(t)`...).
+        `exempt()` is true while the judge itself moves data for a kernel launch (Triton's CPU
+        interpreter reads its arguments through numpy). The candidate cannot undo these: it cannot reach
+        a dunder attribute."""
+        guard, Module, Tensor = self, self.Module, self.Tensor
+        plain_call = Module.__call__
 
         def __call__(module, *a, **kw):
             if guard.phase == "forward" and type(module) not in guard._own_types:
                 raise guard.refuse(f"calling torch's layer {type(module).__name__} in forward",
                                    "a torch layer may hold the weights; its compute belongs in your kernel")
-            return plain(module, *a, **kw)
+            return plain_call(module, *a, **kw)
         Module.__call__ = __call__
 
+        def checked(name, plain, index_arg=False):
+            def method(t, *a, **kw):
+                if guard.phase == "forward" and not exempt():
+                    if index_arg:
+                        guard._basic_index(a[0] if a else None)
+                    else:
+                        raise guard.refuse(f"tensor.{name} in forward", "that is torch compute or a read of a "
+                                           "tensor's values on the host; compute in your own kernel")
+                return plain(t, *a, **kw)
+            method.__name__ = name
+            return method
+        for name in TENSOR_VALUE_DUNDERS:
+            plain = getattr(Tensor, name, None)
+            if plain is not None:
+                setattr(Tensor, name, checked(name, plain))
+        for name in ("__getitem__", "__setitem__"):
+            setattr(Tensor, name, checked(name, getattr(Tensor, name), index_arg=True))
+
+
+
+# torch.Tensor's methods that compute or read values, however the candidate's code reaches them: refused
+# in forward (Guard.install_checks)
+TENSOR_VALUE_DUNDERS = tuple(f"__{op}__" for op in (
+    "add", "radd", "iadd", "sub", "rsub", "isub", "mul", "rmul", "imul", "truediv", "rtruediv", "itruediv",
+    "floordiv", "rfloordiv", "ifloordiv", "mod", "rmod", "imod", "pow", "rpow", "ipow", "matmul", "rmatmul",
+    "imatmul", "and", "rand", "iand", "or", "ror", "ior", "xor", "rxor", "ixor", "lshift", "rlshift",
+    "ilshift", "rshift", "rrshift", "irshift", "neg", "pos", "abs", "invert", "eq", "ne", "lt", "le", "gt",
+    "ge", "index", "int", "float", "complex", "bool", "contains", "array", "format", "reversed", "div",
+    "rdiv", "idiv")) + ("item", "tolist", "numpy")
 
 SAFE_BUILTINS = (
-    "None", "True", "False", "Ellipsis", "NotImplemented", "range", "len", "enumerate", "zip", "map",
+    "None", "True", "False", "Ellipsis", "NotImplemented", "len", "enumerate", "zip", "map",
     "filter", "reversed", "list", "tuple", "dict", "set", "frozenset", "slice", "callable", "chr", "ord",
     "id", "iter", "next", "object", "property", "staticmethod", "classmethod",
     "Exception", "ValueError", "TypeError", "RuntimeError", "AssertionError", "NotImplementedError",
@@ -698,7 +742,7 @@ SAFE_BUILTINS = (
 )
 # builtins that read a value: refused on a tensor (on the host, that is a copy of its data)
 READS_VALUES = ("float", "int", "bool", "complex", "str", "repr", "format", "abs", "round", "sum", "max",
-                "min", "sorted", "any", "all", "divmod", "pow", "hash")
+                "min", "sorted", "any", "all", "divmod", "pow", "hash", "range")
 
 
 class _TensorWriter:

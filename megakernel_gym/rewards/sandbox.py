@@ -580,7 +580,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         # `Model` here is the candidate's class, never the problem's
         from megakernel_gym.rewards.anticheat import CANDIDATE_CLASSES, NO_CANDIDATE_CLASS, candidate_class
         name = msg.get("candidate_class") or candidate_class(msg["candidate_source"])
-        guard = _candidate_guard(torch, msg)
+        guard = _candidate_guard(torch, msg, counter)
         if guard is None:
             cand = _load_module(msg["candidate_source"], f"mkgym_candidate_{key}", workdir, f"candidate_{key}.py")
         else:
@@ -701,7 +701,7 @@ _PENDING: dict[str, Any] = {}
 _GUARD: dict[str, Any] = {}
 
 
-def _candidate_guard(torch, msg: dict):
+def _candidate_guard(torch, msg: dict, counter: "LaunchCounter"):
     """This worker's run-time guard (rewards/guard.py), reset for a new candidate; None when the judge
     turned it off (tests of the layers below it)."""
     if not msg.get("python_guard", True):
@@ -711,7 +711,7 @@ def _candidate_guard(torch, msg: dict):
     guard = _GUARD.get("guard")
     if guard is None:
         guard = _GUARD["guard"] = Guard(torch)
-        guard.install_layer_check()
+        guard.install_checks(exempt=lambda: counter.in_kernel > 0)
     guard.reset()
     return guard
 
