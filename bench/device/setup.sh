@@ -4,7 +4,7 @@
 #   P="--no-deps --only-binary=:all: --python-version 3.12 --implementation cp -d .whl \
 #      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
 #   pip download $P gymnasium farama-notifications cloudpickle pytest-timeout cuda-bindings cuda-pathfinder \
-#       platformdirs msgpack jsonschema referencing rpds-py jsonschema-specifications attrs
+#       platformdirs msgpack jsonschema referencing rpds-py jsonschema-specifications attrs RestrictedPython pyseccomp
 # and Ray, whose wheel is over a carry's 64 MiB, as a trimmed tar.xz of its unpacked wheel without
 # ray/jars and ray/rllib (31 MB): .whl/ray-<version>-site.tar.xz.
 set -o pipefail

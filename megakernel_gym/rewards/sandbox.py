@@ -820,8 +820,8 @@ def judge_stream(torch):
 # .contiguous()/.clone()/.to()/copy_, torch.cat's batched copy, torch.arange; and the judge's spin kernel in
 # front of each timed call (torch.cuda._sleep). Accounted as those calls', not as foreign compute.
 ALLOWED_CALL_KERNELS = re.compile(r"\bat::native::.*(?:FillFunctor|direct_copy_kernel|copy_kernel|"
-                                  r"CatArrayBatchedCopy|arange_cuda_out|float8_copy_kernel)|^spin_kernel\b|"
-                                  r"\bat::native::.*\bspin_kernel\b")
+                                  r"CatArrayBatchedCopy|arange_cuda_out|float8_copy_kernel)|"
+                                  r"^(?:void )?(?:at::cuda::(?:\(anonymous namespace\)::)?)?spin_kernel\b")
 
 
 def _own_kernel_names(counter: "LaunchCounter") -> set[str]:
