@@ -9,21 +9,33 @@ wrapper: check the inputs, allocate outputs, compute a grid, launch, return. So:
   defines torch's own nvcc build uses, stub headers in place of torch's, and name expressions
   so that C++ (mangled, templated) kernels are found by their source names;
 - the host functions are parsed into a small C++ subset and run by an interpreter here, with
-  C's integer semantics (widths, wrap-around, truncating division) and torch's calls mapped to
-  the same ATen ops (`torch::empty` -> `torch.empty`, so the judge's dispatch checks see them
-  exactly as they would see the C++ calls); `<<<...>>>` launches go through CuPy on the same
+  C++'s integer semantics (widths, promotions, wrap-around, truncating division) and torch's calls
+  mapped to the same ATen ops (`torch::empty` -> `torch.empty`, so the judge's dispatch checks see
+  them exactly as they would see the C++ calls); `<<<...>>>` launches go through CuPy on the same
   stream a real launch would use (the legacy default stream unless a stream is given), and a
   failed launch is recorded for `cudaGetLastError()` instead of raised, as CUDA does.
 
-Anything outside the subset (`Unsupported`) goes to the real `load_inline` on the GPU, so a
-candidate's verdict never depends on which path took it. On a machine without a GPU the
-fast path still compiles the device code, which gives compile feedback; calling the module
-then says that running it needs the gpu backend.
+The candidate owns its process, so its host C++ never runs natively: there is no fallback to
+torch's real build. Before anything runs, `HostCheck` reads every host function and refuses
+what the interpreter does not allow (`Unsupported`, the candidate's compile_error, whose message
+names the construct and ends with `SUPPORTED_HOST_SUBSET`): any call outside an allowlist
+(qualified or found by argument-dependent lookup), writes to namespace-scope variables or static
+locals, references that alias variables, threads, inline assembly, extern declarations. Where
+nvcc or g++ would refuse the source (assignment to a const, std::min of two types) the error is
+theirs, in their words (`BuildError`). tests/corpus/inline_diff/ holds the cases on which the
+interpreter is checked against what nvcc and g++ compile and compute.
+
+On a machine without a GPU the fast path still compiles the device code and checks the host
+code, which gives compile feedback; calling the module then says that running it needs the gpu
+backend. (torch's real build stays reachable for benches that compare the two paths on trusted
+code: `real_build`, the judge's fast_inline=False; never for a candidate by default.)
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable
 
 import numpy as np
@@ -127,8 +139,71 @@ for _h in ("torch/extension.h", "torch/torch.h", "torch/types.h", "torch/all.h",
     STUB_HEADERS.setdefault(_h, _TORCH)
 
 
-class Unsupported(Exception):
-    """The fast path cannot take this source (the real load_inline will)."""
+# What the interpreter may call: every other name is refused at load (HostCheck), whatever
+# namespace it is in or however C++ would find it (argument-dependent lookup finds at::softmax for
+# an unqualified softmax(x, 1)). Allocation, metadata, options, guards and the current stream only:
+# nothing that computes but the copies and fills behind contiguous/clone/copy_/fill_/zero_/to.
+FACTORIES = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like", "empty_strided")
+CHECKS = ("TORCH_CHECK", "AT_ASSERTM", "TORCH_INTERNAL_ASSERT", "assert")
+LIBRARY_CALLS = frozenset(
+    {f"{ns}::{f}" for ns in ("torch", "at") for f in FACTORIES + ("TensorOptions", "dtype", "device")}
+    | {f"{ns}{f}" for ns in ("std::", "") for f in ("min", "max", "fmin", "fmax", "ceil", "floor", "sqrt", "log2",
+                                                   "abs", "fabs", "to_string")}
+    | {"ceilf", "floorf", "sqrtf", "fminf", "fmaxf", "fabsf"}
+    | {"cudaGetLastError", "cudaPeekAtLastError", "cudaGetErrorString", "cudaDeviceSynchronize",
+       "cudaStreamSynchronize", "cudaFuncSetAttribute", "C10_CUDA_KERNEL_LAUNCH_CHECK", "C10_CUDA_CHECK",
+       "AT_CUDA_CHECK", "CUDA_CHECK", "printf", "fprintf", "at::cuda::getCurrentCUDAStream",
+       "c10::cuda::getCurrentCUDAStream", "at::cuda::getDefaultCUDAStream", "dim3", "std::vector",
+       "std::make_tuple", "std::tuple", "std::make_pair", "std::runtime_error", "std::invalid_argument",
+       "c10::Error", "static_cast", "reinterpret_cast", "const_cast"} | set(CHECKS))
+TENSOR_METADATA = ("size", "sizes", "stride", "strides", "numel", "dim", "ndimension", "element_size", "itemsize",
+                   "data_ptr", "mutable_data_ptr", "const_data_ptr", "options", "dtype", "scalar_type", "device",
+                   "is_cuda", "is_contiguous", "defined")
+TENSOR_VIEWS = ("view", "reshape", "permute", "expand", "transpose", "narrow", "select", "unsqueeze", "squeeze",
+                "flatten", "slice", "t", "detach")
+TENSOR_COPIES = ("contiguous", "clone", "copy_", "fill_", "zero_", "to")
+OTHER_MEMBERS = ("index", "stream", "begin", "end", "empty", "vec", "back", "push_back", "emplace_back", "x", "y", "z")
+MEMBERS = frozenset(TENSOR_METADATA + TENSOR_VIEWS + TENSOR_COPIES + OTHER_MEMBERS)
+GUARDS = frozenset(f"{ns}::{g}" for ns in ("at::cuda", "c10::cuda") for g in ("CUDAGuard", "OptionalCUDAGuard")) | \
+    frozenset(f"{ns}::{g}" for ns in ("at", "c10") for g in ("DeviceGuard", "OptionalDeviceGuard"))
+DISPATCH_MACROS = ("AT_DISPATCH_FLOATING_TYPES", "AT_DISPATCH_FLOATING_TYPES_AND_HALF", "AT_DISPATCH_FLOATING_TYPES_AND2")
+
+SUPPORTED_HOST_SUBSET = f"""\
+load_inline host code never runs natively: the judge's interpreter runs it, and takes this C++ subset.
+Statements: local declarations, if/else, for, while, switch, break, continue, return, throw,
+{", ".join(CHECKS)}, #define macros (no #if), AT_DISPATCH_FLOATING_TYPES[_AND_HALF|_AND2](t, "name", [&] {{...}}).
+Values: integer and floating scalars (C++'s conversions and wrap-around), auto, dim3, torch::Tensor,
+TensorOptions, ScalarType, Device, std::vector/std::tuple of these, pointers from data_ptr<T>() and
+casts (never dereferenced); namespace-scope const/constexpr scalars and enums, read-only.
+Calls: the source's own non-template host functions; torch::/at:: {", ".join(FACTORIES)},
+TensorOptions().dtype().device(); tensor {", ".join(TENSOR_METADATA)};
+views {", ".join(TENSOR_VIEWS)}; copies {", ".join(TENSOR_COPIES)};
+CUDAGuard/OptionalCUDAGuard/DeviceGuard; at::cuda::getCurrentCUDAStream(); cudaGetLastError,
+cudaPeekAtLastError, cudaGetErrorString, cudaDeviceSynchronize, cudaFuncSetAttribute,
+C10_CUDA_KERNEL_LAUNCH_CHECK; std::min/max, ceil, floor, sqrt, log2, abs; kernel<<<grid, block[, smem[, stream]]>>>(...)
+of the source's __global__ functions.
+Refused: any other ATen/torch/c10 call (qualified, or unqualified and found by argument-dependent lookup),
+cuBLAS/cuDNN/CUTLASS or any library, threads, lambdas outside AT_DISPATCH, function pointers, writes to
+namespace-scope variables, static locals (no state across calls), references aliasing a variable,
+inline assembly, extern declarations, constructor attributes."""
+
+
+class Unsupported(nvrtc.CudaCompileError):
+    """Host code outside the interpreter's subset. Nothing else builds a load_inline extension (its
+    host C++ never runs natively), so this is the candidate's compile_error: `construct` names what
+    was refused, and the message ends with the subset the interpreter takes."""
+
+    category = "host_code"   # the EvalResult's category (sandbox._categorize_exception)
+
+    def __init__(self, construct: str, name: str = ""):
+        self.construct, self.name = construct, name
+        self.log = f"{construct}\n\n{SUPPORTED_HOST_SUBSET}"
+        head = f"{name}: the judge's load_inline cannot take this host code: " if name else ""
+        RuntimeError.__init__(self, f"{head}{construct}" + (f"\n{SUPPORTED_HOST_SUBSET}" if name else ""))
+
+    def named(self, name: str) -> "Unsupported":
+        """The refusal as the candidate reads it: the extension's name, the construct, the subset."""
+        return self if self.name else Unsupported(self.construct, name)
 
 
 class CudaRuntimeError(RuntimeError):
@@ -203,6 +278,13 @@ def _strip_comments(src: str) -> str:
 class Macro:
     params: list[str] | None
     body: str
+
+
+# The numeric macros torch's headers bring into host code (<cmath>, <cfloat>, <climits>), from the stubs
+# the device code gets; INFINITY and NAN are named values (their stub definitions are device intrinsics).
+_HOST_MACROS = {m.group(1): Macro(None, m.group(2).strip())
+                for m in re.finditer(r"^#define (\w+) (.+)$", _MATH + _FLOAT + _INT, re.M)
+                if m.group(1) not in ("INFINITY", "NAN", "HUGE_VALF")}
 
 
 def _directives(src: str) -> tuple[str, dict[str, Macro]]:
@@ -315,7 +397,7 @@ _TOKEN = re.compile(r"""
     (?P<ws>\s+)
   | (?P<str>"(?:\\.|[^"\\])*")
   | (?P<chr>'(?:\\.|[^'\\])')
-  | (?P<num>0[xX][0-9a-fA-F]+[uUlL]*|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fFlLuU]*)
+  | (?P<num>0[xX][0-9a-fA-F]+[uUlL]*|0[bB][01]+[uUlL]*|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fFlLuU]*)
   | (?P<id>[A-Za-z_]\w*)
   | (?P<op><<<|>>>|<<=|>>=|::|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||\+=|-=|\*=|/=|%=|&=|\|=|\^=|[-+*/%<>=!~&|^?:;,.(){}\[\]#])
 """, re.X)
@@ -333,6 +415,26 @@ def tokenize(text: str) -> list[str]:
     return toks
 
 
+def _paste(toks: list[str], macro: str) -> list[str]:
+    """`a ## b` joined into one token, as the preprocessor does (the result must be one token)."""
+    out: list[str] = []
+    k = 0
+    while k < len(toks):
+        if toks[k] == "#" and k + 1 < len(toks) and toks[k + 1] == "#":
+            right = toks[k + 2] if k + 2 < len(toks) else ""
+            joined = (out.pop() if out else "") + right
+            if joined:
+                pasted = tokenize(joined)
+                if len(pasted) != 1:
+                    raise Unsupported(f"macro {macro} pastes {joined!r}, which is not one token")
+                out.append(pasted[0])
+            k += 3
+            continue
+        out.append(toks[k])
+        k += 1
+    return out
+
+
 def expand_macros(toks: list[str], macros: dict[str, Macro], depth: int = 0) -> list[str]:
     if depth > 20:
         raise Unsupported("macros nest too deep")
@@ -345,7 +447,7 @@ def expand_macros(toks: list[str], macros: dict[str, Macro], depth: int = 0) -> 
             i += 1
             continue
         if mac.params is None:
-            out.extend(tokenize(mac.body))
+            out.extend(_paste(tokenize(mac.body), t))
             i += 1
             changed = True
             continue
@@ -369,21 +471,19 @@ def expand_macros(toks: list[str], macros: dict[str, Macro], depth: int = 0) -> 
                 cur.append(tk)
             j += 1
         args.append(cur)
-        if "##" in mac.body:
-            raise Unsupported(f"macro {t} pastes tokens (##)")
         binding = dict(zip(mac.params, args))
         body, btoks = [], tokenize(mac.body)
         k = 0
         while k < len(btoks):
             bt = btoks[k]
-            if bt == "#" and k + 1 < len(btoks) and btoks[k + 1] in binding:
+            if bt == "#" and k + 1 < len(btoks) and btoks[k + 1] in binding and not (body and body[-1] == "#"):
                 text = " ".join(binding[btoks[k + 1]]).replace("\\", "\\\\").replace('"', '\\"')
                 body.append(f'"{text}"')
                 k += 2
                 continue
             body.extend(binding.get(bt, [bt]))
             k += 1
-        out.extend(body)
+        out.extend(_paste(body, t))
         i = j + 1
         changed = True
     return expand_macros(out, macros, depth + 1) if changed else out
@@ -400,9 +500,30 @@ _TEMPLATE_FUNCS = {"data_ptr", "mutable_data_ptr", "const_data_ptr", "static_cas
                    "accessor", "packed_accessor32", "packed_accessor64", "get"}
 
 
+# Words that open a construct the interpreter does not take, and what it is.
+_REFUSED_WORDS = {
+    "asm": "inline assembly in host code", "__asm__": "inline assembly in host code",
+    "__asm": "inline assembly in host code", "thread_local": "a thread_local variable",
+    "extern": "an extern declaration in host code", "goto": "goto", "try": "try/catch in host code",
+    "new": "new in host code", "delete": "delete in host code", "typedef": "a typedef inside a host function",
+    "struct": "a struct inside a host function", "class": "a class inside a host function",
+    "union": "a union inside a host function", "enum": "an enum inside a host function",
+    "template": "a template inside a host function", "namespace": "a namespace inside a host function",
+    "__attribute__": "an __attribute__ in host code",
+    "operator": "an operator definition in host code",
+}
+
+
+_IDENT = re.compile(r"^[A-Za-z_]\w*$")
+_KEYWORDS = {"return", "throw", "case", "default", "else", "if", "for", "while", "do", "switch", "break",
+             "continue", "goto", "new", "delete", "sizeof", "using", "typedef", "operator", "co_return", "co_yield",
+             "co_await", "static_assert"} | set(_REFUSED_WORDS)
+
+
 class Parser:
     def __init__(self, toks: list[str], kernels: set[str], types: set[str]):
         self.t, self.i, self.kernels, self.types = toks, 0, kernels, types
+        self.quals: frozenset = frozenset()
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -446,21 +567,34 @@ class Parser:
                 return name in ("vector", "tuple", "optional", "array", "pair")
             return bool(name[:1].isupper()) and after not in ("(", "::", ".", ";", ")", ",") or \
                 name in ("IntArrayRef", "Tensor", "TensorOptions", "ScalarType", "Device", "CUDAStream",
-                         "OptionalCUDAGuard", "CUDAGuard", "Scalar")
-        return False
+                         "OptionalCUDAGuard", "CUDAGuard", "Scalar") or _IDENT.match(after) is not None
+        # `Name name`, `ns::Name name`: a declaration of a type the parser does not know (HostCheck judges it)
+        k = j
+        while k + 2 < len(self.t) and self.t[k + 1] == "::" and _IDENT.match(self.t[k]):
+            k += 2
+        nxt = self.t[k + 1] if k + 1 < len(self.t) else ""
+        return bool(_IDENT.match(tok) and _IDENT.match(self.t[k]) and _IDENT.match(nxt)) and \
+            tok not in _KEYWORDS and nxt not in _KEYWORDS
 
     def parse_type(self) -> str:
-        words = []
+        """A type, as text without cv-qualifiers; `self.quals` says what the declared object is:
+        const (the object itself, not a pointee), static, constexpr, ref."""
+        quals: set[str] = set()
         while self.peek() in _QUALIFIERS:
             w = self.next()
-            if w in ("const", "constexpr"):
-                words.append("const")
+            quals.add(w)
+            if w == "constexpr":
+                quals.add("const")
         base = []
         while True:
             tok = self.peek()
             if tok in ("unsigned", "signed", "long", "short", "int", "char") and (not base or base[-1] in (
                     "unsigned", "signed", "long", "short")):
                 base.append(self.next())
+                continue
+            if tok == "const" and base:      # `int const x`
+                self.next()
+                quals.add("const")
                 continue
             if base:
                 break
@@ -471,10 +605,15 @@ class Parser:
         ctype = " ".join(base).replace(" <", "<")
         while self.peek() in ("*", "&", "&&", "const", "__restrict__", "__restrict"):
             tok = self.next()
-            if tok in ("*",):
+            if tok == "*":
                 ctype += "*"
+                quals.discard("const")     # `const float* p`: the pointee is const, p is not
             elif tok in ("&", "&&"):
                 ctype += "&"
+                quals.add("ref")
+            elif tok == "const":
+                quals.add("const")         # `float* const p`
+        self.quals = frozenset(quals)
         return ctype
 
     def _template_text(self) -> str:
@@ -542,6 +681,15 @@ class Parser:
             cond = self.expr()
             self.expect(")")
             return ("for", ("block", []), cond, None, self.statement())
+        if tok == "do":
+            self.next()
+            body = self.statement()
+            self.expect("while")
+            self.expect("(")
+            cond = self.expr()
+            self.expect(")")
+            self.expect(";")
+            return ("do", body, cond)
         if tok == "return":
             self.next()
             value = None if self.peek() == ";" else self.expr()
@@ -583,6 +731,8 @@ class Parser:
             while self.next() != ";":
                 pass
             return ("block", [])
+        if tok in _REFUSED_WORDS:
+            raise Unsupported(_REFUSED_WORDS[tok])
         if tok.startswith("AT_DISPATCH_"):
             return self.dispatch()
         if self.is_type_start():
@@ -593,6 +743,7 @@ class Parser:
 
     def declaration(self) -> tuple:
         ctype = self.parse_type()
+        quals = self.quals
         decls = []
         while True:
             extra = ""
@@ -610,10 +761,11 @@ class Parser:
                 init = ("ctor", self.args(")"))
             elif self.peek() == "{":
                 self.next()
-                init = ("ctor", self.args("}"))
+                init = ("brace", self.args("}"))
             elif self.peek() == "[":
-                raise Unsupported("arrays in host code")
-            decls.append(("decl", ctype + extra, name, init))
+                raise Unsupported(f"the array {name} in host code")
+            q = quals | ({"ref"} if "&" in extra else set())
+            decls.append(("decl", ctype + extra, name, init, q - ({"const"} if "*" in extra else set())))
             if self.peek() == ",":
                 self.next()
                 continue
@@ -757,6 +909,10 @@ class Parser:
             return ("num", ord(_unescape(tok[1:-1])), "char")
         if re.match(r"^[\d.]", tok):
             return _number(tok)
+        if tok == "[":
+            raise Unsupported("a lambda outside AT_DISPATCH")
+        if tok in _REFUSED_WORDS:
+            raise Unsupported(_REFUSED_WORDS[tok])
         if not re.match(r"^[A-Za-z_]\w*$", tok):
             raise Unsupported(f"unexpected {tok!r} in host code")
         name = tok
@@ -812,43 +968,65 @@ def _unescape(s: str) -> str:
 
 
 def _number(tok: str) -> tuple:
-    low = tok.lower()
-    if low.startswith("0x"):
-        digits = low.rstrip("ul")
-        v = int(digits, 16)
-        suffix = low[len(digits):]
-    else:
+    """A literal's value and C++ type: the first of the types its suffix and base allow that holds it
+    (decimal: int, long, long long; hex, octal and binary also the unsigned ones)."""
+    low = tok.lower().replace("'", "")
+    m = re.match(r"^(0x[0-9a-f]+|0b[01]+|0[0-7]*|[1-9]\d*)(u?l{0,2}|l{0,2}u?)$", low)
+    if not m:
         digits = re.match(r"^[\d.]+(?:e[+-]?\d+)?", low).group(0)
         suffix = low[len(digits):]
-        if any(c in digits for c in ".e") or "f" in suffix:
-            return ("num", float(digits), "float" if "f" in suffix else "double")
-        v = int(digits)
-    unsigned = "u" in suffix
-    wide = "l" in suffix or v > 0x7FFFFFFF
-    return ("num", v, ("uint64" if wide else "uint32") if unsigned else ("int64" if wide else "int32"))
+        if suffix not in ("", "f", "l") or not re.search(r"[.e]", digits):
+            raise Unsupported(f"the literal {tok}")
+        return ("num", float(digits), "float" if suffix == "f" else "double")
+    digits, suffix = m.groups()
+    base = 16 if digits.startswith("0x") else 2 if digits.startswith("0b") else 8 if digits.startswith("0") else 10
+    v = int(digits[2:] if base in (16, 2) else digits, base)
+    unsigned, longs = "u" in suffix, suffix.count("l")
+    order = ["int32", "uint32", "int64", "uint64", "llong", "ullong"][{0: 0, 1: 2, 2: 4}[longs]:]
+    if unsigned:
+        order = [t for t in order if t.startswith("u")]
+    elif base == 10:
+        order = [t for t in order if not t.startswith("u")]
+    for t in order:
+        bits, signed = _INT_TYPES[t]
+        if v < (1 << (bits - 1) if signed else 1 << bits):
+            return ("num", v, t)
+    raise Unsupported(f"the literal {tok}, too large for any integer type")
 
 
 # ---------------------------------------------------------------------------------------
 # values
 
 
+# C++'s integer types on x86-64 Linux (LP64): int64_t is long, long long is another type of the
+# same width (std::min(int64_t, long long) does not deduce), size_t and uint64_t are unsigned long.
 _INT_TYPES = {"int32": (32, True), "uint32": (32, False), "int64": (64, True), "uint64": (64, False),
-              "bool": (8, False), "char": (8, True), "int16": (16, True), "uint8": (8, False), "int8": (8, True),
-              "uint16": (16, False)}
+              "llong": (64, True), "ullong": (64, False), "bool": (8, False), "char": (8, True),
+              "int16": (16, True), "uint16": (16, False), "uint8": (8, False), "int8": (8, True)}
 _CTYPE_NUM = {"int": "int32", "signed": "int32", "signed int": "int32", "int32_t": "int32", "unsigned": "uint32",
               "unsigned int": "uint32", "uint32_t": "uint32", "long": "int64", "long int": "int64",
-              "long long": "int64", "long long int": "int64", "int64_t": "int64", "ptrdiff_t": "int64",
-              "unsigned long": "uint64", "unsigned long long": "uint64", "size_t": "uint64", "uint64_t": "uint64",
-              "short": "int16", "int16_t": "int16", "uint16_t": "uint16", "char": "char", "int8_t": "int8",
-              "uint8_t": "uint8", "unsigned char": "uint8", "bool": "bool", "float": "float", "double": "double"}
-_RANK = {"bool": 0, "char": 0, "int8": 0, "uint8": 0, "int16": 0, "uint16": 0, "int32": 1, "uint32": 1,
-         "int64": 2, "uint64": 2, "float": 3, "double": 4}
+              "signed long": "int64", "int64_t": "int64", "ptrdiff_t": "int64", "intptr_t": "int64",
+              "long long": "llong", "long long int": "llong", "signed long long": "llong",
+              "unsigned long": "uint64", "unsigned long int": "uint64", "size_t": "uint64", "uint64_t": "uint64",
+              "uintptr_t": "uint64", "unsigned long long": "ullong", "unsigned long long int": "ullong",
+              "short": "int16", "short int": "int16", "signed short": "int16", "int16_t": "int16",
+              "unsigned short": "uint16", "unsigned short int": "uint16", "uint16_t": "uint16", "char": "char",
+              "signed char": "int8", "int8_t": "int8", "uint8_t": "uint8", "unsigned char": "uint8", "bool": "bool",
+              "float": "float", "double": "double"}
+# integer conversion rank (bool < char < short < int < long < long long)
+_RANK = {"bool": 1, "char": 2, "int8": 2, "uint8": 2, "int16": 3, "uint16": 3, "int32": 4, "uint32": 4,
+         "int64": 5, "uint64": 5, "llong": 6, "ullong": 6, "float": 7, "double": 8}
+_UNSIGNED = {"int32": "uint32", "int64": "uint64", "llong": "ullong"}
+# the types' names as nvcc and g++ print them in an error
+_CNAME = {"int32": "int", "uint32": "unsigned int", "int64": "long", "uint64": "unsigned long", "llong": "long long",
+          "ullong": "unsigned long long", "bool": "bool", "char": "char", "int16": "short", "uint16": "unsigned short",
+          "uint8": "unsigned char", "int8": "signed char", "float": "float", "double": "double"}
 
 
 @dataclass
 class Num:
     v: Any
-    t: str     # int32 uint32 int64 uint64 bool char ... float double
+    t: str     # int32 uint32 int64 uint64 llong ullong bool char ... float double
 
     def __post_init__(self):
         self.v = _fit(self.v, self.t)
@@ -859,12 +1037,12 @@ def _fit(v, t: str):
         return float(np.float32(v))
     if t == "double":
         return float(v)
+    if t == "bool":
+        return 1 if v else 0      # before truncation: 0.5 is true
     if isinstance(v, float):
         if v != v or v in (float("inf"), float("-inf")):
             raise CudaRuntimeError("conversion of NaN or infinity to an integer")
         v = int(v)  # C truncates toward zero
-    if t == "bool":
-        return 1 if v else 0
     bits, signed = _INT_TYPES[t]
     v &= (1 << bits) - 1
     if signed and v >= 1 << (bits - 1):
@@ -872,19 +1050,29 @@ def _fit(v, t: str):
     return v
 
 
+def _promoted(t: str) -> str:
+    """Integral promotion: what is narrower than int computes as int."""
+    return "int32" if _RANK[t] < _RANK["int32"] else t
+
+
 def _common(a: str, b: str) -> str:
+    """The usual arithmetic conversions."""
     if "double" in (a, b):
         return "double"
     if "float" in (a, b):
         return "float"
-    ra, rb = max(_RANK[a], 1), max(_RANK[b], 1)
-    if ra != rb:
-        t = a if ra > rb else b
-        return t if _RANK[t] >= 1 else "int32"
-    pick = [t for t in (a, b) if _RANK[t] == ra]
-    if any(t.startswith("uint") for t in pick):
-        return "uint64" if ra == 2 else "uint32"
-    return "int64" if ra == 2 else "int32"
+    a, b = _promoted(a), _promoted(b)
+    if a == b:
+        return a
+    sa, sb = _INT_TYPES[a][1], _INT_TYPES[b][1]
+    if sa == sb:
+        return a if _RANK[a] > _RANK[b] else b
+    signed, unsigned = (a, b) if sa else (b, a)
+    if _RANK[unsigned] >= _RANK[signed]:
+        return unsigned
+    if _INT_TYPES[signed][0] > _INT_TYPES[unsigned][0]:
+        return signed
+    return _UNSIGNED[signed]
 
 
 @dataclass
@@ -985,7 +1173,7 @@ class Program:
         cpp_nc = _strip_comments(cpp)
         cuda_code, macros = _directives(cuda_nc)
         cpp_code, cpp_macros = _directives(cpp_nc)
-        self.macros = {**cpp_macros, **macros}
+        self.macros = {**_HOST_MACROS, **cpp_macros, **macros}
         tops = top_level_functions(cuda_code)
         cpp_tops = top_level_functions(cpp_code)
         self.kernels: dict[str, Kernel] = {}
@@ -995,6 +1183,8 @@ class Program:
                     raise Unsupported(f"kernel {f.name} is overloaded")
                 self.kernels[f.name] = _kernel_of(f)
         pyb = [f for f in tops + cpp_tops if f.name == "PYBIND11_MODULE"]
+        for f in pyb:
+            _check_binding(f.body)
         exported: dict[str, str] = {}
         if functions is None:
             if not pyb:
@@ -1008,9 +1198,24 @@ class Program:
                 functions = list(functions)
             exported = {f: f for f in functions}
         self.hosts: dict[str, TopFunction] = {}
-        for f in cpp_tops + tops:
-            if f.host and f.name != "PYBIND11_MODULE" and not re.search(r"\btemplate\b", f.head):
-                self.hosts[f.name] = f
+        self.host_file: dict[str, str] = {}   # "cpp" (g++ builds it) or "cuda" (nvcc), for their error wording
+        self.template_hosts: set[str] = set()
+        for f, file in [(f, "cpp") for f in cpp_tops] + [(f, "cuda") for f in tops]:
+            if not f.host or f.name == "PYBIND11_MODULE":
+                continue
+            if re.search(r"\btemplate\b", f.head):
+                self.template_hosts.add(f.name)
+                continue
+            if f.name in self.hosts:
+                raise Unsupported(f"the host function {f.name} is defined twice (overloads are not taken)")
+            self.hosts[f.name] = f
+            self.host_file[f.name] = file
+        self.ns_vars: set[str] = set()    # namespace-scope variables that are not const: host code may not use them
+        ns_consts: set[str] = set()
+        for code, fns in ((cpp_code, cpp_tops), (cuda_code, tops)):
+            variables, consts = _namespace_scope(code, fns)
+            self.ns_vars |= variables
+            ns_consts |= consts
         missing = [c for c in exported.values() if c not in self.hosts]
         if missing:
             raise Unsupported(f"no definition of {', '.join(missing)} in the sources")
@@ -1021,18 +1226,21 @@ class Program:
                 device = device[:f.start] + _blank(device[f.start:f.end]) + device[f.end:]
         self.device_source = device
         self.types = {m.group(1) for m in re.finditer(r"\b(?:struct|class|typedef\s+[\w\s*]+?)\s+(\w+)\s*[{;]",
-                                                        cuda_code)}
+                                                        cuda_code + "\n" + cpp_code)}
         self.parsed: dict[str, tuple] = {}
-        self.globals: dict[str, Any] = {}
+        self.globals: dict[str, Any] = {}       # namespace-scope constants, read-only once loaded
         self.launcher: Callable | None = None   # tests record launches here instead of running them
-        self.build_real: Callable | None = None  # the real load_inline, for a call the fast path cannot run
-        self.real = None
-        self.fell_back: str | None = None
         self.last_error = 0
         for code, fns in ((cpp_code, cpp_tops), (cuda_code, tops)):
             self._read_constants(code, fns)
+        self.const_names = set(self.globals) | ns_consts
+        self.using_std = bool(re.search(r"\busing\s+(?:namespace\s+std\s*;|std::(?:min|max)\b)", cpp_code + cuda_code))
         for cname, f in self.hosts.items():
-            self.parsed[cname] = self._parse_function(f)
+            try:
+                self.parsed[cname] = self._parse_function(f)
+            except Unsupported as e:
+                raise Unsupported(f"in {cname}(): {e.construct}") from None
+        HostCheck(self).run()
         self._check_launch_pointers()
         self.names = self._name_expressions()
         opts = list(TORCH_NVCC_DEFINES)   # NVRTC has no --expt-relaxed-constexpr; the std stubs are __host__ __device__
@@ -1047,9 +1255,9 @@ class Program:
         self.cuda_module = nvrtc.CudaModule(self.device_source, f"{name}.cu", self.cubin)
         self.exported = exported
 
-    _CONST = re.compile(r"(?:^|(?<=[;}\n]))\s*(?:static\s+)?(?:const|constexpr)\s+(?:static\s+)?"
-                        r"(int|unsigned|unsigned int|long|long long|size_t|int64_t|int32_t|float|double)\s+"
-                        r"(\w+)\s*=\s*([^;{}]+);")
+    _CONST = re.compile(r"(?:^|(?<=[;{}\n]))\s*(?:(?:static|inline)\s+)*(?:const|constexpr)\s+(?:static\s+)?"
+                        r"(" + "|".join(sorted(map(re.escape, _CTYPE_NUM), key=len, reverse=True)) +
+                        r")\s+(\w+)\s*=\s*([^;{}]+);")
 
     def _read_constants(self, code: str, fns: list[TopFunction]) -> None:
         """Namespace-scope `const int BLOCK = 256;`, enumerators and the like, which host code may read."""
@@ -1063,8 +1271,10 @@ class Program:
                 if not name:
                     continue
                 try:
-                    value = Interpreter(self).eval(Parser(tokenize(expr), set(), set()).expr(),
-                                                   [self.globals]).v if expr else value + 1
+                    node = Parser(tokenize(expr), set(), set()).expr() if expr else None
+                    if node is not None and not _constant_expr(node, self.globals):
+                        break
+                    value = Interpreter(self).eval(node, [self.globals]).v if expr else value + 1
                 except (Unsupported, AttributeError, KeyError):
                     break
                 scoped = f"{m.group(2)}::{name}" if m.group(2) else None
@@ -1077,8 +1287,11 @@ class Program:
             try:
                 toks = expand_macros(tokenize(m.group(3)), self.macros)
                 node = Parser(toks, set(), set()).expr()
-                value = Interpreter(self).eval(node, [self.globals])
-                self.globals[m.group(2)] = Interpreter(self).convert(m.group(1), value)
+                if not _constant_expr(node, self.globals):
+                    continue   # a dynamic initializer: not read, so a use of it is refused by name
+                value = Interpreter(self).convert(m.group(1), Interpreter(self).eval(node, [self.globals]))
+                for key in (m.group(2), *(f"{ns}::{m.group(2)}" for ns in _namespaces_at(code, m.start(2)))):
+                    self.globals[key] = value
             except (Unsupported, CudaRuntimeError, KeyError, IndexError):
                 continue  # a constant the host code cannot use; reading it would be Unsupported
 
@@ -1094,7 +1307,7 @@ class Program:
                 if p.peek() == "=":
                     raise Unsupported("default arguments")
                 p.expect(",")
-                params.append((ctype, pname))
+                params.append((ctype, pname, p.quals))
         ret = " ".join(t for t in expand_macros(tokenize(f.ret), self.macros)
                        if t not in _QUALIFIERS and t not in ("__host__", "__forceinline__"))
         body = Parser(["{"] + toks + ["}"], set(self.kernels), self.types)
@@ -1102,6 +1315,13 @@ class Program:
         if body.peek():
             raise Unsupported("trailing tokens after a host function")
         return (ret, params, tree)
+
+    def compile_error(self, nvcc: str, gpp: str, file: str = "cuda"):
+        """What nvcc (a .cu source) or g++ (a .cpp one) says of host code they refuse: the real build would
+        fail, so the fast path fails the same way, in their words."""
+        raise BuildError(f"error: {nvcc if file == 'cuda' else gpp}", self.name,
+                         f"the host code does not compile ({'nvcc' if file == 'cuda' else 'g++'} refuses it, so "
+                         "torch's load_inline would not build it)")
 
     def _check_launch_pointers(self) -> None:
         """A launch whose pointer argument has a type nvcc refuses for its parameter, where both are
@@ -1198,6 +1418,577 @@ class Program:
         return f"{kernel}<{args}>"
 
 
+# ---------------------------------------------------------------------------------------
+# what the host code may do: checked at load, before anything of it runs
+
+
+def _namespaces_at(code: str, pos: int) -> list[str]:
+    """The qualified names of the named namespaces around a position (`a::b`, then `b`'s own path...):
+    a constant there is read as `a::b::NAME` too."""
+    path = []
+    for m in re.finditer(r"\bnamespace\s+([\w:]+)\s*\{", code[:pos]):
+        if _match_brace(code, m.end() - 1) > pos:
+            path.append(m.group(1))
+    return ["::".join(path[i:]) for i in range(len(path))]
+
+
+def _check_binding(body: str) -> None:
+    """A PYBIND11_MODULE holds `m.def("name", &function, ...)` lines and nothing else: the interpreter
+    never runs it, so anything more would be code the real extension runs and the fast path does not."""
+    text = re.sub(r'"(?:\\.|[^"\\])*"', '""', body)
+    for stmt in text.split(";"):
+        if not stmt.strip():
+            continue
+        if not re.match(r"^\s*\w+\s*\.\s*def\s*\(", stmt):
+            raise Unsupported(f"PYBIND11_MODULE does more than m.def(...): {' '.join(stmt.split())[:80]}")
+        if "[" in stmt:
+            raise Unsupported("a lambda bound in PYBIND11_MODULE (bind a host function by name)")
+
+
+_CTOR_ATTRIBUTE = re.compile(r"__attribute__\s*\(\(\s*(?:__)?(?:constructor|destructor)|"
+                             r"\[\[\s*gnu::(?:constructor|destructor)")
+_DEVICE_WORDS = re.compile(r"__(?:global|device|shared|constant|managed)__")
+
+
+def _namespace_scope(code: str, fns: list[TopFunction]) -> tuple[set[str], set[str]]:
+    """Refuses what a source holds at namespace scope that would run, or be declared for host code to
+    reach, outside the interpreter: constructor attributes, inline assembly, extern declarations. Returns
+    the namespace-scope variables that are not const and the names declared const there."""
+    if _CTOR_ATTRIBUTE.search(code):
+        raise Unsupported("a constructor/destructor attribute: code that would run when the extension loads")
+    text = code
+    for f in sorted(fns, key=lambda f: -f.start):
+        text = text[:f.start] + _blank(text[f.start:f.end]) + text[f.end:]
+    # braces that hold code (bodies of functions the reader did not take, types' bodies), not namespaces
+    bodies = []
+    for m in re.finditer(r"\{", text):
+        head = text[max(0, m.start() - 80):m.start()]
+        if re.search(r'(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s*"C")\s*$', head):
+            continue
+        if bodies and bodies[-1][0] < m.start() < bodies[-1][1]:
+            continue
+        bodies.append((m.start(), _match_brace(text, m.start())))
+    inside = lambda p: any(a <= p < b for a, b in bodies)   # noqa: E731
+    for m in re.finditer(r"\b(?:asm|__asm__|__asm)\b", text):
+        if not inside(m.start()):
+            raise Unsupported("inline assembly at namespace scope")
+    flat = text
+    for a, b in reversed(bodies):
+        flat = flat[:a] + ";" + _blank(flat[a + 1:b - 1]) + ";" + flat[b:]
+    flat = re.sub(r'(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s*"C")\s*\{', ";", flat).replace("}", ";")
+    variables, consts = set(), set()
+    for stmt in flat.split(";"):
+        words = " ".join(stmt.split())
+        if not words or re.match(r"^(?:typedef|using|template|struct|class|union|enum|static_assert|namespace)\b",
+                                 words):
+            continue
+        if re.match(r'^extern\b', words) and not _DEVICE_WORDS.search(words):
+            raise Unsupported(f"the extern declaration `{words[:80]}` (host code calls only what the interpreter "
+                              "allows, never a function declared to the linker)")
+        if _DEVICE_WORDS.search(words):
+            continue
+        decl = re.match(r"^(?:(?:static|inline|const|constexpr|volatile|thread_local)\s+)*[\w:<>, ]+?[\s*&]+(\w+)\s*"
+                        r"(=|\{|\[|;|$)", words)
+        if decl is None:
+            continue     # a prototype or something the device compiler judges
+        if re.search(r"\b(?:const|constexpr)\b", words.split("=")[0]):
+            consts.add(decl.group(1))
+        else:
+            variables.add(decl.group(1))
+    return variables, consts
+
+
+def _base(ctype: str) -> str:
+    """A type without cv-qualifiers, references and extra spaces (pointers kept)."""
+    t = re.sub(r"\b(?:const|volatile|constexpr|__restrict__|__restrict)\b", " ", ctype).replace("&", " ")
+    t = re.sub(r"\s*::\s*", "::", " ".join(t.split()))
+    return t.replace(" *", "*")
+
+
+def _constant_expr(node, constants: dict) -> bool:
+    """Whether an expression is a constant the compiler folds: literals, operators, casts, sizeof and
+    namespace-scope constants. A static local or namespace-scope constant initialized otherwise would run
+    its initializer once, natively, and keep the value: state the interpreter does not keep."""
+    if not isinstance(node, tuple):
+        return True
+    kind = node[0]
+    if kind in ("num", "sizeof"):
+        return True
+    if kind == "name":
+        return node[1] in constants or node[1] in ("true", "false")
+    if kind in ("bin", "unary", "ternary", "cast"):
+        return all(_constant_expr(x, constants) for x in node[1:] if isinstance(x, tuple))
+    if kind == "call" and node[1][0] == "name" and node[1][1] in ("static_cast",) and node[1][2]:
+        return all(_constant_expr(x, constants) for x in node[2])
+    return False
+
+
+_COMPARISONS = ("==", "!=", "<", ">", "<=", ">=", "&&", "||")
+
+
+def _static_type(e, lookup: Callable[[str], str | None]) -> str | None:
+    """The scalar type of an expression where the text says it (a literal, a declared variable, a cast, a
+    tensor's size), without evaluating anything; None where it does not. `lookup` gives a name's type."""
+    kind = e[0]
+    if kind == "num":
+        return e[2]
+    if kind == "name":
+        return lookup(e[1])
+    if kind == "cast":
+        return _CTYPE_NUM.get(_base(e[1]))
+    if kind == "sizeof":
+        return "uint64"
+    if kind == "unary":
+        if e[1] == "!":
+            return "bool"
+        t = _static_type(e[2], lookup)
+        return _promoted(t) if t else None
+    if kind == "bin":
+        if e[1] in _COMPARISONS:
+            return "bool"
+        a, b = _static_type(e[2], lookup), _static_type(e[3], lookup)
+        if e[1] in ("<<", ">>"):
+            return _promoted(a) if a else None
+        return _common(a, b) if a and b else None
+    if kind == "ternary":
+        a, b = _static_type(e[2], lookup), _static_type(e[3], lookup)
+        return (a if a == b else _common(a, b)) if a and b else None
+    if kind in ("assign", "incr"):
+        return _static_type(e[2], lookup)
+    if kind == "comma":
+        return _static_type(e[2], lookup)
+    if kind == "member" and e[2] in ("x", "y", "z"):
+        return "uint32"
+    if kind == "call":
+        fn = e[1]
+        if fn[0] == "member":
+            return {"size": "int64", "stride": "int64", "numel": "int64", "dim": "int64", "ndimension": "int64",
+                    "element_size": "int64", "itemsize": "uint64"}.get(fn[2])
+        if fn[0] == "name":
+            short = fn[1].split("::")[-1]
+            if short in ("static_cast", "reinterpret_cast", "const_cast") and fn[2]:
+                return _CTYPE_NUM.get(_base(fn[2][1:-1]))
+            if short in ("min", "max") and len(e[2]) == 2:
+                if fn[2]:
+                    return _CTYPE_NUM.get(_base(fn[2][1:-1]))
+                a, b = (_static_type(x, lookup) for x in e[2])
+                return a if a == b else None
+    return None
+
+
+# CUDA's host min/max overloads (crt/math_functions.hpp): one per pair of int, long, long long (either
+# signedness) or float/double. Arguments of two of these families match more than one: nvcc refuses.
+_MINMAX_FAMILY = {"int32": "int", "uint32": "int", "int64": "long", "uint64": "long", "llong": "llong",
+                  "ullong": "llong", "float": "fp", "double": "fp"}
+
+
+def minmax_type(program: "Program", name: str, targs: str | None, a: str, b: str, file: str) -> str:
+    """The type std::min/max (or CUDA's unqualified min/max) return for arguments of types a and b, or
+    nvcc's or g++'s error where the real build would find no function to call."""
+    short = name.split("::")[-1]
+    if targs:
+        t = _CTYPE_NUM.get(_base(targs[1:-1]))
+        if t is None:
+            raise Unsupported(f"{name}{targs}")
+        return t
+    if "::" in name or file == "cpp":
+        if "::" not in name and not program.using_std:
+            program.compile_error(f'identifier "{short}" is undefined', f"\u2018{short}\u2019 was not declared in this "
+                                  "scope", file)
+        if a != b:
+            program.compile_error(f'no instance of overloaded function "std::{short}" matches the argument list',
+                                  f"no matching function for call to \u2018{short}({_CNAME[a]}, {_CNAME[b]})\u2019",
+                                  file)
+        return a
+    fa, fb = _MINMAX_FAMILY.get(_promoted(a)), _MINMAX_FAMILY.get(_promoted(b))
+    if fa != fb:
+        program.compile_error(f'more than one instance of overloaded function "{short}" matches the argument list',
+                              "", file)
+    return _common(a, b)
+
+
+_DTYPE_NAMES = {"kFloat": "float32", "kFloat32": "float32", "kDouble": "float64", "kFloat64": "float64",
+                "kHalf": "float16", "kFloat16": "float16", "kBFloat16": "bfloat16", "kInt": "int32", "kInt32": "int32",
+                "kLong": "int64", "kInt64": "int64", "kBool": "bool", "kByte": "uint8", "kUInt8": "uint8",
+                "kChar": "int8", "kInt8": "int8", "kShort": "int16", "kInt16": "int16", "Float": "float32",
+                "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Int": "int32", "Long": "int64",
+                "Bool": "bool"}
+_NAMED_VALUES = {"cudaSuccess": (0, "int32"), "true": (1, "bool"), "false": (0, "bool"), "nullptr": (0, "int64"),
+                 "NULL": (0, "int64")}
+
+
+_NAMED_VALUES.update({"INFINITY": (float("inf"), "float"), "HUGE_VALF": (float("inf"), "float"),
+                      "HUGE_VAL": (float("inf"), "double"), "NAN": (float("nan"), "float")})
+
+
+def _is_constant_name(name: str) -> bool:
+    """A name the interpreter knows the value of: true, nullptr, cudaSuccess, torch's dtypes and devices."""
+    short = name.split("::")[-1]
+    torchy = name.startswith(("torch::", "at::", "c10::"))
+    return name in _NAMED_VALUES or name in ("stderr", "stdout") or short in _DTYPE_NAMES and torchy or \
+        short in ("kCUDA", "kCPU") and (torchy or name == short)
+
+
+@dataclass
+class _Var:
+    ctype: str
+    const: bool = False
+    ref: bool = False
+    t: str | None = None      # its scalar type, where the declaration says it
+    pointer: bool = False     # a pointer (never written through)
+
+
+_TORCH_TYPES = {"Tensor", "TensorOptions", "IntArrayRef", "ScalarType", "Device", "Scalar", "CUDAStream"}
+_HOST_TYPES = {"auto", "dim3", "cudaError_t", "cudaStream_t", "void", "scalar_t", "std::string"}
+
+
+class HostCheck:
+    """Reads every host function before any of it runs and refuses, naming the function and the construct,
+    what the interpreter does not take: a call or member outside the allowlist (whatever namespace C++ would
+    find it in), a name that is no local, constant or function of the source, a write to anything but a
+    local variable (no state kept across calls), a static local, a reference aliasing a variable, a value of
+    a type the interpreter does not model. Where nvcc or g++ refuse the code (assignment to a const, std::min
+    of two types) the error is theirs. Being at load, the verdict holds on a machine without a GPU too."""
+
+    def __init__(self, program: "Program"):
+        self.p = program
+        self.file = "cuda"
+
+    def run(self) -> None:
+        for cname, (ret, params, tree) in self.p.parsed.items():
+            self.file = self.p.host_file.get(cname, "cuda")
+            try:
+                scope: dict[str, _Var] = {}
+                for ctype, pname, quals in params:
+                    self.type_ok(ctype)
+                    scope[pname] = _Var(ctype, "const" in quals, "ref" in quals, _CTYPE_NUM.get(_base(ctype)),
+                                        _base(ctype).endswith("*"))
+                self.stmt(tree, [scope])
+            except Unsupported as e:
+                raise Unsupported(f"in {cname}(): {e.construct}") from None
+
+    # -- scopes ----------------------------------------------------------------------------
+    @staticmethod
+    def local(name: str, scopes) -> _Var | None:
+        for s in reversed(scopes):
+            if name in s:
+                return s[name]
+        return None
+
+    def lookup_type(self, scopes) -> Callable[[str], str | None]:
+        def t(name):
+            if name in ("true", "false"):
+                return "bool"
+            v = self.local(name, scopes)
+            if v is not None:
+                return v.t
+            g = self.p.globals.get(name)
+            return g.t if isinstance(g, Num) else None
+        return t
+
+    def type_ok(self, ctype: str) -> None:
+        base = _base(ctype)
+        if base.endswith("*") or base in _CTYPE_NUM or base in _HOST_TYPES or base in GUARDS:
+            return
+        short = base.split("::")[-1]
+        if short in _TORCH_TYPES and (base == short or base.startswith(("torch::", "at::", "c10::"))):
+            return
+        m = re.match(r"^std::(vector|tuple|pair|array)<(.*)>$", base)
+        if m:
+            for inner in _split_targs(m.group(2)):
+                if not re.fullmatch(r"\d+", inner.strip()):
+                    self.type_ok(inner)
+            return
+        why = " (the source's types are device-side only)" if base in self.p.types else ""
+        raise Unsupported(f"a host variable of type {base}{why}")
+
+    # -- statements ------------------------------------------------------------------------
+    def stmt(self, node, scopes) -> None:  # noqa: C901 - one dispatch over the statement kinds
+        kind = node[0]
+        if kind == "block":
+            inner = scopes if len(node) > 2 else scopes + [{}]
+            for st in node[1]:
+                self.stmt(st, inner)
+        elif kind == "decl":
+            self.declaration(node, scopes)
+        elif kind == "expr":
+            self.expr(node[1], scopes)
+        elif kind == "if":
+            self.expr(node[1], scopes)
+            self.stmt(node[2], scopes + [{}])
+            if node[3] is not None:
+                self.stmt(node[3], scopes + [{}])
+        elif kind == "for":
+            inner = scopes + [{}]
+            self.stmt(node[1], inner)
+            self.expr(node[2], inner)
+            if node[3] is not None:
+                self.expr(node[3], inner)
+            self.stmt(node[4], inner + [{}])
+        elif kind == "do":
+            self.stmt(node[1], scopes + [{}])
+            self.expr(node[2], scopes)
+        elif kind in ("return", "throw"):
+            if node[1] is not None:
+                self.expr(node[1], scopes)
+        elif kind in ("break", "continue"):
+            pass
+        elif kind == "switch":
+            self.expr(node[1], scopes)
+            for label, body in node[2]:
+                if label is not None:
+                    self.expr(label, scopes)
+                for st in body:
+                    self.stmt(st, scopes + [{}])
+        elif kind == "dispatch":
+            _, macro, args = node
+            if macro not in DISPATCH_MACROS:
+                raise Unsupported(f"{macro} (the interpreter dispatches {', '.join(DISPATCH_MACROS)})")
+            if len(args) != 3 or args[2][0] != "lambda":
+                raise Unsupported(f"{macro} not of the form {macro}(type, \"name\", [&] {{...}})")
+            self.expr(args[0], scopes)
+            self.expr(args[1], scopes)
+            self.stmt(args[2][1], scopes + [{"scalar_t": _Var("type", True)}])
+        else:
+            raise Unsupported(f"the statement {kind}")
+
+    def declaration(self, node, scopes) -> None:
+        _, ctype, name, init, quals = node
+        self.type_ok(ctype)
+        inits = [] if init is None else [init[1]] if init[0] == "init" else list(init[1])
+        for a in inits:
+            self.expr(a, scopes)
+        if "static" in quals and not ("const" in quals and all(_constant_expr(a, self.p.globals) for a in inits)):
+            raise Unsupported(f"the static local {name} (a static local keeps its value across calls; host code "
+                              "keeps no state)")
+        if "ref" in quals and len(inits) == 1 and inits[0][0] == "name" and self.local(inits[0][1], scopes):
+            raise Unsupported(f"the reference {name} to the variable {inits[0][1]} (the interpreter copies values "
+                              "where C++ would alias them)")
+        t = _CTYPE_NUM.get(_base(ctype))
+        if t is None and _base(ctype) == "auto" and len(inits) == 1:
+            t = _static_type(inits[0], self.lookup_type(scopes))
+        pointer = _base(ctype).endswith("*") or _base(ctype) == "auto" and len(inits) == 1 and _pointerish(inits[0])
+        scopes[-1][name] = _Var(ctype, "const" in quals, "ref" in quals, t, pointer)
+
+    # -- expressions -----------------------------------------------------------------------
+    def expr(self, e, scopes) -> None:  # noqa: C901 - one dispatch over the expression kinds
+        kind = e[0]
+        if kind in ("num", "str", "sizeof"):
+            if kind == "sizeof":
+                self.type_ok(e[1]) if not _base(e[1]).endswith("*") and _base(e[1]) not in _ELEMENT else None
+            return
+        if kind == "name":
+            self.name(e[1], scopes)
+        elif kind == "list":
+            for x in e[1]:
+                self.expr(x, scopes)
+        elif kind == "bin":
+            self.expr(e[2], scopes)
+            self.expr(e[3], scopes)
+        elif kind == "unary":
+            self.expr(e[2], scopes)
+        elif kind == "ternary":
+            for x in e[1:]:
+                self.expr(x, scopes)
+        elif kind == "comma":
+            self.expr(e[1], scopes)
+            self.expr(e[2], scopes)
+        elif kind == "cast":
+            self.type_ok(e[1])
+            self.expr(e[2], scopes)
+        elif kind in ("assign", "incr"):
+            self.target(e[2], scopes, e[1])
+            if kind == "assign":
+                self.expr(e[3], scopes)
+        elif kind == "member":
+            if e[2] not in ("x", "y", "z"):
+                raise Unsupported(f"the member .{e[2]} read without a call (only dim3's x, y, z are)")
+            self.expr(e[1], scopes)
+        elif kind == "call":
+            self.call(e, scopes)
+        elif kind == "launch":
+            _, kname, targs, config, args = e
+            if self.file == "cpp":   # g++ builds cpp_sources: <<<>>> is nvcc's syntax
+                self.p.compile_error("", "expected primary-expression before \u2018<\u2019 token", "cpp")
+            if kname not in self.p.kernels:
+                raise Unsupported(f"a launch of {kname}, which is not a __global__ function of the source")
+            for x in config + args:
+                self.expr(x, scopes)
+        elif kind == "index":
+            self.expr(e[1], scopes)
+            self.expr(e[2], scopes)
+        elif kind == "addr":
+            inner = e[1]
+            if not (inner[0] == "name" and inner[1] in self.p.kernels):
+                raise Unsupported(f"taking an address ({_show(inner)}): pointers come from data_ptr and casts only")
+        else:
+            raise Unsupported(f"the expression {kind}")
+
+    def name(self, name: str, scopes) -> None:
+        if self.local(name, scopes) is not None or name in self.p.globals or name in self.p.kernels:
+            return
+        if _is_constant_name(name):
+            return
+        if name in self.p.hosts or name in self.p.template_hosts:
+            raise Unsupported(f"the function {name} used as a value (function pointers are not taken)")
+        if name in self.p.ns_vars:
+            raise Unsupported(f"the namespace-scope variable {name}: host code reads only namespace-scope "
+                              "const/constexpr scalars (it keeps no state across calls)")
+        if name in self.p.const_names:
+            raise Unsupported(f"the namespace-scope constant {name}, whose value is not a constant expression of "
+                              "scalars")
+        raise Unsupported(f"the name {name}{_hint(name, call=False)}")
+
+    def target(self, t, scopes, op: str) -> None:
+        """What an assignment or ++/-- writes: a local variable of the function, never anything else."""
+        gpp_verb = {"++": "increment", "--": "decrement"}.get(op, "assignment")
+        if t[0] == "name":
+            name = t[1]
+            v = self.local(name, scopes)
+            if v is None:
+                if name in self.p.const_names:
+                    self.p.compile_error("expression must be a modifiable lvalue",
+                                         f"{gpp_verb} of read-only variable \u2018{name}\u2019", self.file)
+                if name in self.p.ns_vars:
+                    raise Unsupported(f"a write to the namespace-scope variable {name} (host code keeps no state "
+                                      "across calls)")
+                raise Unsupported(f"a write to {name}, which is not a local variable of the function")
+            if v.const:
+                kind = "reference" if v.ref else "parameter" if self._is_param(name, scopes) else "variable"
+                scalar = v.t is not None or _base(v.ctype) in ("dim3",) or _base(v.ctype).endswith("*")
+                if scalar or op != "=":
+                    self.p.compile_error("expression must be a modifiable lvalue",
+                                         f"{gpp_verb} of read-only {kind} \u2018{name}\u2019", self.file)
+                self.p.compile_error('no operator "=" matches these operands',
+                                     "passing \u2018const at::Tensor\u2019 as \u2018this\u2019 argument discards "
+                                     "qualifiers", self.file)
+            if v.ref:
+                raise Unsupported(f"a write through the reference {name} (the interpreter copies values where C++ "
+                                  "would write the referenced object)")
+            if op in ("++", "--") and v.t == "bool":
+                _bool_step(self.p, op)
+            return
+        if t[0] == "member" and t[1][0] == "name" and t[2] in ("x", "y", "z"):
+            v = self.local(t[1][1], scopes)
+            if v is None:
+                raise Unsupported(f"a write to {t[1][1]}.{t[2]}, which is not a local variable of the function")
+            if v.const:
+                self.p.compile_error("expression must be a modifiable lvalue",
+                                     f"assignment of member \u2018dim3::{t[2]}\u2019 in read-only object", self.file)
+            return
+        if t[0] == "index" and t[1][0] == "name":
+            v = self.local(t[1][1], scopes)
+            if v is None or v.ref or v.const or v.pointer:
+                raise Unsupported(f"a write to {t[1][1]}[...], which is not a local std::vector of the function")
+            self.expr(t[2], scopes)
+            return
+        raise Unsupported(f"a write to {_show(t)} (host code writes local variables only; pointers are never "
+                          "dereferenced)")
+
+    @staticmethod
+    def _is_param(name: str, scopes) -> bool:
+        return name in scopes[0] and not any(name in s for s in scopes[1:])
+
+    def call(self, e, scopes) -> None:
+        fn, args = e[1], e[2]
+        for a in args:
+            self.expr(a, scopes)
+        if fn[0] == "member":
+            if fn[2] not in MEMBERS:
+                raise Unsupported(f"the method .{fn[2]}(){_hint(fn[2], member=True)}")
+            self.expr(fn[1], scopes)
+            return
+        if fn[0] != "name":
+            raise Unsupported(f"a call of {_show(fn)} (function pointers are not taken)")
+        name, targs = fn[1], fn[2]
+        short = name.split("::")[-1]
+        if self.local(name, scopes) is not None:
+            raise Unsupported(f"a call of the variable {name} (function pointers are not taken)")
+        if name in self.p.parsed:
+            want = len(self.p.parsed[name][1])
+            if len(args) != want:
+                self.p.compile_error(f"too {'few' if len(args) < want else 'many'} arguments in function call",
+                                     f"too {'few' if len(args) < want else 'many'} arguments to function", self.file)
+            return
+        if name in LIBRARY_CALLS:
+            if short in ("min", "max") and len(args) == 2:
+                types = [_static_type(a, self.lookup_type(scopes)) for a in args]
+                if all(types) or targs or "::" not in name and self.file == "cpp":
+                    minmax_type(self.p, name, targs, types[0] or "int32", types[1] or "int32", self.file)
+            return
+        if name in self.p.kernels:
+            self.p.compile_error("a __global__ function call must be configured", "", self.file)
+        if name in self.p.template_hosts:
+            raise Unsupported(f"a call to the template host function {name} (the interpreter runs non-template "
+                              "host functions)")
+        raise Unsupported(f"a call to {name}{_hint(name)}")
+
+
+def _bool_step(program: "Program", op: str) -> None:
+    """++/-- on a bool: C++17 removed them. nvcc's front end only warns (deprecated), then g++ refuses the
+    code it generates, so a .cu source fails as a .cpp one does, in g++'s words."""
+    msg = f"use of an operand of type \u2018bool\u2019 in \u2018operator{op}\u2019 is forbidden in C++17"
+    program.compile_error(msg, msg)
+
+
+def _pointerish(e) -> bool:
+    """An initializer that gives a pointer: data_ptr, a pointer cast, pointer arithmetic on one."""
+    if e[0] == "cast":
+        return _base(e[1]).endswith("*")
+    if e[0] == "call" and e[1][0] == "member":
+        return e[1][2] in ("data_ptr", "mutable_data_ptr", "const_data_ptr")
+    if e[0] == "call" and e[1][0] == "name" and e[1][2]:
+        return e[1][2].endswith("*>")
+    if e[0] == "bin" and e[1] in ("+", "-"):
+        return _pointerish(e[2])
+    return False
+
+
+def _split_targs(text: str) -> list[str]:
+    out, cur, depth = [], "", 0
+    for c in text:
+        if c == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+            continue
+        depth += c == "<"
+        depth -= c == ">"
+        cur += c
+    return out + [cur] if cur.strip() else out
+
+
+def _show(node) -> str:
+    if node[0] == "name":
+        return node[1]
+    if node[0] == "member":
+        return f"{_show(node[1])}.{node[2]}"
+    if node[0] == "index":
+        return f"{_show(node[1])}[...]"
+    if node[0] == "addr":
+        return f"&{_show(node[1])}"
+    return f"an expression ({node[0]})"
+
+
+def _hint(name: str, member: bool = False, call: bool = True) -> str:
+    """Why a name the interpreter does not know is refused."""
+    low = name.lower()
+    if member:
+        return " (tensor compute runs in the candidate's kernels; the interpreter takes the methods listed below)"
+    if re.search(r"cublas|cudnn|cutlass|cute::|cusparse|cufft|curand|nccl", low):
+        return " (a CUDA library: the compute must be the candidate's own kernels)"
+    if re.search(r"thread|pthread|async|fork|system|popen|exec|dlopen|fopen|mmap", low):
+        return " (threads and system calls are never the host code's business)"
+    if name.startswith(("at::", "torch::", "c10::")):
+        return " (an ATen/torch call outside the allowlist: compute runs in the candidate's kernels)"
+    if "::" not in name and call:
+        return (" (not a function of the source: C++ would look it up in the headers and, for a tensor argument, "
+                "in at:: by argument-dependent lookup, e.g. at::" + name + "; the interpreter calls only what it "
+                "lists)")
+    if not call:
+        return " (not a local, a parameter, a namespace-scope constant or a name the interpreter knows)"
+    return ""
+
+
 def _dispatch_types(macro: str) -> list[str]:
     types = ["float", "double"]
     if "HALF" in macro:
@@ -1245,23 +2036,18 @@ class HostFunction:
                 f"{self.program.name}: the load_inline extension's device code compiled with NVRTC and its "
                 f"host code was read, but there is no CUDA GPU here to run {self.__name__}(); running a "
                 "load_inline candidate needs the gpu backend (--backend gpu)")
-        p = self.program
-        if p.real is None:
-            try:
-                return Interpreter(p).call(self.cname, list(args), from_python=True)
-            except Unsupported as e:
-                # the host code did something outside the subset: the real extension runs this call and
-                # every later one (a kernel the fast path launched before wrote only this call's outputs)
-                if p.build_real is None:
-                    raise nvrtc.CudaUnavailableError(f"{p.name}: {e}; the fast path cannot run it") from e
-                p.fell_back = str(e)
-                p.real = p.build_real()
-        return getattr(p.real, self.__name__)(*args)
+        try:
+            return Interpreter(self.program).call(self.cname, list(args), from_python=True)
+        except Unsupported as e:
+            # what the check at load could not see (a value's type, a dispatch on half): refused, never
+            # built natively; a kernel launched before wrote only this call's outputs
+            raise e.named(self.program.name) from None
 
 
 class Interpreter:
     def __init__(self, program: Program):
         self.p = program
+        self.file = "cuda"
         import torch
         self.torch = torch
 
@@ -1271,15 +2057,22 @@ class Interpreter:
         if len(args) != len(params):
             raise TypeError(f"{cname}(): incompatible function arguments: takes {len(params)}, got {len(args)}")
         scope: dict[str, Any] = {}
-        for (ctype, pname), a in zip(params, args):
-            scope[pname] = self._bind(ctype, a, from_python, cname, pname)
+        for (ctype, pname, quals), a in zip(params, args):
+            scope[pname] = self._bind(ctype, a, from_python, cname, pname, "ref" in quals)
         if from_python:
             self.p.last_error = 0
+        caller, self.file = self.file, self.p.host_file.get(cname, "cuda")
         try:
-            self.run(tree, [self.p.globals, scope, {}])
+            # namespace-scope constants are read-only: no call leaves anything behind for the next one
+            self.run(tree, [MappingProxyType(self.p.globals), scope, {}])
             value = None
         except _Return as r:
             value = r.value
+        finally:
+            self.file = caller
+        num = _CTYPE_NUM.get(_base(ret))
+        if num and isinstance(value, Num):
+            value = Num(value.v, num)        # the function's return type, as C++ converts it
         if from_python and self.p.last_error:
             # a failed launch nobody read with cudaGetLastError stays CUDA's pending error, and torch's
             # check after its next kernel raises it: in the real extension, right after this call
@@ -1288,9 +2081,9 @@ class Interpreter:
                                    "and its error was not checked; torch's next kernel launch reports it)")
         return self._out(ret, value) if from_python else value
 
-    def _bind(self, ctype: str, a, from_python: bool, fn: str, pname: str):
+    def _bind(self, ctype: str, a, from_python: bool, fn: str, pname: str, ref: bool = False):
         torch = self.torch
-        base = ctype.replace("const", "").replace("&", "").strip()
+        base = _base(ctype)
         if base in ("torch::Tensor", "at::Tensor", "Tensor"):
             if not isinstance(a, torch.Tensor):
                 raise TypeError(f"{fn}(): incompatible function arguments: {pname} must be a Tensor, got "
@@ -1301,25 +2094,31 @@ class Interpreter:
             if isinstance(a, Num):
                 return Num(a.v, num)
             if from_python:
-                if isinstance(a, bool) and num != "bool":
-                    pass  # pybind11 takes a bool where an int is asked: True -> 1
+                bad = f"{fn}(): incompatible function arguments: {pname} must be "
                 if num in ("float", "double"):
                     if not isinstance(a, (int, float)):
-                        raise TypeError(f"{fn}(): incompatible function arguments: {pname} must be a float")
-                elif not isinstance(a, int):
-                    raise TypeError(f"{fn}(): incompatible function arguments: {pname} must be an int, got "
-                                    f"{type(a).__name__}")
+                        raise TypeError(bad + "a float")
+                elif num == "bool":
+                    if not isinstance(a, (bool, int)):
+                        raise TypeError(bad + "a bool")
+                else:
+                    if not isinstance(a, int):   # a bool is an int to pybind11 (True -> 1), a float is not
+                        raise TypeError(bad + f"an int, got {type(a).__name__}")
+                    bits, signed = _INT_TYPES[num]
+                    lo, hi = (-(1 << (bits - 1)), 1 << (bits - 1)) if signed else (0, 1 << bits)
+                    if not lo <= a < hi:     # pybind11 refuses an int its C type cannot hold
+                        raise TypeError(bad + f"a {_CNAME[num]}, and {a} is out of its range")
             return Num(a, num)
         inner = base[12:-1].strip() if base.startswith("std::vector<") else ""
         if inner in _CTYPE_NUM:
-            return [Num(x, _CTYPE_NUM[inner]) for x in a]
+            return [Num(x.v if isinstance(x, Num) else x, _CTYPE_NUM[inner]) for x in a]
         if inner in ("torch::Tensor", "at::Tensor", "Tensor"):
             if not (isinstance(a, (list, tuple)) and all(isinstance(x, torch.Tensor) for x in a)):
                 raise TypeError(f"{fn}(): incompatible function arguments: {pname} must be a list of Tensors")
             return list(a)
         if from_python:
-            raise Unsupported(f"parameter type {ctype}")
-        return a
+            raise Unsupported(f"the parameter type {ctype} of {fn}")
+        return a if ref else _copy(a)
 
     def _out(self, ret: str, v):
         torch = self.torch
@@ -1330,7 +2129,7 @@ class Interpreter:
             return tuple(seq) if "tuple" in ret else seq
         if v is None or isinstance(v, torch.Tensor):
             return v
-        raise Unsupported(f"return value {type(v).__name__}")
+        raise Unsupported(f"a return value of type {type(v).__name__}")
 
     # -- statements ----------------------------------------------------------------------
     def run(self, node: tuple, scopes: list[dict]) -> None:
@@ -1340,7 +2139,7 @@ class Interpreter:
             for s in node[1]:
                 self.run(s, inner)
         elif kind == "decl":
-            _, ctype, name, init = node
+            _, ctype, name, init, _quals = node
             scopes[-1][name] = self.declare(self._resolve(ctype, scopes), init, scopes)
         elif kind == "expr":
             self.eval(node[1], scopes)
@@ -1365,6 +2164,20 @@ class Interpreter:
                     pass
                 if node[3] is not None:
                     self.eval(node[3], inner)
+        elif kind == "do":
+            steps = 0
+            while True:
+                steps += 1
+                if steps > 1_000_000:
+                    raise Unsupported("a host loop of over a million steps")
+                try:
+                    self.run(node[1], scopes + [{}])
+                except _Break:
+                    break
+                except _Continue:
+                    pass
+                if not self.truth(self.eval(node[2], scopes)):
+                    break
         elif kind == "return":
             raise _Return(None if node[1] is None else self.eval(node[1], scopes))
         elif kind == "break":
@@ -1411,40 +2224,37 @@ class Interpreter:
         self.run(args[2][1], scopes + [{"scalar_t": ("type", ctype)}])
 
     def declare(self, ctype: str, init, scopes):
-        base = ctype.replace("const", "").strip()
-        if base in ("dim3",):
-            if init is None:
+        base = _base(ctype)
+        vals = None if init is None else [self.eval(init[1], scopes)] if init[0] == "init" else \
+            [self.eval(a, scopes) for a in init[1]]
+        if base == "dim3":
+            if not vals:
                 return Dim3()
-            vals = [self.eval(a, scopes) for a in init[1]] if init[0] == "ctor" else [self.eval(init[1], scopes)]
             if len(vals) == 1 and isinstance(vals[0], Dim3):
-                return vals[0]
+                return _copy(vals[0])
             return _dim3(vals)
-        if init is None:
-            num = _CTYPE_NUM.get(base)
-            return Num(0, num) if num else None
         if base.startswith("std::vector<"):
-            if init is None:
+            inner = _CTYPE_NUM.get(_base(base[12:-1]))
+            elem = (lambda v: Num(v.v, inner) if isinstance(v, Num) else v) if inner else (lambda v: v)  # noqa: E731
+            if not vals:
                 return []
-            vals = [self.eval(a, scopes) for a in init[1]]
             if init[0] == "init":
                 v = vals[0]
-                return list(v) if isinstance(v, (list, tuple)) else v
+                return [elem(x) for x in v] if isinstance(v, (list, tuple)) else v
             if len(vals) == 2 and all(isinstance(v, _Iter) for v in vals) and vals[0].seq == vals[1].seq:
-                return list(vals[0].seq[vals[0].at:vals[1].at])
-            if len(vals) in (1, 2) and isinstance(vals[0], Num) and init[0] == "ctor" and "(" in str(init):
-                return [vals[1] if len(vals) == 2 else Num(0, "int64")] * vals[0].v
-            return list(vals)
-        if init[0] == "ctor":
-            vals = [self.eval(a, scopes) for a in init[1]]
-            if re.search(r"(Guard|DeviceGuard)$", base):
-                return None
-            if len(vals) == 1:
-                value = vals[0]
-            else:
-                raise Unsupported(f"constructor of {ctype}")
-        else:
-            value = self.eval(init[1], scopes)
-        return self.convert(base, value)
+                return [elem(x) for x in vals[0].seq[vals[0].at:vals[1].at]]
+            if init[0] == "ctor" and len(vals) in (1, 2) and isinstance(vals[0], Num):   # (count[, value])
+                return [elem(vals[1]) if len(vals) == 2 else Num(0, inner or "int64")] * vals[0].v
+            return [elem(v) for v in vals]
+        if vals is None:
+            num = _CTYPE_NUM.get(base)
+            return Num(0, num) if num else None
+        if init[0] != "init":
+            if base in GUARDS:
+                return None      # one device, the current one: a guard changes nothing here
+            if len(vals) != 1:
+                raise Unsupported(f"a constructor of {ctype} with {len(vals)} arguments")
+        return self.convert(base, _copy(vals[0]))
 
     def convert(self, ctype: str, value):
         ctype = ctype.replace("&", "").replace("const", "").strip()
@@ -1486,6 +2296,17 @@ class Interpreter:
                 return s, s[name]
         raise KeyError(name)
 
+    def _writable(self, name: str, scopes):
+        """A local variable's scope and value; a namespace-scope name is never written (HostCheck refuses it
+        at load: this holds it however the host code got here)."""
+        try:
+            s, v = self.lookup(name, scopes)
+        except KeyError:
+            raise Unsupported(f"a write to {name}, which is not a local variable") from None
+        if isinstance(s, MappingProxyType) or s is self.p.globals:
+            raise Unsupported(f"a write to the namespace-scope {name} (host code keeps no state across calls)")
+        return s, v
+
     def eval(self, e: tuple, scopes):  # noqa: C901 - one dispatch over the node kinds
         kind = e[0]
         if kind == "num":
@@ -1504,21 +2325,32 @@ class Interpreter:
                 return Num(0 if self.truth(v) else 1, "bool")
             if not isinstance(v, Num):
                 raise Unsupported(f"unary {e[1]} on {type(v).__name__}")
-            t = v.t if _RANK[v.t] >= 1 else "int32"
+            if e[1] == "~" and v.t in ("float", "double"):
+                self._type_error("~", v, None)
+            t = _promoted(v.t)
             if e[1] == "-":
                 return Num(-v.v, t)
             if e[1] == "~":
                 return Num(~v.v, t)
             return Num(v.v, t)
         if kind == "ternary":
-            return self.eval(e[2] if self.truth(self.eval(e[1], scopes)) else e[3], scopes)
+            pick = self.truth(self.eval(e[1], scopes))
+            v = self.eval(e[2] if pick else e[3], scopes)
+            other = _static_type(e[3] if pick else e[2], self._type_lookup(scopes))
+            if isinstance(v, Num) and other and other != v.t:
+                v = Num(v.v, _common(v.t, other))   # both operands convert to their common type, as in C++
+            return v
         if kind == "assign":
             return self.assign(e, scopes)
         if kind == "incr":
             target = e[2]
             if target[0] != "name":
                 raise Unsupported("++ on a non-variable")
-            s, old = self.lookup(target[1], scopes)
+            s, old = self._writable(target[1], scopes)
+            if not isinstance(old, Num):
+                raise Unsupported(f"{e[1]} on {type(old).__name__}")
+            if old.t == "bool":
+                _bool_step(self.p, e[1])
             new = self.arith("+" if e[1] == "++" else "-", old, Num(1, "int32"))
             s[target[1]] = Num(new.v, old.t)
             return s[target[1]] if e[3] else old
@@ -1548,6 +2380,17 @@ class Interpreter:
             return self.eval(e[1], scopes)
         raise Unsupported(f"expression {kind}")
 
+    def _type_lookup(self, scopes) -> Callable[[str], str | None]:
+        def t(name):
+            if name in ("true", "false"):
+                return "bool"
+            try:
+                v = self.lookup(name, scopes)[1]
+            except KeyError:
+                return None
+            return v.t if isinstance(v, Num) else None
+        return t
+
     def name(self, name: str, targs, scopes):
         torch = self.torch
         try:
@@ -1556,29 +2399,16 @@ class Interpreter:
             pass
         if name in self.p.kernels:
             return ("kernel", name, targs)
-        consts = {"cudaSuccess": Num(0, "int32"), "true": Num(1, "bool"), "false": Num(0, "bool"),
-                  "nullptr": Num(0, "int64"), "NULL": Num(0, "int64")}
-        if name in consts:
-            return consts[name]
+        if name in _NAMED_VALUES:
+            return Num(*_NAMED_VALUES[name])
+        if name in ("stderr", "stdout"):
+            return None
         short = name.split("::")[-1]
-        dtypes = {"kFloat": torch.float32, "kFloat32": torch.float32, "kDouble": torch.float64,
-                  "kFloat64": torch.float64, "kHalf": torch.float16, "kFloat16": torch.float16,
-                  "kBFloat16": torch.bfloat16, "kInt": torch.int32, "kInt32": torch.int32, "kLong": torch.int64,
-                  "kInt64": torch.int64, "kBool": torch.bool, "kByte": torch.uint8, "kUInt8": torch.uint8,
-                  "kChar": torch.int8, "kInt8": torch.int8, "kShort": torch.int16, "kInt16": torch.int16,
-                  "Float": torch.float32, "Double": torch.float64, "Half": torch.float16,
-                  "BFloat16": torch.bfloat16, "Int": torch.int32, "Long": torch.int64, "Bool": torch.bool}
-        if short in dtypes and name.startswith(("torch::", "at::", "c10::")):
-            return dtypes[short]
-        if short == "kCUDA":
-            return torch.device("cuda")
-        if short == "kCPU":
-            return torch.device("cpu")
-        if name in self.p.parsed or name.split("::")[-1] in ("min", "max"):
-            return ("function", name)
-        if name in self.p.macros:
-            raise Unsupported(f"macro {name}")
-        raise Unsupported(f"unknown name {name}")
+        if _is_constant_name(name):
+            if short in ("kCUDA", "kCPU"):
+                return torch.device("cuda" if short == "kCUDA" else "cpu")
+            return getattr(torch, _DTYPE_NAMES[short])
+        raise Unsupported(f"the name {name}{_hint(name, call=False)}")
 
     def cast(self, ctype: str, v):
         ctype = ctype.replace("const", "").strip()
@@ -1617,8 +2447,8 @@ class Interpreter:
             return v
         if target[0] != "name":
             raise Unsupported("assignment to a non-variable")
-        s, old = self.lookup(target[1], scopes)
-        v = self.eval(value, scopes)
+        s, old = self._writable(target[1], scopes)
+        v = _copy(self.eval(value, scopes))
         if op != "=":
             v = self.arith(op[:-1], old, v)
         if isinstance(old, Num) and isinstance(v, Num):
@@ -1662,8 +2492,13 @@ class Interpreter:
         raise Unsupported(f"{type(a).__name__} {op} {type(b).__name__}")
 
     def arith(self, op: str, a: Num, b: Num) -> Num:
+        if op in ("%", "<<", ">>", "&", "|", "^") and {a.t, b.t} & {"float", "double"}:
+            self._type_error(op, a, b)
         if op in ("<<", ">>"):
-            t = a.t if _RANK[a.t] >= 1 else "int32"
+            t = _promoted(a.t)
+            bits = _INT_TYPES[t][0]
+            if not 0 <= b.v < bits:
+                raise Unsupported(f"a shift by {b.v} of a {bits}-bit value (undefined in C++)")
             return Num(a.v << b.v if op == "<<" else a.v >> b.v, t)
         t = _common(a.t, b.t)
         x, y = _fit(a.v, t), _fit(b.v, t)
@@ -1679,19 +2514,33 @@ class Interpreter:
             r = x * y
         elif op in ("/", "%"):
             if floating:
-                if op == "%":
-                    raise Unsupported("% on floats")
-                r = (x / y) if y != 0 else (float("nan") if x == 0 else float("inf") * (1 if x > 0 else -1))
+                if y != 0:
+                    r = x / y
+                elif x == 0 or x != x:
+                    r = float("nan")
+                else:
+                    r = math.copysign(float("inf"), x) * math.copysign(1.0, y)
             else:
                 if y == 0:
                     raise CudaRuntimeError("integer division by zero in the host code")
+                if _INT_TYPES[t][1] and x == -(1 << (_INT_TYPES[t][0] - 1)) and y == -1:
+                    raise CudaRuntimeError(f"integer overflow: {x} {op} -1 in the host code (a SIGFPE natively)")
                 q = abs(x) // abs(y) * (1 if (x >= 0) == (y >= 0) else -1)
                 r = q if op == "/" else x - q * y
-        elif op in ("&", "|", "^") and not floating:
+        elif op in ("&", "|", "^"):
             r = {"&": x & y, "|": x | y, "^": x ^ y}[op]
         else:
             raise Unsupported(f"operator {op} on {t}")
         return Num(r, t)
+
+    def _type_error(self, op: str, a: Num, b: Num | None):
+        """An operator C++ does not define on these types: nvcc's or g++'s error, as the real build gives it."""
+        if b is None:
+            self.p.compile_error("expression must have integral or unscoped enum type",
+                                 "wrong type argument to bit-complement", self.file)
+        self.p.compile_error("expression must have integral or unscoped enum type",
+                             f"invalid operands of types \u2018{_CNAME[a.t]}\u2019 and \u2018{_CNAME[b.t]}\u2019 to "
+                             f"binary \u2018operator{op}\u2019", self.file)
 
     # -- calls and members ---------------------------------------------------------------
     def call_expr(self, e, scopes):
@@ -1724,19 +2573,33 @@ class Interpreter:
 
     def builtin(self, name: str, short: str, targs, args):  # noqa: C901 - the C++ library subset
         torch = self.torch
-        ns = name.split("::")[0] if "::" in name else ""
-        if short in ("min", "max", "fmin", "fmax") and ns in ("std", "") and len(args) == 2:
+        if name not in LIBRARY_CALLS:
+            raise Unsupported(f"a call to {name}{_hint(name)}")
+        if short in ("min", "max") and len(args) == 2 and all(isinstance(a, Num) for a in args):
             a, b = args
-            pick = (self.arith("<", b, a).v if short.endswith("min") else self.arith("<", a, b).v)
-            t = _common(a.t, b.t)
-            return Num((b if pick else a).v, t)
-        if short in ("ceil", "floor", "sqrt", "ceilf", "floorf", "sqrtf", "log2", "abs", "fabs") and len(args) == 1:
-            import math
+            t = minmax_type(self.p, name, targs, a.t, b.t, self.file)
+            a, b = Num(a.v, t), Num(b.v, t)
+            return b if (self.arith("<", b, a) if short == "min" else self.arith("<", a, b)).v else a
+        if short in ("fmin", "fmax", "fminf", "fmaxf") and len(args) == 2 and all(isinstance(a, Num) for a in args):
+            t = "float" if short.endswith("f") or {args[0].t, args[1].t} == {"float"} else "double"
+            a, b = (Num(x.v, t) for x in args)
+            if a.v != a.v or b.v != b.v:
+                return b if a.v != a.v else a       # fmin/fmax ignore a NaN
+            return Num((min if short.startswith("fmin") else max)(a.v, b.v), t)
+        if short in ("ceil", "floor", "sqrt", "ceilf", "floorf", "sqrtf", "log2", "abs", "fabs", "fabsf") and \
+                len(args) == 1 and isinstance(args[0], Num):
             v = args[0]
-            f = {"ceil": math.ceil, "ceilf": math.ceil, "floor": math.floor, "floorf": math.floor,
-                 "sqrt": math.sqrt, "sqrtf": math.sqrt, "log2": math.log2, "abs": abs, "fabs": abs}[short]
-            t = v.t if short in ("abs",) else ("float" if short.endswith("f") or v.t == "float" else "double")
-            return Num(f(v.v), t)
+            f = {"ceil": math.ceil, "floor": math.floor, "sqrt": math.sqrt, "log2": math.log2, "abs": abs,
+                 "fabs": abs}[short.rstrip("f") if short != "fabs" else short]
+            if short == "abs" and v.t not in ("float", "double"):
+                return Num(abs(v.v), _promoted(v.t))
+            t = "float" if short.endswith("f") and short != "fabs" or v.t == "float" else "double"
+            x = float(v.v)
+            if x != x or x in (float("inf"), float("-inf")) and short.rstrip("f") in ("ceil", "floor"):
+                return Num(x, t)
+            if short.startswith(("sqrt", "log2")) and x <= 0:
+                return Num(float("-inf") if x == 0 and short == "log2" else 0.0 if x == 0 else float("nan"), t)
+            return Num(f(x), t)
         if name in ("cudaGetLastError", "cudaPeekAtLastError"):
             err = self.p.last_error
             if name == "cudaGetLastError":
@@ -1761,26 +2624,23 @@ class Interpreter:
             self.p.cuda_module.set_max_dynamic_smem(self.p.lowered[self.p.name_expression(k[1], k[2], None, {})],
                                                     int(args[2].v))
             return Num(0, "int32")
-        if name in ("printf", "fprintf") or name.startswith("std::cout"):
+        if name in ("printf", "fprintf"):
             return Num(0, "int32")
         if name in ("at::cuda::getCurrentCUDAStream", "c10::cuda::getCurrentCUDAStream",
                     "at::cuda::getDefaultCUDAStream"):
             return Stream(None if "Current" in name else 0)
-        if name in ("device_of",):
-            return args[0].device
         if name == "dim3":
             return _dim3(args)
-        if ns in ("torch", "at") and short in ("empty", "zeros", "ones", "full", "empty_like", "zeros_like",
-                                               "ones_like", "full_like", "empty_strided"):
+        if short in FACTORIES and "::" in name:
             return self.factory(short, args)
-        if ns in ("torch", "at") and short in ("TensorOptions", "dtype", "device"):
+        if short in ("TensorOptions", "dtype", "device") and "::" in name:
             opt = Options()
             if short == "dtype":
                 opt.dtype = args[0]
             elif short == "device":
                 opt.device = self._device(args[0])
             return opt
-        if name in ("std::vector", "std::make_tuple", "std::tuple", "std::vector<torch::Tensor>", "std::make_pair"):
+        if name in ("std::vector", "std::make_tuple", "std::tuple", "std::make_pair"):
             return list(args)
         if name in ("std::runtime_error", "std::invalid_argument", "c10::Error"):
             return args[0] if args else "error"
@@ -1788,7 +2648,7 @@ class Interpreter:
             return self._text(args[0])
         if name in ("static_cast", "reinterpret_cast", "const_cast") and targs:
             return self.cast(self._resolve(targs[1:-1].strip(), self._scopes), args[0])
-        raise Unsupported(f"call to {name}")
+        raise Unsupported(f"{name} with these arguments")
 
     def _resolve(self, ctype: str, scopes) -> str:
         """scalar_t, inside AT_DISPATCH, is the dispatched C type."""
@@ -2070,7 +2930,8 @@ def refuse_pointer(program: str, kname: str, i: int, param, want: str, got: str)
                      "not build it)")
 
 
-_NP = {"int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64, "int16": np.int16,
+_NP = {"int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64, "llong": np.int64,
+       "ullong": np.uint64, "int16": np.int16,
        "uint16": np.uint16, "int8": np.int8, "uint8": np.uint8, "char": np.int8, "bool": np.bool_,
        "float": np.float32, "double": np.float64}
 _CTYPE_DTYPE = {"float": ("float32",), "double": ("float64",), "int": ("int32",), "int32_t": ("int32",),
@@ -2095,6 +2956,15 @@ def _template_values(targs, scalar, consts) -> list[str]:
         cur.append(scalar if tok == "scalar_t" and scalar else str(consts.get(tok, tok)))
     out.append(" ".join(cur))
     return out
+
+
+def _copy(v):
+    """A value as C++ copies it into a new variable (dim3 and std::vector are values, not references)."""
+    if isinstance(v, Dim3):
+        return Dim3(v.x, v.y, v.z)
+    if isinstance(v, list):
+        return list(v)
+    return v
 
 
 def _dim3(vals) -> Dim3:
@@ -2140,13 +3010,17 @@ def _joined(src) -> str:
 
 def translate(name: str, cpp_sources, cuda_sources=None, functions=None, extra_cuda_cflags=None,
               gpu: bool = True) -> FastInlineModule:
-    """The fast module for these load_inline arguments. Raises Unsupported when it cannot take
-    them, CudaCompileError when NVRTC rejects the device code."""
-    cuda = _joined(cuda_sources)
-    if not cuda.strip():
-        raise Unsupported("no CUDA sources (a C++-only extension)")
-    flags = list(extra_cuda_cflags or [])
-    program = Program(str(name), _joined(cpp_sources), cuda, functions, flags, gpu)
+    """The fast module for these load_inline arguments. Raises Unsupported (a compile_error naming the
+    construct) when its host code is outside the interpreter's subset, BuildError where nvcc or g++ would
+    refuse it, CudaCompileError when NVRTC rejects the device code."""
+    try:
+        cuda = _joined(cuda_sources)
+        if not cuda.strip():
+            raise Unsupported("no CUDA sources (a C++-only extension: nothing would run on the GPU)")
+        flags = list(extra_cuda_cflags or [])
+        program = Program(str(name), _joined(cpp_sources), cuda, functions, flags, gpu)
+    except Unsupported as e:
+        raise e.named(str(name)) from None
     fns = {py: HostFunction(program, c, py) for py, c in program.exported.items()}
     return FastInlineModule(str(name), fns, list(program.kernels), gpu)
 
@@ -2155,47 +3029,32 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
                 extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None, extra_include_paths=None,
                 build_directory=None, verbose=False, with_cuda=None, with_sycl=None, is_python_module=True,
                 with_pytorch_error_handling=True, keep_intermediates=True, use_pch=False,
-                no_implicit_headers=False, *, fallback: Callable | None = None, gpu: bool = True,
-                on_fallback: Callable[[str], None] | None = None):
-    """`torch.utils.cpp_extension.load_inline`'s signature, taken by the fast path where it can,
-    else by `fallback` (the real one). Without a GPU there is no fallback to run: the device code
-    is still compiled for feedback, and what cannot be translated says it needs the gpu backend."""
-    kw = dict(cuda_sources=cuda_sources, sycl_sources=sycl_sources, functions=functions, extra_cflags=extra_cflags,
-              extra_cuda_cflags=extra_cuda_cflags, extra_sycl_cflags=extra_sycl_cflags, extra_ldflags=extra_ldflags,
-              extra_include_paths=extra_include_paths, build_directory=build_directory, verbose=verbose,
-              with_cuda=with_cuda, with_sycl=with_sycl, is_python_module=is_python_module,
-              with_pytorch_error_handling=with_pytorch_error_handling, keep_intermediates=keep_intermediates,
-              use_pch=use_pch, no_implicit_headers=no_implicit_headers)
-    why = None
+                no_implicit_headers=False, *, gpu: bool = True):
+    """`torch.utils.cpp_extension.load_inline`'s signature, taken by the fast path, which is the only way a
+    candidate's extension is built: what it cannot take is the candidate's compile_error (Unsupported, naming
+    the construct), never a native build. Without a GPU the device code is still compiled and the host code
+    checked, for feedback; calling the module says that running it needs the gpu backend."""
     def given(flags):  # KernelBench's own example passes extra_cflags=[""], extra_ldflags=[""]
         return [f for f in ([flags] if isinstance(flags, str) else list(flags or [])) if str(f).strip()]
-    if sycl_sources or given(extra_include_paths) or given(extra_ldflags) or not is_python_module:
-        why = "sycl sources, extra include paths, link flags or a non-module build"
+    refused = None
+    if sycl_sources or given(extra_sycl_cflags):
+        refused = "SYCL sources"
+    elif given(extra_include_paths):
+        refused = f"extra_include_paths {given(extra_include_paths)} (the device code sees torch's and CUDA's headers)"
+    elif given(extra_ldflags):
+        refused = f"extra_ldflags {given(extra_ldflags)} (no library is linked into the host code)"
+    elif not is_python_module:
+        refused = "is_python_module=False (the extension must be a Python module of host functions)"
     elif any(str(f).startswith(("-D", "-U", "-include")) for f in given(extra_cflags)):
-        why = "host compiler defines (extra_cflags)"
-    else:
-        try:
-            module = translate(name, cpp_sources, cuda_sources, functions, given(extra_cuda_cflags), gpu)
-            if gpu and fallback is not None:
-                program = next(iter(module._functions.values())).program if module._functions else None
-                if program is not None:
-                    program.build_real = lambda: fallback(name, cpp_sources, **kw)
-            return module
-        except Unsupported as e:
-            why = str(e)
-        except BuildError:
-            raise     # nvcc would refuse it too: the real build would only fail the same way, slower
-        except nvrtc.CudaCompileError as e:
-            if not gpu:
-                raise nvrtc.CudaUnavailableError(
-                    f"{name}: NVRTC could not compile the load_inline device code (nvcc might: the gpu backend "
-                    f"runs the real load_inline); running a load_inline candidate needs the gpu backend.\n"
-                    f"{e.log[-3000:]}") from e
-            why = f"NVRTC: {e.log.splitlines()[0] if e.log else 'failed'}"
-    if on_fallback is not None:
-        on_fallback(why)
-    if not gpu or fallback is None:
-        raise nvrtc.CudaUnavailableError(
-            f"{name}: a load_inline extension the fast path cannot take ({why}); running it needs the gpu "
-            "backend, where the real load_inline builds it")
-    return fallback(name, cpp_sources, **kw)
+        refused = f"host compiler defines {given(extra_cflags)} (extra_cflags; #define them in the source)"
+    if refused:
+        raise Unsupported(f"load_inline with {refused}").named(str(name))
+    try:
+        return translate(name, cpp_sources, cuda_sources, functions, given(extra_cuda_cflags), gpu)
+    except (Unsupported, BuildError):
+        raise
+    except nvrtc.CudaCompileError as e:
+        raise nvrtc.CudaCompileError(
+            f"{e.log}\n(the judge compiles load_inline device code with NVRTC, with torch's nvcc defines and "
+            "stand-in headers for torch's; host code is interpreted, so the device code may include only what "
+            "NVRTC and CUDA's own headers provide)", f"{name}.cu") from None

@@ -87,10 +87,12 @@ class Judge:
         # the run-time guard on the candidate's Python (rewards/guard.py); False only in tests of the
         # layers below it (the operating system's walls must hold with the guard gone)
         self.python_guard = python_guard
-        # load_inline candidates: the fast path (rewards/inline.py), or torch's own build when False
+        # load_inline candidates: the fast path (rewards/inline.py), the only one a candidate gets (what it
+        # cannot take is a compile_error). False builds them with torch's own load_inline, whose host C++
+        # runs natively in the worker: only for benches comparing the two paths on trusted code
         self.fast_inline = fast_inline
-        # a load_inline source the fast path cannot take is built by torch (nvcc + g++, about a minute, more
-        # under load): its own time budget, so that an honest candidate never times out on compile load
+        # torch's own build (fast_inline=False) takes nvcc + g++, about a minute, more under load: its own
+        # time budget, so that an honest candidate never times out on compile load
         self.compile_timeout_s = compile_timeout_s
         # Held while anything is timed on this judge's GPU. Judges sharing a GPU share the lock,
         # so compiling and checking one candidate overlaps with timing another, never timing.
@@ -262,7 +264,7 @@ class Judge:
         """One command to the candidate worker. A hang, a crash, an unreadable answer, a
         failure or an anti-cheat flag comes back as the EvalResult to return."""
         timeout = self.timeout_s
-        if msg["cmd"] == "candidate" and "load_inline" in cand.source:
+        if msg["cmd"] == "candidate" and "load_inline" in cand.source and not self.fast_inline:
             timeout = max(timeout, self.compile_timeout_s)
         try:
             header = self.cand.call(msg, timeout=timeout)

@@ -464,16 +464,17 @@ class LaunchCounter:
         import torch.utils.cpp_extension as cpp
         from megakernel_gym.rewards import inline
         orig_inline = inline.real_build(cpp.load_inline)
-        self.fast_inline = True       # the judge may turn the fast path off (to compare it with the real one)
+        # off only in benches that compare the fast path with torch's build on trusted code (Judge's
+        # fast_inline): torch's build runs the host C++ natively, so it is never a candidate's path
+        self.fast_inline = True
         self.inline_paths: list[str] = []   # per load_inline call: "fast", or "load_inline: <why>"
 
         def load_inline(*a, **kw):
             # KernelBench-format CUDA: device code through NVRTC and the host wrapper interpreted
-            # (rewards/inline.py), the real torch build where that cannot take the source
+            # (rewards/inline.py); what that cannot take is the candidate's compile_error, never a native build
             fell = []
             if counter.fast_inline:
-                mod = inline.load_inline(*a, fallback=orig_inline, gpu=torch.cuda.is_available(),
-                                         on_fallback=fell.append, **kw)
+                mod = inline.load_inline(*a, gpu=torch.cuda.is_available(), **kw)
             else:
                 mod = orig_inline(*a, **kw)
                 fell.append("fast path off")
@@ -540,7 +541,7 @@ def _categorize_exception(e: BaseException) -> tuple[str, str]:
     from megakernel_gym.rewards.nvrtc import CudaCompileError, CudaUnavailableError
     text = f"{type(e).__name__}: {e}"
     if isinstance(e, CudaCompileError):
-        return "compile_error", "cuda_compile"
+        return "compile_error", getattr(e, "category", "cuda_compile")   # host_code: inline.Unsupported
     if isinstance(e, CudaUnavailableError):
         return "runtime_error", "no_gpu"
     if isinstance(e, SyntaxError):
