@@ -20,6 +20,7 @@ run where nvcc is on PATH, recompiles and runs every case natively, so the recor
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -165,6 +166,10 @@ def _toolchain() -> str:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("g++") is None, reason="needs nvcc and g++")
+@pytest.mark.skipif(os.environ.get("MKGYM_NVCC_DIFF") != "1",
+                    reason="3-4 min of native builds on a fresh clone: run with MKGYM_NVCC_DIFF=1 after changing "
+                           "the corpus or the toolchain (the interpreter is checked against the recorded verdicts "
+                           "on every run)")
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_the_recorded_verdict_is_what_nvcc_and_gxx_give(path: Path, tmp_path, request):
     """The case compiled (and run, where the stand-in header serves) natively: the recorded verdict is the

@@ -310,7 +310,7 @@ class _Checker(ast.NodeVisitor):
             # if it were a tensor method instead, the dynamic aten check still sees it.
             own_ext = isinstance(func.value, ast.Attribute) and isinstance(func.value.value, ast.Name) \
                 and func.value.value.id == "self"
-            if not own_ext and not (full and full.startswith(("triton.", "math.", "megakernel_gym."))):
+            if not own_ext and not (full and full.startswith(("triton.", "math.", "megakernel_gym.", "operator."))):
                 self.flag("torch_compute", f"call to .{func.attr}() outside a kernel", node)
         self.generic_visit(node)
 

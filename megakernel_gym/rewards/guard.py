@@ -103,13 +103,70 @@ class CandidatePolicy(RestrictingNodeTransformer):
             self.error(node, f'"{node.attr}" is not allowed: frames, code and tracebacks reach every name')
         if isinstance(node.ctx, ast.Load):
             node = self.node_contents_visit(node)
-            return _hook("_getattr_", node.value, ast.Constant(node.attr), like=node)
+            return _hook("_getattr_", node.value, ast.Constant(self._mangled(node.attr)), like=node)
         node = self.node_contents_visit(node)
         node.value = _hook("_write_", node.value, like=node.value)
         return node
 
     def visit_Global(self, node):
         self.error(node, "global statements are not allowed: state kept across calls")
+
+    def visit_Nonlocal(self, node):
+        for name in node.names:
+            self.check_name(node, name)
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign):
+        """`n: int = 3`, a dataclass field: an assignment whose target the usual rules check."""
+        if isinstance(node.target, ast.Name):
+            self.check_name(node, node.target.id)
+        return self.node_contents_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef):
+        self._classes = getattr(self, "_classes", []) + [node.name]
+        try:
+            return super().visit_ClassDef(node)
+        finally:
+            self._classes.pop()
+
+    def _mangled(self, attr: str) -> str:
+        """`self.__x` inside class C is `self._C__x` (Python's private names): the string the hook gets
+        must be the mangled one, since the hook's getattr does not mangle."""
+        classes = getattr(self, "_classes", [])
+        if attr.startswith("__") and not attr.endswith("__") and classes and classes[-1].lstrip("_"):
+            return f"_{classes[-1].lstrip('_')}{attr}"
+        return attr
+
+    def visit_AugAssign(self, node: ast.AugAssign):
+        """`self.count += 1`, `acc[i] += x`: RestrictedPython refuses these; here they are read through
+        the item/attribute hooks, combined through `_inplacevar_`, and written through `_write_`, when the
+        target's object (and index) are plain names, constants or attribute chains (evaluated twice)."""
+        target = node.target
+        if isinstance(target, ast.Name):
+            return super().visit_AugAssign(node)
+
+        def plain(e):
+            return all(isinstance(n, (ast.Name, ast.Attribute, ast.Constant, ast.Load, ast.Slice, ast.Tuple,
+                                      ast.UnaryOp, ast.USub)) for n in ast.walk(e))
+        if not (isinstance(target, (ast.Attribute, ast.Subscript)) and plain(target.value)
+                and (not isinstance(target, ast.Subscript) or plain(target.slice))):
+            self.error(node, "augmented assignment to an attribute or item of a computed object is not allowed")
+            return node
+        load = ast.Attribute(value=target.value, attr=target.attr, ctx=ast.Load()) if isinstance(
+            target, ast.Attribute) else ast.Subscript(value=target.value, slice=target.slice, ctx=ast.Load())
+        copy_locations(load, target)
+        ast.fix_missing_locations(load)
+        op = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.FloorDiv: "//=", ast.Mod: "%=",
+              ast.Pow: "**=", ast.LShift: "<<=", ast.RShift: ">>=", ast.BitOr: "|=", ast.BitXor: "^=",
+              ast.BitAnd: "&=", ast.MatMult: "@="}[type(node.op)]
+        import copy
+        store = copy.deepcopy(target)
+        store.ctx = ast.Store()
+        value = _hook("_inplacevar_", ast.Constant(op), self.visit(load), self.visit(node.value), like=node)
+        assign = ast.Assign(targets=[self.visit(store)], value=value)
+        copy_locations(assign, node)
+        ast.fix_missing_locations(assign)
+        return assign
 
     def visit_BinOp(self, node: ast.BinOp):
         node = self.node_contents_visit(node)
@@ -264,6 +321,17 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
         return False
 
     jit_fns = [st for st in tree.body if isinstance(st, ast.FunctionDef) and is_jit(st)]
+    problems: list[tuple[int, str]] = []
+    for fn in jit_fns:
+        for d in fn.decorator_list:
+            t = d.func if isinstance(d, ast.Call) else d
+            head = t
+            while isinstance(head, ast.Attribute):
+                head = head.value
+            if not (isinstance(head, ast.Name) and aliases.get(head.id, "").split(".")[0] == "triton"):
+                problems.append((getattr(d, "lineno", fn.lineno), f"the decorator {ast.unparse(t)} on the "
+                                 f"@triton.jit function {fn.name}: a jit function takes Triton's decorators alone "
+                                 "(jit, autotune, heuristics)"))
     jit_names = {f.name for f in jit_fns if once(f.name)}
     consts: set[str] = set()
     changed = True
@@ -280,7 +348,6 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
                 consts.add(name)
                 changed = True
     value_attrs = _jit_value_attrs()
-    problems: list[tuple[int, str]] = []
 
     def bad(node, msg):
         problems.append((getattr(node, "lineno", 0), msg))
@@ -463,7 +530,14 @@ class Guard:
         if not isinstance(name, str):
             raise self.refuse(f"an attribute name of type {type(obj).__name__}")
         if self._attr_allowed(obj, name):
-            return getattr(obj, name, *default)
+            value = getattr(obj, name, *default)
+            if callable(value) and not isinstance(value, type):
+                if isinstance(obj, self.Tensor):
+                    return self._tensor_args(value, f"tensor.{name}", TENSOR_ARG_METHODS.get(name, ()))
+                if isinstance(obj, types.ModuleType) and obj.__name__ == "torch":
+                    return self._tensor_args(value, f"torch.{name}", (0,) if name.endswith("_like")
+                                             or name in ("is_tensor", "is_floating_point") else ())
+            return value
         where = obj.__name__ if isinstance(obj, types.ModuleType) else _describe(obj)
         raise self.refuse(f"{where}.{name}", self._hint(obj))
 
@@ -474,7 +548,9 @@ class Guard:
         if isinstance(obj, types.ModuleType):
             return self._module_attr(obj, name)
         if isinstance(obj, self.Tensor):
-            return name in TENSOR_NAMES
+            # __init__ may initialize as the problem's Model does (weight.uniform_(-b, b), .data.normal_()):
+            # what it computes there is replaced by Model's weights, and depends on no input
+            return name in TENSOR_NAMES or self.phase == "init" and not name.startswith("_")
         if isinstance(obj, type):
             # a class: the candidate's own classes expose what their bodies define (methods,
             # constants); torch's, Python's and Triton's classes expose nothing but autograd's apply
@@ -551,6 +627,28 @@ class Guard:
         if isinstance(obj, self.Tensor):
             return "a tensor's metadata, views and copies are allowed; its compute belongs in your kernel"
         return "only the allowlisted attributes of tensors, modules and the candidate's own objects"
+
+    def _tensor_args(self, fn, label: str, tensor_positions: tuple):
+        """torch's allocation calls and a tensor's methods take sizes, dims and dtypes. A tensor given
+        where they take an int is read on the host in C++ (past Tensor.__index__): `torch.empty(t)`,
+        `x.select(0, i_tensor)`, `x.narrow(0, t, 1)`. In forward only the positions that take a tensor
+        (`torch.empty_like(x)`, `y.copy_(x)`) may be one."""
+        guard = self
+
+        def call(*a, **kw):
+            if guard.phase == "forward":
+                for i, v in enumerate(a):
+                    if i not in tensor_positions and _holds_tensor(v, guard.Tensor):
+                        raise guard.refuse(f"a tensor as argument {i} of {label}",
+                                           "sizes, dims and indices are Python ints; a tensor there is read on "
+                                           "the host")
+                for k, v in kw.items():
+                    if _holds_tensor(v, guard.Tensor) and not (0 in tensor_positions and k in ("src", "other")):
+                        raise guard.refuse(f"a tensor as {label}'s {k}=",
+                                           "sizes, dims and indices are Python ints")
+            return fn(*a, **kw)
+        call.__name__ = label
+        return call
 
     # -- writes, items, iteration, calls -----------------------------------------------------
     def write(self, obj):
@@ -695,8 +793,12 @@ class Guard:
         guard, Module, Tensor = self, self.Module, self.Tensor
         plain_call = Module.__call__
 
+        def own_chain(module) -> bool:   # nn.Sequential of the candidate's own modules: it only chains them
+            return type(module) is guard.torch.nn.Sequential and all(
+                type(c) in guard._own_types or own_chain(c) for c in module.children())
+
         def __call__(module, *a, **kw):
-            if guard.phase == "forward" and type(module) not in guard._own_types:
+            if guard.phase == "forward" and type(module) not in guard._own_types and not own_chain(module):
                 raise guard.refuse(f"calling torch's layer {type(module).__name__} in forward",
                                    "a torch layer may hold the weights; its compute belongs in your kernel")
             return plain_call(module, *a, **kw)
@@ -720,6 +822,14 @@ class Guard:
         for name in ("__getitem__", "__setitem__"):
             setattr(Tensor, name, checked(name, getattr(Tensor, name), index_arg=True))
 
+
+
+# a tensor's methods that take another tensor (at argument 0); every other method takes none in forward
+TENSOR_ARG_METHODS = {name: (0,) for name in ("copy_", "expand_as", "view_as", "reshape_as", "type_as", "to")}
+
+
+def _holds_tensor(v, Tensor) -> bool:
+    return isinstance(v, Tensor) or isinstance(v, (list, tuple)) and any(isinstance(x, Tensor) for x in v)
 
 
 # torch.Tensor's methods that compute or read values, however the candidate's code reaches them: refused

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import json
 import os
 import re
@@ -405,8 +406,8 @@ class Inspector:
         class _Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
-                if counter.in_kernel:
-                    return out  # Triton's CPU interpreter moving data for a kernel launch
+                if counter.moving_args:
+                    return out  # Triton's CPU interpreter moving a launch's arguments (the judge's own)
                 name = func.overloadpacket.__name__
                 inspector.ops.append(name)
                 if name in POISON_OPS and isinstance(out, torch.Tensor):
@@ -439,19 +440,26 @@ class LaunchCounter:
         self.triton = 0
         self.inline = 0
         self.in_kernel = 0
+        # >0 only while Triton's CPU interpreter moves a launch's arguments between torch and numpy: the
+        # one window in which the judge's watchers look away (not the grid callable, not the body)
+        self.moving_args = 0
+        self.refuse = None   # the guard's refusal, where the guard is on (constexpr arguments below)
         self.kernel_names: set[str] = set()
         counter = self
         import triton.runtime.jit as tjit
         classes = [tjit.JITFunction]
         try:
+            from triton.runtime import interpreter
             from triton.runtime.interpreter import InterpretedFunction
             classes.append(InterpretedFunction)
+            _mark_argument_moves(interpreter, self)
         except ImportError:
             pass
         for cls in classes:
             orig = cls.run
 
             def run(self, *a, __orig=orig, **kw):
+                _check_constexprs(self, a, kw, counter)
                 counter.triton += 1
                 counter.kernel_names.add(getattr(getattr(self, "fn", None), "__name__", "") or
                                          getattr(self, "__name__", ""))
@@ -491,6 +499,79 @@ class LaunchCounter:
     def intact(self) -> bool:
         import torch.utils.cpp_extension as cpp
         return all(c.run is f for c, f in self.installed.items()) and cpp.load_inline is self.installed_inline
+
+
+def _mark_argument_moves(interpreter, counter: "LaunchCounter") -> None:
+    """Triton's CPU interpreter copies a launch's tensors to numpy and back (GridExecutor._init_args_hst,
+    _restore_args_dev, _implicit_cvt): the judge's own data movement, marked so that the aten watcher and
+    the guard's tensor checks let it through and nothing else (a grid callable or a constexpr callable the
+    candidate passes runs outside the mark)."""
+    def marked(fn):
+        def moving(*a, **kw):
+            counter.moving_args += 1
+            try:
+                return fn(*a, **kw)
+            finally:
+                counter.moving_args -= 1
+        return moving
+    ge = interpreter.GridExecutor
+    for name in ("_init_args_hst", "_restore_args_dev"):
+        if hasattr(ge, name):
+            setattr(ge, name, marked(getattr(ge, name)))
+    if hasattr(interpreter, "_implicit_cvt"):
+        interpreter._implicit_cvt = marked(interpreter._implicit_cvt)
+
+
+_CONSTEXPR_TYPES = (int, float, bool, str, type(None))
+
+
+def _check_constexprs(kernel, a, kw, counter: "LaunchCounter") -> None:
+    """A launch's tl.constexpr arguments are what a GPU compile can specialize on: numbers, strings, None,
+    triton dtypes and constexprs, and @triton.jit functions. Under the CPU interpreter anything else (a
+    torch tensor, a Python closure) would reach the kernel body as a Python object and run there."""
+    fn = getattr(kernel, "fn", None)
+    while fn is not None and not inspect.isfunction(fn):
+        fn = getattr(fn, "fn", None)
+    if fn is None:
+        return
+    slots = _CONSTEXPR_SLOTS.get(fn)
+    if slots is None:
+        import triton.language as tl
+        names = list(inspect.signature(fn).parameters)
+        slots = _CONSTEXPR_SLOTS[fn] = [
+            (i, n) for i, n in enumerate(names)
+            if (lambda ann: ann is tl.constexpr or isinstance(ann, str) and "constexpr" in ann)(
+                fn.__annotations__.get(n))]
+    for i, name in slots:
+        if i < len(a):
+            value = a[i]
+        elif name in kw:
+            value = kw[name]
+        else:
+            continue
+        if not _constexpr_value(value):
+            what = f"the tl.constexpr argument {name} of {fn.__name__} is a {type(value).__name__}"
+            hint = "constexprs are numbers, strings, None, triton dtypes or @triton.jit functions"
+            if counter.refuse is not None:
+                raise counter.refuse(what, hint)
+            raise TypeError(f"{what}: {hint}")
+
+
+_CONSTEXPR_SLOTS: dict = {}
+
+
+def _constexpr_value(value) -> bool:
+    if isinstance(value, _CONSTEXPR_TYPES):
+        return True
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+    if isinstance(value, (tl.dtype, tl.constexpr, JITFunction)):
+        return True
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        return isinstance(value, InterpretedFunction)
+    except ImportError:
+        return False
 
 
 class _CountingModule:
@@ -707,12 +788,14 @@ def _candidate_guard(torch, msg: dict, counter: "LaunchCounter"):
     turned it off (tests of the layers below it)."""
     if not msg.get("python_guard", True):
         _GUARD.clear()
+        counter.refuse = None
         return None
     from megakernel_gym.rewards.guard import Guard
     guard = _GUARD.get("guard")
     if guard is None:
         guard = _GUARD["guard"] = Guard(torch)
-        guard.install_checks(exempt=lambda: counter.in_kernel > 0)
+        guard.install_checks(exempt=lambda: counter.moving_args > 0)
+    counter.refuse = guard.refuse
     guard.reset()
     return guard
 
@@ -774,10 +857,13 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         def prepare(k):   # on the judge's own stream: its kernels are told apart from the candidate's
             with torch.cuda.stream(side):
                 return env.inputs(mod, timed_spec(fresh, k))
+        def call(xs):   # the guard's forward rules hold for the candidate's call, not for the judge's work around it
+            with _guard_phase(guard, "forward"):
+                return model(*xs)
         t1 = _time.perf_counter()
-        with torch.no_grad(), _guard_phase(guard, "forward"), KernelSession(torch, side) as session:
-            stats = time_gpu(torch, lambda xs: model(*xs), prepare, keep_outputs=1,
-                             keep_at=set(msg.get("keep_at", ())), judge_stream=side, **msg["timing"])
+        with torch.no_grad(), KernelSession(torch, side) as session:
+            stats = time_gpu(torch, call, prepare, keep_outputs=1, keep_at=set(msg.get("keep_at", ())),
+                             judge_stream=side, **msg["timing"])
         phases["timing"] = round(_time.perf_counter() - t1, 4)
         flags += _guard_flags(guard)
         flags += session.flags(_own_kernel_names(counter), launched=True)
