@@ -1,6 +1,6 @@
 """The judge against every exploit family and every honest candidate of the team's own, on one backend.
 
-    python bench/judge_redteam.py [--backend cpu|gpu] [--honest-gpu] [--no-overhead]
+    python bench/judge_redteam.py [--backend cpu|gpu] [--sets adversarial,twins,...] [--no-overhead]
 
 Candidates: tests/adversarial/*.py (one exploit family each, with the verdict it must get),
 tests/adversarial/honest/*.py (the honest neighbours of the rules that refuse them), the older corpora
@@ -25,69 +25,70 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import problem_for, read_expectation  # noqa: E402  (the corpora's header format)
+from test_adversarial import header as adversarial_header, verdict_ok  # noqa: E402
 
 from megakernel_gym.rewards import Candidate, Judge  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "judge_redteam.json"
 
 
-def header(path: Path, key: str) -> str | None:
-    for line in path.read_text().splitlines()[:12]:
-        if line.startswith(f"# {key}:"):
-            return line.split(":", 1)[1].strip()
-    return None
+SETS = {   # name: (kind, folder, glob)
+    "adversarial": ("exploit", "tests/adversarial", "*.py"),
+    "corpus": ("exploit", "tests/corpus/adversarial", "*.py"),
+    "twins": ("honest", "tests/adversarial/honest", "*.py"),
+    "honest": ("honest", "tests/corpus/honest", "*"),
+    "legit": ("honest", "tests/corpus/legit", "*.py"),
+    "honest_gpu": ("honest", "tests/corpus/honest_gpu", "*"),
+}
 
 
-def corpus(backend: str, honest_gpu: bool) -> list[tuple[str, Path]]:
-    items = [("exploit", p) for p in sorted((ROOT / "tests/adversarial").glob("*.py"))]
-    items += [("exploit", p) for p in sorted((ROOT / "tests/corpus/adversarial").glob("*.py"))]
-    items += [("honest", p) for p in sorted((ROOT / "tests/adversarial/honest").glob("*.py"))]
-    for d in ("tests/corpus/honest", "tests/corpus/legit"):
-        items += [("honest", p) for p in sorted((ROOT / d).glob("*")) if p.suffix in (".py", ".md")]
-    if backend == "gpu" and honest_gpu:
-        items += [("honest", p) for p in sorted((ROOT / "tests/corpus/honest_gpu").glob("*"))
-                  if p.suffix in (".py", ".md")]
-    return items
-
-
-def held(kind: str, exp: dict, res) -> bool:
+def expectation(kind: str, path: Path, backend: str) -> tuple[str, dict]:
+    """The verdict a correct judge must give (tests/test_adversarial.py's header format, or the older
+    corpora's `# expect: STATUS DETAIL`), and the file's header."""
     if kind == "honest":
-        return res.status == "correct"
-    if res.correct or res.status != exp["status"]:
-        return False
-    if exp["status"] == "rejected":
-        return exp["detail"] in {f.rule for f in res.flags}
-    return not exp["detail"] or res.category == exp["detail"]
+        return "correct", {}
+    if path.parent.name == "adversarial" and path.parent.parent.name == "tests":
+        h = adversarial_header(path)
+        return (h.get("expect-gpu", h["expect"]) if backend == "gpu" else h["expect"]), h
+    exp = read_expectation(path)
+    return f"{exp['status']} {exp['detail'] or ''}".strip(), {"problem": exp["problem"]}
 
 
-def run(backend: str, honest_gpu: bool, overhead: bool) -> dict:
+def run(backend: str, sets: list[str], overhead: bool) -> dict:
     rows = []
     import tempfile
     # a store of this run's own: each problem's baselines are measured once (verdicts are never served from it)
     store = Path(tempfile.mkdtemp(prefix="redteam-")) / "results.sqlite"
-    with Judge(backend, store=store, use_cache=False, timeout_s=30 if backend == "gpu" else 120) as judge:
+    with Judge(backend, store=store, use_cache=False, timeout_s=30 if backend == "gpu" else 120) as judge, \
+            Judge(backend, store=store, use_cache=False, timeout_s=5) as short:
         judge.warm()
-        for kind, path in corpus(backend, honest_gpu):
-            exp = read_expectation(path)
-            if backend == "gpu" and exp["status"] == "timeout":
-                continue   # a hang costs the judge's whole timeout; the cpu run covers those families
-            t0 = time.perf_counter()
-            res = judge.evaluate(problem_for(exp), Candidate(exp["source"], str(path)))
-            ok = held(kind, exp, res)
-            rows.append({"kind": kind, "file": str(path.relative_to(ROOT)),
-                         "family": header(path, "family") or path.stem,
-                         "required": "correct" if kind == "honest" else f"{exp['status']} {exp['detail'] or ''}".strip(),
-                         "given": f"{res.status} {','.join(sorted({f.rule for f in res.flags})) or res.category or ''}".strip(),
-                         "held": ok, "hole": header(path, "hole"), "elapsed_s": round(time.perf_counter() - t0, 3),
-                         "reason": res.reason[:300]})
-            print(f"{'ok  ' if ok else 'MISS'} {kind:7s} {path.name:48s} {rows[-1]['given']:32s} "
-                  f"{rows[-1]['elapsed_s']:6.2f}s", flush=True)
-    section = {"rows": rows}
+        for name in sets:
+            kind, folder, pattern = SETS[name]
+            for path in sorted((ROOT / folder).glob(pattern)):
+                if path.suffix not in (".py", ".md"):
+                    continue
+                expect, h = expectation(kind, path, backend)
+                if "timeout" in h and backend == "gpu":
+                    continue   # a hang costs the judge's whole timeout; the cpu run covers those families
+                problem = problem_for({"problem": h["problem"]} if h else read_expectation(path))
+                t0 = time.perf_counter()
+                res = (short if "timeout" in h else judge).evaluate(problem, Candidate(path.read_text(), str(path)))
+                ok = verdict_ok(res, expect) and (kind == "honest" or "gpu-only" in h and backend == "cpu"
+                                                  or not res.correct)
+                rows.append({"kind": kind, "set": name, "file": str(path.relative_to(ROOT)),
+                             "family": h.get("family", path.stem), "required": expect,
+                             "given": f"{res.status} {','.join(sorted({f.rule for f in res.flags})) or res.category or ''}".strip(),
+                             "held": ok, "known_hole": h.get("hole-gpu" if backend == "gpu" else "hole"),
+                             "elapsed_s": round(time.perf_counter() - t0, 3), "reason": (res.reason or "")[:300]})
+                print(f"{'ok  ' if ok else 'MISS'} {kind:7s} {path.name:48s} {rows[-1]['given']:32s} "
+                      f"{rows[-1]['elapsed_s']:6.2f}s", flush=True)
+    section = {"sets": sets, "rows": rows}
     exploits = [r for r in rows if r["kind"] == "exploit"]
     honest = [r for r in rows if r["kind"] == "honest"]
-    section["summary"] = {"exploit_families": len(exploits), "blocked": sum(r["held"] for r in exploits),
+    section["summary"] = {"exploits": len(exploits), "blocked": sum(r["held"] for r in exploits),
+                          "families": len({r["family"] for r in exploits}),
                           "honest": len(honest), "honest_correct": sum(r["held"] for r in honest)}
-    targets = [{"target": "every exploit family blocked with its required verdict",
+    targets = [{"target": "every exploit blocked with its required verdict",
                 "measured": f"{section['summary']['blocked']}/{len(exploits)}",
                 "met": all(r["held"] for r in exploits)},
                {"target": "no honest candidate lost", "measured": f"{section['summary']['honest_correct']}/{len(honest)}",
@@ -96,7 +97,7 @@ def run(backend: str, honest_gpu: bool, overhead: bool) -> dict:
         section["guard_overhead"] = guard_overhead(backend)
         ratio = section["guard_overhead"]["ratio_median"]
         targets.append({"target": "time to reward with the guard within 10% of without", "measured": ratio,
-                        "met": ratio <= 1.10})
+                        "met": ratio is not None and ratio <= 1.10})
     section["targets"] = targets
     return section
 
@@ -127,12 +128,17 @@ def guard_overhead(backend: str, rounds: int = 2) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="cpu", choices=("cpu", "gpu"))
-    ap.add_argument("--honest-gpu", action="store_true", help="also the 25 honest CUDA candidates (gpu backend)")
+    ap.add_argument("--sets", default=",".join(n for n in SETS if n != "honest_gpu"),
+                    help=f"comma-separated, of: {', '.join(SETS)} (default: all but honest_gpu)")
     ap.add_argument("--no-overhead", action="store_true", help="skip the guard on/off time-to-reward comparison")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     from bench.judge_bench import device_name
-    section = run(a.backend, a.honest_gpu, not a.no_overhead)
+    sets = [x for x in a.sets.split(",") if x]
+    unknown = [x for x in sets if x not in SETS]
+    if unknown:
+        ap.error(f"unknown set(s) {', '.join(unknown)}; use: {', '.join(SETS)}")
+    section = run(a.backend, sets, not a.no_overhead)
     section.update(device=device_name(),
                    date=time.strftime("%Y-%m-%dT%H:%M:%S"), command="python " + " ".join(sys.argv))
     doc = json.loads(a.out.read_text()) if a.out.exists() else {"name": "judge_redteam"}

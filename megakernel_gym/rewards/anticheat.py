@@ -26,7 +26,7 @@ from megakernel_gym.rewards.result import Flag
 # with a more specific rule where the module has an obvious purpose.
 ALLOWED_IMPORTS = {
     "torch", "triton", "math", "megakernel_gym", "typing", "functools", "__future__",
-    "dataclasses", "collections", "itertools", "operator", "enum", "abc", "numbers",
+    "dataclasses", "collections", "itertools", "operator",
 }
 # What a candidate may use of this package: the NVRTC loader. The judge, the problems, their
 # reference kernels and the export loader are off limits (an import of a shipped reference
@@ -288,6 +288,8 @@ class _Checker(ast.NodeVisitor):
                     pass
                 elif sub in TORCH_INIT_CALLS and self._in_init:
                     pass
+                elif sub == "nn.Module.__init__":
+                    pass   # the base class's constructor, called explicitly
                 elif sub.startswith("nn.") and sub.split(".")[-1][:1].isupper():
                     pass  # building a layer (keeps Model's state_dict keys); calling it is dynamic-checked
                 elif sub.startswith(("float", "bfloat", "int", "uint", "bool", "half", "double")):

@@ -353,6 +353,17 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
         problems.append((getattr(node, "lineno", 0), msg))
 
     for fn in jit_fns:
+        # what the def line evaluates (defaults, annotations) runs as Python under the interpreter: constants,
+        # triton.language names and the module's constants only
+        for e in fn.args.defaults + [d for d in fn.args.kw_defaults if d is not None] + \
+                [a.annotation for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs if a.annotation]:
+            if not _constant_expr(e, consts, tl_aliases) and not (
+                    isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id in tl_aliases):
+                problems.append((getattr(e, "lineno", fn.lineno), f"the default or annotation "
+                                 f"{ast.unparse(e)[:60]} of the @triton.jit function {fn.name}: constants and "
+                                 "triton.language names only"))
+        if fn.returns is not None:
+            problems.append((fn.lineno, f"a return annotation on the @triton.jit function {fn.name}"))
         local = {a.arg for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs}
         for node in ast.walk(fn):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -543,7 +554,7 @@ class Guard:
 
     def _attr_allowed(self, obj, name: str) -> bool:
         if _is_dunder(name):
-            return name == "__init__" and isinstance(obj, super) or \
+            return name == "__init__" and (isinstance(obj, super) or obj is self.Module) or \
                 name == "__name__" and isinstance(obj, types.FunctionType) and self._own_function(obj)
         if isinstance(obj, types.ModuleType):
             return self._module_attr(obj, name)

@@ -453,13 +453,14 @@ class LaunchCounter:
             from triton.runtime.interpreter import InterpretedFunction
             classes.append(InterpretedFunction)
             _mark_argument_moves(interpreter, self)
+            _interpret_own_source(interpreter)
         except ImportError:
             pass
         for cls in classes:
             orig = cls.run
 
             def run(self, *a, __orig=orig, **kw):
-                _check_constexprs(self, a, kw, counter)
+                _check_launch_args(self, a, kw, counter)
                 counter.triton += 1
                 counter.kernel_names.add(getattr(getattr(self, "fn", None), "__name__", "") or
                                          getattr(self, "__name__", ""))
@@ -501,6 +502,43 @@ class LaunchCounter:
         return all(c.run is f for c, f in self.installed.items()) and cpp.load_inline is self.installed_inline
 
 
+def _interpret_own_source(interpreter) -> None:
+    """Triton's CPU interpreter re-reads a @triton.jit function's source from its file and executes it:
+    from the last line of the function's text that starts with `def ` (a line inside a string constant
+    would do), with the function's module globals, into which it first copies its own. Here it takes the
+    function's own definition from the file's syntax tree (the text the guard's jit-body rules checked),
+    and executes it in a copy of the globals, so that nothing of the interpreter's lands in the candidate's
+    namespace."""
+    rewriter = getattr(interpreter, "FunctionRewriter", None)
+    if rewriter is None or not hasattr(rewriter, "ast_transformer"):
+        return
+    import ast as _ast
+    import linecache
+
+    def rewrite_ast(self):
+        fn = self.fn
+        code = fn.__code__
+        text = "".join(linecache.getlines(code.co_filename)) or open(code.co_filename).read()
+        defs = [n for n in _ast.parse(text).body if isinstance(n, _ast.FunctionDef) and n.name == fn.__name__
+                and (min([d.lineno for d in n.decorator_list] + [n.lineno]) <= code.co_firstlineno <= n.lineno)]
+        if len(defs) != 1:
+            raise RuntimeError(f"the @triton.jit function {fn.__name__} has no definition of its own in "
+                               f"{code.co_filename}")
+        node = defs[0]
+        node.decorator_list = []
+        tree = _ast.Module(body=[node], type_ignores=[])
+        tree = self.ast_transformer.visit(tree)
+        _ast.fix_missing_locations(tree)
+        compiled = compile(tree, filename=code.co_filename, mode="exec")
+        namespace = dict(fn.__globals__)
+        for key, value in vars(interpreter).items():
+            namespace.setdefault(key, value)
+        local = {**self.kwargs}
+        exec(compiled, namespace, local)
+        return local[fn.__name__]
+    rewriter.rewrite_ast = rewrite_ast
+
+
 def _mark_argument_moves(interpreter, counter: "LaunchCounter") -> None:
     """Triton's CPU interpreter copies a launch's tensors to numpy and back (GridExecutor._init_args_hst,
     _restore_args_dev, _implicit_cvt): the judge's own data movement, marked so that the aten watcher and
@@ -525,10 +563,30 @@ def _mark_argument_moves(interpreter, counter: "LaunchCounter") -> None:
 _CONSTEXPR_TYPES = (int, float, bool, str, type(None))
 
 
+def _check_launch_args(kernel, a, kw, counter: "LaunchCounter") -> None:
+    """A launch's arguments are tensors and plain values, and its tl.constexpr arguments what a GPU compile
+    can specialize on: numbers, strings, None, triton dtypes and constexprs, and @triton.jit functions.
+    Under the CPU interpreter anything else (a torch tensor as a constexpr, a Python closure, an object of
+    the candidate's whose `data_ptr` property Triton's argument copy would run) would run the candidate's
+    Python where the judge's watchers look away."""
+    import torch
+    for v in list(a) + [v for k, v in kw.items() if k not in _LAUNCH_OPTIONS]:
+        if not (type(v) in (torch.Tensor, torch.nn.Parameter) or _constexpr_value(v)):
+            what = f"an argument of type {type(v).__name__} to the kernel {getattr(kernel, '__name__', '')}"
+            hint = "kernel arguments are torch tensors, numbers, strings, None, triton dtypes or @triton.jit functions"
+            if counter.refuse is not None:
+                raise counter.refuse(what, hint)
+            raise TypeError(f"{what}: {hint}")
+    _check_constexprs(kernel, a, kw, counter)
+
+
+# a launch's own keywords, not the kernel's arguments (Triton's run(..., grid=, warmup=, num_warps=...))
+_LAUNCH_OPTIONS = {"grid", "warmup", "num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
+                   "launch_cooperative_grid", "launch_pdl", "stream", "device", "device_type"}
+
+
 def _check_constexprs(kernel, a, kw, counter: "LaunchCounter") -> None:
-    """A launch's tl.constexpr arguments are what a GPU compile can specialize on: numbers, strings, None,
-    triton dtypes and constexprs, and @triton.jit functions. Under the CPU interpreter anything else (a
-    torch tensor, a Python closure) would reach the kernel body as a Python object and run there."""
+    """A launch's tl.constexpr arguments are what a GPU compile can specialize on (see _check_launch_args)."""
     fn = getattr(kernel, "fn", None)
     while fn is not None and not inspect.isfunction(fn):
         fn = getattr(fn, "fn", None)
@@ -607,6 +665,23 @@ def _integrity_snapshot(torch) -> dict[str, Any]:
 def _tampered(torch, snap: dict[str, Any]) -> list[str]:
     now = _integrity_snapshot(torch)
     return [k for k, v in snap.items() if now.get(k) is not v]
+
+
+def _tensors_of(torch, model) -> list:
+    """Every parameter, buffer and tensor attribute of a model and its submodules, read from their dicts
+    without calling anything of the candidate's (parameters() and buffers() can be overridden)."""
+    out, seen, stack = [], set(), [model]
+    while stack:
+        m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        d = object.__getattribute__(m, "__dict__")
+        for key in ("_parameters", "_buffers"):
+            out += [t for t in dict.values(d.get(key) or {}) if isinstance(t, torch.Tensor)]
+        out += [v for v in dict.values(d) if isinstance(v, torch.Tensor)]
+        stack += [c for c in dict.values(d.get("_modules") or {}) if isinstance(c, torch.nn.Module)]
+    return out
 
 
 def _storage_span(t) -> tuple[int, int]:
@@ -689,14 +764,16 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
                 ref = env.model(mod.Model, mod, spec["init_seed"])
                 with _guard_phase(guard, "init"):
                     new = env.model(cls, mod, spec["init_seed"])
-                rk, nk = set(ref.state_dict()), set(new.state_dict())
+                    nk = set(new.state_dict())   # the candidate's methods run in a phase of its own, never idle
+                rk = set(ref.state_dict())
                 if rk != nk:
                     return {"ok": True, "status": "incorrect", "category": "state_dict",
                             "reason": f"the state_dict keys of the candidate's {name} differ from the "
                                       "problem's Model's: missing "
                                       f"{sorted(rk - nk)[:8]}, unexpected {sorted(nk - rk)[:8]}; keep the "
                                       "same parameter names so the judge can load Model's weights"}
-                new.load_state_dict(ref.state_dict(), strict=True)
+                with _guard_phase(guard, "init"):
+                    new.load_state_dict(ref.state_dict(), strict=True)
                 del ref
                 pair = models[spec["init_seed"]] = new
             model = pair
@@ -727,7 +804,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
                     flags.append({"rule": "output_type", "detail": f"output {j} is a {type(o).__name__}, "
                                   "not a plain torch.Tensor"})
                 spans = [_storage_span(x) for x in xs if isinstance(x, torch.Tensor)]
-                spans += [_storage_span(p) for p in model.parameters()] + [_storage_span(b) for b in model.buffers()]
+                spans += [_storage_span(t) for t in _tensors_of(torch, model)]
                 if any(_overlaps(_storage_span(o), s) for s in spans):
                     flags.append({"rule": "output_alias", "detail": f"output {j} shares memory with an input "
                                   "or a parameter"})

@@ -1,0 +1,32 @@
+# expect: rejected guard|torch_compute
+# problem: softmax
+# family: 4 a closure wrapped in tl.constexpr
+# honest: honest/constexpr_jit_activation.py
+# tl.constexpr(closure) passes the launch's constexpr check (tl.constexpr instances are allowed); the body calls it (tl.constexpr.__call__ calls its value), and the closure computes the softmax with operator.* on tensors it captured
+import functools
+import math
+import operator
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _k(x_ptr, n, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.load(x_ptr + offs, mask=offs < n)
+    FN()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+
+        def work():
+            e = operator.ipow(math.e, x)
+            cols = e.unbind(-1)
+            s = functools.reduce(operator.iadd, cols[1:], cols[0].clone())
+            y.copy_(operator.truediv(e, s.unsqueeze(-1)))
+        _k[(1,)](x, 1, FN=tl.constexpr(work), BLOCK=16)
+        return y

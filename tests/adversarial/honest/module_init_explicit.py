@@ -1,0 +1,29 @@
+# expect: correct
+# problem: softmax
+# family: honest twin of torch_class_attribute / dunder_hooks_defined
+# nn.Module.__init__(self) called explicitly, as older PyTorch code does instead of super().__init__()
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * n_cols + offs, mask=mask, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n_cols + offs, e / tl.sum(e, axis=0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        nn.Module.__init__(self)
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _softmax[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+        return y

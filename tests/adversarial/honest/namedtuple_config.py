@@ -1,0 +1,35 @@
+# expect: correct
+# problem: softmax
+# family: honest twin of namedtuple_repr_reads_values
+# launch settings in a collections.namedtuple, read by field name
+import collections
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * n_cols + offs, mask=mask, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * n_cols + offs, e / tl.sum(e, axis=0), mask=mask)
+
+Launch = collections.namedtuple("Launch", ["min_block", "num_warps"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cfg = Launch(min_block=16, num_warps=4)
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        block = max(self.cfg.min_block, triton.next_power_of_2(x.shape[1]))
+        _softmax[(x.shape[0],)](x, y, x.shape[1], BLOCK=block, num_warps=self.cfg.num_warps)
+        return y
