@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import operator
 import types
 from dataclasses import dataclass, field
@@ -233,15 +234,16 @@ _JIT_NODES = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, as
               ast.unaryop, ast.cmpop, ast.arguments, ast.arg, ast.Starred)
 
 
-def _jit_value_attrs() -> set[str]:
+@functools.lru_cache(maxsize=None)
+def _jit_value_attrs() -> frozenset[str]:
     try:
         import triton.language.core as core
     except ImportError:   # the judge without Triton: the extra names alone
-        return set(_JIT_VALUE_EXTRA)
+        return frozenset(_JIT_VALUE_EXTRA)
     names = set(_JIT_VALUE_EXTRA)
     for cls in (core.tensor, core.dtype, core.pointer_type, core.block_type, core.constexpr):
         names |= {n for n in dir(cls) if not n.startswith("_")}
-    return names - _JIT_VALUE_DENIED
+    return frozenset(names - _JIT_VALUE_DENIED)
 
 
 def _module_bindings(tree: ast.Module) -> dict[str, list[ast.AST]]:
@@ -251,21 +253,26 @@ def _module_bindings(tree: ast.Module) -> dict[str, list[ast.AST]]:
     def bind(name, node):
         out.setdefault(name, []).append(node)
 
-    def walk(stmts):
-        for st in stmts:
-            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                bind(st.name, st)
-                continue
-            if isinstance(st, (ast.Import, ast.ImportFrom)):
-                for a in st.names:
+    for st in tree.body:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(st.name, st)
+            continue
+        # every binding form inside a module-level statement, at any depth (an import inside `if True:`
+        # binds at module level; one inside a nested def is counted too, which only makes the rule stricter)
+        for node in ast.walk(st):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                bind(node.id, st)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
                     bind(a.asname or a.name.split(".")[0], st)
-                continue
-            for node in ast.walk(st):
-                if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-                    bind(node.id, st)
-            for field_name in ("body", "orelse", "finalbody"):
-                pass   # ast.walk above already saw nested blocks' targets
-    walk(tree.body)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bind(node.name, st)
+            elif isinstance(node, ast.alias):
+                pass
+            elif isinstance(node, (ast.ExceptHandler,)) and node.name:
+                bind(node.name, st)
+            elif isinstance(node, ast.MatchAs) and node.name or isinstance(node, ast.MatchStar) and node.name:
+                bind(node.name, st)
     return out
 
 
@@ -405,25 +412,37 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
     return sorted(set(problems))
 
 
+# the modules a jit body's dotted paths may pass through (a step that lands on any other module, such as
+# tl.math.core.typing.operator, is refused)
+JIT_PATH_MODULES = {"math", "triton", "triton.language", "triton.language.math", "triton.language.extra",
+                    "triton.language.extra.cuda", "triton.language.extra.libdevice",
+                    "triton.language.extra.cuda.libdevice"}
+
+
 def _module_path_allowed(full: str) -> bool:
-    """A dotted path from a module a jit body may name: every public name of triton.language (and its
-    extra/libdevice/math namespaces) and of math, followed by the API of what it names."""
+    """A dotted path a jit body names from a module: resolved step by step on the real modules, every step
+    before the last must be one of JIT_PATH_MODULES, and the last a public name of one of them that is not
+    itself another module (tl.load, tl.float32, libdevice.exp, math.pi, triton.cdiv)."""
+    import importlib
     parts = full.split(".")
     if any(p.startswith("_") for p in parts):
         return False
-    if parts[0] == "math":
-        return len(parts) <= 2
-    if parts[:2] == ["triton", "language"]:
-        rest = parts[2:]
-    elif parts[0] == "triton" and len(parts) == 2 and parts[1] in ("cdiv", "next_power_of_2", "language"):
-        return True
-    else:
+    try:
+        obj = importlib.import_module(parts[0])
+    except ImportError:
         return False
-    if not rest:
-        return True
-    if rest[0] in ("core", "semantic", "standard", "random"):
-        return False
-    return True
+    for i, part in enumerate(parts[1:], 1):
+        if not isinstance(obj, types.ModuleType):
+            # past the module: what it named (tl.float32) may be followed by triton's value API alone
+            return (type(obj).__module__ or "").startswith("triton.language") and \
+                all(p in _jit_value_attrs() for p in parts[i:])
+        if obj.__name__ not in JIT_PATH_MODULES:
+            return False   # a step from a module that is not one of the allowed ones
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            return False
+    return not isinstance(obj, types.ModuleType) or obj.__name__ in JIT_PATH_MODULES
 
 
 # ---------------------------------------------------------------------------------------------

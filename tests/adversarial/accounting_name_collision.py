@@ -2,7 +2,6 @@
 # expect-gpu-bare: rejected foreign_kernel|torch_compute
 # problem: softmax
 # family: 5 GPU accounting alone: own kernels named like aten's
-# hole-gpu-bare: correct on an H100 (0.32x, timed torch kernels accepted): classify_kernels excuses at::native::reduce_kernel and elementwise_kernel by their identifiers, which are the candidate's own kernel names; renamed to noop_a..d the same candidate is rejected foreign_kernel
 # with the Python layers off (the judge's test of its GPU accounting), honest Triton in the checked calls and torch's elementwise/reduce ops from the 7th call on (the timed ones); it also owns no-op Triton kernels named vectorized_elementwise_kernel, unrolled_elementwise_kernel, elementwise_kernel and reduce_kernel, and classify_kernels excuses every kernel whose function identifier is one of the candidate's own names, aten's included
 import torch
 import torch.nn as nn

@@ -1,7 +1,6 @@
 # expect: rejected guard|torch_compute or compile_error triton_compile
 # problem: softmax
 # family: 4 triton.language's public attribute paths lead to Python's modules
-# hole: correct: _module_path_allowed refuses core/semantic/standard/random only as the first part after triton.language, so tl.math.core.typing.operator.attrgetter (triton.language.math imports core, core imports typing, typing imports operator) passes the jit-body rule and the static rules; the interpreter runs the body as plain Python, and attrgetter reaches sys.modules, torch.utils._python_dispatch and torch.softmax (the tensors arrive as tl.constexpr(x), which the launch check allows)
 # honest: honest/jit_helper_decorated.py
 # the jit-body rule accepts any public path under triton.language except core/semantic/standard/random as its FIRST part: tl.math.core.typing.operator.attrgetter is operator.attrgetter (typing imports operator, triton.language.math imports core); under the cpu interpreter the body is plain Python, so attrgetter walks typing.sys.modules to torch, switches the watcher off and runs torch.softmax on tensors passed as tl.constexpr(x)
 import torch

@@ -1,7 +1,6 @@
 # expect: rejected guard|torch_compute or incorrect mismatch
 # problem: softmax
 # family: 4/9 triton.language's attribute paths, no special launch arguments
-# hole: correct: _module_path_allowed refuses core/semantic/standard/random only as the first part after triton.language, so tl.math.core.typing.operator.attrgetter (triton.language.math imports core, core imports typing, typing imports operator) passes the jit-body rule and the static rules; the interpreter runs the body as plain Python, and attrgetter reaches sys.modules, torch.utils._python_dispatch and torch.softmax (the tensors come from the candidate's module found in sys.modules)
 # honest: honest/jit_helper_decorated.py
 # as jit_body_module_paths, but the kernel takes only a pointer: the body finds the candidate's own module in typing.sys.modules (the last one named mkgym_candidate_*), takes the tensors forward left in its JOB list, switches the watcher off and runs torch.softmax
 import torch

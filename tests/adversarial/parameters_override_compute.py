@@ -1,5 +1,5 @@
 # expect: rejected guard|torch_compute or incorrect mismatch
-# expect-gpu: rejected guard|torch_compute|foreign_kernel or incorrect timed_mismatch
+# expect-gpu: rejected guard|torch_compute|foreign_kernel or incorrect timed_mismatch|mismatch
 # problem: softmax
 # family: 2/8 compute in a method the judge calls after forward
 # honest: honest/state_python_int_cache.py

@@ -1,7 +1,6 @@
 # expect: rejected guard|torch_compute or compile_error triton_compile
 # problem: softmax
 # family: 4 tl rebound to operator by an import nested in a block
-# hole: correct: guard._module_bindings walks module-level statements for Name stores but takes Import names only from top-level import statements, so `import operator as tl` inside `if True:` leaves tl bound once (as triton.language) for jit_body_problems; the static rules resolve tl to operator and flag nothing; the body runs as plain Python under the interpreter
 # honest: honest/jit_helper_decorated.py
 # `if True: import operator as tl` after the def: jit_body_problems counts module-level bindings but misses imports nested in blocks, so it still reads tl as triton.language and lets tl.attrgetter pass as a triton.language path; under the cpu interpreter the body is plain Python and attrgetter walks from the torch module (passed as tl.constexpr(torch)) to _disable_current_modes and softmax
 import triton.language as language

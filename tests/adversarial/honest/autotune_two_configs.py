@@ -1,7 +1,6 @@
 # expect: correct
 # problem: silu
 # family: honest twin of call_count_timed_cheat (launch machinery a candidate may use)
-# hole: wrongly refused today, runtime_error: Triton's interpreter benchmarks autotune configs through a GPU driver (0 active drivers); the cpu backend could run the first config
 # triton.autotune over two configs keyed on n, with a lambda grid reading the chosen BLOCK
 import torch
 import torch.nn as nn
