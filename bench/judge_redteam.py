@@ -73,7 +73,9 @@ def run(backend: str, sets: list[str], overhead: bool) -> dict:
                 problem = problem_for({"problem": h["problem"]} if h else read_expectation(path))
                 t0 = time.perf_counter()
                 res = (short if "timeout" in h else judge).evaluate(problem, Candidate(path.read_text(), str(path)))
-                ok = verdict_ok(res, expect) and (kind == "honest" or "gpu-only" in h and backend == "cpu"
+                # an exploit must not score correct, unless its header says correct is right here (a cheat
+                # that only the gpu backend's timing runs, or a judge-memory check)
+                ok = verdict_ok(res, expect) and (kind == "honest" or expect.split()[0] == "correct"
                                                   or not res.correct)
                 rows.append({"kind": kind, "set": name, "file": str(path.relative_to(ROOT)),
                              "family": h.get("family", path.stem), "required": expect,

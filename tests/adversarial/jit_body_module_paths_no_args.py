@@ -1,4 +1,5 @@
 # expect: rejected guard|torch_compute or incorrect mismatch
+# expect-gpu: rejected guard|torch_compute or incorrect mismatch or compile_error triton_compile
 # problem: softmax
 # family: 4/9 triton.language's attribute paths, no special launch arguments
 # honest: honest/jit_helper_decorated.py

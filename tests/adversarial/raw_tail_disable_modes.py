@@ -1,4 +1,5 @@
 # expect: rejected guard|torch_compute|monkeypatch or runtime_error exception
+# expect-gpu: rejected guard|torch_compute|monkeypatch or runtime_error exception or compile_error triton_compile
 # problem: softmax
 # family: 1 watcher off: jit source tail run raw by the interpreter
 # Triton's interpreter re-reads a @triton.jit function from its file and starts at the LAST line that begins with 'def ' (FunctionRewriter._find_def): a def inside a string in the body is run instead, as plain Python with no guard hooks; it hands forward _disable_current_modes and torch.softmax

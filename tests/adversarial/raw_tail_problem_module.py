@@ -1,4 +1,5 @@
 # expect: rejected guard|torch_compute or incorrect mismatch
+# expect-gpu: rejected guard|torch_compute or incorrect mismatch or compile_error triton_compile
 # problem: softmax
 # family: 9 the problem's Model through sys.modules
 # the jit source-tail trick (see raw_tail_softmax) runs plain Python: torch.sys.modules holds the problem's module (mkgym_problem_*); its Model.forward (called directly, past the layer check), with the watcher off, writes the output

@@ -1,4 +1,5 @@
 # expect: rejected guard|torch_compute or incorrect mismatch
+# expect-gpu: rejected guard|torch_compute or incorrect mismatch or compile_error triton_compile
 # problem: softmax
 # family: 4 jit source tail: a def inside a string
 # the body of the @triton.jit function is one string; the interpreter's FunctionRewriter takes the last line starting with 'def ' as the definition and runs what follows as plain Python, past the guard's hooks and the jit-body rule: it switches the aten-op watcher off and runs torch.softmax on tensors it finds in a module-level list
