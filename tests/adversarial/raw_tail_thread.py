@@ -1,4 +1,5 @@
 # expect: rejected guard|concurrency or incorrect mismatch
+# expect-gpu: rejected guard|concurrency or incorrect mismatch or compile_error triton_compile
 # problem: softmax
 # family: 2 thread started from raw interpreter code
 # the jit source-tail trick (see raw_tail_softmax) runs plain Python: it finds threading.Thread through object.__subclasses__() and runs torch.softmax on a thread it joins (the watcher is per thread)

@@ -1,6 +1,8 @@
 # expect: correct
 # problem: fixtures/honest/gemm_relu_fp32.py
 # fp32 GEMM without tl.dot: each K step is a broadcast multiply [BM, BK, BN] reduced with tl.sum over K, then added to the running fp32 tile
+# BN is 8: Triton up to 3.6 rewrites sum(x[:, :, None] * y[None, :, :], 1) with both outer sides >= 16 into a tl.dot of
+# TF32 precision (later versions make it IEEE), which on an H100 misses the fp32 reference by ~1e-3 and is rightly incorrect
 import torch
 import torch.nn as nn
 import triton
@@ -35,7 +37,7 @@ class ModelNew(nn.Module):
         x2 = x.contiguous().view(-1, K)
         M = x2.shape[0]
         y = torch.empty((*x.shape[:-1], N), dtype=x.dtype, device=x.device)
-        bm, bn, bk = 32, 32, 16
+        bm, bn, bk = 32, 8, 16
         _gemm_bcast[(triton.cdiv(M, bm), triton.cdiv(N, bn))](x2, w, self.linear.bias, y, M, N, K,
                                                               BM=bm, BN=bn, BK=bk, K_TILES=triton.cdiv(K, bk))
         return y
