@@ -389,22 +389,27 @@ class _PathModel:
         self.paths: list[list[tuple]] = []
         self.seen: list[set] = []
 
-    def add(self, i: int, terms: _PlanTerms, path: tuple[int, ...], waits: np.ndarray, preloaded=None) -> bool:
+    def add(self, i: int, terms: _PlanTerms, path: tuple[int, ...], waits: np.ndarray, preloaded=None,
+            spread=None) -> bool:
         """Add plan i's critical path; `preloaded`: per task the weight bytes the ring had in when it
         started (Prediction.preloaded, from the prediction the path came from), which it does not
-        stream itself."""
+        stream itself; `spread`: per task the SMs it shared HBM with in that prediction
+        (Prediction.spread; else its op's spread, terms.shared_bytes)."""
         while len(self.paths) <= i:
             self.paths.append([])
             self.seen.append(set())
         idx = np.asarray(path)
         got = np.zeros(len(path)) if preloaded is None else np.asarray(preloaded, dtype=float)[idx]
-        key = (path, tuple(np.round(got / 1024).astype(int)))
+        shared = (terms.shared_bytes[idx] if spread is None or not len(spread)
+                  else terms.nbytes[idx] * np.asarray(spread, dtype=float)[idx])
+        key = (path, tuple(np.round(got / 1024).astype(int)), tuple(np.round(shared / terms.nbytes[idx].clip(1))
+                                                                     .astype(int)))
         if key in self.seen[i]:
             return False
         self.seen[i].add(key)
         own = terms.nbytes[idx]
         left = np.where(own > 0, 1.0 - got / np.maximum(own, 1.0), 1.0)   # the share still to stream
-        self.paths[i].append((own * left, terms.shared_bytes[idx] * left, terms.compute_us[idx],
+        self.paths[i].append((own * left, shared * left, terms.compute_us[idx],
                               terms.pays_latency[idx], terms.trips[idx], float(terms.counters[idx].sum()), len(path),
                               waits))
         return True
@@ -492,7 +497,7 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
             p = predict(plan, dev, costs=costs, hops=hops)
             preds.append(p.latency_us)
             added += model.add(i, tm, *_critical_path(tm, p, dev.wait_latency_us * hop_scale(tm.caps, dev.capped_wait)),
-                               p.preloaded)   # (costmodel.hop_us, from the caps the terms hold)
+                               p.preloaded, p.spread)   # (costmodel.hop_us, from the caps the terms hold)
         return loss(np.asarray(preds), x), preds, added
 
     def model_loss(x: np.ndarray) -> float:

@@ -325,6 +325,13 @@ def fusion_problem(facts: GraphFacts, fused: dict[str, str], a: str, b: str) -> 
     if fused.get(b) == INLINE:
         return f"cannot fuse {a} into {b}: {b} is inlined into its consumers, which compute it from its inputs"
     cons = facts.consumers[a]
+    if facts.info[a].op.kind == "decode_attention":
+        # each of the consumer's tiles would run the whole attention again over its caches (the tiles
+        # together read the caches once per tile), and the generated kernel computed NaN for it on an
+        # H100 (attention into o_proj: 1,727 us and NaN against the expert's 977 us)
+        return (f"cannot fuse {a} into {b}: a decode_attention is not fused into its consumer (every tile of "
+                f"{b} would recompute the whole attention over the KV caches); split it instead "
+                f"(`split {a} n=4`) or fuse its producers into it")
     if facts.b(facts.info[a].out_name) in facts.state and not _writes_through(facts, a, b):
         return (f"cannot fuse {a} into {b}: {a} writes {facts.info[a].out_name}, which the step must leave in "
                 "memory (a model output or state such as a KV cache), so it cannot be folded into another op"
