@@ -258,8 +258,10 @@ def test_impl_body_compiles_into_the_megakernel(mlp_1b):
     from megakernel_gym.compiler.codegen import SMEM_BLOCK, SMEM_LIMIT
     ir = apply_edits(make_ir(mlp_1b, num_sms=132), f"impl silu_mul <<<{SILU_MUL_BODY}>>>")
     src, table = emit_cuda(ir.plan(), impls=ir.impls)
-    assert "impl silu_mul (elementwise, tiled along axis 1)" in src and "expf(-a)" in src
-    assert "const unsigned short* __restrict__ in0" in src and "out_shape[2] = {1, 8192}" in src
+    # the body goes in as its checked tokens, one space apart, its tensors as views that check each index
+    assert "impl silu_mul (elementwise, tiled along axis 1)" in src and "expf ( - a )" in src
+    assert "const MkIn<unsigned short, 8192ull> in0" in src and "out_shape[2] = {1, 8192}" in src
+    assert "const MkOut<unsigned short, 8192ull, 1ull, 8192ull> out" in src and "mk_impl_fault" in src
     # the contract's shared memory is really there, past the queue's tables, within what a block may have
     assert SMEM_LIMIT < table.smem_bytes <= SMEM_BLOCK and table.ws_stages == 0
     assert compile_cuda(src, "impl.cu", arch="sm_90")[:4] == b"\x7fELF"

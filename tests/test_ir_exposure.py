@@ -190,7 +190,8 @@ def _random_sequence(ir, rng):
         elif verb == "impl":
             if want.splits.get(op, 1) > 1 or any(fused.get(a) == INLINE for a in facts.info[op].deps):
                 continue
-            code = rng.choice(["y = a * 2", "\nfor i in range(n):\n    y[i] = silu(a[i])\n", "return x"])
+            # (placeholder bodies: what an impl's text does to the IR; impl_guard indexes only declared arrays and views)
+            code = rng.choice(["y = a * 2", "\nfor i in range(n):\n    out[i] = silu(in0[i])\n", "return x"])
             impls[op] = code
             edits.append(Edit("impl", op, code=code))
         elif verb == "unimpl" and impls:

@@ -81,32 +81,27 @@ class CodegenError(ValueError):
 IMPL_CONTRACT = f"""\
 An impl body is CUDA C that computes one task: the tile [lo, hi) of the op's output along its tile
 axis (every other axis whole; `part` is 0), run by all {THREADS} threads of the SM's block (blockDim.x; use
-__syncthreads() freely, by every thread alike). In scope: in0, in1, ... (const pointers to the op's
-inputs, in the order the IR's in= lists them) and out (the output), typed float / unsigned short
-(bf16 bits) / long long / int by dtype, each with its shape as inN_shape[] / out_shape[] (row-major,
-contiguous); lo, hi; tile_axis; sm (float*, {SMEM_LIMIT} bytes of shared memory); helpers bf2f(u16) ->
-float, f2bf(float) -> u16, warp_sum, warp_max, block_sum(v, red) with red a __shared__ float[8].
-Not allowed: preprocessor lines, asm, __global__ / extern / __device__ definitions, timers, sleeps,
-traps, the kernel's own tables (T, S, counters)."""
-
-# what an impl body may not contain: new kernels or symbols, inline PTX, timers, preprocessor
-# tricks, or the megakernel's own pointer table and counters (the body gets its tensors by name)
-_IMPL_FORBIDDEN = [(r"(^|\n)\s*#", "preprocessor lines"), (r"asm", "inline assembly"),
-                   (r"__global__", "new kernels"), (r"\bextern\b", "extern declarations"),
-                   (r"__device__|__host__|__shared__\s+\w+\s*\(", "new functions"),
-                   (r"clock|globaltimer", "timers"), (r"__trap|\btrap\b", "traps"),
-                   (r"nanosleep", "sleeps"), (r"\b(T|S|counters|status|trace|q_task|slot_args)\b",
-                                              "the megakernel's own tables")]
+__syncthreads() freely, by every thread alike). In scope: in0, in1, ... (the op's inputs, in the order the
+IR's in= lists them, read-only) and out (the output), elements typed float / unsigned short (bf16 bits) /
+long long / int by dtype, each with its shape as inN_shape[] / out_shape[] (row-major, contiguous); lo, hi;
+tile_axis; sm ({SMEM_LIMIT // 4} floats of shared memory); helpers bf2f(u16) -> float, f2bf(float) -> u16,
+warp_sum, warp_max, block_sum(v, red) with red a __shared__ float[{WARPS}]; INFINITY, NAN.
+Memory is reached by index only: in0[i], out[i], sm[i] and arrays the body declares (float acc[4];
+__shared__ float red[{WARPS}];). Every index is checked on the GPU: out[i] only inside the task's tile, in0[i]
+inside its tensor, an array inside its extent; an index out of range is an error naming the op.
+Not allowed (refused at edit time, however spelled: digraphs, trigraphs, line splices count): preprocessor
+lines, _Pragma and ## pasting, string literals, pointers (&x, *p, float*, casts to pointer or reference
+types, an array or tensor used without its index, ->), asm, static or extern storage, new functions, types
+or templates, timers, sleeps, traps, compiler intrinsics (__builtin_*, __nvvm_*), malloc/new/printf, and the
+kernel's own tables and helpers (T, S, counters, mk_*). The cpu and sim backends compile a body but never
+run it: a plan with impl bodies is scored (status not_run) on the gpu backend only."""
 
 
 def impl_code_problem(code: str) -> str | None:
-    """Why an impl body may not go into the megakernel, or None."""
-    import re
-    for pattern, what in _IMPL_FORBIDDEN:
-        m = re.search(pattern, code)
-        if m:
-            return f"the code uses {m.group(0).strip()!r}, and a task body may not have {what}"
-    return None
+    """Why an impl body may not go into the megakernel, or None: the body read as the C
+    preprocessor reads it and checked as tokens (compiler/impl_guard.py says what and why)."""
+    from megakernel_gym.compiler.impl_guard import impl_code_problem as problem
+    return problem(code)
 
 
 def _streams(g: Graph, op: Op) -> bool:
@@ -313,6 +308,13 @@ def _bases(g: Graph) -> dict[str, str]:
         elif op.kind == "cache_write":
             base[op.outputs[0]] = base[op.inputs[0]]
     return base
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _strides(shape) -> list[int]:
@@ -653,27 +655,45 @@ class _Emitter:
 
     # -- one device function per op, over [lo, hi) along its tile axis ----------------------
     def impl_body(self, op: Op, code: str) -> tuple[str, list[int]]:
-        """An agent's task body for op (the `impl` edit) inside the contract IMPL_CONTRACT states:
-        typed pointers in0.. and out, their shapes as constants, and the tile [lo, hi)."""
-        problem = impl_code_problem(code)
-        if problem:
-            raise CodegenError(f"impl {op.name}: {problem}")
+        """An agent's task body for op (the `impl` edit) inside the contract IMPL_CONTRACT states: its
+        checked tokens (impl_guard.emit_body), given views of its tensors that check every index
+        (in0.. read-only within the tensor, out within the task's tile [lo, hi) along the tile axis,
+        sm within SMEM_LIMIT), their shapes as constants, and the tile. MK_IMPL_FID stands for the
+        function's id until _emit_once knows it."""
+        from megakernel_gym.compiler.impl_guard import ImplBodyError, emit_body
+        try:
+            checked = emit_body(code)
+        except ImplBodyError as e:
+            raise CodegenError(f"impl {op.name}: {e}") from None
         axis = self.plan.tg.tiling[op.name][0] if op.name in self.plan.tg.tiling else 0
         self._args = []
         self.smem = SMEM_LIMIT           # the contract promises the body all of it
-        named = ([(f"in{i}", t, "const ") for i, t in enumerate(op.inputs)]
-                 + [("out" if i == 0 else f"out{i}", t, "") for i, t in enumerate(op.outputs)])
         decls = []
-        for name, t, const in named:    # a typed pointer and its shape, per tensor
+        for i, t in enumerate(op.inputs):
             spec = self.g.tensors[t]
-            decls.append(f"  {const}{CTYPES[spec.dtype]}* __restrict__ {name} = {self.ptr(t)};   // {t} "
-                         f"{list(spec.shape)} {spec.dtype}")
-            decls.append(f"  const long long {name}_shape[{max(1, len(spec.shape))}] = "
-                         f"{{{', '.join(map(str, spec.shape)) or '1'}}};")
-        text = (f"// impl {op.name} ({op.kind}, tiled along axis {axis}): the agent's task body\n"
+            ct, shape = CTYPES[spec.dtype], list(spec.shape)
+            decls.append(f"  const MkIn<{ct}, {_numel(shape)}ull> in{i}{{(const {ct}*){self.ptr(t)}, MK_IMPL_FID}};"
+                         f"   // {t} {shape} {spec.dtype}")
+            decls.append(f"  const long long in{i}_shape[{max(1, len(shape))}] = {{{', '.join(map(str, shape)) or '1'}}};")
+        for i, t in enumerate(op.outputs):
+            spec = self.g.tensors[t]
+            ct, shape, name = CTYPES[spec.dtype], list(spec.shape), "out" if i == 0 else f"out{i}"
+            n = _numel(shape)
+            if i == 0 and shape:    # the task's tile: [lo, hi) along the tile axis
+                inner, dim, lo, hi = _numel(shape[axis + 1:]), shape[axis], "lo", "hi"
+            else:                   # a second output: the whole tensor
+                inner, dim, lo, hi = 1, n, "0", str(n)
+            decls.append(f"  const MkOut<{ct}, {n}ull, {inner}ull, {dim}ull> {name}{{{self.ptr(t)}, {lo}, {hi}, "
+                         f"MK_IMPL_FID}};   // {t} {shape} {spec.dtype}")
+            decls.append(f"  const long long {name}_shape[{max(1, len(shape))}] = "
+                         f"{{{', '.join(map(str, shape)) or '1'}}};")
+        text = (f"// impl {op.name} ({op.kind}, tiled along axis {axis}): the agent's task body, as checked tokens\n"
                 + "\n".join(decls) + f"\n  const int tile_axis = {axis};\n"
                 + "  (void)tile_axis;\n" + "".join(f"  (void)in{i}_shape;\n" for i in range(len(op.inputs)))
-                + "  (void)out_shape;\n  {\n" + textwrap.indent(code.strip("\n"), "    ") + "\n  }\n")
+                + "".join(f"  (void)in{i};\n" for i in range(len(op.inputs)))
+                + "  (void)out_shape;\n  (void)out;\n  float* const mk_sm_base = sm;\n  {\n"
+                + f"    const MkSm<{SMEM_LIMIT // 4}ull> sm{{mk_sm_base, MK_IMPL_FID}};\n    (void)sm;\n"
+                + f"    // <<< impl {op.name}\n" + textwrap.indent(checked, "    ") + f"\n    // >>> impl {op.name}\n  }}\n")
         return text, [self.slots[b] for b in self._args]
 
     def op_body(self, op: Op) -> tuple[str, list[int]]:
@@ -2694,6 +2714,11 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
     add a release); they measured the same."""
     impls = impls or {}
+    if impls:
+        from megakernel_gym.compiler.impl_guard import impl_size_problem
+        problem = impl_size_problem(impls)
+        if problem:
+            raise CodegenError(problem)
     if producer is None:
         producer = "thread" if l2_wait else "warp"
     regs_hops = hops or "counters"          # the weights="regs" path has no producer warp
@@ -2830,7 +2855,7 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
     functions = [f"// used by {len(users[fid])} op(s): {', '.join(users[fid][:4])}{' ...' if len(users[fid]) > 4 else ''}\n"
                  f"__device__ __forceinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, "
                  f"int part, float* sm) {{\n"
-                 f"{body}}}\n"
+                 f"{body.replace('MK_IMPL_FID', str(fid))}}}\n"
                  + (f"// op_{fid}'s work that needs no input of this step, run before the task's waits\n"
                     f"__device__ __forceinline__ void pre_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, "
                     f"int part) {{\n{pre}}}\n" if pre else "")
@@ -3039,7 +3064,8 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
               f"#define MK_LL_POLL_NS {b.ll_poll_ns}   // ns before a staged LL vector not yet there is loaded again\n"
               f"#define MK_SIGNAL_RELEASE {int(b.signal == 'release')}\n"
               + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS}
-              + _PRELUDE + _PROBES + claims + ring + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
+              + _PRELUDE + _PROBES + claims + ring + (_impl_preamble() if impls else "")
+              + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
               + ("#define MK_CALLS_MASK 0xffff   // a task's calls word: calls, ring segments << 16 (inflight_ahead)\n"
                  if ahead_on else "#define MK_CALLS_MASK (~0)\n")
@@ -3050,7 +3076,26 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                          "n_slots": n_slots, "n_args": n_args, "tab_bytes": tab_bytes,
                          "prefetch": _PREFETCH[b.prefetch_mode] % {"chunk": PREFETCH_CHUNK},
                          "l2_wait": _L2_WAIT if stages > 0 and b.l2_wait > 0 else ""})
+    if impls:
+        _check_impl_names(source, impls)
     return source, table, em
+
+
+def _impl_preamble() -> str:
+    from megakernel_gym.compiler.impl_guard import PREAMBLE
+    return PREAMBLE.replace("@WARPS@", str(WARPS))
+
+
+def _check_impl_names(source: str, impls: dict[str, str]) -> None:
+    """No body names what the generated source declares at file scope (its tables, helpers, macros,
+    shared variables) beyond the contract's helpers: the rules that need the source."""
+    from megakernel_gym.compiler.impl_guard import own_name_problem
+    from megakernel_gym.compiler.impl_guard import file_scope_names
+    names = file_scope_names(source)
+    for name, code in impls.items():
+        problem = own_name_problem(code, names)
+        if problem:
+            raise CodegenError(f"impl {name}: {problem}")
 
 
 __all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PRODUCERS", "PREFETCH_MODES", "WEIGHT_PATHS", "IMPL_CONTRACT",

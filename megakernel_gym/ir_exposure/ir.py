@@ -467,6 +467,10 @@ def normalize(facts: GraphFacts, knobs: Knobs, fused: dict[str, str], impls: dic
         if msg:
             raise _KnobError(a, msg)
         canon_fused[a] = fused[a]
+    from megakernel_gym.compiler.impl_guard import impl_size_problem
+    msg = impl_size_problem(impls)
+    if msg:
+        raise _KnobError(None, msg)
     canon_impls = {}
     for name in sorted(impls, key=order.index):
         msg = impl_problem(name, impls[name]) or impl_conflict(facts, k.splits, canon_fused, name)
