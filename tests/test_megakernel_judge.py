@@ -13,13 +13,12 @@ from test_codegen import SILU_MUL_BODY
 WRONG_BODY = SILU_MUL_BODY.replace("a / (1.f + expf(-a))", "a")                 # forgets the silu
 # computes only into poisoned (NaN) buffers: right on every fresh check, stale once timed
 STALE_BODY = "{ const float o = bf2f(out[lo]); if (o == o) return; }\n" + SILU_MUL_BODY
-# waits for a value nothing writes, read through volatile global memory (a loop on a local
-# volatile is folded away by ptxas: measured, that body did not hang). In silu_mul, the tasks
-# waiting on it run out of spins and trap; in the last op nothing waits, and only the host's
-# watchdog can end it.
-HANG_BODY = "while (((volatile unsigned short*)out)[lo] != 0x1234u) { }\n" + SILU_MUL_BODY
-HANG_LAST = "while (((volatile unsigned short*)out)[lo] != 0x1234u) { }\n"
-FAULT_BODY = "out[1LL << 40] = 0;\n" + SILU_MUL_BODY                           # far outside any buffer
+# a loop that never ends (NVRTC keeps `while (1) { }`: its PTX is a branch to itself). In silu_mul,
+# the tasks waiting on it run out of spins and trap; in the last op nothing waits, and only the
+# host's watchdog can end it. (A body has no pointers, so no volatile read of out: impl_guard.)
+HANG_BODY = "while (1) { }\n" + SILU_MUL_BODY
+HANG_LAST = "while (1) { }"
+FAULT_BODY = "out[1LL << 40] = 0;\n" + SILU_MUL_BODY      # far outside any buffer: out's view refuses it
 
 pytestmark = pytest.mark.gpu
 
@@ -70,12 +69,17 @@ def test_a_body_that_reuses_earlier_results_is_caught_after_timing(judge):
 
 def test_hang_and_fault_end_the_worker_not_the_judge(judge):
     j, ir, problem = judge
+    # an index outside out's tile is refused on the GPU, not performed: the same worker goes on
+    r = _eval(judge, apply_edits(ir, f"impl silu_mul <<<{FAULT_BODY}>>>"), problem)
+    assert r.status == "runtime_error" and r.category == "impl_bounds", r.reason
+    assert "the impl body of silu_mul indexed out (outside the task's tile)" in r.reason, r.reason
+    restarts = j.restarts
+    assert _eval(judge, ir, problem).status == "correct" and j.restarts == restarts
+    # `while (1) { }` in the last op: the watchdog kills the worker, the next evaluation gets a fresh one
     r = _eval(judge, apply_edits(ir, f"impl add <<<{HANG_LAST}>>>"), problem)
     assert r.status == "timeout" and "killed" in r.reason, r.reason
     r = _eval(judge, apply_edits(ir, f"impl silu_mul <<<{HANG_BODY}>>>"), problem)
     assert r.status == "runtime_error" and "trapped" in r.reason, r.reason
-    r = _eval(judge, apply_edits(ir, f"impl silu_mul <<<{FAULT_BODY}>>>"), problem)
-    assert r.status == "runtime_error", r.reason
     restarts = j.restarts
     r = _eval(judge, ir, problem)                                      # a fresh worker, same answers
     assert r.status == "correct" and j.restarts == restarts + 1, r.reason

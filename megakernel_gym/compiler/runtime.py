@@ -23,6 +23,11 @@ class MegakernelError(RuntimeError):
     """The kernel stopped: a wait ran out of spins (a schedule the validator should have refused)."""
 
 
+class ImplFaultError(MegakernelError):
+    """An impl body indexed outside what its view allows (compiler/impl_guard.py): the access was not
+    performed, the kernel ran on, and the CUDA context is intact."""
+
+
 class Megakernel:
     def __init__(self, plan: Plan, spin_budget: int = DEFAULT_SPIN_BUDGET, prefetch_mode: str = "bulk",
                  impls: dict[str, str] | None = None, weights: str = "smem", stream: str = "smem",
@@ -31,10 +36,18 @@ class Megakernel:
         weights: "smem" (streamed matmuls fed by the weight ring) or "regs"; stream: "smem" (each queue's
         task stream read from shared memory where it fits) or "global"; ring: emit_cuda's other knobs
         (the weight ring's ring_stages, l2_ahead and l2_wait; probes; control_warp; hops; combine; producer)."""
-        from megakernel_gym.rewards.nvrtc import load_cuda
+        from megakernel_gym.rewards.nvrtc import IMPL_COMPILE_TIMEOUT_S, CudaCompileError, load_cuda
         self.plan = plan
+        self.impls = dict(impls or {})
         self.source, self.table = emit_cuda(plan, prefetch_mode, impls, weights, stream, **ring)
-        self.module = load_cuda(self.source, "megakernel.cu")
+        # the source includes nothing, so NVRTC gets no include path; agent code compiles in a process
+        # of its own under a time limit
+        try:
+            self.module = load_cuda(self.source, "megakernel.cu", host_includes=False,
+                                    timeout_s=IMPL_COMPILE_TIMEOUT_S if self.impls else None)
+        except CudaCompileError as e:
+            e.source = self.source      # for compile_log_for_agent: which lines are whose
+            raise
         self.spin_budget = spin_budget
         self._device_table = None
 
@@ -99,6 +112,8 @@ class Launch:
         n = len(mk.plan.tg.tasks)
         self.trace = torch.zeros(mk.table.trace_words * n, dtype=torch.int64, device=device) if trace else None
         self.fn = mk.module.get_function("megakernel")
+        if mk.impls:
+            self._impl_fault(clear=True)
         self.smem = mk.table.smem_bytes
         if self.smem > 48 * 1024:   # past the default limit a kernel must ask for its dynamic shared memory
             mk.module.set_max_dynamic_smem("megakernel", self.smem)
@@ -140,11 +155,30 @@ class Launch:
         except RuntimeError as e:   # a trap leaves the CUDA context unusable: status cannot be read back
             raise MegakernelError(f"the megakernel trapped ({e}): a wait ran out of spins or a task faulted; "
                                   "run the plan in the CPU VM (compiler.run_plan) to find which") from e
+        if self.mk.impls:
+            fault = self._impl_fault(clear=True)
+            if fault is not None:
+                raise ImplFaultError(fault)
         if int(self.status[0]):
             plan = self.mk.plan
             task, counter = int(self.status[1]), int(self.status[2])
             raise MegakernelError(f"task {plan.tg.tasks[task]} waited on counter {plan.counters[counter].name} "
                                   "past the spin budget")
+
+    def _impl_fault(self, clear: bool = False) -> str | None:
+        """The first out-of-range index an impl body made since the last read (compiler/impl_guard.py's
+        mk_impl_fault), said in words, or None; clear: zero it for the next run."""
+        from megakernel_gym.compiler.impl_guard import FAULT_WHAT
+        words = self.mk.module.read_global("mk_impl_fault", 3)
+        if clear and words[0]:
+            self.mk.module.write_global_zero("mk_impl_fault", 3)
+        if not words[0]:
+            return None
+        what, fid, index = int(words[0]), int(words[1]), int(np.int64(np.uint64(words[2])))
+        ops = [op for op, f in self.mk.table.op_ids.items() if f == fid and op in self.mk.impls] or [f"op_{fid}"]
+        return (f"the impl body of {', '.join(ops)} indexed {FAULT_WHAT.get(what, f'a view ({what})')} at {index}; "
+                "a body reads its inputs within their tensors and writes out only inside its task's tile [lo, hi) "
+                "along the tile axis (the access was not performed)")
 
     def outputs(self) -> dict[str, Tensor]:
         g = self.mk.plan.tg.graph

@@ -10,8 +10,18 @@ Everything that touches the GPU runs in one worker process (multiprocessing, spa
 an agent's schedule or task body does to a CUDA context (a trap, an illegal address, a loop that
 never ends) ends that process only: the host side waits with a watchdog, kills a worker that
 overruns, answers `timeout` or `runtime_error`, and starts a fresh worker for the next schedule.
-Task bodies cannot reach the host at all: they are CUDA C inside one kernel, filtered by
-codegen.impl_code_problem (no asm, no new symbols, no access to the kernel's own tables).
+Task bodies cannot reach the host at all: they are CUDA C inside one kernel, read as the C
+preprocessor reads them and checked as tokens (compiler/impl_guard.py: no directives, no asm, no
+pointers, no new symbols, no access to the kernel's own tables), compiled from those tokens in a
+process of its own under a time limit, with no include path; the compiler's log comes back with
+only the diagnostics located in the megakernel's own source. A body reaches memory only through
+views whose every index is checked on the GPU (out only inside its task's tile); an index out of
+range is a `runtime_error` naming the op (the worker's CUDA context survives it), and the weights
+and the step's inputs are compared after each checked run with a copy from before it (`rejected`
+if any changed). The host's watchdog ends a body that never ends: a schedule's runs have EVAL_TIMEOUT_S (timeout_s)
+from the end of its compile, the compile COMPILE_TIMEOUT_S; past either the worker is killed (a
+kernel that never ends goes with its process's CUDA context), the answer is `timeout`, and the next
+evaluation starts a fresh worker.
 
 Correctness, per seed (weights and inputs from the seed): the megakernel's output must be finite
 and no farther from the float32 truth (the same weights upcast) than max(1.5 x eager bf16's error,
@@ -39,7 +49,9 @@ from typing import Any
 from megakernel_gym.rewards.result import EvalResult
 
 SETUP_TIMEOUT_S = 900.0     # building 3 seeds of a 1B-shaped model, baselines, the default megakernel
-EVAL_TIMEOUT_S = 60.0       # one schedule: compile, 3 seeds, timing, the re-check
+EVAL_TIMEOUT_S = 60.0       # one schedule's runs, once compiled: 3 seeds, timing, the re-check
+COMPILE_TIMEOUT_S = 90.0    # one schedule's compile: emit_cuda, and NVRTC within its own limit for agent code
+#                             (rewards/nvrtc.py IMPL_COMPILE_TIMEOUT_S, 60 s) and the child process's start
 SEEDS = (0, 1, 2)
 
 
@@ -63,7 +75,8 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
 
     from megakernel_gym.compiler import module_tensors
     from megakernel_gym.compiler.codegen import CodegenError
-    from megakernel_gym.compiler.runtime import Megakernel, MegakernelError, time_us
+    from megakernel_gym.compiler.impl_guard import compile_log_for_agent
+    from megakernel_gym.compiler.runtime import ImplFaultError, Megakernel, MegakernelError, time_us
     from megakernel_gym.compiler.zoo import PlainStep, make_block, step_config
     from megakernel_gym.rewards.nvrtc import CudaCompileError
     from megakernel_gym.rewards.timing import capture_cuda_graph
@@ -101,15 +114,29 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
         except CodegenError as e:
             return {"status": "compile_error", "reason": f"the schedule cannot be emitted: {e}"}
         except CudaCompileError as e:
-            return {"status": "compile_error", "reason": "NVRTC refused the megakernel (an impl body?)",
-                    "compile_log": str(e)[-4000:]}
+            timed_out = getattr(e, "category", "") in ("compile_timeout", "compile_crash")
+            return {"status": "compile_error", "reason": str(e.log) if timed_out else
+                    "NVRTC refused the megakernel (an impl body?)",
+                    "compile_log": compile_log_for_agent(e.log, getattr(e, "source", ""))}
         compile_s = time.perf_counter() - t0
+        conn.send({"progress": "compiled"})     # the host's watchdog now gives the runs their own time
         out_name = plan.tg.graph.outputs[0]
         seeds_out, launch0 = [], None
+        g = plan.tg.graph
+        # with impl bodies, the tensors no task writes (weights, the step's inputs) are compared after
+        # each checked run with a copy from before it: a write outside the bodies' views would show
+        read_only = [n for n in g.tensors if g.tensors[n].kind in ("weight", "input")] if impls else []
         for c in cases:
             launch = mk.bind(module_tensors(c["model"]), dict(zip(plan.tg.graph.inputs, c["inputs"])))
+            before = {n: launch.input(n).clone() for n in read_only}
             launch()
             launch.check()
+            changed = [n for n in read_only if not torch.equal(launch.input(n), before[n])]
+            if changed:
+                return {"status": "rejected", "category": "impl_write_region", "seeds": seeds_out,
+                        "reason": f"seed {c['seed']}: the run changed {', '.join(changed[:4])}, which no task writes "
+                                  "(a weight or an input of the step): an impl body may write only its output's tile"}
+            del before
             ok, err, tol = check(launch.outputs()[out_name], c["truth"], c["eager_err"])
             seeds_out.append({"seed": c["seed"], "rel_l2_err_vs_fp32": err, "tolerance": tol,
                               "eager_rel_l2_err": c["eager_err"], "ok": ok})
@@ -191,6 +218,9 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
                 conn.send(run(msg[1], msg[2]))
             else:
                 conn.send({"status": "runtime_error", "reason": f"unknown message {msg[0]!r}"})
+        except ImplFaultError as e:
+            # an index out of a view's range: not performed, the context is intact; the worker goes on
+            conn.send({"status": "runtime_error", "category": "impl_bounds", "reason": str(e)[:2000]})
         except MegakernelError as e:
             # a trap or a fault leaves this process's CUDA context unusable: answer, then end
             conn.send({"status": "runtime_error", "reason": str(e)[:2000], "fatal": True})
@@ -205,10 +235,14 @@ class MegakernelJudge:
     """Scores schedules of one level-5 problem on the GPU (see the module doc)."""
 
     def __init__(self, block: str, config: dict, default_plan, *, seeds: tuple[int, ...] = SEEDS, iters: int = 30,
-                 timeout_s: float = EVAL_TIMEOUT_S, setup_timeout_s: float = SETUP_TIMEOUT_S):
+                 timeout_s: float = EVAL_TIMEOUT_S, setup_timeout_s: float = SETUP_TIMEOUT_S,
+                 compile_timeout_s: float = COMPILE_TIMEOUT_S):
+        """timeout_s: a schedule's runs (3 seeds, timing, the re-check), counted from the end of its
+        compile; compile_timeout_s: its compile (NVRTC's own limit for agent code plus room)."""
         self.block, self.config, self.default_plan = block, dict(config), default_plan
         self.seeds, self.iters = tuple(seeds), iters
         self.timeout_s, self.setup_timeout_s = timeout_s, setup_timeout_s
+        self.compile_timeout_s = compile_timeout_s
         self._proc = self._conn = None
         self.ready: dict | None = None
         self.restarts = 0
@@ -236,14 +270,26 @@ class MegakernelJudge:
             self._conn.close()
         self._proc = self._conn = None
 
-    def _ask(self, msg, timeout_s: float) -> dict:
+    def _ask(self, msg, timeout_s: float, compile_timeout_s: float | None = None) -> dict:
+        """Send msg and wait for the worker's answer, in two phases when compile_timeout_s is given: the
+        compile (the worker says when it is done), then the runs, each under its own limit. Past a
+        limit the worker is killed (a kernel that never ends goes with its process) and the answer is
+        `timeout`; the next evaluate starts a fresh worker."""
         try:
             self._conn.send(msg)
-            if not self._conn.poll(timeout_s):
-                self._stop()
-                return {"status": "timeout", "reason": f"no answer within {timeout_s:.0f} s (a task body that "
-                                                       "never ends?); the worker was killed", "fatal": True}
-            reply = self._conn.recv()
+            compiling = compile_timeout_s is not None
+            while True:
+                if not self._conn.poll(compile_timeout_s if compiling else timeout_s):
+                    self._stop()
+                    if compiling:
+                        return {"status": "timeout", "reason": f"the megakernel was not compiled within "
+                                f"{compile_timeout_s:.0f} s; the worker was killed", "fatal": True}
+                    return {"status": "timeout", "reason": f"no answer within {timeout_s:.0f} s (a task body that "
+                                                           "never ends?); the worker was killed", "fatal": True}
+                reply = self._conn.recv()
+                if "progress" not in reply:
+                    break
+                compiling = False
         except (EOFError, OSError, BrokenPipeError):
             code = self._proc.exitcode if self._proc is not None else None
             self._stop()
@@ -258,7 +304,7 @@ class MegakernelJudge:
             if self.ready is not None:
                 self.restarts += 1
             self._start()
-        r = self._ask(("eval", plan, dict(impls or {})), self.timeout_s)
+        r = self._ask(("eval", plan, dict(impls or {})), self.timeout_s, self.compile_timeout_s)
         base = self.ready["baselines"]
         baselines = {k: {"median_us": v["median_us"], "p10_us": v["p10_us"], "p90_us": v["p90_us"]}
                      for k, v in base.items()}
@@ -268,8 +314,9 @@ class MegakernelJudge:
                       elapsed_s=time.perf_counter() - t0)
         if r["status"] != "correct":
             return EvalResult(status=r["status"], reason=r["reason"],
-                              category={"timeout": "hang", "compile_error": "compile",
-                                        "incorrect": "mismatch"}.get(r["status"], "crash"), **common)
+                              category=r.get("category") or {"timeout": "hang", "compile_error": "compile",
+                                                             "incorrect": "mismatch"}.get(r["status"], "crash"),
+                              **common)
         t = r["timing"]
         speedups = {k: v["median_us"] / t["median_us"] for k, v in base.items()}
         timing = {"median_us": t["median_us"], "p10_us": t["p10_us"], "p90_us": t["p90_us"], "samples": t["n"],
@@ -297,4 +344,4 @@ class MegakernelJudge:
         self.close()
 
 
-__all__ = ["MegakernelJudge", "SEEDS", "EVAL_TIMEOUT_S", "SETUP_TIMEOUT_S", "BASELINE_NAMES"]
+__all__ = ["MegakernelJudge", "SEEDS", "EVAL_TIMEOUT_S", "COMPILE_TIMEOUT_S", "SETUP_TIMEOUT_S", "BASELINE_NAMES"]
