@@ -101,8 +101,9 @@ def test_cpu_megakernel_episode_runs_the_plan_in_the_vm(cpu_env):
 
 def test_impl_edits_off_the_gpu_are_compiled_for_feedback(sim_env):
     """On sim (and cpu) an `impl` body is compiled with NVRTC: one that does not compile is a
-    compile_error carrying the compiler's message, one that does is scored with a note that its
-    numerics are checked on the gpu backend only; a forbidden one never reaches the compiler."""
+    compile_error carrying the compiler's message, one that does is `not_run` (compiled, never run:
+    bodies are scored on the gpu backend only), which earns nothing; a forbidden one never reaches
+    the compiler."""
     from test_codegen import SILU_MUL_BODY
     sim_env.reset(seed=0, options={"problem": "mk_mlp_block"})
     _, r, _, _, info = sim_env.step("impl silu_mul <<<out[lo] = no_such_name;>>>")
@@ -111,8 +112,8 @@ def test_impl_edits_off_the_gpu_are_compiled_for_feedback(sim_env):
     _, r, _, _, info = sim_env.step('impl silu_mul <<<asm("trap;");>>>')
     assert info["eval"]["status"] == "compile_error" and "may not have inline assembly" in info["eval"]["reason"]
     _, r, _, _, info = sim_env.step(f"impl silu_mul <<<{SILU_MUL_BODY}>>>")
-    assert info["eval"]["status"] == "correct", info["eval"]["reason"]
-    assert "gpu backend only" in info["eval"]["timing"]["note"]
+    assert info["eval"]["status"] == "not_run" and r == 0.0, info["eval"]["reason"]
+    assert "compiled, not run: impl bodies are scored on the gpu backend only" in info["eval"]["reason"]
     assert "impl silu_mul <<<" in sim_env.code and "tile [lo, hi)" in sim_env._statement()
 
 

@@ -6,7 +6,9 @@ backend. Megakernel problems (level 5): the action is edit-language text over th
 IR; `sim` scores it by the cost model's predicted latency against the default schedule, `cpu`
 by running the plan in the CPU VM against the graph's reference, `gpu` by running the megakernel
 (with any `impl` task bodies) on several seeds and timing it against the default schedule's
-(rewards/megakernel.py). `submit` ends an episode; the level's turn limit truncates it.
+(rewards/megakernel.py). Off the GPU an `impl` body is compiled, never run, and the plan is
+`not_run` (the failure tier's reward): nothing scores code it did not run. `submit` ends an
+episode; the level's turn limit truncates it.
 
 Reward (default "improvement"): gated log-speedup of this turn's result, counted only by how
 much it raises the episode's best so far (the best starts at the failure tier, -1), so an
@@ -92,18 +94,24 @@ class _Megakernel:
         self.gpu_judge = None
 
     def compile_problem(self, ir) -> str | None:
-        """Off the GPU, `impl` task bodies are compiled (NVRTC, sm_90) for feedback, not run: why
-        the megakernel does not compile, or None."""
+        """Off the GPU, `impl` task bodies are compiled (NVRTC, sm_90, in a process of its own under a
+        time limit, with no include path) for feedback, never run: why the megakernel does not
+        compile, or None. The compiler's log is cut to diagnostics located in the megakernel's own
+        source (impl_guard.compile_log_for_agent), so no other file's text can come back."""
         if not ir.impls:
             return None
         from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
-        from megakernel_gym.rewards.nvrtc import CudaCompileError, compile_cuda
+        from megakernel_gym.compiler.impl_guard import compile_log_for_agent
+        from megakernel_gym.rewards.nvrtc import IMPL_COMPILE_TIMEOUT_S, CudaCompileError, compile_cuda
         try:
-            compile_cuda(emit_cuda(ir.plan(), impls=ir.impls)[0], "megakernel.cu")
+            source = emit_cuda(ir.plan(), impls=ir.impls)[0]
+            compile_cuda(source, "megakernel.cu", arch="sm_90", host_includes=False, timeout_s=IMPL_COMPILE_TIMEOUT_S)
         except CodegenError as e:
             return str(e)
         except CudaCompileError as e:
-            return f"NVRTC refused the megakernel with your task body:\n{str(e)[-3000:]}"
+            if getattr(e, "category", "") in ("compile_timeout", "compile_crash"):
+                return str(e.log)
+            return f"NVRTC refused the megakernel with your task body:\n{compile_log_for_agent(e.log, source)}"
         return None
 
     def close(self) -> None:
@@ -130,8 +138,16 @@ class _Megakernel:
             return EvalResult(status="compile_error", reason=problem_text, problem=problem.name, backend=self.backend,
                               candidate_sha256=cand_sha, problem_sha256=problem.sha256, category="compile")
         if ir.impls:
-            timing["note"] = (f"impl bodies of {', '.join(ir.impls)} compiled; their numerics and speed are checked "
-                              "on the gpu backend only (the prediction uses the generated bodies' costs)")
+            # code this backend did not run is not scored: neither sim's prediction nor the CPU VM (which
+            # runs the generated bodies) says anything about what an impl body computes or costs
+            ops = ", ".join(ir.impls)
+            timing["note"] = (f"impl bodies of {ops} compiled, not run; the prediction uses the generated bodies' "
+                              "costs")
+            return EvalResult(status="not_run", reason=f"compiled, not run: impl bodies are scored on the gpu backend "
+                              f"only (this is the {self.backend} backend; the bodies of {ops} compiled). `unimpl` "
+                              "them to score the schedule here", problem=problem.name, backend=self.backend,
+                              candidate_sha256=cand_sha, problem_sha256=problem.sha256, category="impl_not_run",
+                              device=timing["device"] if self.backend == "sim" else "cpu", baselines=base, timing=timing)
         if self.backend == "sim":
             speedup = self.default.latency_us / p.latency_us
             return EvalResult(status="correct", reason=f"valid schedule, predicted {p.latency_us:.1f} us vs "

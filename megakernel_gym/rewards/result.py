@@ -5,7 +5,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-STATUSES = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected")
+# not_run: the code compiled, but this backend cannot run it, so nothing was checked or timed (a
+# megakernel plan with `impl` bodies on the sim or cpu backend: the bodies are scored on the gpu
+# backend only); its reward is the failure tier's, never a positive one
+STATUSES = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected", "not_run")
 
 
 @dataclass

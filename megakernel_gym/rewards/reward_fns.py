@@ -11,7 +11,10 @@ from collections.abc import Iterable
 from megakernel_gym.rewards.result import EvalResult
 
 FAILURE_REWARD = -1.0
-_TIER = {"rejected": -1.0, "compile_error": -1.0, "timeout": -0.8, "runtime_error": -0.8, "incorrect": -0.5}
+# not_run (code the backend compiled but could not run: impl bodies off the GPU) sits with the compile errors,
+# at the env's floor, so that it never raises an episode's best: nothing was checked
+_TIER = {"rejected": -1.0, "compile_error": -1.0, "not_run": -1.0, "timeout": -0.8, "runtime_error": -0.8,
+         "incorrect": -0.5}
 
 
 def gated_log_speedup(r: EvalResult, clip: tuple[float, float] = (-0.4, 3.0)) -> float:
