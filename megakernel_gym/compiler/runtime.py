@@ -174,7 +174,7 @@ class Launch:
             self.mk.module.write_global_zero("mk_impl_fault", 3)
         if not words[0]:
             return None
-        what, fid, index = int(words[0]), int(words[1]), int(np.int64(np.uint64(words[2])))
+        what, fid, index = int(words[0]), int(words[1]), int(words.view(np.int64)[2])
         ops = [op for op, f in self.mk.table.op_ids.items() if f == fid and op in self.mk.impls] or [f"op_{fid}"]
         return (f"the impl body of {', '.join(ops)} indexed {FAULT_WHAT.get(what, f'a view ({what})')} at {index}; "
                 "a body reads its inputs within their tensors and writes out only inside its task's tile [lo, hi) "

@@ -354,14 +354,14 @@ class CudaModule:
     def read_global(self, name: str, words: int) -> np.ndarray:
         """The first `words` 64-bit words of the `__device__` variable `name` (after the stream's work)."""
         import cupy
-        ptr = self._load().get_global(name)
+        ptr = self._load().get_global_var(name)      # cuModuleGetGlobal: the variable's device address
         out = np.zeros(words, dtype=np.uint64)
-        cupy.cuda.runtime.memcpy(out.ctypes.data, ptr.ptr, 8 * words, cupy.cuda.runtime.memcpyDeviceToHost)
+        cupy.cuda.runtime.memcpy(out.ctypes.data, ptr, 8 * words, cupy.cuda.runtime.memcpyDeviceToHost)
         return out
 
     def write_global_zero(self, name: str, words: int) -> None:
         import cupy
-        cupy.cuda.runtime.memset(self._load().get_global(name).ptr, 0, 8 * words)
+        cupy.cuda.runtime.memset(self._load().get_global_var(name), 0, 8 * words)
 
     def set_max_dynamic_smem(self, name: str, nbytes: int) -> None:
         """Let kernel `name` launch with more than 48 KB of dynamic shared memory (a kernel must ask)."""
