@@ -13,7 +13,6 @@ honest neighbour that stays accepted:
   GPU the watchdog ends it (tests/test_megakernel_judge.py, gpu-marked);
 - unbounded compiles: a cap on the IR's impl code and a compile process with a time limit.
 """
-import os
 import time
 
 import pytest
@@ -198,7 +197,7 @@ int k = d++ * 2; k = ++d * -k + q + (int)u;
 if (threadIdx.x == 0 && lo < 0) out[lo] = f2bf(v + k);
 """
 HONEST = {"silu_mul": SILU_MUL_BODY, "norm": BLOCK_SUM_BODY, "add": ARRAYS_BODY, "up_proj": MISC_BODY,
-          "gate_proj": ATOMIC_BODY.replace("in1[i]", "in0[i]")}
+          "gate_proj": ATOMIC_BODY.replace("in1[i]", "in0[i % 2048]").replace("bf2f(in0[i])", "bf2f(in0[i % 2048])")}
 
 
 @pytest.mark.parametrize("name", ["silu", "block_sum", "arrays", "atomic", "misc", "hops", "ring", "stale", "ir_text"])
@@ -432,4 +431,3 @@ def test_weights_and_inputs_are_unchanged_after_an_impl_run(mlp_1b):
 def test_emit_body_keeps_body_lines_for_the_compilers_messages():
     text = emit_body("float a = 1.f;\n\n/* two\nlines */ out[lo] = f2bf(a);\n")
     assert text.splitlines()[0] == "float a = 1.f ;" and text.splitlines()[3] == "out [ lo ] = f2bf ( a ) ;"
-    assert os.environ.get("MKGYM_NEVER_SET_THIS") is None
