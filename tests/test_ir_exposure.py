@@ -178,7 +178,8 @@ def _random_sequence(ir, rng):
                 edits.append(Edit("inline", a))
         elif verb == "fuse":
             cands = [a for a in ops if a not in fused and len(facts.consumers[a]) == 1
-                     and facts.b(facts.info[a].out_name) not in state and fused.get(facts.consumers[a][0]) != INLINE]
+                     and facts.b(facts.info[a].out_name) not in state and fused.get(facts.consumers[a][0]) != INLINE
+                     and facts.info[a].op.kind != "decode_attention"]   # (never fused into its consumer: issue 39)
             if cands:
                 a = rng.choice(cands)
                 fused[a] = facts.consumers[a][0]
