@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from itertools import product
@@ -25,6 +26,14 @@ Intervals = tuple[tuple[int, int], ...]   # sorted, disjoint [lo, hi) flat eleme
 
 class TilingError(ValueError):
     """A tile size that the op cannot take; the message names the op and the sizes allowed."""
+
+
+class DependencyLimitError(TilingError):
+    """Tile sizes whose task dependencies would pass MAX_DEPENDENCIES; `ops` are the ops giving the most."""
+
+    def __init__(self, message: str, ops: list[str] | None = None):
+        self.ops = list(ops or [])
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -363,6 +372,11 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
                 raise TilingError(f"op {op.name}: tile size {size} does not fit its extent {extent} along axis "
                                   f"{axis}; allowed sizes: {', '.join(map(str, allowed_tiles(op, extent, grp)))}")
             tiling[op.name] = (axis, extent, size)
+        _check_whole_reads(cache, tiling, fused, splits, MAX_DEPENDENCIES)
+        for op in g.ops:
+            if op.kind == "view":
+                continue
+            axis, extent, size = tiling[op.name]
             if op.name in fused:
                 by_op[op.name] = []   # computed inside its consumer's tasks
                 continue
@@ -378,6 +392,7 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
         tg = TaskGraph(g, tasks, by_op, tiling, None)
         tg.__dict__["_op_lowerings"] = parts_of
         tg.__dict__["_dep_edges"] = _dependency_arrays(parts_of, len(tasks))
+        _trim_op_caches({id(low) for _, low, _ in parts_of})
         return tg
 
 
@@ -393,8 +408,15 @@ class _OpLowering:
         self.reads = reads        # tensor -> _Spans (local task ids)
         self.writes = writes
         self.values: dict = {}
-        self.pairs: dict = {}     # (id of an earlier op's lowering, kind, tensor) -> (it, local pairs)
+        self.pairs: dict = {}     # (an earlier op, kind, tensor) -> (weakref to that op's lowering, local pairs)
         self._placed = _Bounded(2)
+
+    def nbytes(self) -> int:
+        """About what this lowering holds: its tasks and spans (measured on a 1B decoder's), the pairs
+        kept with earlier ops, the per-task values and the placed copies of its tasks."""
+        return (len(self.tasks) * (TASK_BYTES + PLACED_TASK_BYTES * len(self._placed))
+                + sum(pairs.nbytes for _, pairs in self.pairs.values())
+                + sum(len(v) for v in self.values.values()) * VALUE_BYTES)
 
     def placed(self, offset: int) -> list[Task]:
         """The tasks with ids from `offset` (the last few offsets kept: an edit of a later op leaves
@@ -471,6 +493,38 @@ class _Bounded(OrderedDict):
 _OP_CACHES = _Bounded(8)   # id(graph) -> its _OpCache
 
 
+def _trim_op_caches(keep: set[int]) -> None:
+    """Forget op lowerings, least recently used graph first and oldest first in each, until those of
+    all graphs together hold at most OP_CACHE_BYTES; never one in `keep` (the lowering just built
+    uses them). A graph another thread is lowering now is left alone."""
+    with _LOWERED_LOCK:
+        caches = list(_OP_CACHES.values())
+    weighed = []
+    for c in caches:
+        if not c.lock.acquire(blocking=False):
+            continue
+        try:
+            weighed.append((c, [(k, low.nbytes()) for k, low in c.ops.items()]))
+        finally:
+            c.lock.release()
+    total = sum(size for _, entries in weighed for _, size in entries)
+    for c, entries in weighed:
+        if total <= OP_CACHE_BYTES:
+            return
+        if not c.lock.acquire(blocking=False):
+            continue
+        try:
+            for k, size in entries:
+                if total <= OP_CACHE_BYTES:
+                    break
+                low = dict.get(c.ops, k)
+                if low is not None and id(low) not in keep:
+                    del c.ops[k]
+                    total -= size
+        finally:
+            c.lock.release()
+
+
 def _op_cache(g: Graph) -> _OpCache:
     with _LOWERED_LOCK:
         hit = _OP_CACHES.get(id(g))
@@ -525,41 +579,136 @@ def _lower_op(cache: _OpCache, op: Op, axis: int, size: int, parts: int, fused: 
     return _OpLowering(op.name, tasks, reads_of, writes_of)
 
 
-def _dependency_arrays(parts_of: list, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _dependency_arrays(parts_of: list, n: int, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """RAW, WAR and WAW edges between tasks of different ops, in program (op) order, as (task,
     producer) arrays sorted by task, then producer: each op's reads against what earlier ops wrote,
     its writes against what they wrote and read. The overlaps are found per pair of op lowerings
-    and kept on the later one, so an edit that relowers one op tests only the pairs it is in."""
+    and kept on the later one (one per earlier op, tensor and kind: the latest lowering of that op's),
+    so an edit that relowers one op tests only the pairs it is in. The overlapping span pairs are
+    counted first, from sorted bounds, and a plan with more than `limit` (default MAX_DEPENDENCIES)
+    raises DependencyLimitError before any is built."""
     writers: dict[str, list] = {}
     readers: dict[str, list] = {}
-    ts, ps = [], []
+    jobs = []   # (its lowering, its offset, pairs key, query spans, the earlier lowering, its offset, found spans)
     for _, low, offset in parts_of:
-        found = []
         for kind, mine, index in (("raw", low.reads, writers), ("waw", low.writes, writers),
                                   ("war", low.writes, readers)):
             for tensor, q in mine.items():
                 for other, other_offset in index.get(tensor, ()):
-                    key = (id(other), kind, tensor)
-                    hit = low.pairs.get(key)
-                    if hit is None or hit[0] is not other:
-                        theirs = other.writes if kind != "war" else other.reads
-                        hit = low.pairs[key] = (other, _overlap_pairs(q, theirs[tensor]))
-                    pairs = hit[1]
-                    if len(pairs):
-                        found.append((pairs, other_offset))
-        for pairs, other_offset in found:
-            ts.append(pairs[:, 0] + offset)
-            ps.append(pairs[:, 1] + other_offset)
+                    theirs = other.writes if kind != "war" else other.reads
+                    jobs.append((low, offset, (other.op, kind, tensor), q, other, other_offset, theirs[tensor]))
         # tasks of one op are independent of each other: record after the op
         for index, new in ((readers, low.reads), (writers, low.writes)):
             for tensor in new:
                 index.setdefault(tensor, []).append((low, offset))
+    _check_dependency_count(jobs, MAX_DEPENDENCIES if limit is None else limit)
+    ts, ps = [], []
+    for low, offset, key, q, other, other_offset, found in jobs:
+        hit = low.pairs.get(key)
+        if hit is None or hit[0]() is not other:
+            # (a weak reference: a lowering the op cache let go of is not kept alive by its pairs)
+            hit = low.pairs[key] = (weakref.ref(other), _overlap_pairs(q, found))
+        pairs = hit[1]
+        if len(pairs):
+            ts.append(pairs[:, 0] + offset)
+            ps.append(pairs[:, 1] + other_offset)
     if not ts:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     keys = sorted_unique(np.concatenate(ts) * max(n, 1) + np.concatenate(ps))
     t, p = keys // max(n, 1), keys % max(n, 1)
     keep = t != p
     return _frozen(t[keep]), _frozen(p[keep])
+
+
+def _check_whole_reads(cache: "_OpCache", tiling: dict, fused: dict, splits: dict, limit: int) -> None:
+    """DependencyLimitError before any op is lowered where the dependencies of tasks that read a
+    tensor whole (a matmul's input vector) alone pass `limit`: each such task depends on every task
+    of every earlier op writing that tensor, so they number (its tasks) x (the writer's) exactly, and
+    _check_dependency_count would count at least as many. What is left to it (partial reads, reads
+    through a fused producer) it counts after the ops are lowered."""
+    per_pair, count_of = _whole_read_dependencies(cache, tiling, fused, splits)
+    total = sum(per_pair.values())
+    if total > limit:
+        _raise_dependency_limit(per_pair, count_of, f"at least {total:,} task dependencies, over the limit of "
+                                f"{limit:,}")
+
+
+def _whole_read_dependencies(cache: "_OpCache", tiling: dict, fused: dict, splits: dict) -> tuple[dict, dict]:
+    """({(op, earlier op): the dependencies between their tasks through tensors the op reads whole},
+    {op: its task count}), from the tile sizes alone: a lower bound on the plan's dependencies."""
+    g, alias, writer = cache.g, cache.alias, cache.writer
+    count_of = {name: (extent // size) * splits.get(name, 1) for name, (_, extent, size) in tiling.items()}
+    writers: dict[str, list[str]] = {}      # base tensor -> the ops with tasks that wrote it so far
+    per_pair: dict[tuple[str, str], int] = {}
+    for op in g.ops:
+        if op.kind == "view" or op.name in fused:
+            continue
+        axis, extent, size = tiling[op.name]
+        oshape = g.tensors[op.outputs[0]].shape
+        # an input read whole by the first and the last tile is read whole by every tile (input_boxes
+        # reads an input whole, or the part of it the tile's own range maps to)
+        probes = [input_boxes(op, g, tile_box(oshape, axis, size, t)) for t in {0, extent // size - 1}]
+        for t in op.inputs:
+            b = alias.base_of(t)
+            prod = writer.get(b)
+            if prod is not None and fused.get(prod.name) is not None:
+                continue          # (read through a fused producer: its inputs are read instead)
+            every = full(g.tensors[t].shape)
+            if all(any(name == t and tuple(box) == every for name, box in reads) for reads in probes):
+                for p in writers.get(b, ()):
+                    if p != op.name:
+                        per_pair[(op.name, p)] = count_of[op.name] * count_of[p]
+        for o in op.outputs:
+            writers.setdefault(alias.base_of(o), []).append(op.name)
+    return per_pair, count_of
+
+
+def _raise_dependency_limit(per_pair: dict, count_of: dict, what: str) -> None:
+    worst = sorted(per_pair.items(), key=lambda kv: -kv[1])[:3]
+    named = "; ".join(f"{a} ({count_of[a]:,} tasks) on {b} ({count_of[b]:,} tasks): {c:,}" for (a, b), c in worst)
+    raise DependencyLimitError(
+        f"these tile sizes give {what} (a task depends on every tile of an op whose output it reads whole, so "
+        f"two small tilings multiply); the most: {named}. Use larger tiles for those ops (fewer tasks each), "
+        f"e.g. their default tile sizes", ops=list(dict.fromkeys(x for (a, b), _ in worst for x in (a, b))))
+
+
+def _check_dependency_count(jobs: list, limit: int) -> None:
+    """DependencyLimitError, naming the op pairs that give the most, where the jobs would build more
+    than `limit` dependencies (each job's bound: _overlap_bound; a job already built counts what it
+    built), or more than SPAN_PAIRS_PER_DEPENDENCY times as many overlapping span pairs on the way."""
+    per_pair: dict[tuple[str, str], int] = {}
+    total = spans = 0
+    for low, _, key, q, other, _, found in jobs:
+        hit = low.pairs.get(key)
+        if hit is not None and hit[0]() is other:
+            count = span_count = len(hit[1])
+        else:
+            span_count, count = _overlap_bound(q, found)
+        if count:
+            per_pair[(low.op, other.op)] = per_pair.get((low.op, other.op), 0) + count
+            total += count
+            spans += span_count
+    if total <= limit and spans <= SPAN_PAIRS_PER_DEPENDENCY * limit:
+        return
+    count_of = {low.op: len(low.tasks) for low, *_ in jobs} | {other.op: len(other.tasks) for *_, other, _, _ in jobs}
+    _raise_dependency_limit(per_pair, count_of, f"up to {total:,} task dependencies, over the limit of {limit:,}"
+                            if total > limit else f"{spans:,} overlapping pairs of regions to compare, over the "
+                            f"limit of {SPAN_PAIRS_PER_DEPENDENCY * limit:,}")
+
+
+def _overlap_bound(query: "_Spans", found: "_Spans") -> tuple[int, int]:
+    """(overlapping span pairs, a bound on the task pairs among them): what _overlap_pairs compares
+    and what it returns at most. Each span pair counted from sorted bounds, without building one: a
+    found span misses a query span when it ends at or before the query's start or starts at or
+    after its end (never both, spans being non-empty); no more task pairs than tasks on each side."""
+    qlo, qhi, _ = query.arrays()
+    lo, hi = found.sorted_bounds()
+    if not len(lo) or not len(qlo):
+        return 0, 0
+    before = np.searchsorted(hi, qlo, side="right")
+    after = len(lo) - np.searchsorted(lo, qhi, side="left")
+    pairs = int(len(qlo) * len(lo) - int(before.sum()) - int(after.sum()))
+    return pairs, min(pairs, query.task_count() * found.task_count())
 
 
 def sorted_unique(keys: np.ndarray) -> np.ndarray:
@@ -579,10 +728,11 @@ _KEPT_LOCK = threading.Lock()
 
 
 def kept(tg: "TaskGraph", name: str, key, build, size: int = 8):
-    """build(), kept on the task graph under `name` for the last `size` keys: what depends on the
-    lowering and a few knobs alone (counters and waits per op order and counter modes, fill ranks),
-    so an edit of other knobs finds it. Task graphs are shared between threads (the lowering cache);
-    two threads may both build a missing value, and the last one kept is as good as the first."""
+    """build(), kept on the task graph under `name` for the last `size` keys, and no more than
+    KEPT_BYTES of them (the newest is always kept): what depends on the lowering and a few knobs
+    alone (counters and waits per op order and counter modes, fill ranks), so an edit of other knobs
+    finds it. Task graphs are shared between threads (the lowering cache); two threads may both
+    build a missing value, and the last one kept is as good as the first."""
     with _KEPT_LOCK:
         cache = tg.__dict__.setdefault(name, _Bounded(size))
         if key in cache:
@@ -590,7 +740,44 @@ def kept(tg: "TaskGraph", name: str, key, build, size: int = 8):
     value = build()
     with _KEPT_LOCK:
         cache[key] = value
+        trim_by_bytes(cache, KEPT_BYTES)
     return value
+
+
+def trim_by_bytes(store: OrderedDict, budget: int) -> None:
+    """Forget a store's oldest entries until what the rest hold (nbytes_of) is within `budget`; the
+    newest is always kept."""
+    sizes = [nbytes_of(v) for v in store.values()]
+    total = sum(sizes)
+    for size in sizes[:-1]:
+        if total <= budget:
+            break
+        store.popitem(last=False)
+        total -= size
+
+
+def nbytes_of(obj, depth: int = 0) -> int:
+    """About how many bytes `obj` holds: numpy arrays' exactly, containers' by their items (a long
+    one's by a sample of them), anything else 64. What the caches of this module are bounded by."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, _OpLowering):
+        return obj.nbytes()
+    if depth > 4:
+        return 64
+    if isinstance(obj, dict):
+        items = list(obj.values())
+    elif isinstance(obj, (list, tuple)):
+        items = obj
+    elif isinstance(obj, (set, frozenset)):
+        return 64 + 48 * len(obj)
+    else:
+        return 64
+    n = len(items)
+    if n > 32:
+        sample = items[::n // 16][:16]
+        return 64 + 8 * n + n * sum(nbytes_of(x, depth + 1) for x in sample) // len(sample)
+    return 64 + 8 * n + sum(nbytes_of(x, depth + 1) for x in items)
 
 
 def per_task(tg: "TaskGraph", name: str, fn) -> list:
@@ -610,6 +797,16 @@ def per_task(tg: "TaskGraph", name: str, fn) -> list:
 
 
 MAX_SPLIT = 64          # parts one attention tile's positions may be split into
+MAX_DEPENDENCIES = 8_000_000    # task dependencies one plan may have (see _check_dependency_count)
+SPAN_PAIRS_PER_DEPENDENCY = 4   # overlapping region pairs compared on the way, per dependency allowed
+# what the caches here may hold (each keeps its newest entry whatever it weighs): the lowering cache's task
+# graphs, the op lowerings of all graphs, one kept() store of one task graph
+LOWERED_BYTES = 512 << 20
+OP_CACHE_BYTES = 256 << 20
+KEPT_BYTES = 64 << 20
+TASK_BYTES = 1800           # an op lowering's task with its regions and spans (a 1B decoder's: 45 MB for 19,745)
+PLACED_TASK_BYTES = 250     # a placed copy of a task (the same regions, a new Task)
+VALUE_BYTES = 60            # a per-task value (per_task: a name, a tuple of costs)
 INLINE = "*"            # fused[producer] = INLINE: computed inside every consumer's task
 
 
@@ -637,7 +834,23 @@ def lower_cached(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 1
         _LOWERED.move_to_end(key)
         while len(_LOWERED) > _LOWERED_MAX:
             _LOWERED.popitem(last=False)
+        # what a task graph holds grows after it is made (the counters, waits and costs kept on it), so
+        # all of them are weighed again each time one is added
+        sizes = [task_graph_nbytes(t) for _, t in _LOWERED.values()]
+        total = sum(sizes)
+        for size in sizes[:-1]:
+            if total <= LOWERED_BYTES:
+                break
+            _LOWERED.popitem(last=False)
+            total -= size
     return tg
+
+
+def task_graph_nbytes(tg: TaskGraph) -> int:
+    """About what a task graph holds beyond its op lowerings' own (their tasks, placed, are counted
+    here as pointers): its dependencies and everything kept on it."""
+    skip = ("graph", "tasks", "by_op", "tiling", "_op_lowerings")
+    return len(tg.tasks) * 8 + sum(nbytes_of(v) for k, v in tg.__dict__.items() if k not in skip)
 
 
 class _Spans:
@@ -649,6 +862,7 @@ class _Spans:
         self.hi: list[int] = []
         self.tid: list[int] = []
         self._arrays = None
+        self._sorted = None
 
     def add(self, spans: Intervals, tid: int) -> None:
         for lo, hi in spans:
@@ -663,6 +877,38 @@ class _Spans:
         self.tid += other.tid
         self._arrays = None
 
+    def task_count(self) -> int:
+        """How many tasks the spans belong to (a task's spans come one after another)."""
+        return self._tasks()[0]
+
+    def several_per_task(self) -> bool:
+        """Whether some task has more than one span here (so a pair of tasks may overlap twice)."""
+        return self._tasks()[1]
+
+    def _tasks(self) -> tuple[int, bool]:
+        arrays = self.arrays()
+        kept = self.__dict__.get("_task_facts")
+        if kept is None or kept[0] is not arrays:
+            tid = arrays[2]
+            new = int(np.count_nonzero(tid[1:] != tid[:-1])) + 1 if len(tid) else 0
+            kept = self._task_facts = (arrays, (new, new < len(tid)))
+        return kept[1]
+
+    def sorted_bounds(self):
+        """The spans' starts and ends, each sorted on its own (what _overlap_bound searches)."""
+        by_start = self.by_start()
+        return by_start[1], by_start[3]
+
+    def by_start(self):
+        """(order, starts, ends in that order, ends sorted): the spans ordered by start, then end."""
+        arrays = self.arrays()
+        kept = self.__dict__.get("_sorted")
+        if kept is None or kept[0] is not arrays:
+            lo, hi, _ = arrays
+            order = np.lexsort((hi, lo))
+            kept = self._sorted = (arrays, (order, lo[order], hi[order], np.sort(hi)))
+        return kept[1]
+
     def arrays(self):
         if self._arrays is None:
             self._arrays = (np.asarray(self.lo, dtype=np.int64), np.asarray(self.hi, dtype=np.int64),
@@ -670,19 +916,49 @@ class _Spans:
         return self._arrays
 
 
+_PAIR_CHUNK = 1 << 20    # span pairs built at once (then each task pair kept once)
+
+
 def _overlap_pairs(query: _Spans, found: _Spans) -> np.ndarray:
-    """(query task, found task) per pair of overlapping spans, as one int64 array of pairs."""
+    """(query task, found task) per pair of tasks with overlapping spans, as one int64 array of pairs
+    (where a task has several spans, each pair once within each chunk of _PAIR_CHUNK span pairs). Where
+    the found spans ordered by start have their ends in order too (the tiles of one op; spans read
+    whole by every task), the spans a query span overlaps are one run of that order, found by two
+    binary searches: time and memory in the pairs, not in the product of the spans."""
     qlo, qhi, qtid = query.arrays()
     lo, hi, tid = found.arrays()
     if not len(lo) or not len(qlo):
         return np.empty((0, 2), dtype=np.int64)
+    dedupe = query.several_per_task() or found.several_per_task()
+    width = int(tid.max()) + 1
     out = []
-    step = max(1, 4_000_000 // len(lo))            # bound the overlap matrix's size
-    for a in range(0, len(qlo), step):
-        hit = (qlo[a:a + step, None] < hi[None, :]) & (lo[None, :] < qhi[a:a + step, None])
-        qi, fi = np.nonzero(hit)
-        out.append(np.stack([qtid[a + qi], tid[fi]], axis=1))
-    return np.concatenate(out)
+
+    def keep(pq: np.ndarray, pf: np.ndarray) -> None:
+        if dedupe and len(pq) > 1:
+            keys = np.unique(pq * width + pf)
+            pq, pf = keys // width, keys % width
+        out.append(np.stack([pq, pf], axis=1))
+    order, slo, shi, _ = found.by_start()
+    if len(shi) < 2 or bool((shi[1:] >= shi[:-1]).all()):
+        first = np.searchsorted(shi, qlo, side="right")    # ends past the query's start: from here on
+        count = np.maximum(np.searchsorted(slo, qhi, side="left") - first, 0)   # starts before its end
+        ends = np.cumsum(count)
+        a = 0
+        while a < len(qlo):
+            b = max(a + 1, int(np.searchsorted(ends, (int(ends[a - 1]) if a else 0) + _PAIR_CHUNK, side="right")))
+            c = count[a:b]
+            total = int(c.sum())
+            qi = np.repeat(np.arange(a, b, dtype=np.int64), c)
+            at = np.repeat(first[a:b] - (np.cumsum(c) - c), c) + np.arange(total, dtype=np.int64)
+            keep(qtid[qi], tid[order[at]])
+            a = b
+    else:
+        step = max(1, 4_000_000 // len(lo))            # bound the overlap matrix's size
+        for a in range(0, len(qlo), step):
+            hit = (qlo[a:a + step, None] < hi[None, :]) & (lo[None, :] < qhi[a:a + step, None])
+            qi, fi = np.nonzero(hit)
+            keep(qtid[a + qi], tid[fi])
+    return np.concatenate(out) if len(out) > 1 else out[0]
 
 
 def dep_edges(tg: TaskGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -736,4 +1012,4 @@ def derive_dependencies(tg: TaskGraph) -> dict[int, set[int]]:
 
 __all__ = ["Region", "Task", "TaskGraph", "TilingError", "lower", "lower_cached", "box_to_spans", "allowed_tiles",
            "default_tile", "derive_dependencies", "tile_box", "task_boxes", "tile_group", "input_boxes", "MAX_SPLIT",
-           "INLINE", "kept", "per_task", "dep_edges", "sorted_unique"]
+           "INLINE", "kept", "per_task", "dep_edges", "sorted_unique", "MAX_DEPENDENCIES", "DependencyLimitError"]

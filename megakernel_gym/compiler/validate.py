@@ -28,7 +28,7 @@ from scipy.sparse.csgraph import connected_components
 
 from megakernel_gym.compiler.pause_gc import gc_paused
 from megakernel_gym.compiler.schedule import Plan, counter_count, fill_sequence, trusted_counters, trusted_waits
-from megakernel_gym.compiler.tasks import dep_edges, kept, sorted_unique
+from megakernel_gym.compiler.tasks import KEPT_BYTES, dep_edges, kept, sorted_unique, trim_by_bytes
 
 
 class ScheduleError(ValueError):
@@ -256,6 +256,7 @@ def _queue_free_verdicts(plan: Plan, waits: tuple, producers: tuple) -> dict:
         hit = store[key] = {"waits": waits, "lens": keep(lens), "prods": keep(prods)}
         while len(store) > 8:
             store.popitem(last=False)
+        trim_by_bytes(store, KEPT_BYTES)   # each holds its waits alive (a 1B plan's: ~100 MB near the dependency cap)
         return hit
 
 
