@@ -27,8 +27,16 @@ One edit per line (blank lines and `#` comments are skipped):
 
 OP may be a pattern for every verb but `order`: `*` matches any text, `{i}` any layer
 number, `{3..7}` a number in a range (`tile layers.*.attn.q_proj n=32`, `assign layers.{0..7}.mlp.*
-sms=0-65`). The same edits as JSON, for structured policies: a list of objects such as
-{"verb": "tile", "op": OP, "n": 64} (see `Edit.to_json`).
+sms=0-65`); a number in a pattern is a whole number of the name (`layers.*{3..7}` does not take
+layer 23's 3). Patterns match in time linear in the name and the pattern (`_pattern`). Numbers are
+written with the digits 0-9 (another script's digits are refused, not read). The same edits as
+JSON, for structured policies: a list of objects such as {"verb": "tile", "op": OP, "n": 64} (see
+`Edit.to_json`).
+
+What one batch may cost is capped: MAX_EDIT_CHARS of text and MAX_EDITS edits, at most MAX_TASKS
+tasks (ir.py) and MAX_DEPENDENCIES task dependencies (compiler/tasks.py: counted before any is
+built, and the refusal names the ops that give the most), and at most MAX_IMPL_OPS ops with an
+impl body.
 
 `apply_edits(ir, text)` checks every edit against the IR as the earlier edits left it, then
 plans the result and runs the validator. A batch is all or nothing: the first bad edit raises
@@ -37,8 +45,10 @@ EditError, whose message says what was wrong and what is allowed, and the IR giv
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from megakernel_gym.compiler.schedule import COUNTER_MODES
@@ -51,6 +61,9 @@ from megakernel_gym.ir_exposure.ir import (IR, MAX_TASKS, IRError, fusion_proble
 
 MAX_EDITS = 1000
 MAX_EDIT_CHARS = 200_000
+# ops with an impl body in one IR: one op of every layer of a 32-layer model (each body is compiled into the
+# megakernel; what they weigh together is capped by MAX_IMPL_TOTAL_CHARS, compiler/impl_guard.py)
+MAX_IMPL_OPS = 32
 
 USAGE = {
     "tile": "tile OP n=SIZE",
@@ -139,7 +152,19 @@ class Edit:
 # text -> edits
 
 
-_NUM = r"(\d{1,9})"
+_NUM = r"([0-9]{1,9})"           # ASCII digits only: Python's \d and int() take any script's digits
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")   # a decimal digit of another script (Arabic-Indic, Devanagari, fullwidth ...)
+MAX_NUMBER = 999_999_999        # the largest number an edit may give (nine digits, as the text form reads)
+
+
+def _digit_problem(text: str) -> str | None:
+    """Why `text` cannot be read as edit-language numbers and names (a digit other than 0-9), or None."""
+    m = _OTHER_DIGIT.search(text)
+    if m is None:
+        return None
+    c = m.group(0)
+    return (f"`{c}` ({unicodedata.name(c, 'a digit')}, U+{ord(c):04X}) is not an ASCII digit; write numbers with the "
+            f"digits 0-9 (e.g. `sms=0-9`, `n=64`)")
 
 
 def _usage_all() -> str:
@@ -169,6 +194,9 @@ def parse_edits(text: str) -> list[Edit]:
                 if open_at < 0 or len(head) != 2:
                     raise EditError(f"edit line {ln}: expected `{USAGE['impl']}` (the code between <<< and >>>), "
                                     f"got `{_cut(stripped)}`", index=ln)
+                msg = _digit_problem(head[1])
+                if msg:
+                    raise EditError(f"edit line {ln}: {msg}", index=ln)
                 close = text.find(">>>", open_at + 3)
                 if close < 0:
                     raise EditError(f"edit line {ln}: the code of `impl {head[1]}` is never closed with >>>",
@@ -190,6 +218,9 @@ def parse_edits(text: str) -> list[Edit]:
 
 
 def _parse_line(line: str, ln: int) -> Edit:
+    msg = _digit_problem(line)
+    if msg:
+        raise EditError(f"edit line {ln}: {msg}", index=ln)
     toks = line.split()
     verb = toks[0]
 
@@ -218,7 +249,7 @@ def _parse_line(line: str, ln: int) -> Edit:
             raise bad()
         return Edit("order", op, where=args[0], other=args[1])
     if verb == "counter":
-        m = re.fullmatch(r"(?:mode=)?(\w+)", args[0]) if len(args) == 1 else None
+        m = re.fullmatch(r"(?:mode=)?(\w+)", args[0], re.ASCII) if len(args) == 1 else None
         if not m:
             raise bad()
         if m.group(1) not in COUNTER_MODES:
@@ -237,6 +268,25 @@ def _parse_line(line: str, ln: int) -> Edit:
     if args:          # inline, unfuse, unimpl
         raise bad()
     return Edit(verb, op)
+
+
+def _show(v, limit: int = 200) -> str:
+    """A JSON value for a message, short, whatever it is (repr of a 5,000-digit int raises; a list's
+    repr may run to megabytes)."""
+    if isinstance(v, (bool, float)) or v is None:
+        return repr(v)
+    if isinstance(v, int):
+        return repr(v) if abs(v) < 10 ** 60 else "an integer of more than 60 digits"
+    if isinstance(v, str):
+        return repr(v[:limit])
+    if isinstance(v, (list, dict)):
+        values = list(v.values()) if isinstance(v, dict) else v
+        if len(v) > 8 or any(isinstance(x, (list, dict)) for x in values):
+            return f"a {type(v).__name__} of {len(v)} items"
+        if isinstance(v, list):
+            return "[" + ", ".join(_show(x, 40) for x in v) + "]"
+        return "{" + ", ".join(f"{_show(k, 40)}: {_show(x, 40)}" for k, x in v.items()) + "}"
+    return f"a {type(v).__name__}"
 
 
 def _cut(s: str, limit: int = 120) -> str:
@@ -285,10 +335,14 @@ def _from_json(d, i: int) -> Edit:
         raise bad(f"expected an object, got {type(d).__name__}")
     verb = d.get("verb")
     if verb not in USAGE:
-        raise bad(f"\"verb\" must be one of {', '.join(VERBS)}, got {_cut(repr(verb), 40)}")
+        raise bad(f"\"verb\" must be one of {', '.join(VERBS)}, got {_cut(_show(verb), 40)}")
     op = d.get("op")
     if not isinstance(op, str) or not op or any(c.isspace() for c in op):
-        raise bad(f"\"op\" must be an op name (a string without spaces), got {_cut(repr(op), 60)}")
+        raise bad(f"\"op\" must be an op name (a string without spaces), got {_cut(_show(op), 60)}")
+    for key in ("op", "into", "before", "after", "sms", "mode"):
+        msg = _digit_problem(d[key]) if isinstance(d.get(key), str) else None
+        if msg:
+            raise bad(f"\"{key}\": {msg}")
     extra = set(d) - {"verb", "op"} - _JSON_KEYS[verb]
     if extra:
         raise bad(f"unexpected key(s) {', '.join(sorted(map(str, extra)))} for {verb}; it takes "
@@ -297,13 +351,15 @@ def _from_json(d, i: int) -> Edit:
     def integer(key: str) -> int:
         v = d.get(key)
         if isinstance(v, bool) or not isinstance(v, int):
-            raise bad(f"{verb} needs an integer \"{key}\" (`{USAGE[verb]}`), got {_cut(repr(v), 40)}")
+            raise bad(f"{verb} needs an integer \"{key}\" (`{USAGE[verb]}`), got {_cut(_show(v), 40)}")
+        if not 0 <= v <= MAX_NUMBER:
+            raise bad(f"\"{key}\" is {_cut(_show(v), 40)}, out of range: numbers in edits are 0-{MAX_NUMBER:,}")
         return v
 
     def name(key: str) -> str:
         v = d.get(key)
         if not isinstance(v, str) or not v or any(c.isspace() for c in v):
-            raise bad(f"\"{key}\" must be an op name, got {_cut(repr(v), 60)}")
+            raise bad(f"\"{key}\" must be an op name, got {_cut(_show(v), 60)}")
         return v
     if verb in ("tile", "split", "inflight", "ahead"):
         return Edit(verb, op, n=integer("n"))
@@ -311,14 +367,16 @@ def _from_json(d, i: int) -> Edit:
         v = d.get("sms")
         if v in ("all", None) and "sms" in d:
             return Edit("assign", op, sms=None)
-        if isinstance(v, int) and not isinstance(v, bool):
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_NUMBER:
             return Edit("assign", op, sms=(v, v))
         if isinstance(v, str) and re.fullmatch(_NUM + "-" + _NUM, v):
             lo, hi = v.split("-")
             return Edit("assign", op, sms=(int(lo), int(hi)))
-        if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                      and 0 <= x <= MAX_NUMBER for x in v):
             return Edit("assign", op, sms=(v[0], v[1]))
-        raise bad(f"assign needs \"sms\": [FIRST, LAST] (or \"all\"), got {_cut(repr(v), 40)}")
+        raise bad(f"assign needs \"sms\": [FIRST, LAST] (or \"all\"), SM numbers 0-{MAX_NUMBER:,}, got "
+                  f"{_cut(_show(v), 40)}")
     if verb == "order":
         keys = [k for k in ("before", "after") if k in d]
         if len(keys) != 1:
@@ -326,7 +384,7 @@ def _from_json(d, i: int) -> Edit:
         return Edit("order", op, where=keys[0], other=name(keys[0]))
     if verb == "counter":
         if d.get("mode") not in COUNTER_MODES:
-            raise bad(f"counter needs \"mode\": one of {', '.join(COUNTER_MODES)}, got {_cut(repr(d.get('mode')), 40)}")
+            raise bad(f"counter needs \"mode\": one of {', '.join(COUNTER_MODES)}, got {_cut(_show(d.get('mode')), 40)}")
         return Edit("counter", op, mode=d["mode"])
     if verb == "prefetch":
         return Edit("prefetch", op, depth=integer("depth"))
@@ -334,7 +392,7 @@ def _from_json(d, i: int) -> Edit:
         return Edit("fuse", op, other=name("into"))
     if verb == "impl":
         if not isinstance(d.get("code"), str):
-            raise bad(f"impl needs \"code\": the task body as a string, got {_cut(repr(d.get('code')), 40)}")
+            raise bad(f"impl needs \"code\": the task body as a string, got {_cut(_show(d.get('code')), 40)}")
         return Edit("impl", op, code=d["code"])
     return Edit(verb, op)
 
@@ -347,23 +405,100 @@ class _Reject(Exception):
     pass
 
 
-def _pattern(op: str) -> tuple[re.Pattern, list[tuple[int, int]]] | None:
-    """A regex for an op pattern, and the (lo, hi) bound of each {lo..hi} group in it."""
+_TOKEN = re.compile(r"\*|\{(?:([0-9]{1,6})\.\.([0-9]{1,6})|[A-Za-z_][A-Za-z0-9_]*(?:-1)?)\}")
+_BRACES = re.compile(r"\{(?:[0-9]{1,6}\.\.[0-9]{1,6}|[A-Za-z_][A-Za-z0-9_]*(?:-1)?)\}")
+_STARS = re.compile(r"\*\*+")
+_NAME_CHARS = 1000        # longer than any op name (a 1B decoder's longest has 35 characters)
+
+
+def _pattern(op: str) -> tuple[int, str | None] | None:
+    """_op_pattern, remembered for the last few patterns of at most 1,000 characters."""
+    return _op_pattern_kept(op) if len(op) <= 1000 else _op_pattern(op)
+
+
+def _op_pattern(op: str, whole: bool = False) -> tuple[int, str | None] | None:
+    """An op pattern as (the fewest characters a name it matches has, a regex that matches in time
+    linear in the name and the pattern), or None for a plain name. The regex is None where no op
+    name is that long (unless `whole`): a 200k-character pattern costs its length, no more.
+
+    `*` is any text, `{i}` (any name in braces) a whole number (no digit just before or after it),
+    `{lo..hi}` a whole number in the range. A run of `*` is one `*`. The text between stars is a
+    segment with no choices: a literal, a number that takes every digit that follows it
+    (possessive), a range that is one number of a fixed count of digits; so where a segment
+    matches, from any start, is decided, and a later start never ends earlier. Then the classic
+    glob argument holds: taking each middle segment at its first match leaves the most room for
+    the rest, so it is committed (an atomic group) and never tried again. A regex that backtracks
+    into every `.*` instead tries all placements of the stars: `*` * 14 + `Q` took over a minute
+    per step on a 1B model's op names."""
     if "*" not in op and "{" not in op:
         return None
-    out, ranges, i = "", [], 0
-    for m in re.finditer(r"\*|\{(?:(\d{1,6})\.\.(\d{1,6})|[A-Za-z_]\w*(?:-1)?)\}", op):
-        out += re.escape(op[i:m.start()])
+    op = _STARS.sub("*", op)
+    fewest = len(op) - op.count("*") - sum(len(m.group(0)) - 1 for m in _BRACES.finditer(op))
+    if fewest > _NAME_CHARS and not whole:
+        return fewest, None       # longer than any op name: never matched, so never compiled
+    segments: list[list[str]] = [[]]
+    fewest, i = 0, 0
+    for m in _TOKEN.finditer(op):
+        if m.start() > i:
+            segments[-1].append(re.escape(op[i:m.start()]))
+            fewest += m.start() - i
         if m.group(0) == "*":
-            out += ".*"
+            if segments[-1] or len(segments) == 1:
+                segments.append([])
         elif m.group(1) is not None:
-            ranges.append((int(m.group(1)), int(m.group(2))))
-            out += f"(?P<r{len(ranges) - 1}>\\d+)"
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if lo > hi:
+                raise _Reject(f"the range {m.group(0)} in {_cut(op, 80)} is empty: write the smaller number first "
+                              f"({{{hi}..{lo}}})")
+            segments[-1].append("(?<![0-9])(?:" + "|".join(p + "(?![0-9])" for p in _range_pieces(lo, hi)) + ")")
+            fewest += 1
         else:
-            out += r"\d+"
+            segments[-1].append("(?<![0-9])[0-9]++")
+            fewest += 1
         i = m.end()
-    out += re.escape(op[i:])
-    return re.compile(out), ranges
+    if i < len(op):
+        segments[-1].append(re.escape(op[i:]))
+        fewest += len(op) - i
+    if len(segments) == 1:
+        return fewest, "".join(segments[0])
+    first, *middle, last = ["".join(seg) for seg in segments]
+    return fewest, first + "".join(f"(?>.*?{seg})" for seg in middle) + ".*" + last
+
+
+_op_pattern_kept = functools.lru_cache(maxsize=256)(_op_pattern)
+
+
+def _range_pieces(lo: int, hi: int) -> list[str]:
+    """Regexes of fixed-length digit strings that together match exactly the numbers lo..hi, written
+    without leading zeros (lo <= hi)."""
+    out = []
+    for d in range(len(str(lo)), len(str(hi)) + 1):
+        a, b = max(lo, 10 ** (d - 1) if d > 1 else 0), min(hi, 10 ** d - 1)
+        if a <= b:
+            out += _same_length(str(a), str(b))
+    return out
+
+
+def _same_length(a: str, b: str) -> list[str]:
+    """Regexes for the digit strings from a to b, both of the same length (a <= b)."""
+    if a == b:
+        return [a]
+    if len(a) == 1:
+        return [f"[{a}-{b}]"]
+    if a[0] == b[0]:
+        return [a[0] + p for p in _same_length(a[1:], b[1:])]
+    n = len(a) - 1
+    out, head, top = [], int(a[0]), int(b[0])
+    if a[1:] != "0" * n:                     # a's first digit with tails from a's up to all nines
+        out += [a[0] + p for p in _same_length(a[1:], "9" * n)]
+        head += 1
+    whole_top = b[1:] == "9" * n
+    if head <= (top if whole_top else top - 1):   # first digits whose every tail is in range
+        last = top if whole_top else top - 1
+        out.append((str(head) if head == last else f"[{head}-{last}]") + "[0-9]" * n)
+    if not whole_top:                        # b's first digit with tails from all zeros up to b's
+        out += [b[0] + p for p in _same_length("0" * n, b[1:])]
+    return out
 
 
 def _resolve(ir: IR, op: str, verb: str) -> list[str]:
@@ -372,19 +507,33 @@ def _resolve(ir: IR, op: str, verb: str) -> list[str]:
         if op not in ir.facts.info:
             raise _Reject(ir.facts.unknown_op(op))
         return [op]
-    rx, ranges = pat
-    hits = []
-    for name in ir.facts.ops:
-        m = rx.fullmatch(name)
-        if m and all(lo <= int(m.group(f"r{k}")) <= hi for k, (lo, hi) in enumerate(ranges)):
-            hits.append(name)
+    hits = _matches(ir.facts, op, pat)
     if not hits:
-        raise _Reject(f"the pattern {op} matches no op (`*` matches any text, {{i}} any number, {{3..7}} a number "
-                      f"in a range)")
+        raise _Reject(f"the pattern {_cut(op, 80)} matches no op (`*` matches any text, {{i}} any number, {{3..7}} a "
+                      f"number in a range)")
     if verb in _SINGLE and len(hits) > 1:
-        raise _Reject(f"{verb} takes one op, but the pattern {op} matches {len(hits)}: "
+        raise _Reject(f"{verb} takes one op, but the pattern {_cut(op, 80)} matches {len(hits)}: "
                       f"{', '.join(hits[:4])}{' ...' if len(hits) > 4 else ''}; name one")
     return hits
+
+
+def _matches(facts, op: str, pat: tuple[int, str | None]) -> list[str]:
+    """The ops a pattern matches, in graph order; the last few patterns' kept on the graph's facts (a
+    batch of 1,000 edits may name the same pattern 1,000 times)."""
+    kept = facts.__dict__.setdefault("_pattern_hits", {})
+    hits = kept.get(op)
+    if hits is None:
+        fewest, source = pat
+        longest = max(map(len, facts.ops), default=0)
+        hits = []
+        if fewest <= longest:       # a pattern longer than every name matches none, and is never compiled
+            rx = re.compile(source if source is not None else _op_pattern(op, whole=True)[1], re.DOTALL)
+            hits = [name for name in facts.ops if rx.fullmatch(name)]
+        if len(op) <= 1000:
+            if len(kept) >= 256:
+                kept.clear()
+            kept[op] = hits
+    return list(hits)
 
 
 class _State:
@@ -494,10 +643,15 @@ def _apply(st: _State, e: Edit) -> None:
                 now = ", ".join(f"{a} into {b}" for a, b in st.fused.items()) or "none"
                 raise _Reject(f"{name} is not fused, so there is nothing to unfuse (fusions now: {now})")
     elif e.verb == "impl":
+        total = len(set(st.impls) | set(ops))
+        if total > MAX_IMPL_OPS:
+            raise _Reject(f"impl {_cut(e.op, 80)} names {len(ops)} ops, which would give {total} ops an impl body; at "
+                          f"most {MAX_IMPL_OPS} may have one (each is compiled into the megakernel). Name fewer ops: "
+                          f"one (`impl {ops[0]} <<<...>>>`), or a layer range such as `{{0..3}}`")
+        msg = impl_problem(ops[0], e.code)    # the code's own checks, once for all the ops it goes to
+        if msg:
+            raise _Reject(msg)
         for name in ops:
-            msg = impl_problem(name, e.code)
-            if msg:
-                raise _Reject(msg)
             msg = impl_conflict(facts, k.splits, st.fused, name)
             if msg:
                 raise _Reject(msg)
@@ -652,7 +806,7 @@ def tuned_edits(ir: IR) -> str:
     return "\n".join(kept)
 
 
-_LAYER_NUMBER = re.compile(r"(?<=\.)\d+(?=\.)")
+_LAYER_NUMBER = re.compile(r"(?<=\.)[0-9]+(?=\.)")
 
 
 def layer_template(name: str) -> str:
