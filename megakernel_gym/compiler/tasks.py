@@ -744,10 +744,10 @@ def kept(tg: "TaskGraph", name: str, key, build, size: int = 8):
     return value
 
 
-def trim_by_bytes(store: OrderedDict, budget: int) -> None:
-    """Forget a store's oldest entries until what the rest hold (nbytes_of) is within `budget`; the
-    newest is always kept."""
-    sizes = [nbytes_of(v) for v in store.values()]
+def trim_by_bytes(store: OrderedDict, budget: int, size_of=None) -> None:
+    """Forget a store's oldest entries until what the rest hold (`size_of` each value, nbytes_of by
+    default) is within `budget`; the newest is always kept."""
+    sizes = [(size_of or nbytes_of)(v) for v in store.values()]
     total = sum(sizes)
     for size in sizes[:-1]:
         if total <= budget:
@@ -836,13 +836,7 @@ def lower_cached(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 1
             _LOWERED.popitem(last=False)
         # what a task graph holds grows after it is made (the counters, waits and costs kept on it), so
         # all of them are weighed again each time one is added
-        sizes = [task_graph_nbytes(t) for _, t in _LOWERED.values()]
-        total = sum(sizes)
-        for size in sizes[:-1]:
-            if total <= LOWERED_BYTES:
-                break
-            _LOWERED.popitem(last=False)
-            total -= size
+        trim_by_bytes(_LOWERED, LOWERED_BYTES, lambda entry: task_graph_nbytes(entry[1]))
     return tg
 
 
