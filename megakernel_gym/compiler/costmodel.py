@@ -322,6 +322,13 @@ def _op_flops(op, g, obox, reads) -> tuple[float, int | None]:
     return 5.0 * out_elems, None
 
 
+def _cache_share(g, op) -> float:
+    """The share of its KV caches a decode_attention reads: a sliding window reads at most its last
+    `window` cached positions, not the whole cache (1.0 for any other op)."""
+    window = op.attrs.get("window", 0) if op.kind == "decode_attention" else 0
+    return min(1.0, window / g.tensors[op.inputs[1]].shape[2]) if window else 1.0
+
+
 def required_bytes(g) -> int:
     """The bytes any schedule of the graph must move, however it tiles, fuses or orders: every
     matmul weight read once, every attention's KV caches (its window's share) read once, the rows an
@@ -333,8 +340,7 @@ def required_bytes(g) -> int:
         if op.kind == "matmul":
             full.add(op.inputs[1])
         elif op.kind == "decode_attention":
-            window = op.attrs.get("window", 0)
-            share = min(1.0, window / g.tensors[op.inputs[1]].shape[2]) if window else 1.0
+            share = _cache_share(g, op)
             total += sum(int(_nbytes(g, c, tuple((0, d) for d in g.tensors[c].shape)) * share)
                          for c in op.inputs[1:3])
         elif op.kind == "embedding":
@@ -393,9 +399,7 @@ def _task_costs(tg, tasks) -> list[tuple[int, float, int]]:
         reads = t.read_boxes or own
         f, exact = _op_flops(op, g, obox, reads)
         w = _nbytes(g, op.inputs[1], own[1][1]) if streams[op.name] else 0
-        # a sliding window reads at most its last `window` cached positions, not the whole cache
-        window = op.attrs.get("window", 0) if op.kind == "decode_attention" else 0
-        share = min(1.0, window / g.tensors[op.inputs[1]].shape[2]) if window else 1.0
+        share = _cache_share(g, op)
         caches = set(op.inputs[1:3]) if op.kind == "decode_attention" else set()
         f *= share
         if caches:
@@ -411,8 +415,7 @@ def _task_costs(tg, tasks) -> list[tuple[int, float, int]]:
                 # a fused producer's whole work is the task's: an attention in the prologue reads its
                 # heads' caches (its share of a window) however its cache writes were folded in, once
                 # per task that runs it (the IR refuses the fusion; this keeps the price right)
-                pshare = (min(1.0, pop.attrs["window"] / g.tensors[pop.inputs[1]].shape[2])
-                          if pop.attrs.get("window") else 1.0)
+                pshare = _cache_share(g, pop)
                 for name, box in input_boxes(pop, g, pbox)[1:3]:
                     if name not in caches:
                         extra += int(_nbytes(g, name, box) * pshare)
