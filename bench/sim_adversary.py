@@ -1,30 +1,46 @@
 """The sim's reward against an adversary (issue 39, item 2): hill-climb against the cost model as a
-policy trained on the sim would, then measure what it found on a GPU beside the expert, in one run.
+policy trained on the sim would, per model family, then measure what it found on a GPU beside the
+expert, in one run.
 
-    python bench/sim_adversary.py [--model llama-1b] [--budget-s 150] [--restarts 6] [--seed 0] [--iters 20]
-    python bench/sim_adversary.py --search-only [--budget-s 60]     # CPU: the search and its predictions only
+    python bench/sim_adversary.py [--targets llama-1b mk_qwen3_0p6b ...] [--budget-s 120] [--restarts 6]
+                                  [--from-default 3] [--seed 0] [--iters 20] [--workers N]
+    python bench/sim_adversary.py --search-only [--save-search F]   # CPU: the search and its predictions only
+    python bench/sim_adversary.py --searched F                      # the GPU run over a search made before
 
-Search: `--restarts` greedy climbs from the expert schedule, each for budget_s / restarts seconds of
-the sim (costmodel.predict with the shipped constants of the GPU it runs on): each step proposes one
-edit, either any edit the edit language's fuzzer draws (edits.random_edit: any verb, any op, valid or
-not) or one of the moves that fooled the sim before (two sibling matmuls unfused onto disjoint SM
-ranges: issue 39's per-op bandwidth pools), and keeps it when the sim predicts the step faster. The
-best schedule of each climb is one of the top-K (distinct schedules, best first).
+Targets: zoo models (llama-1b) and level-5 problems at their GPU sizes (mk_hf_smollm2_360m,
+mk_gpt2_large_batch2, mk_qwen3_0p6b, mk_mixtral_moe: the families issue 39 found the sim fooled on).
 
-Measure: the default, the expert and the top-K, each compiled and run on the GPU (median of
-`--iters` timed runs), its output checked against the float32 truth as eager bf16 is. Targets: for
-every searched schedule the sim's speedup over the expert within 5% of the GPU's, Spearman >= 0.9
-between predicted and measured over the set, and every schedule correct (the VM-checked plan runs
-right as a megakernel too). Writes bench/results/sim_adversary.json.
+Search, per target, in a pool of processes: `--restarts` annealed climbs from the expert schedule and
+`--from-default` from the default (where an episode starts), each for budget_s / climbs seconds of
+the sim (costmodel.predict with the shipped constants of the GPU it runs on). Each step proposes one
+edit: any edit the edit language's fuzzer draws (edits.random_edit: any verb, any op, valid or not, on
+one op or on that op of every layer), or one of the moves that fooled the sim before (sibling matmuls
+unfused onto disjoint SM ranges, Mixtral's experts on SM groups: issue 39's per-op bandwidth pools).
+A climb's best schedule is one of the searched; a climb from the default also gives its best after a
+tenth and a third of its time (what a policy finds on its way, so the set spans the default to the
+expert rather than near-ties of the expert alone).
+
+Measure: the default, the expert, the known moves and the searched, each compiled (in the pool, into
+NVRTC's cache) and run on the GPU, timed in rounds that alternate between schedules (median of the
+rounds' medians), its output checked against the float32 truth as eager bf16 is. Targets, per
+target and over all: every searched schedule's sim speedup over the expert within 5% of the GPU's,
+Spearman >= 0.9 between predicted and measured (over schedules predicted at least 1% apart:
+near-ties are timing noise), every schedule correct. Writes
+bench/results/sim_adversary.json.
 """
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import math
 import random
 import re
+import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,11 +55,41 @@ from megakernel_gym.ir_exposure.edits import EditError, random_edit  # noqa: E40
 from megakernel_gym.ir_exposure.ir import IRError  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits, sibling_matmuls  # noqa: E402
 
-# moves a hill-climb against the sim found before issue 39's model changes (the sim said faster than the expert)
-KNOWN = {"gate/up on disjoint halves": "unfuse layers.*.mlp.gate_proj\nunfuse layers.*.mlp.up_proj\n"
-                                       "assign layers.*.mlp.gate_proj sms=0-63\nassign layers.*.mlp.up_proj sms=64-127"}
 SPEEDUP_TOLERANCE = 0.05
 SPEARMAN_TARGET = 0.9
+TARGETS = ("llama-1b", "mk_hf_smollm2_360m", "mk_gpt2_large_batch2", "mk_qwen3_0p6b", "mk_mixtral_moe")
+SNAPSHOTS = (0.1, 0.33)
+DISTINCT = 0.01              # predictions closer than this are one point for Spearman (near-ties: timing noise)      # a climb from the default also gives its best after these fractions of its time
+
+
+def _every_layer(name: str) -> str:
+    return ".".join("*" if p.isdigit() and i < len(name.split(".")) - 1 else p for i, p in enumerate(name.split(".")))
+
+
+def known_moves(ir) -> dict[str, str]:
+    """The moves that fooled the sim before issue 39's model changes (each predicted faster than the
+    expert by per-op bandwidth pools), spelled for this IR's names: two sibling matmuls of every layer
+    (gate/up, else q/k) unfused onto disjoint SM halves; a mixture's experts each on a group of SMs."""
+    n = ir.knobs.num_sms
+    moves = {}
+    groups = [g for g in sibling_matmuls(ir) if len(g) >= 2]
+    pair = next(([x for x in g if x.endswith(("gate_proj", "up_proj"))] for g in groups
+                 if sum(x.endswith(("gate_proj", "up_proj")) for x in g) == 2), None) or (groups[0][:2] if groups else None)
+    if pair:
+        a, b = (_every_layer(x) for x in pair)
+        lines = [f"unfuse {_every_layer(x)}" for x in pair if x in ir.fused]
+        moves["siblings on disjoint halves"] = "\n".join(
+            lines + [f"assign {a} sms=0-{n // 2 - 1}", f"assign {b} sms={n // 2}-{n - 1}"])
+    experts = sorted({int(m.group(1)) for o in ir.ops for m in [re.search(r"expert_\w+\.(\d+)$", o)] if m})
+    if experts:
+        size = n // len(experts)
+        lines = [f"unfuse {_every_layer(o)}" for o in ir.ops if ".layers.0." in f".{o}" and "expert_" in o
+                 and o in ir.fused]
+        for e in experts:
+            lines += [f"assign *layers.*.mlp.expert_{kind}.{e} sms={e * size}-{(e + 1) * size - 1}"
+                      for kind in ("gate", "up", "down")]
+        moves["experts on SM groups"] = "\n".join(lines)
+    return moves
 
 
 def _per_op_pools(plan, device: str) -> float:
@@ -68,9 +114,8 @@ def disjoint_siblings(ir, rng: random.Random) -> str:
     a, b = rng.sample(rng.choice(groups), 2)
     n = ir.knobs.num_sms
     cut = rng.randrange(n // 4, 3 * n // 4)
-    pattern = lambda name: ".".join("*" if p.isdigit() else p for p in name.split("."))   # noqa: E731 (every layer)
-    lines = [f"unfuse {pattern(x)}" for x in (a, b) if x in ir.fused]
-    return "\n".join(lines + [f"assign {pattern(a)} sms=0-{cut - 1}", f"assign {pattern(b)} sms={cut}-{n - 1}"])
+    lines = [f"unfuse {_every_layer(x)}" for x in (a, b) if x in ir.fused]
+    return "\n".join(lines + [f"assign {_every_layer(a)} sms=0-{cut - 1}", f"assign {_every_layer(b)} sms={cut}-{n - 1}"])
 
 
 LAYER = re.compile(r"(?<=\.)\d+(?=\.)")
@@ -78,24 +123,30 @@ LAYER = re.compile(r"(?<=\.)\d+(?=\.)")
 
 def propose(ir, rng: random.Random) -> str:
     """One move: the fuzzer's edit on one op, or on that op of every layer (a policy's edits that pay
-    repeat across layers), or the disjoint-siblings move."""
+    repeat across layers), or the disjoint-siblings move, or one of known_moves."""
     if rng.random() < 0.25:
-        return disjoint_siblings(ir, rng)
+        moves = known_moves(ir)
+        return rng.choice(list(moves.values())) if moves and rng.random() < 0.3 else disjoint_siblings(ir, rng)
     text = random_edit(ir, rng)
     return LAYER.sub("*", text) if rng.random() < 0.5 else text
 
 
-def climb(start, device: str, seconds: float, rng: random.Random, temperature: float = 0.003
-          ) -> tuple[object, list[str], dict]:
+def climb(start, device: str, seconds: float, rng: random.Random, temperature: float = 0.003,
+          snapshots: tuple[float, ...] = ()) -> tuple[object, list[str], dict]:
     """Annealed hill-climb on the sim: an edit the sim predicts faster is kept, a slower one with
     probability exp(-slowdown / temperature) (relative), so a climb can cross a small ridge. Returns
     (the fastest IR seen other than `start`, however it compares with it, the edits that led there from
-    `start`, counts)."""
+    `start`, counts). counts["snapshots"]: for each fraction f of `snapshots`, (f, the edits to the
+    fastest seen by then, its predicted us)."""
     cur, cur_us, path = start, predict(start.plan(), device).latency_us, []
     best, best_us, best_path = None, math.inf, []      # the fastest schedule seen other than `start`
     tried = refused = 0
-    t_end = time.perf_counter() + seconds
+    t0 = time.perf_counter()
+    t_end = t0 + seconds
+    due, shots = sorted(snapshots), []
     while time.perf_counter() < t_end:
+        while due and time.perf_counter() >= t0 + due[0] * seconds:
+            shots.append((due.pop(0), list(best_path), best_us))
         text = propose(cur, rng)
         tried += 1
         try:
@@ -108,117 +159,295 @@ def climb(start, device: str, seconds: float, rng: random.Random, temperature: f
             cur, cur_us, path = cand, us, path + [text]
         if us < best_us and cand.text != start.text:
             best, best_us, best_path = cand, us, (path if cur is cand else path + [text])
-    return best, best_path, {"tried": tried, "refused": refused, "kept": len(best_path), "predicted_us": best_us}
+    return best, best_path, {"tried": tried, "refused": refused, "kept": len(best_path), "predicted_us": best_us,
+                             "snapshots": shots}
+
+
+@functools.lru_cache(maxsize=None)
+def target_ir(name: str, num_sms: int):
+    """(graph on the meta device, default IR) of a zoo model or a level-5 problem at its GPU sizes."""
+    if name in ZOO:
+        g = capture(*ZOO[name](device="meta"), name)
+    else:
+        from families_gpu import problem_ir
+        _, _, g, _ = problem_ir(name, num_sms)
+    return g, make_ir(g, num_sms=num_sms)
+
+
+def expert_of(base):
+    return apply_edits(base, expert_edits(base))
+
+
+def search_job(job: dict) -> dict:
+    """One climb (in a pool worker): job has target, num_sms, device, start ('default' | 'expert'),
+    seconds, seed. Returns the job with the climb's best edits from `start` and its snapshots."""
+    _, base = target_ir(job["target"], job["num_sms"])
+    start = expert_of(base) if job["start"] == "expert" else base
+    _, path, counts = climb(start, job["device"], job["seconds"], random.Random(job["seed"]),
+                            snapshots=SNAPSHOTS if job["start"] == "default" else ())
+    return dict(job, path=path, counts=counts)
+
+
+def compile_job(job: tuple) -> float:
+    """Compile one schedule's megakernel into NVRTC's on-disk cache (in a pool worker, no GPU)."""
+    target, num_sms, edits, arch = job
+    from megakernel_gym.compiler.codegen import emit_cuda
+    from megakernel_gym.rewards.nvrtc import CudaCompileError, compile_cuda
+    _, base = target_ir(target, num_sms)
+    t0 = time.perf_counter()
+    try:
+        compile_cuda(emit_cuda(apply_edits(base, edits).plan() if edits else base.plan())[0], "megakernel.cu", (),
+                     arch, host_includes=False)
+    except CudaCompileError:
+        pass     # the measuring process compiles it again and records the error
+    return time.perf_counter() - t0
+
+
+def search(targets, num_sms: int, device: str, budget_s: float, restarts: int, from_default: int, seed: int,
+           pool) -> dict[str, list[dict]]:
+    """Every climb of every target, run in `pool`: target -> the finished jobs."""
+    rng = random.Random(seed)
+    climbs = restarts + from_default
+    jobs = [{"target": t, "num_sms": num_sms, "device": device, "start": "expert" if i < restarts else "default",
+             "seconds": budget_s / climbs, "seed": rng.randrange(2**31), "climb": i}
+            for t in targets for i in range(climbs)]
+    done = {t: [] for t in targets}
+    for r in pool.map(search_job, jobs, chunksize=1):
+        done[r["target"]].append(r)
+        c = r["counts"]
+        log(f"{r['target']} climb {r['climb']} from {r['start']}: {c['tried']} edits tried, {c['refused']} refused, "
+            f"{c['kept']} kept, predicted {c['predicted_us']:.1f} us")
+    return done
+
+
+def schedules_of(target: str, num_sms: int, climbs: list[dict], device: str) -> list[tuple]:
+    """(label, edit text from the default IR, IR, the start it was searched from, the edits from there): the default, the expert, the known moves on the expert,
+    then each climb's best and snapshots (distinct schedules; the searched sorted by prediction)."""
+    _, base = target_ir(target, num_sms)
+    e_text = expert_edits(base)
+    expert = apply_edits(base, e_text)
+    out, seen = [("default", "", base, "", []), ("expert", e_text, expert, "", [])], {base.text, expert.text}
+    for label, text in known_moves(expert).items():
+        try:
+            ir = apply_edits(expert, text)
+        except (EditError, IRError) as e:
+            log(f"{target} {label}: refused now ({str(e)[:160]})")
+            continue
+        if ir.text not in seen:
+            seen.add(ir.text)
+            out.append((f"known: {label}", e_text + "\n" + text, ir, "expert", text.splitlines()))
+    found = []
+    for c in climbs:
+        start_text, start = (e_text, expert) if c["start"] == "expert" else ("", base)
+        picks = [(f"climb {c['climb']} from {c['start']}", c["path"])]
+        picks += [(f"climb {c['climb']} from default after {f:.0%}", p) for f, p, _ in c["counts"]["snapshots"] if p]
+        for label, path in picks:
+            if not path:
+                continue
+            try:
+                ir = apply_edits(start, "\n".join(path))
+            except (EditError, IRError) as e:   # a chain is replayed as one script: say so if it differs
+                log(f"{target} {label}: its edits as one script are refused ({str(e)[:120]})")
+                continue
+            if ir.text not in seen:
+                seen.add(ir.text)
+                found.append((label, "\n".join(([start_text] if start_text else []) + path), ir, c["start"], path))
+    found.sort(key=lambda x: predict(x[2].plan(), device).latency_us)
+    return out + found
+
+
+def load_step(target: str):
+    """The target's weights and inputs on the GPU (seed 0), the eager bf16 output and the float32 truth."""
+    import copy
+    import torch
+    from megakernel_edits import rel_err
+    from megakernel_gym.compiler import module_tensors
+    g, _ = target_ir(target, torch.cuda.get_device_properties(0).multi_processor_count)
+    if target in ZOO:
+        model, inputs = ZOO[target](device="cuda")
+    else:
+        from families_gpu import problem_ir
+        from megakernel_gym.compiler.zoo import make_block
+        mod, cfg, _, _ = problem_ir(target, 1)
+        model, inputs = make_block(mod.block, cfg, seed=0, device="cuda")
+    with torch.no_grad():
+        ref = model(*inputs)
+        truth = copy.deepcopy(model).float()(*[x.float() if x.is_floating_point() else x for x in inputs])
+    return g, module_tensors(model), dict(zip(g.inputs, inputs)), truth, rel_err(ref, truth)
+
+
+def measure_target(target: str, schedules, device: str, iters: int, rounds: int) -> list[dict]:
+    """Each schedule compiled, run once (checked against the float32 truth) and timed in `rounds` rounds
+    that alternate between the schedules (median of the rounds' medians, lowest p10, highest p90)."""
+    import torch
+    from megakernel_edits import rel_err
+    from megakernel_gym.compiler.runtime import Megakernel, time_us
+    from megakernel_schedules import context_alive
+    g, params, feeds, truth, eager_err = load_step(target)
+    rows, launches = [], {}
+    for label, text, ir, start, path in schedules:
+        plan = ir.plan()
+        row = {"target": target, "label": label, "edits": text.count("\n") + 1 if text else 0,
+               "start": start, "edits_from_start": path, "tasks": len(plan.tg.tasks),
+               "predicted_us": round(predict(plan, device).latency_us, 2),
+               "predicted_per_op_pools_us": round(_per_op_pools(plan, device), 2)}
+        try:
+            t0 = time.perf_counter()
+            launch = Megakernel(plan).bind(params, feeds)
+            row["compile_s"] = round(time.perf_counter() - t0, 2)
+            launch()
+            launch.check()
+            out = launch.outputs()[g.outputs[0]].float()
+            row["rel_l2_err_vs_fp32"] = rel_err(out, truth)
+            row["correct"] = row["rel_l2_err_vs_fp32"] <= max(1.5 * eager_err, 1e-3) and bool(torch.isfinite(out).all())
+            launches[label] = launch
+        except Exception as e:  # noqa: BLE001 - a schedule that fails is a result
+            row["error"] = f"{type(e).__name__}: {e}"[:500]
+            row["correct"] = False
+            if not context_alive():
+                rows.append(row)
+                log(f"{target}: the CUDA context is gone after {label}; the rest of this target is not measured")
+                break
+        rows.append(row)
+    times = {k: [] for k in launches}
+    for _ in range(rounds):
+        for k, launch in launches.items():
+            times[k].append(time_us(launch, iters))
+    for row in rows:
+        ts = times.get(row["label"])
+        if ts:
+            row["measured"] = {"median_us": round(statistics.median(t["median_us"] for t in ts), 2),
+                               "p10_us": round(min(t["p10_us"] for t in ts), 2),
+                               "p90_us": round(max(t["p90_us"] for t in ts), 2), "rounds": rounds}
+        log(f"{target:22s} {row['label'][:34]:34s} predicted {row['predicted_us']:8.1f} us"
+            + (f"  measured {row['measured']['median_us']:8.1f} us  correct {row['correct']}" if ts else
+               f"  {row.get('error', '')[:100]}"))
+    launches.clear()
+    torch.cuda.empty_cache()
+    return rows
+
+
+def score(rows: list[dict], where: str) -> list[dict]:
+    """The targets over `rows` (one target's or all): rows[0] and rows[1] of each target are its default
+    and expert; speedups are over that target's expert."""
+    experts = {r["target"]: r for r in rows if r["label"] == "expert"}
+    for r in rows:
+        e = experts[r["target"]]
+        r["sim_speedup_vs_expert"] = round(e["predicted_us"] / r["predicted_us"], 4)
+        m, em = r.get("measured", {}).get("median_us"), e.get("measured", {}).get("median_us")
+        if m and em:
+            r["gpu_speedup_vs_expert"] = round(em / m, 4)
+            r["sim_over_gpu"] = round(r["sim_speedup_vs_expert"] / r["gpu_speedup_vs_expert"], 4)
+    searched = [r for r in rows if r["label"] not in ("default", "expert")]
+    timed = [r for r in rows if r.get("measured")]
+    worst = max((abs(r["sim_over_gpu"] - 1) for r in searched if "sim_over_gpu" in r), default=None)
+    by_target = {}
+    for r in timed:
+        by_target.setdefault(r["target"], []).append(r)
+    # Spearman within each target (latencies of different models are not one scale), then the smallest; over
+    # the distinct points: schedules the sim predicts within DISTINCT of one another are near-ties whose
+    # measured order is timing noise (the speedup target above holds them to 5% each)
+    rho_all = {t: round(spearman([r["predicted_us"] for r in rs], [r["measured"]["median_us"] for r in rs]), 4)
+               for t, rs in by_target.items() if len(rs) >= 3}
+    rhos, kept = {}, {}
+    for t, rs in by_target.items():
+        pts = []
+        for r in rs:     # the default and the expert first (rows' order), then the rest in order
+            if all(abs(r["predicted_us"] / p["predicted_us"] - 1) >= DISTINCT for p in pts):
+                pts.append(r)
+        kept[t] = len(pts)
+        if len(pts) >= 3:
+            rhos[t] = round(spearman([r["predicted_us"] for r in pts], [r["measured"]["median_us"] for r in pts]), 4)
+    return [
+        {"target": f"{where}: every searched schedule's sim speedup over the expert within {SPEEDUP_TOLERANCE:.0%} "
+                   "of the GPU's", "measured": None if worst is None else round(worst, 4),
+         "schedules": len(searched), "met": worst is not None and worst <= SPEEDUP_TOLERANCE},
+        {"target": f"{where}: Spearman(predicted, measured) >= {SPEARMAN_TARGET} over the default, the expert and the "
+                   "searched (within each target, over schedules the sim predicts at least 1% apart; the smallest)", "measured": min(rhos.values(), default=None),
+         "per_target": rhos, "distinct_points": kept, "within": f"{DISTINCT:.0%}",
+         "all_points_per_target": rho_all, "schedules": len(timed),
+         "met": bool(rhos) and min(rhos.values()) >= SPEARMAN_TARGET},
+        {"target": f"{where}: every schedule runs correct on the GPU (as close to the float32 truth as eager bf16)",
+         "measured": f"{sum(bool(r.get('correct')) for r in rows)}/{len(rows)}",
+         "met": all(r.get("correct") for r in rows)},
+    ]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="llama-1b", choices=sorted(ZOO))
-    ap.add_argument("--budget-s", type=float, default=150.0, help="seconds of search in all")
-    ap.add_argument("--restarts", type=int, default=6, help="climbs from the expert; the best of each is measured")
+    ap.add_argument("--targets", nargs="*", default=list(TARGETS), help="zoo models or level-5 problems")
+    ap.add_argument("--budget-s", type=float, default=120.0, help="seconds of search per target, all climbs")
+    ap.add_argument("--restarts", type=int, default=4, help="climbs from the expert")
+    ap.add_argument("--from-default", type=int, default=3, help="climbs from the default schedule")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--iters", type=int, default=20, help="timed runs per schedule (at least)")
+    ap.add_argument("--iters", type=int, default=20, help="timed runs per schedule and round (at least)")
+    ap.add_argument("--rounds", type=int, default=3, help="timing rounds alternating between the schedules")
+    ap.add_argument("--workers", type=int, default=0, help="search and compile processes (default: cores - 1)")
     ap.add_argument("--device-name", default=None, choices=sorted(DEVICES),
                     help="the constants the sim searches with (default: from the GPU's name; H100 on a CPU)")
     ap.add_argument("--search-only", action="store_true", help="no GPU: search and predict only")
+    ap.add_argument("--save-search", default=None, help="write the climbs (JSON) here")
+    ap.add_argument("--searched", default=None, help="the climbs of an earlier --save-search instead of a search")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     a = ap.parse_args()
     t_start = time.perf_counter()
+    import os
     import torch
     gpu = torch.cuda.is_available() and not a.search_only
     if not gpu and not a.search_only:
         raise SystemExit("no CUDA GPU here: run on the device, or pass --search-only")
     device = a.device_name or next((k for k in DEVICES if gpu and k in torch.cuda.get_device_name(0)), "H100")
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count if gpu else 132
-    graph = capture(*ZOO[a.model](device="meta"), a.model)
-    base = make_ir(graph, num_sms=num_sms)
-    expert = apply_edits(base, expert_edits(base))
-    log(f"{a.model} on {num_sms} SMs, sim constants {device}; search {a.budget_s:.0f} s in {a.restarts} climbs")
-    rng = random.Random(a.seed)
-    found: dict[str, tuple] = {}
-    climbs = []
-    for r in range(a.restarts):
-        ir, kept, counts = climb(expert, device, a.budget_s / a.restarts, random.Random(rng.random()))
-        climbs.append(dict(counts, restart=r))
-        log(f"climb {r}: {counts['tried']} edits tried, {counts['refused']} refused, {counts['kept']} kept, "
-            f"predicted {counts['predicted_us']:.1f} us")
-        if ir is not None and ir.text not in found:
-            found[ir.text] = (f"climb {r}", ir, kept)
-    known = []
-    for label, text in KNOWN.items():   # what fooled the sim before, measured beside what the search finds
-        try:
-            known.append((label, apply_edits(expert, text), text.splitlines()))
-        except (EditError, IRError) as e:
-            log(f"{label}: refused now ({str(e)[:120]})")
-    schedules = [("default", base, []), ("expert", expert, [])] + known + sorted(
-        found.values(), key=lambda x: predict(x[1].plan(), device).latency_us)
-    step = None
-    if gpu:
-        from megakernel_edits import load_step, rel_err
-        from megakernel_schedules import context_alive, measure
-        step = load_step(a.model)
-    rows, alive = [], True
-    for label, ir, kept in schedules:
-        plan = ir.plan()
-        row = {"label": label, "edits_on_expert": kept, "tasks": len(plan.tg.tasks),
-               "predicted_us": round(predict(plan, device).latency_us, 2),
-               "predicted_per_op_pools_us": round(_per_op_pools(plan, device), 2)}
-        if gpu and alive:
-            try:
-                m = measure(plan, step.params, step.feeds, graph.outputs[0], None, a.iters)
-                out = m.pop("_out")
-                row.update(m)
-                row["rel_l2_err_vs_fp32"] = rel_err(out, step.truth)
-                row["correct"] = (row["rel_l2_err_vs_fp32"] <= max(1.5 * step.eager_err, 1e-3)
-                                  and bool(torch.isfinite(out).all()))
-            except Exception as e:  # noqa: BLE001 - a schedule that fails is a result
-                row["error"] = f"{type(e).__name__}: {e}"[:500]
-                row["correct"] = False
-                alive = context_alive()
-        rows.append(row)
-        meas = row.get("measured", {}).get("median_us")
-        log(f"{label:10s} tasks {row['tasks']:6d} predicted {row['predicted_us']:8.1f} us"
-            + (f"  measured {meas:8.1f} us  correct {row['correct']}" if meas else "") + f"  {kept[-3:]}")
-    e_pred = rows[1]["predicted_us"]
-    e_meas = rows[1].get("measured", {}).get("median_us")
-    for row in rows:
-        row["sim_speedup_vs_expert"] = round(e_pred / row["predicted_us"], 4)
-        m = row.get("measured", {}).get("median_us")
-        if m and e_meas:
-            row["gpu_speedup_vs_expert"] = round(e_meas / m, 4)
-            row["sim_over_gpu"] = round(row["sim_speedup_vs_expert"] / row["gpu_speedup_vs_expert"], 4)
-    searched = rows[2:]          # the known moves and the climbs' finds
-    targets = []
-    if gpu:
-        timed = [r for r in rows if r.get("measured")]
-        worst = max((abs(r["sim_over_gpu"] - 1) for r in searched if "sim_over_gpu" in r), default=None)
-        rho = spearman([r["predicted_us"] for r in timed], [r["measured"]["median_us"] for r in timed])
-        targets = [
-            {"target": f"every searched schedule's sim speedup over the expert within {SPEEDUP_TOLERANCE:.0%} of "
-                       "the GPU's", "measured": worst, "schedules": len(searched),
-             "met": worst is not None and worst <= SPEEDUP_TOLERANCE and len(searched) > 0},
-            {"target": f"Spearman(predicted, measured) >= {SPEARMAN_TARGET} over the default, the expert and "
-                       "the searched", "measured": round(rho, 4), "schedules": len(timed),
-             "met": rho >= SPEARMAN_TARGET},
-            {"target": "every schedule runs correct on the GPU (as close to the float32 truth as eager bf16)",
-             "measured": f"{sum(bool(r.get('correct')) for r in rows)}/{len(rows)}",
-             "met": all(r.get("correct") for r in rows)},
-        ]
-    doc = {"model": a.model, "num_sms": num_sms, "sim_device": device, "budget_s": a.budget_s,
-           "restarts": a.restarts, "seed": a.seed, "climbs": climbs, "rows": rows, "targets": targets,
-           "wall_s": round(time.perf_counter() - t_start, 1)}
+    workers = a.workers or max(1, (os.cpu_count() or 2) - 1)
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        if a.searched:
+            saved = json.loads(Path(a.searched).read_text())
+            climbs, search_note = saved["climbs"], saved["note"]
+            if saved["num_sms"] != num_sms or saved["device"] != device:
+                search_note += (f"; searched on {saved['num_sms']} SMs with {saved['device']} constants, measured on "
+                                f"{num_sms} SMs and predicted with {device}'s")
+        else:
+            log(f"{a.targets} on {num_sms} SMs, sim constants {device}; search {a.budget_s:.0f} s per target in "
+                f"{a.restarts} climbs from the expert and {a.from_default} from the default, {workers} processes")
+            climbs = search(a.targets, num_sms, device, a.budget_s, a.restarts, a.from_default, a.seed, pool)
+            search_note = (f"search {a.budget_s:.0f} s of sim per target in {a.restarts} climbs from the expert and "
+                           f"{a.from_default} from the default, seed {a.seed}")
+            if a.save_search:
+                Path(a.save_search).write_text(json.dumps({"climbs": climbs, "note": search_note, "num_sms": num_sms,
+                                                           "device": device}, indent=0))
+        per_target = {t: schedules_of(t, num_sms, climbs[t], device) for t in climbs}
+        if gpu:
+            from megakernel_gym.rewards.nvrtc import _default_arch
+            jobs = [(t, num_sms, s[1], _default_arch()) for t, ss in per_target.items() for s in ss]
+            t0 = time.perf_counter()
+            list(pool.map(compile_job, jobs, chunksize=1))
+            log(f"compiled {len(jobs)} megakernels in {time.perf_counter() - t0:.0f} s")
+    rows = []
+    for t, ss in per_target.items():
+        if gpu:
+            rows += measure_target(t, ss, device, a.iters, a.rounds)
+        else:
+            rows += [{"target": t, "label": label, "predicted_us": round(predict(ir.plan(), device).latency_us, 2),
+                      "predicted_per_op_pools_us": round(_per_op_pools(ir.plan(), device), 2), "start": start,
+                      "edits_from_start": path} for label, _, ir, start, path in ss]
+    targets = score(rows, "all targets") if gpu else []
+    if gpu and len(per_target) > 1:
+        for t in per_target:
+            targets += score([r for r in rows if r["target"] == t], t)
     for t in targets:
         log(f"{'met ' if t['met'] else 'MISS'} {t['target']}: {t['measured']}")
+    doc = {"targets_searched": list(per_target), "num_sms": num_sms, "sim_device": device, "search": search_note,
+           "climbs": {t: [{k: v for k, v in c.items() if k != "path"} | {"edits": len(c["path"])} for c in cs]
+                      for t, cs in climbs.items()},
+           "wall_s": round(time.perf_counter() - t_start, 1)}
     if gpu:
-        import json
         from judge_bench import write
-        out = write("adversary", rows, targets, Path(a.out), notes=f"{a.model}, sim constants {device}, search "
-                    f"{a.budget_s:.0f} s in {a.restarts} climbs from the expert", prefix="sim_", quiet=True)
-        out.update({k: v for k, v in doc.items() if k not in ("rows", "targets")})
+        out = write("adversary", rows, targets, Path(a.out), prefix="sim_", quiet=True,
+                    notes=f"{', '.join(per_target)}; sim constants {device}; {search_note}")
+        out.update(doc)
         (Path(a.out) / "sim_adversary.json").write_text(json.dumps(out, indent=1))
     else:
-        import json
-        print(json.dumps(doc, indent=1))
+        print(json.dumps(dict(doc, rows=rows), indent=1))
 
 
 if __name__ == "__main__":

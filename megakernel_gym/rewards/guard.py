@@ -206,13 +206,16 @@ class CandidatePolicy(RestrictingNodeTransformer):
 def compile_candidate(source: str, filename: str) -> types.CodeType:
     """The candidate's module, compiled under the policy, its @triton.jit bodies checked (jit_body_problems).
     Raises SyntaxError naming every refusal."""
-    problems = jit_body_problems(ast.parse(source, filename))
-    if problems:
-        raise SyntaxError(tuple(f"Line {line}: {msg}" for line, msg in problems))
-    import warnings
-    with warnings.catch_warnings():   # RestrictedPython's notes on print (we send prints to the log)
-        warnings.simplefilter("ignore", SyntaxWarning)
-        return compile_restricted(source, filename, "exec", policy=CandidatePolicy)
+    from megakernel_gym.rewards.problem import AST_LOCK
+    # RestrictedPython parses and compiles a tree too: both under the one lock (python/cpython#106905)
+    with AST_LOCK:
+        problems = jit_body_problems(ast.parse(source, filename))
+        if problems:
+            raise SyntaxError(tuple(f"Line {line}: {msg}" for line, msg in problems))
+        import warnings
+        with warnings.catch_warnings():   # RestrictedPython's notes on print (we send prints to the log)
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return compile_restricted(source, filename, "exec", policy=CandidatePolicy)
 
 
 # ---------------------------------------------------------------------------------------------

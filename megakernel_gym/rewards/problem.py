@@ -27,14 +27,14 @@ class CandidateError(ValueError):
     """The candidate text is unusable before anything runs (not a module, no ModelNew...)."""
 
 
-_AST_LOCK = threading.Lock()
+AST_LOCK = threading.RLock()   # re-entrant: guard.compile_candidate holds it around its own parse
 
 
 def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
     """ast.parse, one thread at a time: CPython 3.11 keeps the AST builder's recursion depth in
     interpreter-wide state, and two threads parsing at once (a LocalPool's judges) can fail with
     "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905)."""
-    with _AST_LOCK:
+    with AST_LOCK:
         return ast.parse(source, filename=filename)
 
 
