@@ -569,7 +569,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--problem", default="mk_mlp_block", help="a built-in problem (default: the Llama-1B-shaped "
                                                               "MLP block as a megakernel)")
     d.add_argument("--backend", default=None, help="sim, cpu or gpu (default: the best one for the problem here)")
-    d.add_argument("--out", default="timeline.png", help="where to save the final schedule timeline (PNG)")
+    d.add_argument("--out", default="runs/demo/timeline.png",
+                   help="where to save the picture (PNG): the default and the best schedule's timelines")
     d.add_argument("--json", action="store_true", help="print one JSON summary on stdout (the episode goes to stderr)")
     d.set_defaults(func=cmd_demo)
 

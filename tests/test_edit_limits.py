@@ -363,7 +363,7 @@ def test_every_adversarial_action_is_answered_within_a_second_and_bounded_memory
         assert says in row["reason"], (name, row["reason"])
         assert row["cpu_s"] < 1.0, (name, row)
         if want == "refused":
-            assert row["reward"] == 0.0
+            assert row["reward"] == -1.0      # the failure score, from the default schedule's 0
     assert rows[-1]["peak_growth_mb"] < 512, rows[-1]
 
 

@@ -61,13 +61,16 @@ def test_sim_episode_rewards_a_faster_schedule_more(sim_env):
     _, bad, _, _, info_bad = sim_env.step(SLOWER_MLP)
     assert info_bad["eval"]["speedup"] < 1.0
     _, invalid, _, _, info_inv = sim_env.step("tile * n=32")
-    assert good > bad > 0.0 and invalid == 0.0
+    # from the default schedule (score 0): faster earns more than 0, slower less, a refused edit the
+    # failure score minus the slower one's
+    assert good > 0.0 > bad > invalid == pytest.approx(-1.0 - bad)
     assert info_inv["eval"]["status"] == "compile_error" and "tile size 32" in info_inv["eval"]["reason"]
-    # improvement rewards telescope: the return is the best score minus the failure tier
     _, again, _, _, _ = sim_env.step("counter silu_mul op")
-    assert again >= 0.0
+    assert again > 0.0                    # back from the refusal
+    # improvement rewards telescope: submit earns the best minus the last, the return is the best minus 0
     _, r, term, trunc, _ = sim_env.step("submit")
-    assert term and not trunc and r == 0.0
+    assert term and not trunc and r == pytest.approx(sim_env.best - (bad + invalid + again))
+    assert sum(sim_env.rewards) == pytest.approx(sim_env.best)
     with pytest.raises(gym.error.ResetNeeded):
         sim_env.step("tile gate_proj n=64")
 
@@ -96,7 +99,7 @@ def test_cpu_megakernel_episode_runs_the_plan_in_the_vm(cpu_env):
     _, r, _, _, info = cpu_env.step(FUSED_MLP)
     assert info["eval"]["status"] == "correct" and info["eval"]["backend"] == "cpu"
     assert info["eval"]["speedup"] is None and "CPU VM matches" in info["eval"]["reason"]
-    assert r == 1.0
+    assert r == 0.0        # correct without timing scores 0, as the default schedule it starts from
 
 
 def test_impl_edits_off_the_gpu_are_compiled_for_feedback(sim_env):
@@ -107,12 +110,12 @@ def test_impl_edits_off_the_gpu_are_compiled_for_feedback(sim_env):
     from test_codegen import SILU_MUL_BODY
     sim_env.reset(seed=0, options={"problem": "mk_mlp_block"})
     _, r, _, _, info = sim_env.step("impl silu_mul <<<out[lo] = no_such_name;>>>")
-    assert info["eval"]["status"] == "compile_error" and r == 0.0
+    assert info["eval"]["status"] == "compile_error" and r == -1.0
     assert "no_such_name" in info["eval"]["reason"] and "NVRTC" in info["eval"]["reason"]
     _, r, _, _, info = sim_env.step('impl silu_mul <<<asm("trap;");>>>')
     assert info["eval"]["status"] == "compile_error" and "may not have inline assembly" in info["eval"]["reason"]
     _, r, _, _, info = sim_env.step(f"impl silu_mul <<<{SILU_MUL_BODY}>>>")
-    assert info["eval"]["status"] == "not_run" and r == 0.0, info["eval"]["reason"]
+    assert info["eval"]["status"] == "not_run" and r == 0.0, info["eval"]["reason"]   # -1 after -1
     assert "compiled, not run: impl bodies are scored on the gpu backend only" in info["eval"]["reason"]
     assert "impl silu_mul <<<" in sim_env.code and "tile [lo, hi)" in sim_env._statement()
 
@@ -191,7 +194,8 @@ def test_demo_command_runs_an_episode_and_saves_the_timeline(tmp_path):
     summary = json.loads(r.stdout)
     assert summary["backend"] == "sim" and summary["problem"] == "mk_mlp_block"
     rewards = [t["reward"] for t in summary["turns"]]
-    assert rewards[0] > 1.0 and summary["turns"][2]["speedup"] < 1.0 and summary["turns"][-1]["status"] == "submitted"
+    assert rewards[0] > 0.0 and summary["turns"][2]["speedup"] < 1.0 and summary["turns"][-1]["status"] == "submitted"
+    assert summary["return"] == pytest.approx(summary["best_score"])   # the start, the default schedule, scores 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "-- reward" in r.stderr
 
@@ -208,7 +212,7 @@ def test_vector_env_judges_kernels_together_and_autoresets():
         assert statuses == ["correct", "incorrect"] and rewards[0] > rewards[1] > 0
         assert "correct on 6 seeds" in obs["feedback"][0]
         obs, rewards, terms, truncs, infos = envs.step(["submit", "more nonsense"])
-        assert terms.tolist() == [True, False] and rewards.tolist() == [0.0, 0.0]
+        assert terms.tolist() == [True, False] and rewards.tolist() == [0.0, -0.5]   # incorrect, then no kernel
         # next step: env 0 starts a new episode (its action ignored), env 1 goes on
         obs, rewards, terms, truncs, infos = envs.step(["ignored", "submit"])
         assert infos["turn"].tolist() == [0, 3] and terms.tolist() == [False, True]
@@ -222,9 +226,35 @@ def test_vector_env_on_sim_scores_edits():
     try:
         envs.reset(seed=0, options={"problem": "mk_mlp_block"})
         _, rewards, _, _, infos = envs.step([FUSED_MLP, SLOWER_MLP, "tile * n=32"])
-        assert rewards[0] > rewards[1] > rewards[2] == 0.0
+        assert rewards[0] > 0.0 > rewards[1] > rewards[2] == -1.0
     finally:
         envs.close()
+
+
+def test_pictures_tell_what_ran(tmp_path):
+    """A matmul fused into its elementwise consumer is drawn as a matmul (the task's op is the consumer,
+    its time is the matmul's); the demo saves the default schedule above the best, on one time axis;
+    an op-level episode that timed nothing says so in words instead of a blank picture."""
+    import numpy as np
+
+    from megakernel_gym.compiler import ZOO, capture
+    from megakernel_gym.env.demo import run_demo
+    from megakernel_gym.env.timeline import BACKGROUND, task_kinds, times_image
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    g = capture(*ZOO["mlp-tiny"](), "mlp-tiny")
+    fused = apply_edits(make_ir(g, num_sms=8), "fuse gate_proj into silu_mul\nfuse up_proj into silu_mul").plan()
+    kinds = task_kinds(fused)
+    silu = [k for t, k in zip(fused.tg.tasks, kinds) if t.op.endswith("silu_mul")]
+    assert silu and set(silu) == {"matmul"}
+    import io
+    out = tmp_path / "pics" / "t.png"
+    summary = run_demo("mk_mlp_block", "sim", str(out), log=io.StringIO())
+    from PIL import Image
+    both = np.asarray(Image.open(out))
+    assert summary["picture"] == str(out) and both.shape[0] > 1.9 * 700   # two 132-SM panels with margins
+    assert summary["best_score"] > 0
+    empty = times_image(None)
+    assert (empty != np.array(BACKGROUND, dtype=np.uint8)).any(axis=-1).sum() > 100   # the words
 
 
 def test_timeline_with_axes_adds_title_axis_and_legend():

@@ -5,7 +5,8 @@ it (measured faster on an H100), then prefetches every matmul's weights two tile
 the calibrated cost model, like the H100, finds slightly slower), then a deliberately bad
 placement (half the SMs), then submits. Op-level
 problems: the shipped reference kernel under the wrong class name, then as it is, then submit.
-The schedule timeline (or the timing bars) of the final state is saved as a PNG.
+The default schedule's timeline above the best one's is saved as a PNG (op-level problems: the best
+kernel's timing bars against its baselines, when something was timed), under runs/demo/ by default.
 """
 from __future__ import annotations
 
@@ -37,7 +38,33 @@ def kernel_policy(problem_name: str) -> list[str]:
     return ["```python\n" + misnamed + "\n```", "```python\n" + src + "\n```", "submit"]
 
 
-def run_demo(problem: str = DEFAULT_PROBLEM, backend: str | None = None, out: str = "timeline.png",
+DEFAULT_OUT = "runs/demo/timeline.png"
+
+
+def schedules_picture(u, backend: str, problem: str):
+    """The default schedule's per-SM timeline above the episode's best (the default again where nothing
+    beat it), on one time axis, each titled with its predicted time and what predicted it."""
+    from megakernel_gym.compiler import predict
+    from megakernel_gym.env.timeline import stack, timeline_image, with_axes
+    how = (f"predicted for {u.device} by the cost model" + ("" if backend == "sim" else
+           f" (the {backend} backend " + ("checks the plan in the CPU VM and times nothing)" if backend == "cpu"
+                                          else "measured it: see the episode's feedback)")))
+    default, best = u.default_ir.plan(), u.best_ir
+    panels = [("default schedule", default)] + ([("best schedule of the episode", best.plan())] if best else [])
+    preds = [predict(plan, u.device) for _, plan in panels]
+    end = max(max(p.finish_us, default=0.0) for p in preds) or 1.0
+    images = []
+    for (label, plan), pred in zip(panels, preds):
+        title = f"{problem}, {label}: {pred.latency_us:.1f} us, {how}"
+        images.append(with_axes(timeline_image(plan, pred, end_us=end), plan, pred, title, end_us=end))
+    if not best:
+        images[0] = with_axes(timeline_image(default, preds[0], end_us=end), default, preds[0],
+                              f"{problem}, default schedule ({preds[0].latency_us:.1f} us, {how}); no edit beat it",
+                              end_us=end)
+    return stack(images)
+
+
+def run_demo(problem: str = DEFAULT_PROBLEM, backend: str | None = None, out: str = DEFAULT_OUT,
              log=sys.stdout) -> dict[str, Any]:
     import gymnasium as gym
 
@@ -68,19 +95,19 @@ def run_demo(problem: str = DEFAULT_PROBLEM, backend: str | None = None, out: st
                           "speedup": info.get("eval", {}).get("speedup")})
             if term or trunc:
                 break
-        if kind == "edits":       # the timeline with a title, a time axis and a legend (one prediction)
-            from megakernel_gym.compiler import predict
-            from megakernel_gym.env.timeline import timeline_image, with_axes
-            plan = u.ir.plan()
-            pred = predict(plan, u.device)
-            img = with_axes(timeline_image(plan, pred), plan, pred,
-                            f"{problem}: per-SM timeline of the final schedule, predicted for {u.device} (sim)")
+        picture = out
+        if kind == "edits":       # default above best: titles, one time axis, a legend
+            img = schedules_picture(u, backend, problem)
+            what = "default and best schedules' timelines"
+        elif u.best_result is not None and (u.best_result.timing or {}).get("median_ms"):
+            img, what = env.render(), "best kernel's timing bars"
         else:
-            img = env.render()
-        save_png(img, out)
-        print(f"\nsaved the {'schedule timeline' if kind == 'edits' else 'timing bars'} to {out} "
-              f"({img.shape[1]}x{img.shape[0]})", file=log)
+            img, picture = None, None
+            print(f"\nno picture: the {backend} backend timed nothing (it checks correctness only)", file=log)
+        if img is not None:
+            save_png(img, out)
+            print(f"\nsaved the {what} to {out} ({img.shape[1]}x{img.shape[0]})", file=log)
         return {"problem": problem, "backend": backend, "turns": turns, "best_score": u.best,
-                "return": sum(t["reward"] for t in turns), "picture": out}
+                "return": sum(t["reward"] for t in turns), "picture": picture}
     finally:
         env.close()

@@ -10,10 +10,14 @@ by running the plan in the CPU VM against the graph's reference, `gpu` by runnin
 `not_run` (the failure tier's reward): nothing scores code it did not run. `submit` ends an
 episode; the level's turn limit truncates it.
 
-Reward (default "improvement"): gated log-speedup of this turn's result, counted only by how
-much it raises the episode's best so far (the best starts at the failure tier, -1), so an
-episode's return is its best score + 1. "score" gives each turn's gated log-speedup as is;
-"kevin" gives 0.3 * correct + speedup per turn (discount it with `discounted_returns`).
+Reward (default "improvement", rewards.reward_fns.TurnRewards): each turn earns its score (gated
+log-speedup) minus the previous turn's, the first turn its score minus the start's (0: a level-5
+episode starts from the default schedule, which scores 0 against itself on sim and cpu, and its own
+score against the fastest baseline on gpu; -1, the failure tier, for kernel code), so a slower schedule
+earns a negative reward and a faster one a positive one; the last turn also earns the best score minus
+its own, so an episode's return is the best score found minus the start. "best" gives only each turn's
+rise of the best so far (same return, never negative); "score" each turn's score as is; "kevin"
+0.3 * correct + speedup per turn (discount it with `discounted_returns`).
 """
 from __future__ import annotations
 
@@ -29,15 +33,15 @@ from megakernel_gym.curriculum import Suite
 from megakernel_gym.curriculum.curriculum import Curriculum
 from megakernel_gym.ir_exposure.observe import CHARSET, feedback, printable, prompt, read_action
 from megakernel_gym.rewards import Candidate, EvalResult, ProblemError
-from megakernel_gym.rewards.reward_fns import gated_log_speedup, kevin_reward
+from megakernel_gym.rewards.reward_fns import TurnRewards, gated_log_speedup, kevin_reward, log_speedup_score
 
 BACKENDS = ("sim", "cpu", "gpu")
-REWARDS = ("improvement", "score", "kevin")
+REWARDS = ("improvement", "best", "score", "kevin")
 MAX_PROBLEM = 32_000
 MAX_CODE = 120_000        # a 1B-shaped model's IR is ~9k characters; candidates rarely pass 30k
 MAX_FEEDBACK = 16_000
 MAX_ACTION = 120_000
-FLOOR_SCORE = -1.0        # the failure tier: where an episode's best starts
+FLOOR_SCORE = -1.0        # the failure tier: where a kernel-code episode starts
 
 
 def discounted_returns(rewards: list[float], gamma: float = 0.4) -> list[float]:
@@ -114,6 +118,24 @@ class _Megakernel:
             return f"NVRTC refused the megakernel with your task body:\n{compile_log_for_agent(e.log, source)}"
         return None
 
+    def start_score(self) -> float:
+        """The default schedule's score, where an episode starts: 0 on sim and cpu (speedup 1 over
+        itself; the VM's correct plan without timing); on gpu its log-speedup over the fastest baseline
+        the judge timed at start-up (eager PyTorch or CUDA graphs may be faster than the default)."""
+        if self.backend != "gpu":
+            return 0.0
+        judge = self._gpu_judge()
+        base = judge.ready["baselines"]
+        return log_speedup_score(min(v["median_us"] for v in base.values()) / base["default_schedule"]["median_us"])
+
+    def _gpu_judge(self):
+        if self.gpu_judge is None:
+            from megakernel_gym.rewards.megakernel import MegakernelJudge
+            self.gpu_judge = MegakernelJudge(self.block, self.config, self.ir0.plan())
+        if self.gpu_judge.ready is None:
+            self.gpu_judge.start()
+        return self.gpu_judge
+
     def close(self) -> None:
         if self.gpu_judge is not None:
             self.gpu_judge.close()
@@ -126,10 +148,7 @@ class _Megakernel:
                   "device": f"{self.device} (predicted)"}
         base = {"default_schedule": {"predicted_us": round(self.default.latency_us, 3)}}
         if self.backend == "gpu":
-            if self.gpu_judge is None:
-                from megakernel_gym.rewards.megakernel import MegakernelJudge
-                self.gpu_judge = MegakernelJudge(self.block, self.config, self.ir0.plan())
-            res = self.gpu_judge.evaluate(ir.plan(), ir.impls, problem, cand_sha)
+            res = self._gpu_judge().evaluate(ir.plan(), ir.impls, problem, cand_sha)
             if res.timing is not None:
                 res.timing.update(predicted_us=timing["predicted_us"], floor_us=timing["floor_us"])
             return res
@@ -280,8 +299,10 @@ class MegaKernelEnv(gym.Env):
         self.problem = self._draw(options)
         self.kind = "edits" if self.problem.meta.get("KIND") == "megakernel" else "code"
         self.turns = self.curriculum.turns(self.problem.level) if self.problem.level in self.curriculum.pools else 10
-        self.turn, self.best, self.rewards = 0, FLOOR_SCORE, []
+        self.turn, self.rewards = 0, []
         self.best_result: EvalResult | None = None
+        self.best_ir = None     # level 5: the schedule of best_result (None: the default stands)
+        start = FLOOR_SCORE
         if self.kind == "edits":
             mk = self._mk.get(self.problem.sha256)
             if mk is None:
@@ -294,11 +315,24 @@ class MegaKernelEnv(gym.Env):
             self.code = render(self.ir)
             self.last = (f"default schedule: predicted {mk.default.latency_us:.1f} us on {self.device} "
                          f"(floor {mk.default.floor_us:.1f} us). Edit it to go faster; `submit` when done.")
+            start = mk.start_score()
         else:
             self.code, self.last = "", "no kernel yet: write ModelNew."
+        self._turn_rewards = TurnRewards("score" if self.reward_mode == "kevin" else self.reward_mode, start)
         self._done = False
         obs = self._obs()
         return obs, self._info(obs, None, None)
+
+    @property
+    def default_ir(self):
+        """A level-5 episode's starting point: the compiler's default schedule (None for kernel code)."""
+        mk = self._mk.get(self.problem.sha256) if self.kind == "edits" else None
+        return mk.ir0 if mk is not None else None
+
+    @property
+    def best(self) -> float:
+        """The episode's best score so far (its start until a turn does better)."""
+        return self._turn_rewards.best
 
     def step(self, action):
         pending = self.begin_step(action)
@@ -325,22 +359,23 @@ class MegaKernelEnv(gym.Env):
         act = pending.act
         if act.kind == "submit":
             self._done = True
-            self.last = f"submitted after {self.turn - 1} turn(s); best score {self.best:+.3f}"
+            reward = self._turn_rewards.submit() if self.reward_mode != "kevin" else 0.0
+            self.rewards.append(reward)
+            self.last = (f"submitted after {self.turn - 1} turn(s); best score {self.best:+.3f}"
+                         + (f"; reward {reward:+.3f} (the best minus the last turn's score)" if reward else ""))
             obs = self._obs()
-            return obs, 0.0, True, False, self._info(obs, None, act)
+            return obs, reward, True, False, self._info(obs, None, act)
         res.elapsed_s = None   # wall time is not part of what an agent is told or scored on
         score = gated_log_speedup(res)
-        if self.reward_mode == "improvement":
-            reward = max(score, self.best) - self.best
-        elif self.reward_mode == "score":
-            reward = score
-        else:
-            reward = kevin_reward(res)
+        truncated = self.turn >= self.turns
         if score > self.best:
-            self.best, self.best_result = score, res
+            self.best_result = res
+            self.best_ir = self.ir if self.kind == "edits" else None
+        reward = self._turn_rewards.turn(score, last=truncated)
+        if self.reward_mode == "kevin":
+            reward = kevin_reward(res)
         self.rewards.append(reward)
         self.last = feedback(res, self.turn, self.turns, self.best, reward)
-        truncated = self.turn >= self.turns
         self._done = truncated
         if truncated:
             self.last += f"\nturn limit ({self.turns}) reached: the episode ends."

@@ -1,5 +1,6 @@
 """The per-SM schedule timeline as a picture: one row per SM, time left to right, each task a bar
-colored by its op's kind. Drawn with numpy alone (rgb_array); Pillow writes it as a PNG."""
+colored by what it computes (its op's kind; a matmul with a fused epilogue is a matmul). Drawn with
+numpy alone (rgb_array); Pillow writes it as a PNG."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,10 +14,25 @@ BACKGROUND = (255, 255, 255)
 IDLE = (235, 235, 235)
 
 
-def timeline_image(plan, prediction, width: int = 1200, row_px: int = 4, gap_px: int = 1) -> np.ndarray:
-    """[height, width, 3] uint8: SM s occupies rows s*(row_px+gap_px) .. +row_px."""
+def task_kinds(plan) -> list[str]:
+    """What each task computes, by primitive kind: its op's, or a matmul's where a matmul is fused
+    into it (a fused task's op is the consumer, an elementwise op, but its time is the matmul's)."""
     kinds = {o.name: o.kind for o in plan.tg.graph.ops}
-    end = max(prediction.finish_us, default=0.0) or 1.0
+    out = []
+    for t in plan.tg.tasks:
+        k = kinds.get(t.op, "")
+        if k != "matmul" and any(kinds.get(p) == "matmul" for p, _ in (t.prologue or ())):
+            k = "matmul"
+        out.append(k)
+    return out
+
+
+def timeline_image(plan, prediction, width: int = 1200, row_px: int = 4, gap_px: int = 1,
+                   end_us: float | None = None) -> np.ndarray:
+    """[height, width, 3] uint8: SM s occupies rows s*(row_px+gap_px) .. +row_px. end_us: the time at
+    the right edge (default: this schedule's end; give two pictures one to compare them)."""
+    kinds = task_kinds(plan)
+    end = end_us or max(prediction.finish_us, default=0.0) or 1.0
     n_sms = len(plan.queues)
     height = n_sms * (row_px + gap_px)
     img = np.empty((height, width, 3), dtype=np.uint8)
@@ -28,18 +44,16 @@ def timeline_image(plan, prediction, width: int = 1200, row_px: int = 4, gap_px:
         for t in queue:
             x0 = int(prediction.start_us[t] * scale)
             x1 = max(x0 + 1, int(prediction.finish_us[t] * scale))
-            op = plan.tg.tasks[t].op
-            img[y0:y0 + row_px, x0:x1] = KIND_COLORS.get(kinds.get(op, ""), (0, 0, 0))
+            img[y0:y0 + row_px, x0:x1] = KIND_COLORS.get(kinds[t], (0, 0, 0))
     return img
 
 
-def with_axes(img: np.ndarray, plan, prediction, title: str = "") -> np.ndarray:
+def with_axes(img: np.ndarray, plan, prediction, title: str = "", end_us: float | None = None) -> np.ndarray:
     """The timeline with what a reader needs around it: a title, a time axis in us, the SM axis,
     and a legend of the op kinds that appear (Pillow draws the text)."""
     from PIL import Image, ImageDraw
-    kinds = {o.name: o.kind for o in plan.tg.graph.ops}
-    present = [k for k in KIND_COLORS if k in {kinds.get(t.op) for t in plan.tg.tasks}]
-    end = max(prediction.finish_us, default=0.0) or 1.0
+    present = [k for k in KIND_COLORS if k in set(task_kinds(plan))]
+    end = end_us or max(prediction.finish_us, default=0.0) or 1.0
     left, top, bottom = 56, 34, 58
     h, w = img.shape[:2]
     canvas = Image.new("RGB", (w + left + 16, h + top + bottom), BACKGROUND)
@@ -69,8 +83,24 @@ def with_axes(img: np.ndarray, plan, prediction, title: str = "") -> np.ndarray:
     return np.asarray(canvas)
 
 
+def stack(images: list[np.ndarray], gap_px: int = 8) -> np.ndarray:
+    """Pictures one above the other (padded to the widest), on the background color."""
+    w = max(i.shape[1] for i in images)
+    h = sum(i.shape[0] for i in images) + gap_px * (len(images) - 1)
+    out = np.empty((h, w, 3), dtype=np.uint8)
+    out[:] = BACKGROUND
+    y = 0
+    for i in images:
+        out[y:y + i.shape[0], :i.shape[1]] = i
+        y += i.shape[0] + gap_px
+    return out
+
+
 def save_png(img: np.ndarray, path: str) -> None:
+    from pathlib import Path
+
     from PIL import Image   # Pillow: the PNG writer everyone has
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(img).save(path)
 
 
@@ -84,6 +114,12 @@ def times_image(result, width: int = 600, bar_px: int = 24) -> np.ndarray:
         bars.append(("candidate", t["median_ms"]))
     img = np.empty((max(1, len(bars)) * (bar_px + 4) + 4, width, 3), dtype=np.uint8)
     img[:] = BACKGROUND
+    if not bars:     # said in words rather than a blank picture
+        from PIL import Image, ImageDraw
+        canvas = Image.fromarray(img)
+        ImageDraw.Draw(canvas).text((6, 8), "nothing timed yet (the cpu backend checks correctness only)",
+                                    fill=(0, 0, 0))
+        return np.asarray(canvas).copy()
     longest = max((ms for _, ms in bars), default=1.0)
     for i, (name, ms) in enumerate(bars):
         y0 = 4 + i * (bar_px + 4)

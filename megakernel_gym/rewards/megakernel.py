@@ -252,7 +252,8 @@ class MegakernelJudge:
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_worker, args=(child, self.block, self.config, self.seeds, self.iters),
                            daemon=True, name="mkgym-megakernel-judge")
-        proc.start()
+        from megakernel_gym.rewards.workers import start_process
+        start_process(proc)
         child.close()
         self._proc, self._conn = proc, parent
         reply = self._ask(("setup", self.default_plan), self.setup_timeout_s)
@@ -260,6 +261,13 @@ class MegakernelJudge:
             self._stop()
             raise RuntimeError(f"the megakernel judge could not start: {reply.get('reason', reply)}")
         self.ready = reply
+
+    def start(self) -> dict:
+        """Start the worker now if it is not running (it times the default schedule and the baselines
+        first: `ready["baselines"]`); evaluate() starts it otherwise on first use."""
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
+        return self.ready
 
     def _stop(self) -> None:
         if self._proc is not None:

@@ -25,9 +25,53 @@ def gated_log_speedup(r: EvalResult, clip: tuple[float, float] = (-0.4, 3.0)) ->
     """
     if r.status != "correct":
         return _TIER.get(r.status, FAILURE_REWARD)
-    if not r.speedup or r.speedup <= 0:
-        return 0.0
-    return float(min(max(math.log(r.speedup), clip[0]), clip[1]))
+    return log_speedup_score(r.speedup, clip)
+
+
+def log_speedup_score(speedup: float, clip: tuple[float, float] = (-0.4, 3.0)) -> float:
+    """gated_log_speedup's score of a correct result with this speedup."""
+    return float(min(max(math.log(speedup), clip[0]), clip[1])) if speedup and speedup > 0 else 0.0
+
+
+EPISODE_REWARDS = ("improvement", "best", "score")
+
+
+class TurnRewards:
+    """An episode's turn rewards from its turns' scores (gated_log_speedup), by mode:
+
+    - "improvement" (the env's default): each turn earns its score minus the previous turn's, the
+      first turn's minus the episode's start (0 for a level-5 episode, whose default schedule scores
+      0 against itself; the failure tier -1 for kernel code, where nothing is written yet). A turn that
+      does better than the one before earns a positive reward, worse a negative one, and a correct
+      kernel always more than an incorrect one, an incorrect one more than one that does not compile.
+      The episode's last turn (`submit`, or the turn that reaches the limit) also earns the best score
+      minus the last one, so the return is the best score found minus the start.
+    - "best": each turn earns how much it raises the best score so far (never negative); the return is
+      the same, but a turn below the best earns 0 whatever it was.
+    - "score": each turn earns its score.
+    """
+
+    def __init__(self, mode: str, start: float):
+        if mode not in EPISODE_REWARDS:
+            raise ValueError(f"unknown reward mode {mode!r}; use one of {', '.join(EPISODE_REWARDS)}")
+        self.mode, self.start = mode, start
+        self.prev = self.best = start
+
+    def turn(self, score: float, last: bool = False) -> float:
+        if self.mode == "improvement":
+            reward = score - self.prev
+        elif self.mode == "best":
+            reward = max(score, self.best) - self.best
+        else:
+            reward = score
+        self.prev, self.best = score, max(self.best, score)
+        if last and self.mode == "improvement":
+            reward += self.best - score
+        return float(reward)
+
+    def submit(self) -> float:
+        """The reward of `submit` (it ends the episode; nothing is scored)."""
+        return float(self.best - self.prev) if self.mode == "improvement" else 0.0
 
 
 def kevin_reward(r: EvalResult) -> float:

@@ -6,7 +6,9 @@ import multiprocessing as mp
 import os
 import shutil
 import signal
+import sys
 import tempfile
+import threading
 import warnings
 import weakref
 from typing import Any
@@ -34,6 +36,29 @@ def _warn_missing_layers(role: str, missing: list) -> None:
             _warned.add(key)
             warnings.warn(f"the candidate worker runs without this isolation layer: {layer}", RuntimeWarning,
                           stacklevel=3)
+
+
+_START_LOCK = threading.Lock()
+
+
+def start_process(proc: mp.process.BaseProcess) -> None:
+    """proc.start() for a spawned worker, without the user's `__main__` in the child. Spawn re-runs the
+    parent's main script (or module, under `python -m`) in the child to find what it defines; a plain
+    script that calls the env at its top level, with no `if __name__ == "__main__":`, would then start
+    the env again in every worker (which fails). Our workers' targets and arguments are the package's
+    own functions and plain values, so the child needs nothing of `__main__`: its file and spec are
+    hidden from multiprocessing while it writes the child's preparation data (under a lock: pools start
+    workers from threads)."""
+    main = sys.modules.get("__main__")
+    with _START_LOCK:
+        hidden = {k: main.__dict__.pop(k) for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+        try:
+            if "__spec__" in hidden:
+                main.__spec__ = None
+            proc.start()
+        finally:
+            if main is not None:
+                main.__dict__.update(hidden)
 
 
 class WorkerTimeout(RuntimeError):
@@ -93,7 +118,7 @@ class WorkerProcess:
         self.proc = ctx.Process(target=sandbox.worker_main, name=f"mkgym-{self.role}",
                                 args=(child, self.role, self.backend, self.device_index, self.log_path,
                                       self.workdir, self.drop_privileges, self.hide, self.slot))
-        self.proc.start()
+        start_process(self.proc)
         child.close()
         self.conn = parent
 

@@ -1,0 +1,106 @@
+"""The reward table of the README, pinned (issue 40): every outcome's score, and each reward mode's turn
+rewards from it. A reward's sign means what it seems: under the default mode a turn that does better than
+the one before earns a positive reward and worse a negative one, a correct kernel always more than an
+incorrect one and an incorrect one more than one that does not compile, a level-5 episode starts from its
+default schedule, and the return is the best score found minus the start."""
+from __future__ import annotations
+
+import math
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from megakernel_gym.rewards import EvalResult
+from megakernel_gym.rewards.reward_fns import TurnRewards, gated_log_speedup, kevin_reward
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+FAILURES = {"rejected": -1.0, "compile_error": -1.0, "not_run": -1.0, "timeout": -0.8, "runtime_error": -0.8,
+            "incorrect": -0.5}
+
+
+def _res(status: str, speedup: float | None = None) -> EvalResult:
+    return EvalResult(status=status, reason="", problem="p", backend="gpu" if speedup else "cpu",
+                      candidate_sha256="", speedup=speedup)
+
+
+def test_every_outcome_scores_as_the_readme_table_says():
+    table = README.read_text().split("<!-- reward table -->")[1]
+    for status, score in FAILURES.items():
+        assert gated_log_speedup(_res(status)) == score
+        assert gated_log_speedup(_res(status, 50.0)) == score     # a failure's speedup counts for nothing
+        assert re.search(rf"^\|[^\n]*`{status}`[^\n]*\| {score:g} \|$", table, re.M), f"the README's table on {status}"
+        assert kevin_reward(_res(status, 2.0)) == 0.0
+    assert gated_log_speedup(_res("correct")) == 0.0          # cpu: no timing, no speedup claimed
+    assert gated_log_speedup(_res("correct", 2.0)) == pytest.approx(math.log(2.0))
+    assert gated_log_speedup(_res("correct", 0.01)) == -0.4   # however slow, above incorrect
+    assert gated_log_speedup(_res("correct", 1e6)) == 3.0
+    assert kevin_reward(_res("correct", 2.0)) == pytest.approx(2.3)
+    assert "| correct, no timing (cpu backend) | 0 |" in table and "ln(speedup), clipped to [-0.4, 3]" in table
+
+
+OUTCOMES = ["compile_error", "runtime_error", "incorrect", "correct"]
+
+
+@pytest.mark.parametrize("start", [-1.0, 0.0])
+def test_improvement_orders_the_outcomes_at_every_turn_and_returns_the_best(start):
+    rng = random.Random(0)
+    for _ in range(300):
+        history = [gated_log_speedup(_res(s, rng.choice([None, 0.5, 0.97, 1.3, 3.0]) if s == "correct" else None))
+                   for s in rng.choices(OUTCOMES, k=rng.randint(0, 6))]
+        # the same history, then each outcome in turn: rewards in the order of the outcomes
+        got = []
+        for status, sp in [("compile_error", None), ("timeout", None), ("incorrect", None), ("correct", 0.5),
+                           ("correct", None), ("correct", 1.3)]:
+            tr = TurnRewards("improvement", start)
+            for s in history:
+                tr.turn(s)
+            got.append(tr.turn(gated_log_speedup(_res(status, sp))))
+        assert got == sorted(got) and len(set(got)) == len(got), (history, got)
+        # the return, ended by submit or by the turn limit, is the best found minus the start
+        for end in ("submit", "limit"):
+            tr = TurnRewards("improvement", start)
+            scores = history + [gated_log_speedup(_res("incorrect"))]
+            total = sum(tr.turn(s, last=(end == "limit" and i == len(scores) - 1)) for i, s in enumerate(scores))
+            if end == "submit":
+                total += tr.submit()
+            assert total == pytest.approx(max([start] + scores) - start)
+
+
+def test_a_level5_slowdown_earns_a_negative_reward_and_a_speedup_a_positive_one():
+    tr = TurnRewards("improvement", 0.0)          # the default schedule: speedup 1 over itself
+    assert tr.turn(gated_log_speedup(_res("correct", 0.982))) < 0
+    assert tr.turn(gated_log_speedup(_res("correct", 1.2))) > 0
+    assert tr.turn(gated_log_speedup(_res("compile_error"))) < 0
+    assert tr.submit() == pytest.approx(math.log(1.2) + 1.0)       # back from the refusal to the best
+    nothing = TurnRewards("improvement", 0.0)
+    assert nothing.submit() == 0.0                # submit at once: the default stands, return 0
+
+
+def test_best_and_score_modes():
+    best = TurnRewards("best", -1.0)
+    assert [best.turn(s) for s in (-0.5, -1.0, 0.3, 0.1)] == pytest.approx([0.5, 0.0, 0.8, 0.0])
+    assert best.submit() == 0.0
+    score = TurnRewards("score", 0.0)
+    assert [score.turn(s) for s in (-0.5, 0.3)] == [-0.5, 0.3]
+    with pytest.raises(ValueError, match="unknown reward mode 'speed'"):
+        TurnRewards("speed", 0.0)
+
+
+def test_the_env_pays_a_level5_slowdown_negatively(sim_env):
+    """The README's own first example: an edit that makes the 1B schedule slower earns a negative reward."""
+    sim_env.reset(seed=0, options={"problem": "mk_llama_decode"})
+    _, r, _, _, info = sim_env.step("prefetch layers.{0..15}.mlp.down_proj depth=1")
+    assert info["eval"]["speedup"] < 1.0 and r == pytest.approx(math.log(info["eval"]["speedup"]))
+    _, r, term, _, _ = sim_env.step("submit")
+    assert term and r == pytest.approx(-math.log(info["eval"]["speedup"]))   # return 0: the default stands
+    assert sim_env.best == 0.0 and sim_env.best_result is None
+
+
+@pytest.fixture(scope="module")
+def sim_env():
+    import gymnasium as gym
+    env = gym.make("MegaKernel-v0", backend="sim")
+    yield env.unwrapped
+    env.close()
