@@ -13,11 +13,23 @@ import sys
 from pathlib import Path
 
 EXIT_USAGE = 2
+_json_errors = False     # --json on the command line: a failure is one JSON object on stdout too
 
 
 def _err(msg: str) -> int:
     print(f"mkgym: error: {msg}", file=sys.stderr)
+    if _json_errors:
+        print(json.dumps({"error": msg, "exit_code": EXIT_USAGE}))
     return EXIT_USAGE
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors are also one JSON object on stdout under --json."""
+
+    def error(self, message: str):
+        if _json_errors:
+            print(json.dumps({"error": f"{self.prog}: {message}", "exit_code": EXIT_USAGE}))
+        super().error(message)
 
 
 def _resolve_candidate(spec: str, problem_name: str):
@@ -445,9 +457,21 @@ def cmd_export(args) -> int:
                   f"{args.out}/{k['folder']}")
         print(f"{len(index['schedules'])} megakernel schedule(s) of the {args.policy} policy exported to {args.out}")
         return 0
-    if args.store and not os.path.exists(args.store):
+    if args.run:
+        if args.store:
+            return _err("give one of --run and --store: a run's kernels are those in its folder's results.sqlite")
+        args.store = os.path.join(args.run, "results.sqlite")
+        if not os.path.exists(args.store):
+            return _err(f"--run {args.run!r} has no results.sqlite: a training run's folder (mkgym train grpo --out "
+                        "DIR) keeps the kernels it judged there; a run on the sim backend judges no kernels")
+    elif not args.store:
+        from megakernel_gym.rewards.store import default_path as default_store_path
+        return _err("name what to export: --run DIR (a training run's kernels), --store PATH (a results database; "
+                    f"mkgym judge writes to {default_store_path()}, or MKGYM_STORE), or --policy NAME "
+                    "(a policy's level-5 schedules); nothing else is exported")
+    if not os.path.exists(args.store):
         return _err(f"--store {args.store!r} does not exist; give the path of a results database (MKGYM_STORE)")
-    store = ResultsStore(args.store) if args.store else None
+    store = ResultsStore(args.store)
     try:
         index = export_kernels(args.out, store=store, backend=args.backend)
     except ExportError as e:
@@ -502,7 +526,7 @@ def cmd_train_grpo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="mkgym", description="megakernel-gym: score GPU kernels, train policies")
+    ap = _Parser(prog="mkgym", description="megakernel-gym: score GPU kernels, train policies")
     sub = ap.add_subparsers(dest="command", required=True)
 
     j = sub.add_parser("judge", help="score one candidate kernel for one problem")
@@ -588,10 +612,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print one JSON object on stdout (progress on stderr)")
     e.set_defaults(func=cmd_eval)
 
-    x = sub.add_parser("export", help="the best correct kernel per problem from the results store, as files and "
-                                      "a datasets dataset; or (--policy) a policy's level-5 megakernel schedules")
+    x = sub.add_parser("export", help="the best correct kernel per problem of a run (--run) or a results store "
+                                      "(--store), as files and a datasets dataset; or (--policy) a policy's "
+                                      "level-5 megakernel schedules")
     x.add_argument("--out", required=True, help="folder to write (one subfolder per problem, index.json, dataset/)")
-    x.add_argument("--store", default=None, help="results database (default: MKGYM_STORE or the user cache)")
+    x.add_argument("--run", default=None, help="a training run's folder: the kernels it judged (its results.sqlite)")
+    x.add_argument("--store", default=None, help="a results database: the best correct kernel of each problem in it")
     x.add_argument("--backend", choices=["cpu", "gpu"], default=None, help="only results from this backend")
     x.add_argument("--policy", default=None,
                    help="instead: play this policy (e.g. lm, expert) on the level-5 problems in the sim and write "
@@ -651,6 +677,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _json_errors
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _json_errors = "--json" in argv
     args = build_parser().parse_args(argv)
     return args.func(args)
 

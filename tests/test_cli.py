@@ -135,3 +135,14 @@ def test_compile_sim_prediction_changes_with_an_edit():
 def test_compile_bad_input(args, needle):
     r = mkgym(*args)
     assert r.returncode == 2 and needle in r.stderr, r.stderr
+
+
+def test_every_json_failure_is_one_json_object_on_stdout():
+    """Under --json a command that cannot run prints one JSON object on stdout (and its message on stderr):
+    argparse's usage errors and the commands' own."""
+    for args in (("judge", "--json"), ("judge", "nope_problem", "reference", "--json", "--no-store"),
+                 ("problems", "show", "nope_problem", "--json")):
+        r = mkgym(*args)
+        assert r.returncode == 2, (args, r.stderr[-500:])
+        err = json.loads(r.stdout)
+        assert err["exit_code"] == 2 and err["error"], args

@@ -222,6 +222,13 @@ def load_kernel(path: str | Path):
         raise ExportError(f"no kernel at {path}: expected an export folder with kernel.py (mkgym export --out DIR)")
     spec = importlib.util.spec_from_file_location(f"mkgym_kernel_{_slug(file.parent.name)}", file)
     mod = importlib.util.module_from_spec(spec)
+    import os
+
+    import torch
+    if not torch.cuda.is_available() and "TRITON_INTERPRET" not in os.environ:
+        # no GPU: Triton kernels run in Triton's CPU interpreter (as the judge's cpu backend runs them);
+        # @triton.jit reads this when the module defines its kernels, so it is set for the module's life
+        os.environ["TRITON_INTERPRET"] = "1"
     spec.loader.exec_module(mod)   # Triton's @jit needs a real file behind the module: it reads the source
     from megakernel_gym.rewards.anticheat import candidate_class
     name = candidate_class(file.read_text())   # the class the judge ran

@@ -200,7 +200,9 @@ class EnvReward:
     def pool(self):
         if self._pool is None:
             from megakernel_gym.rewards import make_pool
-            self._pool = make_pool(self._pool_kind, self.backend, store=None)
+            # the run's own results store, beside its checkpoints: `mkgym export --run DIR` ships its kernels
+            store = self.out_dir / "results.sqlite" if self.out_dir else None
+            self._pool = make_pool(self._pool_kind, self.backend, store=store)
         return self._pool
 
     def play(self, completions, problems) -> list[tuple[dict, float, dict, Any]]:
