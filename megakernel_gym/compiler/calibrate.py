@@ -388,6 +388,7 @@ class _PathModel:
         self.num_sms = num_sms
         self.paths: list[list[tuple]] = []
         self.seen: list[set] = []
+        self._flat = None      # every path's terms end to end (latency() is called thousands of times a fit)
 
     def add(self, i: int, terms: _PlanTerms, path: tuple[int, ...], waits: np.ndarray, preloaded=None,
             spread=None) -> bool:
@@ -412,22 +413,38 @@ class _PathModel:
         self.paths[i].append((own * left, shared * left, terms.compute_us[idx],
                               terms.pays_latency[idx], terms.trips[idx], float(terms.counters[idx].sum()), len(path),
                               waits))
+        self._flat = None
         return True
 
+    def _flatten(self):
+        """Per task of every path: bytes, spread, compute, latency trips; per path: where it starts, its
+        plan, polls, task count and waits (one row per path)."""
+        rows = [(i, p) for i, paths in enumerate(self.paths) for p in paths if p[6] > 0]
+        if not rows:
+            return None
+        cat = lambda k: np.concatenate([p[k] for _, p in rows]).astype(float)  # noqa: E731
+        nbytes, shared = cat(0), cat(1)
+        spread = np.divide(shared, nbytes, out=np.ones(len(nbytes)), where=nbytes > 0)
+        pays, trips = cat(3), cat(4)
+        starts = np.cumsum([0] + [p[6] for _, p in rows[:-1]])
+        return (nbytes, spread, cat(2), pays + trips, 1 - pays, starts, np.array([i for i, _ in rows]),
+                np.array([p[5] for _, p in rows]), np.array([p[6] for _, p in rows], dtype=float),
+                np.vstack([p[7] for _, p in rows]).astype(float))
+
     def latency(self, v: dict) -> np.ndarray:
-        out = np.empty(len(self.paths))
-        hop = v["wait_latency_us"] * hop_scale(_CAPS, v["capped_wait"])
-        for i, paths in enumerate(self.paths):
-            best = 0.0
-            for nbytes, shared, compute, pays, trips, polls, count, waits in paths:
-                spread = np.divide(shared, nbytes, out=np.ones(len(nbytes)), where=nbytes > 0)
-                mem = (nbytes / (stream_rate(spread, v["sm_gbs"], v["hbm_gbs"]) * 1e3)
-                       + (pays + trips) * v["mem_latency_us"] + (1 - pays) * v["prefetch_us"])
-                total = (np.maximum(mem, compute).sum() + count * v["task_overhead_us"] + float(waits @ hop)
-                         + polls * v["counter_us"])
-                best = max(best, total)
-            out[i] = best + v["launch_us"]
-        return out
+        """Each plan's modelled latency at constants `v`: its slowest path, plus the launch."""
+        best = np.zeros(len(self.paths))
+        if self._flat is None:
+            self._flat = self._flatten()
+        if self._flat is not None:
+            nbytes, spread, compute, trips, prefetches, starts, plan, polls, count, waits = self._flat
+            hop = v["wait_latency_us"] * hop_scale(_CAPS, v["capped_wait"])
+            mem = (nbytes / (stream_rate(spread, v["sm_gbs"], v["hbm_gbs"]) * 1e3) + trips * v["mem_latency_us"]
+                   + prefetches * v["prefetch_us"])
+            total = (np.add.reduceat(np.maximum(mem, compute), starts) + count * v["task_overhead_us"] + waits @ hop
+                     + polls * v["counter_us"])
+            np.maximum.at(best, plan, total)
+        return best + v["launch_us"]
 
 
 _CAPS = np.arange(MAX_INFLIGHT + 1, dtype=float)   # copies in flight, by index of a path's waits
