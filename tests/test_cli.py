@@ -146,3 +146,26 @@ def test_every_json_failure_is_one_json_object_on_stdout():
         assert r.returncode == 2, (args, r.stderr[-500:])
         err = json.loads(r.stdout)
         assert err["exit_code"] == 2 and err["error"], args
+
+
+def test_small_things_a_newcomer_meets():
+    """compile --help names every zoo model; a mistyped name gets a did-you-mean; an edited schedule is
+    shown against the default; the README's count of built-in problems is the code's."""
+    import re
+    from pathlib import Path
+
+    from megakernel_gym.cli import build_parser
+    from megakernel_gym.compiler import ZOO
+    from megakernel_gym.curriculum import builtin_names
+    sub = next(a for a in build_parser()._actions if isinstance(a, __import__("argparse")._SubParsersAction))
+    helptext = sub.choices["compile"].format_help()
+    assert all(name in helptext for name in ZOO), [n for n in ZOO if n not in helptext]
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert int(re.search(r"(\d+) built-in problems", readme).group(1)) == len(builtin_names())
+    r = mkgym("judge", "sofmax", "reference", "--backend", "cpu", "--no-store")
+    assert r.returncode == 2 and "did you mean softmax" in r.stderr
+    r = mkgym("compile", "llama-tiyn")
+    assert r.returncode == 2 and "did you mean llama-tiny" in r.stderr
+    r = mkgym("compile", "mlp-tiny", "--backend", "sim", "--tuned", "--json")
+    d = json.loads(r.stdout)
+    assert d["speedup_over_default"] == pytest.approx(d["default_predicted_us"] / d["predicted_us"], rel=1e-3)

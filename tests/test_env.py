@@ -275,3 +275,17 @@ def test_timeline_with_axes_adds_title_axis_and_legend():
     below = out[34 + img.shape[0]:]
     assert (below == np.array(IDLE, dtype=np.uint8)).all(axis=-1).any()         # the legend's idle swatch
     assert (below < 100).all(axis=-1).sum() > 100                                # axis ticks and labels
+
+
+def test_feedback_figures_are_readable():
+    """No 'None' and no 0.0 for a small figure in what the agent reads (a tiny model's floor on the cpu backend)."""
+    from megakernel_gym.ir_exposure.observe import feedback
+    from megakernel_gym.rewards import EvalResult
+    bad = EvalResult(status="incorrect", reason="seed0: output has shape (2,), expected (3,)", problem="p",
+                     backend="cpu", candidate_sha256="", seeds=[{"label": "seed0:plain", "ok": False}])
+    text = feedback(bad, 1, 10, -0.5, 0.5)
+    assert "None" not in text and "failed on seed0:plain: see the reason above" in text
+    ok = EvalResult(status="correct", reason="x", problem="p", backend="cpu", candidate_sha256="",
+                    timing={"predicted_us": 0.0412, "floor_us": 0.00931})
+    text = feedback(ok, 1, 10, 0.0, 0.0)
+    assert "predicted: 0.0412 us (bandwidth/compute floor 0.00931 us, 23% of it)" in text

@@ -25,7 +25,10 @@ def builtin_names() -> list[str]:
 def get_problem(name: str) -> Problem:
     path = _PKG / "problems" / f"{name}.py"
     if not path.is_file():
-        near = [n for n in builtin_names() if name.lower() in n][:6]
+        import difflib
+        names = builtin_names()
+        near = list(dict.fromkeys(difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+                                  + [n for n in names if name.lower() in n]))[:6]
         raise ProblemError(f"no built-in problem {name!r}; "
                            + (f"did you mean {', '.join(near)}? " if near else "")
                            + "`mkgym problems list` shows them all")

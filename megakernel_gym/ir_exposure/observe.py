@@ -69,6 +69,14 @@ def read_action(text: object, kind: str, max_chars: int) -> Action:
     return Action("edits", src.strip())
 
 
+def _num(x) -> str:
+    """A figure as a reader wants it: 1,234.5 / 12.3 / 0.0123, never 0.0 for something small."""
+    if x is None:
+        return "n/a"
+    x = float(x)
+    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.3g}"
+
+
 def feedback(result, turn: int, turns: int, best: float, reward: float) -> str:
     """One EvalResult as the message the agent reads next turn."""
     r = result
@@ -81,15 +89,18 @@ def feedback(result, turn: int, turns: int, best: float, reward: float) -> str:
     bad = [s for s in (r.seeds or []) if not s.get("ok")]
     if bad:
         s = bad[0]
-        lines.append(f"failed on {s.get('label')}: max abs err {s.get('max_abs_err')}, "
-                     f"max rel err {s.get('max_rel_err')}")
+        errs = [f"{name} {_num(s.get(key))}" for name, key in (("max abs err", "max_abs_err"),
+                                                               ("max rel err", "max_rel_err")) if s.get(key) is not None]
+        lines.append(f"failed on {s.get('label')}: " + (", ".join(errs) if errs else "see the reason above"))
     if r.timing:
         t = r.timing
         if "median_ms" in t:
             lines.append(f"your kernel: {t['median_ms']:.4f} ms median ({t.get('samples')} calls)")
         if "predicted_us" in t:
-            lines.append(f"predicted: {t['predicted_us']:.1f} us (bandwidth/compute floor {t['floor_us']:.1f} us, "
-                         f"{100 * t['floor_us'] / t['predicted_us']:.0f}% of it)")
+            share = (f", {100 * t['floor_us'] / t['predicted_us']:.0f}% of it" if t.get("floor_us")
+                     and t["predicted_us"] else "")
+            lines.append(f"predicted: {_num(t['predicted_us'])} us (bandwidth/compute floor "
+                         f"{_num(t.get('floor_us'))} us{share})")
     for name, b in (r.baselines or {}).items():
         if isinstance(b, dict) and b.get("median_ms") is not None:
             sp = (r.speedups or {}).get(name)
