@@ -504,11 +504,28 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_train_quickstart(args) -> int:
+    try:
+        from megakernel_gym.policies.quickstart import train_quickstart
+        from megakernel_gym.policies.train import TrainConfigError
+    except ImportError as e:
+        return _err(f"training needs TRL ({e}); pip install -e '.[train]'")
+    extra = {"max_steps": args.steps} if args.steps else {}
+    try:
+        summary = train_quickstart(args.config, args.out, show_completions=args.show_completions,
+                                   log=sys.stderr if args.json else sys.stdout, **extra)
+    except (TrainConfigError, ValueError) as e:
+        return _err(str(e))
+    if args.json:
+        print(json.dumps({k: v for k, v in summary.items() if k != "curve"}))
+    return 0
+
+
 def cmd_train_grpo(args) -> int:
     try:
         from megakernel_gym.policies.train import TrainConfigError, train_grpo
     except ImportError as e:
-        return _err(f"training needs TRL ({e}); pip install 'megakernel-gym[train]'")
+        return _err(f"training needs TRL ({e}); pip install -e '.[train]'")
     if args.tiny:
         from megakernel_gym.policies.tiny import make_tiny_model
         from megakernel_gym.policies.train import load_config, prompt_dataset
@@ -645,6 +662,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("train", help="train a policy (TRL)")
     trsub = tr.add_subparsers(dest="train_command", required=True)
+    q = trsub.add_parser("quickstart", help="GRPO that shows learning on a CPU in minutes: a fresh tiny policy "
+                                            "on level-5 schedules in the sim (policies/quickstart.py)")
+    q.add_argument("--config", default=None, help="TOML (default: the shipped quickstart.toml): GRPOConfig fields "
+                                                  "plus problems, n_layer, n_embd, device, drop_penalty, seed")
+    q.add_argument("--out", default="runs/quickstart", help="the run folder: curve.json, reward_curve.png, W&B")
+    q.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the config's max_steps)")
+    q.add_argument("--show-completions", action="store_true", help="also print TRL's table of sampled completions")
+    q.add_argument("--json", action="store_true", help="print the summary as one JSON object (steps go to stderr)")
+    q.set_defaults(func=cmd_train_quickstart)
     g = trsub.add_parser("grpo", help="GRPO (TRL's GRPOTrainer) on the env's problems, rewarded by the env")
     g.add_argument("--model", default=None, help="a local Hugging Face causal LM folder (or a cached hub name)")
     g.add_argument("--tiny", default=None, metavar="DIR", help="make a tiny GPT-2 (tokenizer trained on the prompts) "

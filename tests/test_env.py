@@ -132,7 +132,7 @@ def test_bad_actions_get_feedback_and_the_env_keeps_working(cpu_env, sim_env):
         assert cpu_env.observation_space.contains(obs)
     sim_env.reset(seed=0, options={"problem": "mk_mlp_block"})
     obs, r, _, _, info = sim_env.step("```python\nclass ModelNew(nn.Module):\n    pass\n```")
-    assert "not a ModelNew" in info["eval"]["reason"] and r == 0.0
+    assert "not a ModelNew" in info["eval"]["reason"] and r == -1.0      # the failure score, from the default's 0
     obs, r, _, _, info = sim_env.step("\u00e9\u00e8 non-ascii \u2603 edit")
     assert sim_env.observation_space.contains(obs)
 

@@ -109,8 +109,9 @@ def test_multi_turn_tools_drive_the_env():
     assert sorted(tools) == ["apply_edit", "get_reward", "reset", "submit_kernel"]
     env = cls()
     assert env.reset(problem="mk_mlp_block", prompt="...") is None
-    assert env.get_reward() == -1.0
+    assert env.get_reward() == 0.0          # a level-5 episode starts from the default schedule's score
     assert "tile size 32" in env.apply_edit("tile * n=32")           # refused: said why, the env goes on
+    assert env.get_reward() == 0.0
     fb = env.apply_edit(FUSED_MLP)
     assert fb.startswith("turn 2/20: correct") and "speedup vs the best baseline" in fb
     best = env.get_reward()
@@ -201,3 +202,29 @@ def test_curriculum_training_saves_its_state_and_resumes(tmp_path):
     assert steps[:2] == [h for h in hist if "reward" in h]
     after = json.loads((tmp_path / "run" / "checkpoint-4" / "curriculum.json").read_text())
     assert after["episodes"] > state["episodes"] > 0
+
+
+def test_quickstart_prints_a_line_a_step_and_saves_its_curve(tmp_path):
+    """`mkgym train quickstart`: the shipped config (two steps here, one small problem), one line a step and no
+    completion tables, the curve as JSON and a PNG, W&B offline in the run folder."""
+    from megakernel_gym.policies.quickstart import SHIPPED_CONFIG, load_quickstart_config
+    own, grpo = load_quickstart_config(None)
+    assert SHIPPED_CONFIG.is_file() and grpo["max_steps"] >= 20 and own["problems"]
+    cfg = tmp_path / "q.toml"
+    cfg.write_text(SHIPPED_CONFIG.read_text().replace('problems = ["mk_mlp_block", "mk_llama_decode"]',
+                                                      'problems = ["mk_mlp_block"]')
+                   .replace("per_device_train_batch_size = 16", "per_device_train_batch_size = 4")
+                   .replace("num_generations = 8", "num_generations = 4"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "train", "quickstart", "--config", str(cfg),
+                        "--out", str(tmp_path / "run"), "--steps", "2"], capture_output=True, text=True, timeout=600,
+                       env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    steps = [ln for ln in r.stdout.splitlines() if ln.startswith("step ")]
+    assert len(steps) == 2 and "reward" in steps[0] and "best speedup" in steps[0], r.stdout[-2000:]
+    assert "{'loss'" not in r.stdout and "completions" not in r.stdout.lower()
+    curve = json.loads((tmp_path / "run" / "curve.json").read_text())
+    assert [c["step"] for c in curve["curve"]] == [1, 2] and all(math.isfinite(c["reward"]) for c in curve["curve"])
+    assert (tmp_path / "run" / "reward_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))
