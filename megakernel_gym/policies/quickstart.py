@@ -6,7 +6,9 @@
 Read top to bottom. A fresh tiny transformer (policies/lm.py's model: a word-level GPT-2 made on the
 spot, 2 layers of width 64) plays level 5 in the sim. It reads the default schedule's IR as one row
 per op line (the op's kind, its readers' kinds, its shape and grid; no names) and writes one decision
-per row: `fuse` into its reader, `inline`, an `op` counter, a tile `t<N>`, split parts `s<N>`, or `-`.
+per row: `fuse` into its reader, `inline`, an `op` counter, a tile `t<N>`, split parts `s<N>`, or `-`,
+among the words that kind of row may take (the action mask the shipped policy learned from its
+demonstrations; `action_mask = false` allows every word everywhere).
 TRL's GRPOTrainer samples the decisions through a rollout_func (policies.lm.decide: each row's words
 fed in, a decision word drawn from the softmax over the decision words), and the env scores what they
 spell: the decisions become edit lines, a line the IR refuses is dropped (0.05 off the reward each),
@@ -34,7 +36,7 @@ from typing import Any
 SHIPPED_CONFIG = Path(__file__).with_name("quickstart.toml")
 # our keys; the rest of the file is GRPOConfig's fields
 OWN = {"problems": ["mk_mlp_block"], "n_layer": 2, "n_embd": 64, "device": "H100", "drop_penalty": 0.05,
-       "seed": 0}
+       "action_mask": True, "seed": 0}
 
 
 def load_quickstart_config(path: str | Path | None) -> tuple[dict, dict]:
@@ -179,7 +181,7 @@ def train_quickstart(config: str | Path | None = None, out_dir: str | Path = "ru
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from megakernel_gym.policies.lm import decide, make_lm
+    from megakernel_gym.policies.lm import ACTIONS_FILE, SHIPPED_MODEL, decide, make_lm
     torch.manual_seed(own["seed"])
     t0 = time.perf_counter()
     print(f"quickstart: GRPO on {', '.join(own['problems'])} in the sim ({own['device']} constants), a fresh "
@@ -190,6 +192,10 @@ def train_quickstart(config: str | Path | None = None, out_dir: str | Path = "ru
                             n_embd=own["n_embd"], n_head=2, seed=own["seed"])
         tok = AutoTokenizer.from_pretrained(model_dir)
         gen = torch.Generator().manual_seed(own["seed"])
+        # the action mask: the decision words each kind of row may take (the shipped policy's, from its
+        # demonstrations: no fusing a row that has nothing to fuse into); the model itself starts untrained
+        mask = SHIPPED_MODEL / ACTIONS_FILE
+        actions = json.loads(mask.read_text()) if own["action_mask"] and mask.is_file() else None
 
         def rollout(prompts, trainer):
             """GRPO's generations: decisions sampled row by row (the row tokens masked out of the loss);
@@ -199,7 +205,7 @@ def train_quickstart(config: str | Path | None = None, out_dir: str | Path = "ru
             trainer.model.eval()
             for p in prompts:
                 for _ in range(n):
-                    d = decide(trainer.model, tok, p, sample=True, generator=gen)
+                    d = decide(trainer.model, tok, p, sample=True, generator=gen, actions=actions)
                     for k in got:
                         got[k].append(d[k])
             trainer.model.train()
