@@ -43,7 +43,11 @@ def test_registered_with_no_import_and_by_module_path():
 
 @pytest.mark.parametrize("backend", ["sim", "cpu"])
 def test_gymnasium_env_checker_passes(backend):
-    env = gym.make("MegaKernel-v0", backend=backend)
+    # sim: two small level-5 problems (the default pool's 1B-class models take 30 s to capture; the spaces,
+    # seeding and determinism the checker tests are the same)
+    from megakernel_gym.curriculum import Suite, get_problem
+    suite = Suite([get_problem("mk_mlp_block"), get_problem("mk_attention_block")]) if backend == "sim" else None
+    env = gym.make("MegaKernel-v0", backend=backend, suite=suite)
     try:
         check_env(env.unwrapped, skip_render_check=False)
     finally:
