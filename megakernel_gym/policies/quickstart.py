@@ -41,11 +41,7 @@ OWN = {"problems": ["mk_mlp_block"], "n_layer": 2, "n_embd": 64, "device": "H100
 
 def load_quickstart_config(path: str | Path | None) -> tuple[dict, dict]:
     """(our settings, GRPOConfig's) from the shipped TOML or yours; an unknown key is named with its fix."""
-    import dataclasses
-
-    from trl import GRPOConfig
-
-    from megakernel_gym.policies.train import TrainConfigError
+    from megakernel_gym.policies.train import TrainConfigError, split_config
     p = Path(path) if path else SHIPPED_CONFIG
     if not p.is_file():
         raise TrainConfigError(f"config file {str(p)!r} does not exist (the shipped one is {SHIPPED_CONFIG})")
@@ -53,14 +49,7 @@ def load_quickstart_config(path: str | Path | None) -> tuple[dict, dict]:
         raw = tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as e:
         raise TrainConfigError(f"config file {str(p)!r} is not valid TOML: {e}") from e
-    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
-    unknown = sorted(k for k in raw if k not in fields and k not in OWN)
-    if unknown:
-        import difflib
-        hint = difflib.get_close_matches(unknown[0], sorted(fields | set(OWN)), n=1)
-        raise TrainConfigError(f"unknown config key {unknown[0]!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                               + f"; keys are GRPOConfig's fields and {sorted(OWN)}")
-    return {k: raw.get(k, v) for k, v in OWN.items()}, {k: v for k, v in raw.items() if k not in OWN}
+    return split_config(raw, OWN)
 
 
 class SimEnvReward:

@@ -33,8 +33,6 @@ class TrainConfigError(ValueError):
 
 def load_config(path: str | Path | dict | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(our settings, GRPOConfig keyword arguments) from a TOML file (or a dict); unknown keys are errors."""
-    from trl import GRPOConfig
-    import dataclasses
     if path is None:
         raw: dict[str, Any] = {}
     elif isinstance(path, dict):
@@ -48,15 +46,23 @@ def load_config(path: str | Path | dict | None) -> tuple[dict[str, Any], dict[st
             raw = tomllib.loads(p.read_text())
         except tomllib.TOMLDecodeError as e:
             raise TrainConfigError(f"config file {str(path)!r} is not valid TOML: {e}") from e
+    return split_config(raw, OWN_KEYS)
+
+
+def split_config(raw: dict[str, Any], own_keys: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(our settings with `own_keys`' defaults, GRPOConfig's fields) of a config; an unknown key is named
+    with the nearest known one."""
+    import dataclasses
+
+    from trl import GRPOConfig
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
-    unknown = sorted(k for k in raw if k not in fields and k not in OWN_KEYS)
+    unknown = sorted(k for k in raw if k not in fields and k not in own_keys)
     if unknown:
         import difflib
-        hint = difflib.get_close_matches(unknown[0], sorted(fields | set(OWN_KEYS)), n=1)
+        hint = difflib.get_close_matches(unknown[0], sorted(fields | set(own_keys)), n=1)
         raise TrainConfigError(f"unknown config key {unknown[0]!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                               + f"; keys are GRPOConfig's fields and {sorted(OWN_KEYS)}")
-    own = {k: raw.get(k, v) for k, v in OWN_KEYS.items()}
-    return own, {k: v for k, v in raw.items() if k not in OWN_KEYS}
+                               + f"; keys are GRPOConfig's fields and {sorted(own_keys)}")
+    return {k: raw.get(k, v) for k, v in own_keys.items()}, {k: v for k, v in raw.items() if k not in own_keys}
 
 
 def first_prompt(env, name: str) -> dict[str, Any]:
