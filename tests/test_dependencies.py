@@ -109,3 +109,20 @@ def test_lowerings_from_several_threads_share_the_op_cache_safely():
         cold = tasks.lower(g, tiles, 8)
         assert [repr(t) for t in got[i].tasks] == [repr(t) for t in cold.tasks]
         assert got[i].deps == cold.deps
+
+
+def test_an_edited_plan_pickles_and_predicts_the_same_after():
+    """The GPU judge sends its plans to a worker process by pickle: an edit's op-by-op lowering (whose
+    pairs hold weak references to other ops' lowerings) is a cache of this process, left behind."""
+    import pickle
+
+    from megakernel_gym.compiler.costmodel import predict
+    g = capture(*ZOO["llama-tiny"](device="meta"), "llama-tiny")
+    ir = make_ir(g, num_sms=8)
+    expert = apply_edits(ir, expert_edits(ir))
+    for x in (ir, expert, apply_edits(expert, "tile layers.0.mlp.down_proj n=16")):
+        plan = x.plan()
+        plan.tg.deps
+        back = pickle.loads(pickle.dumps(plan))
+        assert len(back.tg.tasks) == len(plan.tg.tasks) and back.tg.deps == plan.tg.deps
+        assert predict(back, "H100").latency_us == predict(plan, "H100").latency_us

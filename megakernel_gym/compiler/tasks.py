@@ -89,6 +89,11 @@ class TaskGraph:
     def op_order(self) -> list[str]:
         return list(self.by_op)
 
+    def __getstate__(self):
+        # pickled (a plan sent to the GPU judge's worker) without its op lowerings: a cache of this
+        # process's lowering (whose pairs hold weak references), rebuilt on demand where it is needed
+        return {k: v for k, v in self.__dict__.items() if k != "_op_lowerings"}
+
 
 def _get_deps(tg: TaskGraph) -> dict[int, set[int]]:
     """tg.deps: `lower` keeps the dependencies as arrays (dep_edges: what the sim reads) and the dict
