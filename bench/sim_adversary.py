@@ -422,33 +422,45 @@ def main() -> None:
             t0 = time.perf_counter()
             list(pool.map(compile_job, jobs, chunksize=1))
             log(f"compiled {len(jobs)} megakernels in {time.perf_counter() - t0:.0f} s")
+    doc = {"targets_searched": list(per_target), "num_sms": num_sms, "sim_device": device, "search": search_note,
+           "climbs": {t: [{k: v for k, v in c.items() if k != "path"} | {"edits": len(c["path"])} for c in cs]
+                      for t, cs in climbs.items()}}
     rows = []
     for t, ss in per_target.items():
         if gpu:
+            t0 = time.perf_counter()
             rows += measure_target(t, ss, device, a.iters, a.rounds)
+            log(f"{t}: {len(ss)} schedules measured in {time.perf_counter() - t0:.0f} s")
+            # written after every target: a run cut short by a time limit keeps what it measured
+            save(rows, per_target, device, search_note, doc, Path(a.out), t_start, final=False)
         else:
             rows += [{"target": t, "label": label, "predicted_us": round(predict(ir.plan(), device).latency_us, 2),
                       "predicted_per_op_pools_us": round(_per_op_pools(ir.plan(), device), 2), "start": start,
                       "edits_from_start": path} for label, _, ir, start, path in ss]
-    targets = score(rows, "all targets") if gpu else []
-    if gpu and len(per_target) > 1:
-        for t in per_target:
-            targets += score([r for r in rows if r["target"] == t], t)
-    for t in targets:
-        log(f"{'met ' if t['met'] else 'MISS'} {t['target']}: {t['measured']}")
-    doc = {"targets_searched": list(per_target), "num_sms": num_sms, "sim_device": device, "search": search_note,
-           "climbs": {t: [{k: v for k, v in c.items() if k != "path"} | {"edits": len(c["path"])} for c in cs]
-                      for t, cs in climbs.items()},
-           "wall_s": round(time.perf_counter() - t_start, 1)}
     if gpu:
-        from judge_bench import write
-        out = write("adversary", rows, targets, Path(a.out), prefix="sim_", quiet=True,
-                    notes=f"{', '.join(per_target)}; sim constants {device}; {search_note}")
-        out.update(doc)
-        (Path(a.out) / "sim_adversary.json").write_text(json.dumps(out, indent=1))
+        save(rows, per_target, device, search_note, doc, Path(a.out), t_start, final=True)
     else:
-        print(json.dumps(dict(doc, rows=rows), indent=1))
+        print(json.dumps(dict(doc, rows=rows, wall_s=round(time.perf_counter() - t_start, 1)), indent=1))
 
+
+def save(rows: list[dict], per_target: dict, device: str, search_note: str, doc: dict, out_dir: Path, t_start: float,
+         final: bool) -> None:
+    """Score the rows (over all targets measured so far, then per target) and write sim_adversary.json."""
+    from judge_bench import write
+    measured = list(dict.fromkeys(r["target"] for r in rows))
+    targets = score(rows, "all targets")
+    if len(measured) > 1:
+        for t in measured:
+            targets += score([r for r in rows if r["target"] == t], t)
+    if final:
+        for t in targets:
+            log(f"{'met ' if t['met'] else 'MISS'} {t['target']}: {t['measured']}")
+    left = [t for t in per_target if t not in measured]
+    note = (f"{', '.join(measured)}; sim constants {device}; {search_note}"
+            + (f"; PARTIAL: not measured yet: {', '.join(left)}" if left else ""))
+    out = write("adversary", rows, targets, out_dir, prefix="sim_", quiet=True, notes=note)
+    out.update(doc, wall_s=round(time.perf_counter() - t_start, 1))
+    (out_dir / "sim_adversary.json").write_text(json.dumps(out, indent=1))
 
 if __name__ == "__main__":
     main()
