@@ -10,6 +10,7 @@ import os
 import re
 import secrets
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -318,6 +319,33 @@ def test_libseccomp_is_present_here():
     isolation report and the judge keeps working, but here (and in CI) it must be on."""
     import pyseccomp
     assert pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "mount") >= 0
+
+
+def test_the_worker_stays_root_where_nobody_could_not_import_what_it_needs(monkeypatch):
+    """In a venv the standard library stays under the base interpreter's prefix (a pyenv under
+    /root, mode 700) while torch is in the venv: a worker that became `nobody` there failed at
+    `import resource`. Every folder on the import path must be readable by others first."""
+    import shutil
+    import tempfile
+    from megakernel_gym.rewards import isolation as iso
+    top = Path(tempfile.mkdtemp(prefix="mkgym-import-path-", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        private, open_ = top / "private", top / "open"
+        private.mkdir(mode=0o700)
+        open_.mkdir(mode=0o755)
+        (top / "link").symlink_to(private)      # judged by what it points to
+        private.chmod(0o700)
+        open_.chmod(0o755)
+        assert iso._readable_by_others(str(open_)) and not iso._readable_by_others(str(private))
+        assert not iso._readable_by_others(str(top / "link"))
+        monkeypatch.setattr(sys, "path", [str(open_), str(top / "link")] + sys.path)
+        bad = iso.unreadable_import_paths()
+        assert str(top / "link") in bad and str(open_) not in bad, bad
+        if os.geteuid() == 0:
+            assert iso._become_nobody(str(top)) is False and os.geteuid() == 0
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_a_missing_layer_is_reported_and_the_judge_keeps_working(tmp_path, monkeypatch):

@@ -373,29 +373,49 @@ def scratch_environment(workdir: str) -> None:
 
 
 def _readable_by_others(path: str) -> bool:
-    p = os.path.abspath(path)
+    """Whether a user with no claim on the file (`nobody`) can reach `path`: every folder above it
+    searchable by others, and `path` itself readable (a folder also searchable: imports list it)."""
+    p = os.path.realpath(path)
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return False
+    if not mode & stat.S_IROTH or (stat.S_ISDIR(mode) and not mode & stat.S_IXOTH):
+        return False
     while True:
-        try:
-            mode = os.stat(p).st_mode
-        except OSError:
-            return False
-        if not mode & stat.S_IXOTH:
-            return False
         parent = os.path.dirname(p)
         if parent == p:
             return True
         p = parent
+        try:
+            if not os.stat(p).st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+
+
+def unreadable_import_paths() -> list[str]:
+    """What this worker still imports from that `nobody` could not read: every folder on sys.path
+    (the interpreter's own standard library and lib-dynload among them: in a venv those sit under
+    the base interpreter's prefix, often a pyenv under /root, while torch sits in the venv), torch's
+    package and this one. Seen in a venv: `import resource` failed once the worker was `nobody`."""
+    import importlib.util as iu
+    need = [p for p in sys.path if p and os.path.isdir(p)]
+    spec = iu.find_spec("torch")
+    if spec is None or not spec.origin:
+        return ["torch (not found)"]
+    need += [os.path.dirname(spec.origin), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+    return [p for p in dict.fromkeys(need) if not _readable_by_others(p)]
 
 
 def _become_nobody(workdir: str) -> bool:
-    """As root, become `nobody`, where the Python installation is readable by other users (a
-    site-packages under /root usually is not): then also the files uid 0 owns are out of reach."""
+    """As root, become `nobody` where everything the worker imports is readable by other users
+    (a site-packages under /root usually is not): then also the files uid 0 owns are out of reach.
+    Otherwise the worker stays uid 0 with no capabilities, which the other layers confine."""
     if os.geteuid() != 0:
         return False
-    import importlib.util as iu
     import pwd
-    spec = iu.find_spec("torch")
-    if spec is None or not spec.origin or not _readable_by_others(os.path.dirname(spec.origin)):
+    if unreadable_import_paths():
         return False
     try:
         nobody = pwd.getpwnam("nobody")
