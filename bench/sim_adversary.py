@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from megakernel_gym.compiler import ZOO, capture  # noqa: E402
-from megakernel_gym.compiler.calibrate import spearman  # noqa: E402
+from megakernel_gym.compiler.calibrate import sample_schedules, spearman  # noqa: E402
 from megakernel_gym.compiler.costmodel import DEVICES, predict  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, make_ir  # noqa: E402
 from megakernel_gym.ir_exposure.edits import EditError, random_edit  # noqa: E402
@@ -178,6 +178,27 @@ def expert_of(base):
     return apply_edits(base, expert_edits(base))
 
 
+SAMPLED = "sampled: "
+
+
+@functools.lru_cache(maxsize=None)
+def sampled_irs(name: str, num_sms: int, n: int, seed: int) -> dict:
+    """label -> IR of calibrate.sample_schedules(graph, n, seed) (the default left out): schedules of
+    every kind that no climb is drawn to, so the measured set spans the model's whole range; a row
+    names its schedule by label, and the same n and seed rebuild it (a refit of the model needs the plan)."""
+    g, _ = target_ir(name, num_sms)
+    return {label: ir for label, ir in sample_schedules(g, n + 1, seed=seed, num_sms=num_sms) if label != "default"}
+
+
+def ir_of(target: str, num_sms: int, edits: str, sampled: tuple = ()):
+    """The schedule an edit text from the default names, or the sampled one `SAMPLED + label` names
+    (sampled = (n, seed) of the run)."""
+    _, base = target_ir(target, num_sms)
+    if edits.startswith(SAMPLED):
+        return sampled_irs(target, num_sms, *sampled)[edits[len(SAMPLED):]]
+    return apply_edits(base, edits) if edits else base
+
+
 def search_job(job: dict) -> dict:
     """One climb (in a pool worker): job has target, num_sms, device, start ('default' | 'expert'),
     seconds, seed. Returns the job with the climb's best edits from `start` and its snapshots."""
@@ -190,13 +211,12 @@ def search_job(job: dict) -> dict:
 
 def compile_job(job: tuple) -> float:
     """Compile one schedule's megakernel into NVRTC's on-disk cache (in a pool worker, no GPU)."""
-    target, num_sms, edits, arch = job
+    target, num_sms, edits, arch, sampled = job
     from megakernel_gym.compiler.codegen import emit_cuda
     from megakernel_gym.rewards.nvrtc import CudaCompileError, compile_cuda
-    _, base = target_ir(target, num_sms)
     t0 = time.perf_counter()
     try:
-        compile_cuda(emit_cuda(apply_edits(base, edits).plan() if edits else base.plan())[0], "megakernel.cu", (),
+        compile_cuda(emit_cuda(ir_of(target, num_sms, edits, sampled).plan())[0], "megakernel.cu", (),
                      arch, host_includes=False)
     except CudaCompileError:
         pass     # the measuring process compiles it again and records the error
@@ -220,9 +240,11 @@ def search(targets, num_sms: int, device: str, budget_s: float, restarts: int, f
     return done
 
 
-def schedules_of(target: str, num_sms: int, climbs: list[dict], device: str) -> list[tuple]:
-    """(label, edit text from the default IR, IR, the start it was searched from, the edits from there): the default, the expert, the known moves on the expert,
-    then each climb's best and snapshots (distinct schedules; the searched sorted by prediction)."""
+def schedules_of(target: str, num_sms: int, climbs: list[dict], device: str, sampled: tuple = ()) -> list[tuple]:
+    """(label, edit text from the default IR, IR, the start it was searched from, the edits from there): the
+    default, the expert, the known moves on the expert, the sampled schedules where sampled = (n, seed) asks
+    for them (their text SAMPLED + label), then each climb's best and snapshots (distinct schedules; the
+    searched sorted by prediction)."""
     _, base = target_ir(target, num_sms)
     e_text = expert_edits(base)
     expert = apply_edits(base, e_text)
@@ -236,6 +258,10 @@ def schedules_of(target: str, num_sms: int, climbs: list[dict], device: str) -> 
         if ir.text not in seen:
             seen.add(ir.text)
             out.append((f"known: {label}", e_text + "\n" + text, ir, "expert", text.splitlines()))
+    for label, ir in (sampled_irs(target, num_sms, *sampled).items() if sampled and sampled[0] else ()):
+        if ir.text not in seen:
+            seen.add(ir.text)
+            out.append((SAMPLED + label, SAMPLED + label, ir, "sampled", []))
     found = []
     for c in climbs:
         start_text, start = (e_text, expert) if c["start"] == "expert" else ("", base)
@@ -287,7 +313,8 @@ def measure_target(target: str, schedules, device: str, iters: int, rounds: int)
     rows, launches = [], {}
     for label, text, ir, start, path in schedules:
         plan = ir.plan()
-        row = {"target": target, "label": label, "edits": text.count("\n") + 1 if text else 0,
+        row = {"target": target, "label": label,
+               "edits": 0 if text.startswith(SAMPLED) else text.count("\n") + 1 if text else 0,
                "start": start, "edits_from_start": path, "tasks": len(plan.tg.tasks),
                "predicted_us": round(predict(plan, device).latency_us, 2),
                "predicted_per_op_pools_us": round(_per_op_pools(plan, device), 2)}
@@ -329,7 +356,8 @@ def measure_target(target: str, schedules, device: str, iters: int, rounds: int)
 
 def score(rows: list[dict], where: str) -> list[dict]:
     """The targets over `rows` (one target's or all): rows[0] and rows[1] of each target are its default
-    and expert; speedups are over that target's expert."""
+    and expert; speedups are over that target's expert. Sampled schedules (--sampled: data for a refit)
+    get their speedups but stay out of the targets, which are over what the adversary found."""
     experts = {r["target"]: r for r in rows if r["label"] == "expert"}
     for r in rows:
         e = experts[r["target"]]
@@ -338,8 +366,8 @@ def score(rows: list[dict], where: str) -> list[dict]:
         if m and em:
             r["gpu_speedup_vs_expert"] = round(em / m, 4)
             r["sim_over_gpu"] = round(r["sim_speedup_vs_expert"] / r["gpu_speedup_vs_expert"], 4)
-    searched = [r for r in rows if r["label"] not in ("default", "expert")]
-    timed = [r for r in rows if r.get("measured")]
+    searched = [r for r in rows if r["label"] not in ("default", "expert") and r.get("start") != "sampled"]
+    timed = [r for r in rows if r.get("measured") and r.get("start") != "sampled"]
     worst = max((abs(r["sim_over_gpu"] - 1) for r in searched if "sim_over_gpu" in r), default=None)
     by_target = {}
     for r in timed:
@@ -380,6 +408,8 @@ def main() -> None:
     ap.add_argument("--restarts", type=int, default=4, help="climbs from the expert")
     ap.add_argument("--from-default", type=int, default=3, help="climbs from the default schedule")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sampled", type=int, default=0,
+                    help="also measure this many of calibrate.sample_schedules' schedules per target (data for a refit)")
     ap.add_argument("--iters", type=int, default=20, help="timed runs per schedule and round (at least)")
     ap.add_argument("--rounds", type=int, default=3, help="timing rounds alternating between the schedules")
     ap.add_argument("--workers", type=int, default=0, help="search and compile processes (default: cores - 1)")
@@ -415,14 +445,16 @@ def main() -> None:
             if a.save_search:
                 Path(a.save_search).write_text(json.dumps({"climbs": climbs, "note": search_note, "num_sms": num_sms,
                                                            "device": device}, indent=0))
-        per_target = {t: schedules_of(t, num_sms, climbs[t], device) for t in climbs}
+        sampled = (a.sampled, a.seed)
+        per_target = {t: schedules_of(t, num_sms, climbs[t], device, sampled) for t in climbs}
         if gpu:
             from megakernel_gym.rewards.nvrtc import _default_arch
-            jobs = [(t, num_sms, s[1], _default_arch()) for t, ss in per_target.items() for s in ss]
+            jobs = [(t, num_sms, s[1], _default_arch(), sampled) for t, ss in per_target.items() for s in ss]
             t0 = time.perf_counter()
             list(pool.map(compile_job, jobs, chunksize=1))
             log(f"compiled {len(jobs)} megakernels in {time.perf_counter() - t0:.0f} s")
     doc = {"targets_searched": list(per_target), "num_sms": num_sms, "sim_device": device, "search": search_note,
+           "sampled": {"n": a.sampled, "seed": a.seed},
            "climbs": {t: [{k: v for k, v in c.items() if k != "path"} | {"edits": len(c["path"])} for c in cs]
                       for t, cs in climbs.items()}}
     rows = []
