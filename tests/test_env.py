@@ -281,6 +281,30 @@ def test_timeline_with_axes_adds_title_axis_and_legend():
     assert (below < 100).all(axis=-1).sum() > 100                                # axis ticks and labels
 
 
+def test_timeline_draws_the_launch_so_the_bars_end_at_the_predicted_latency():
+    """predict's latency is the last task's finish plus the kernel's launch: the demo draws the launch
+    first on every SM, so the last bar ends at the latency its title names (it ended a launch short)."""
+    import numpy as np
+
+    from megakernel_gym.compiler import ZOO, capture, predict
+    from megakernel_gym.env.timeline import IDLE, LAUNCH, timeline_image
+    from megakernel_gym.ir_exposure import make_ir
+    g = capture(*ZOO["mlp-tiny"](), "mlp-tiny")
+    plan = make_ir(g, num_sms=8).plan()
+    pred = predict(plan, "H100")
+    launch = pred.latency_us - max(pred.finish_us)
+    assert launch > 0
+    width = 1000
+    img = timeline_image(plan, pred, width=width, launch_us=launch, end_us=2 * pred.latency_us)
+    rows = img[::5]                                          # one pixel row per SM
+    assert (rows[:, 0] == np.array(LAUNCH, dtype=np.uint8)).all()
+    drawn = ~(rows == np.array(IDLE, dtype=np.uint8)).all(axis=-1)
+    last = int(np.nonzero(drawn.any(axis=0))[0].max())
+    assert abs(last - pred.latency_us * (width - 1) / (2 * pred.latency_us)) <= 2   # ends at the latency
+    plain = timeline_image(plan, pred, width=width)          # as before: tasks alone, no launch colour
+    assert not (plain == np.array(LAUNCH, dtype=np.uint8)).all(axis=-1).any()
+
+
 def test_feedback_figures_are_readable():
     """No 'None' and no 0.0 for a small figure in what the agent reads (a tiny model's floor on the cpu backend)."""
     from megakernel_gym.ir_exposure.observe import feedback

@@ -52,15 +52,17 @@ def schedules_picture(u, backend: str, problem: str):
     default, best = u.default_ir.plan(), u.best_ir
     panels = [("default schedule", default)] + ([("best schedule of the episode", best.plan())] if best else [])
     preds = [predict(plan, u.device) for _, plan in panels]
-    end = max(max(p.finish_us, default=0.0) for p in preds) or 1.0
+    end = max(p.latency_us for p in preds) or 1.0
     images = []
     for (label, plan), pred in zip(panels, preds):
-        title = f"{problem}, {label}: {pred.latency_us:.1f} us, {how}"
-        images.append(with_axes(timeline_image(plan, pred, end_us=end), plan, pred, title, end_us=end))
-    if not best:
-        images[0] = with_axes(timeline_image(default, preds[0], end_us=end), default, preds[0],
-                              f"{problem}, default schedule ({preds[0].latency_us:.1f} us, {how}); no edit beat it",
-                              end_us=end)
+        # the predicted latency is the last task's finish plus the kernel's launch: drawn first, so the
+        # bars end where the title says
+        tasks_us = max(pred.finish_us, default=0.0)
+        launch = pred.latency_us - tasks_us
+        title = (f"{problem}, {label}: {pred.latency_us:.1f} us = {launch:.2f} us launch + {tasks_us:.1f} us of "
+                 f"tasks, {how}" + ("; no edit beat it" if not best else ""))
+        images.append(with_axes(timeline_image(plan, pred, end_us=end, launch_us=launch), plan, pred, title,
+                                end_us=end, launch_us=launch))
     return stack(images)
 
 
@@ -83,6 +85,10 @@ def run_demo(problem: str = DEFAULT_PROBLEM, backend: str | None = None, out: st
         obs, info = env.reset(seed=0, options={"problem": problem})
         u = env.unwrapped
         print(f"== {problem} (level {info['level']}) on the {backend} backend, up to {info['turns']} turns", file=log)
+        if kind == "edits" and backend == "sim":
+            print(f"sim device: {u.device}, the env's default (costmodel.DEVICES['H200']: the H100's fitted latencies, "
+                  "the H200's measured bandwidth); the quickstart predicts with device=\"H100\"" if u.device == "H200"
+                  else f"sim device: {u.device}", file=log)
         print(obs["feedback"], file=log)
         actions = megakernel_policy(u.ir) if kind == "edits" else kernel_policy(problem)
         for a in actions:

@@ -12,6 +12,7 @@ KIND_COLORS = {"matmul": (31, 119, 180), "elementwise": (255, 127, 14), "reduce"
                "embedding": (188, 189, 34), "view": (23, 190, 207)}
 BACKGROUND = (255, 255, 255)
 IDLE = (235, 235, 235)
+LAUNCH = (90, 90, 90)      # the kernel's launch, before any task starts (costmodel.DeviceSpec.launch_us)
 
 
 def task_kinds(plan) -> list[str]:
@@ -28,11 +29,13 @@ def task_kinds(plan) -> list[str]:
 
 
 def timeline_image(plan, prediction, width: int = 1200, row_px: int = 4, gap_px: int = 1,
-                   end_us: float | None = None) -> np.ndarray:
+                   end_us: float | None = None, launch_us: float = 0.0) -> np.ndarray:
     """[height, width, 3] uint8: SM s occupies rows s*(row_px+gap_px) .. +row_px. end_us: the time at
-    the right edge (default: this schedule's end; give two pictures one to compare them)."""
+    the right edge (default: this schedule's end; give two pictures one to compare them). launch_us:
+    the kernel's launch, drawn first on every SM (LAUNCH) with the tasks after it, so the bars end at
+    the predicted latency (costmodel.predict adds the launch to the last task's finish)."""
     kinds = task_kinds(plan)
-    end = end_us or max(prediction.finish_us, default=0.0) or 1.0
+    end = end_us or (max(prediction.finish_us, default=0.0) + launch_us) or 1.0
     n_sms = len(plan.queues)
     height = n_sms * (row_px + gap_px)
     img = np.empty((height, width, 3), dtype=np.uint8)
@@ -41,19 +44,23 @@ def timeline_image(plan, prediction, width: int = 1200, row_px: int = 4, gap_px:
     for s, queue in enumerate(plan.queues):
         y0 = s * (row_px + gap_px)
         img[y0:y0 + row_px, :] = IDLE
+        if launch_us > 0:
+            img[y0:y0 + row_px, :max(1, int(launch_us * scale))] = LAUNCH
         for t in queue:
-            x0 = int(prediction.start_us[t] * scale)
-            x1 = max(x0 + 1, int(prediction.finish_us[t] * scale))
+            x0 = int((prediction.start_us[t] + launch_us) * scale)
+            x1 = max(x0 + 1, int((prediction.finish_us[t] + launch_us) * scale))
             img[y0:y0 + row_px, x0:x1] = KIND_COLORS.get(kinds[t], (0, 0, 0))
     return img
 
 
-def with_axes(img: np.ndarray, plan, prediction, title: str = "", end_us: float | None = None) -> np.ndarray:
+def with_axes(img: np.ndarray, plan, prediction, title: str = "", end_us: float | None = None,
+              launch_us: float = 0.0) -> np.ndarray:
     """The timeline with what a reader needs around it: a title, a time axis in us, the SM axis,
-    and a legend of the op kinds that appear (Pillow draws the text)."""
+    and a legend of the op kinds that appear, and of the launch where timeline_image drew one
+    (Pillow draws the text)."""
     from PIL import Image, ImageDraw
     present = [k for k in KIND_COLORS if k in set(task_kinds(plan))]
-    end = end_us or max(prediction.finish_us, default=0.0) or 1.0
+    end = end_us or (max(prediction.finish_us, default=0.0) + launch_us) or 1.0
     left, top, bottom = 56, 34, 58
     h, w = img.shape[:2]
     canvas = Image.new("RGB", (w + left + 16, h + top + bottom), BACKGROUND)
@@ -75,8 +82,9 @@ def with_axes(img: np.ndarray, plan, prediction, title: str = "", end_us: float 
     d.text((4, top), "SM 0", fill=(0, 0, 0))
     d.text((4, top + h - 12), f"SM {len(plan.queues) - 1}", fill=(0, 0, 0))
     x = left
-    for k in present + ["idle"]:
-        color = IDLE if k == "idle" else KIND_COLORS[k]
+    launch = [f"kernel launch ({launch_us:.2f} us)"] if launch_us > 0 else []
+    for k in launch + present + ["idle"]:
+        color = IDLE if k == "idle" else LAUNCH if k in launch else KIND_COLORS[k]
         d.rectangle([x, top + h + 40, x + 10, top + h + 50], fill=color, outline=(120, 120, 120))
         d.text((x + 14, top + h + 39), k, fill=(0, 0, 0))
         x += 24 + 7 * len(k)
