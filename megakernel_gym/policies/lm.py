@@ -27,6 +27,7 @@ actions.json). Its demonstrations come with made-up rows of unseen kinds, decide
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import re
@@ -318,7 +319,9 @@ def make_lm(out: str | Path, prompts: list[str], n_layer: int = 4, n_embd: int =
     torch.manual_seed(seed)
     cfg = GPT2Config(vocab_size=len(fast), n_positions=n_positions, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
                      bos_token_id=fast.eos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id)
-    GPT2LMHeadModel(cfg).save_pretrained(out)
+    from megakernel_gym.policies.quiet import library_noise_off
+    with library_noise_off(wandb_quiet=False):     # no "Writing model shards" bar for a model of a few MB
+        GPT2LMHeadModel(cfg).save_pretrained(out)
     return str(out)
 
 
@@ -428,11 +431,13 @@ def decide(model, tok, prompt: str, sample: bool = False, generator=None, max_wo
     prompt_ids = tok(head).input_ids
     out_ids, env_mask, logprobs, decisions = [], [], [], []
     past = None
+    # the key-value cache's name: `cache` from transformers 5.2x (past_key_values is deprecated there)
+    cache = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
     def feed(ids):
         nonlocal past
-        o = model(input_ids=torch.tensor([ids]), past_key_values=past, use_cache=True)
-        past = o.past_key_values
+        o = model(input_ids=torch.tensor([ids]), use_cache=True, **{cache: past})
+        past = getattr(o, cache)
         return o.logits[0, -1]
 
     with torch.no_grad():
@@ -480,8 +485,10 @@ class LMGenerator:
         if not (path / "config.json").is_file():
             raise PolicyTextError(f"no policy model at {str(path)!r}; train one with `python bench/learning_lm.py` "
                                   "or give the folder it saved")
-        self.tok = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForCausalLM.from_pretrained(path).eval()
+        from megakernel_gym.policies.quiet import library_noise_off
+        with library_noise_off(wandb_quiet=False):      # no progress bar for a model of a few MB
+            self.tok = AutoTokenizer.from_pretrained(path)
+            self.model = AutoModelForCausalLM.from_pretrained(path).eval()
         mask = path / ACTIONS_FILE
         self.actions = json.loads(mask.read_text()) if mask.is_file() else None
 

@@ -28,8 +28,11 @@ def make_tiny_model(out: str | Path, texts: list[str], vocab_size: int = 512, n_
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
+    # no progress bar: off a terminal, tokenizers' (Rust) bar writes blank lines straight to stdout, which
+    # `mkgym train grpo --tiny --json` keeps for its one JSON value
     tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                                       show_progress=False))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
                                    bos_token="<|endoftext|>")
     if chat:
@@ -40,7 +43,9 @@ def make_tiny_model(out: str | Path, texts: list[str], vocab_size: int = 512, n_
     torch.manual_seed(seed)
     cfg = GPT2Config(vocab_size=len(fast), n_positions=n_positions, n_embd=n_embd, n_layer=n_layer, n_head=2,
                      bos_token_id=fast.eos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.eos_token_id)
-    GPT2LMHeadModel(cfg).save_pretrained(out)
+    from megakernel_gym.policies.quiet import library_noise_off
+    with library_noise_off(wandb_quiet=False):     # no "Writing model shards" bar for a model of a few MB
+        GPT2LMHeadModel(cfg).save_pretrained(out)
     return str(out)
 
 

@@ -362,12 +362,13 @@ def train_grpo(model: str, config: str | Path | dict | None = None, out_dir: str
                resume: bool = False):
     """Train `model` (a local Hugging Face causal LM folder or hub name already cached) with GRPO on
     the config's problems; returns the trainer after training (checkpoints under out_dir)."""
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
     if "/" in model or os.sep in model or model.startswith("."):
         if not Path(model).exists():
             raise TrainConfigError(f"model path {model!r} does not exist; give a folder with config.json and "
                                    "weights (save_pretrained), or a model name your Hugging Face cache holds")
     own, grpo = load_config(config)
+    from trl import GRPOTrainer  # noqa: F401  (before WANDB_MODE: transformers prints a line at import under offline)
     grpo.setdefault("output_dir", str(out_dir))
     grpo.setdefault("report_to", "wandb")
     grpo.setdefault("logging_steps", 1)
@@ -382,7 +383,13 @@ def train_grpo(model: str, config: str | Path | dict | None = None, out_dir: str
             grpo.setdefault("bf16", False)
     except ImportError:
         pass
-    args = GRPOConfig(**grpo)
+    from megakernel_gym.policies.quiet import library_noise_off
+    with library_noise_off():
+        return _train_grpo(model, own, grpo, GRPOConfig(**grpo), resume)
+
+
+def _train_grpo(model: str, own: dict, grpo: dict, args, resume: bool):
+    from trl import GRPOTrainer
     curriculum, callbacks = None, []
     if own["curriculum"]:
         if own["multi_turn"]:
