@@ -449,8 +449,20 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def _print_schedules(args, index: dict, what: str) -> int:
+    if args.json:
+        print(json.dumps(index))
+        return 0
+    for k in index["schedules"]:
+        print(f"{k['problem']:28s} {k['sim_speedup']:.3f}x predicted ({k['edit_lines']} edit lines) -> "
+              f"{os.path.join(args.out, k['folder'])}")
+    print(f"{len(index['schedules'])} megakernel schedule(s) of {what} exported to {args.out}")
+    return 0
+
+
 def cmd_export(args) -> int:
-    from megakernel_gym.policies.export import ExportError, export_kernels, export_schedules
+    from megakernel_gym.policies.export import (ExportError, export_kernels, export_schedules, no_kernels_message,
+                                                run_policy)
     from megakernel_gym.rewards.store import ResultsStore
     if args.policy:
         from megakernel_gym.policies.baselines import POLICIES
@@ -463,21 +475,28 @@ def cmd_export(args) -> int:
                                      log=sys.stderr)
         except (ExportError, PolicyTextError) as e:
             return _err(str(e))
-        if args.json:
-            print(json.dumps(index))
-            return 0
-        for k in index["schedules"]:
-            print(f"{k['problem']:28s} {k['sim_speedup']:.3f}x predicted ({k['edit_lines']} edit lines) -> "
-                  f"{args.out}/{k['folder']}")
-        print(f"{len(index['schedules'])} megakernel schedule(s) of the {args.policy} policy exported to {args.out}")
-        return 0
+        return _print_schedules(args, index, f"the {args.policy} policy")
     if args.run:
         if args.store:
             return _err("give one of --run and --store: a run's kernels are those in its folder's results.sqlite")
+        if not os.path.isdir(args.run):
+            return _err(f"--run {args.run!r} is not a folder; give a training run's folder (the --out of mkgym "
+                        "train grpo or mkgym train quickstart)")
         args.store = os.path.join(args.run, "results.sqlite")
         if not os.path.exists(args.store):
-            return _err(f"--run {args.run!r} has no results.sqlite: a training run's folder (mkgym train grpo --out "
-                        "DIR) keeps the kernels it judged there; a run on the sim backend judges no kernels")
+            trained = run_policy(args.run)
+            if trained is None:
+                return _err(no_kernels_message(args.run))
+            # a quickstart run judged no kernels (the sim), but its trained policy plays: its schedules
+            from megakernel_gym.policies.lm import PolicyTextError
+            print(f"{args.run} judged no kernels (the sim backend); exporting the schedules its trained policy "
+                  f"({trained['model']}) plays on {', '.join(trained['problems'])}", file=sys.stderr)
+            try:
+                index = export_schedules(args.out, "lm", problems=trained["problems"], device=trained["device"],
+                                         model=trained["model"], log=sys.stderr)
+            except (ExportError, PolicyTextError) as e:
+                return _err(str(e))
+            return _print_schedules(args, index, f"the policy trained in {args.run}")
     elif not args.store:
         from megakernel_gym.rewards.store import default_path as default_store_path
         return _err("name what to export: --run DIR (a training run's kernels), --store PATH (a results database; "
@@ -498,7 +517,8 @@ def cmd_export(args) -> int:
         return 0
     for k in index["kernels"]:
         sp = f"{k['speedup']:.2f}x" if k["speedup"] else "correct"
-        print(f"{k['problem']:28s} {sp:>9s}  {k['backend']:4s} {k['device'][:30]:30s} -> {args.out}/{k['folder']}")
+        print(f"{k['problem']:28s} {sp:>9s}  {k['backend']:4s} {k['device'][:30]:30s} -> "
+              f"{os.path.join(args.out, k['folder'])}")
     print(f"{len(index['kernels'])} kernel(s) exported to {args.out}"
           + (f"; dataset at {index['dataset']}" if index.get("dataset") else " (pip install datasets for the dataset)"))
     return 0
@@ -649,7 +669,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(--store), as files and a datasets dataset; or (--policy) a policy's "
                                       "level-5 megakernel schedules")
     x.add_argument("--out", required=True, help="folder to write (one subfolder per problem, index.json, dataset/)")
-    x.add_argument("--run", default=None, help="a training run's folder: the kernels it judged (its results.sqlite)")
+    x.add_argument("--run", default=None, help="a training run's folder: the kernels it judged (its results.sqlite); "
+                                               "for a quickstart run (sim, no kernels judged), the level-5 "
+                                               "schedules its trained policy plays")
     x.add_argument("--store", default=None, help="a results database: the best correct kernel of each problem in it")
     x.add_argument("--backend", choices=["cpu", "gpu"], default=None, help="only results from this backend")
     x.add_argument("--policy", default=None,

@@ -103,11 +103,39 @@ def test_export_ships_only_what_the_user_names(store_with_results, tmp_path):
     assert not (tmp_path / "o").exists()
     run = tmp_path / "run"
     r = subprocess.run(cli + ["--run", str(run)], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "has no results.sqlite" in r.stderr
+    assert r.returncode == 2 and "is not a folder" in r.stderr
     run.mkdir()
+    # a run that judged nothing (the sim backend) says so, and names what to run instead
+    r = subprocess.run(cli + ["--run", str(run), "--json"], capture_output=True, text=True, timeout=120)
+    msg = json.loads(r.stdout)["error"]
+    assert r.returncode == 2 and "judged no kernels" in msg and "sim backend" in msg, msg
+    assert "mkgym export --policy lm" in msg and "--store PATH" in msg
     import sqlite3
     with sqlite3.connect(store.path) as src, sqlite3.connect(run / "results.sqlite") as dst:
         src.backup(dst)                   # the store's rows, WAL and all
     r = subprocess.run(cli + ["--run", str(run), "--json"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert [k["problem"] for k in json.loads(r.stdout)["kernels"]] == ["softmax"]
+
+
+def test_export_run_of_a_quickstart_run_plays_its_trained_policy(tmp_path):
+    """A quickstart run judged no kernels (the sim), but its folder holds the trained policy (policy/):
+    `export --run` writes the schedules that policy plays, as `--policy lm` does for the shipped one;
+    printed paths have no double slash where --out ends in one."""
+    from megakernel_gym.env.megakernel import MegaKernelEnv
+    from megakernel_gym.policies.lm import make_lm, prompt_of
+    env = MegaKernelEnv(backend="sim", device="H100")
+    obs, _ = env.reset(seed=0, options={"problem": "mk_mlp_block"})
+    env.close()
+    run = tmp_path / "run"
+    make_lm(run / "policy", [prompt_of(obs["code"])[0]], n_layer=1, n_embd=16, n_head=2)   # untrained, as good
+    (run / "curve.json").write_text(json.dumps({"config": {"problems": ["mk_mlp_block"], "device": "H100"}}))
+    out = str(tmp_path / "mk") + "/"
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "export", "--run", str(run), "--out", out],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "judged no kernels" in r.stderr and "//" not in r.stdout, r.stdout
+    meta = json.loads((tmp_path / "mk" / "mk_mlp_block" / "meta.json").read_text())
+    assert meta["model"] == str(run / "policy") and meta["sim_device"] == "H100"
+    assert "--run " + str(run) in (tmp_path / "mk" / "mk_mlp_block" / "kernel.py").read_text()
+    assert "FutureWarning" not in r.stderr and "Loading weights" not in r.stderr

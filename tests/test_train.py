@@ -27,8 +27,7 @@ save_steps = 2
 
 def _train_tiny(tmp_path, cfg, *extra):
     """`mkgym train grpo --tiny` in a fresh process, W&B left to its default (offline: no key here)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "TRL_", "PYTHONWARNINGS"))}
     r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "train", "grpo", "--tiny", str(tmp_path / "tiny"),
                         "--config", str(cfg), "--out", str(tmp_path / "run"), "--json", *extra],
                        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
@@ -206,7 +205,9 @@ def test_curriculum_training_saves_its_state_and_resumes(tmp_path):
 
 def test_quickstart_prints_a_line_a_step_and_saves_its_curve(tmp_path):
     """`mkgym train quickstart`: the shipped config (two steps here, one small problem), one line a step and no
-    completion tables, the curve as JSON and a PNG, W&B offline in the run folder."""
+    completion tables, the curve as JSON and a PNG, W&B offline in the run folder and quiet (no banner, no
+    history at the end: one line naming the run), no library warnings a user cannot act on; the trained
+    policy saved in the run folder, which `mkgym export --run` plays (the sim judged no kernels)."""
     from megakernel_gym.policies.quickstart import SHIPPED_CONFIG, load_quickstart_config
     own, grpo = load_quickstart_config(None)
     assert SHIPPED_CONFIG.is_file() and grpo["max_steps"] >= 20 and own["problems"]
@@ -215,8 +216,7 @@ def test_quickstart_prints_a_line_a_step_and_saves_its_curve(tmp_path):
                                                       'problems = ["mk_mlp_block"]')
                    .replace("per_device_train_batch_size = 16", "per_device_train_batch_size = 4")
                    .replace("num_generations = 8", "num_generations = 4"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "TRL_", "PYTHONWARNINGS"))}
     r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "train", "quickstart", "--config", str(cfg),
                         "--out", str(tmp_path / "run"), "--steps", "2"], capture_output=True, text=True, timeout=600,
                        env=env, cwd=tmp_path)
@@ -228,3 +228,18 @@ def test_quickstart_prints_a_line_a_step_and_saves_its_curve(tmp_path):
     assert [c["step"] for c in curve["curve"]] == [1, 2] and all(math.isfinite(c["reward"]) for c in curve["curve"])
     assert (tmp_path / "run" / "reward_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))
+    noise = ("Warning", "wandb:", "Run history", "Loading weights", "Writing model shards", "[INFO]")
+    assert not [n for n in noise if n in r.stdout + r.stderr], (r.stdout[-2000:], r.stderr[-3000:])
+    assert "W&B run saved offline in" in r.stdout and "mkgym export --run" in r.stdout
+    assert (tmp_path / "run" / "policy" / "config.json").is_file() and curve["policy"].endswith("policy")
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "export", "--run", "run", "--out", "mk/", "--json"],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    index = json.loads(r.stdout)
+    assert [k["problem"] for k in index["schedules"]] == ["mk_mlp_block"] and index["model"] == "run/policy"
+
+
+def test_quickstart_curve_ticks():
+    """The reward curve's x axis has ticks at whole, round steps (one tick at 40 alone read as one step)."""
+    from megakernel_gym.policies.quickstart import nice_step
+    assert [nice_step(n) for n in (1, 2, 9, 10, 11, 40, 200, 1000)] == [1, 1, 1, 1, 2, 5, 20, 100]

@@ -4,7 +4,11 @@ megakernel schedules for the level-5 problems.
     summary = export_kernels("kernels/")           # the default store (MKGYM_STORE or the user cache)
     Model = load_kernel("kernels/softmax")         # ModelNew, a drop-in nn.Module for the problem's Model
     index = export_schedules("mk/", policy="lm", split="heldout")   # the trained policy's schedules
-    Model = load_kernel("mk/mk_qwen3_0p6b")        # ModelNew(*get_init_inputs()) runs the megakernel (CUDA)
+    Model = load_kernel("mk/mk_qwen3_0p6b")        # Model(*get_init_inputs()) runs the megakernel (CUDA), with
+    # get_init_inputs from the problem's file: megakernel_gym.curriculum.problems.mk_qwen3_0p6b
+
+`export --run DIR` of a quickstart run (the sim: no kernels judged) plays its trained policy
+(`DIR/policy`, run_policy) as export_schedules(..., model=...) does.
 
 A schedule folder holds `schedule.edits` (the policy's edits, in the env's edit language, compacted
 with `{i}` patterns), `megakernel.cu` (the CUDA C they compile to), `kernel.py` (ModelNew: the
@@ -100,9 +104,12 @@ def played_schedule(env, player, problem: str):
 
 
 def export_schedules(out: str | Path, policy: str = "lm", split: str | None = None,
-                     problems: list[str] | None = None, device: str = "H100", log=None) -> dict[str, Any]:
+                     problems: list[str] | None = None, device: str = "H100", log=None,
+                     model: str | Path | None = None) -> dict[str, Any]:
     """Play `policy` (policies.make_policy) greedily on the sim for each level-5 problem (of `split`, or
-    named) and write its schedule as a runnable megakernel per problem under `out`; return the index."""
+    named) and write its schedule as a runnable megakernel per problem under `out`; return the index.
+    model: for the lm policy, a saved policy model's folder in place of the shipped one (a quickstart
+    run's `policy/`)."""
     from megakernel_gym.compiler import predict
     from megakernel_gym.compiler.codegen import emit_cuda
     from megakernel_gym.env.megakernel import MegaKernelEnv
@@ -115,7 +122,10 @@ def export_schedules(out: str | Path, policy: str = "lm", split: str | None = No
             names = select_problems(env, problems, split, [5])
         except (ValueError, KeyError) as e:
             raise ExportError(f"{e}; name level-5 problems (mkgym problems list --level 5)") from e
-        player = make_policy(policy)
+        player = make_policy(policy, **({"model": str(model)} if model else {}))
+        label = f"{policy} policy at {model}" if model else f"{policy} policy"
+        how = (f"--run {Path(model).parent}" if model and Path(model).name == RUN_POLICY
+               else f"--policy {policy}" + (f"` with the model at `{model}" if model else ""))
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         rows = []
@@ -128,26 +138,57 @@ def export_schedules(out: str | Path, policy: str = "lm", split: str | None = No
             folder.mkdir(exist_ok=True)
             (folder / "schedule.edits").write_text(text + "\n" if text else "")
             (folder / "megakernel.cu").write_text(emit_cuda(plan, impls=ir.impls)[0])
-            (folder / "kernel.py").write_text(_KERNEL_PY.format(problem=name, policy=policy))
+            (folder / "kernel.py").write_text(_KERNEL_PY.format(problem=name, policy=label, flag=how))
             pred = predict(plan, device).latency_us
-            meta = {"problem": name, "policy": policy, "level": 5, "sim_device": device, "tasks": len(plan.tg.tasks),
+            meta = {"problem": name, "policy": policy, **({"model": str(model)} if model else {}), "level": 5, "sim_device": device, "tasks": len(plan.tg.tasks),
                     "predicted_default_us": round(default_us, 1), "predicted_us": round(pred, 1),
                     "sim_speedup": round(default_us / pred, 4), "edit_lines": len(text.splitlines())}
             (folder / "meta.json").write_text(json.dumps(meta, indent=2))
             rows.append({**meta, "folder": folder.name})
             if log:
-                print(f"{name}: {meta['sim_speedup']:.3f}x predicted ({policy}) -> {folder}", file=log, flush=True)
+                print(f"{name}: {meta['sim_speedup']:.3f}x predicted (the {label}) -> {folder}", file=log, flush=True)
     finally:
         env.close()
-    index = {"schedules": rows, "policy": policy}
+    index = {"schedules": rows, "policy": policy, **({"model": str(model)} if model else {})}
     (out / "index.json").write_text(json.dumps(index, indent=2))
     return index
 
 
-_KERNEL_PY = '''"""{problem}: the {policy} policy's megakernel schedule, exported by megakernel-gym (`mkgym export
---policy {policy}`). ModelNew(*get_init_inputs()) is the problem's bf16 model run as one persistent
-megakernel on a CUDA GPU; forward(*get_inputs()) returns its outputs. schedule.edits beside this file
-is the schedule, in the env's edit language, applied to the compiler's default."""
+RUN_POLICY = "policy"     # a quickstart run's trained policy model, in its run folder
+
+
+def run_policy(run: str | Path) -> dict[str, Any] | None:
+    """What a run folder that judged no kernels can still export: a quickstart run's trained policy
+    (`policy/`, with the problems and sim device of its `curve.json`), or None."""
+    run = Path(run)
+    model = run / RUN_POLICY
+    if not (model / "config.json").is_file():
+        return None
+    try:
+        config = json.loads((run / "curve.json").read_text()).get("config", {})
+    except (OSError, ValueError):
+        config = {}
+    return {"model": str(model), "problems": config.get("problems") or ["mk_mlp_block"],
+            "device": config.get("device", "H100")}
+
+
+def no_kernels_message(run: str | Path) -> str:
+    """Why `mkgym export --run` has nothing to export from a run folder without results.sqlite, and what to run."""
+    from megakernel_gym.rewards.store import default_path
+    return (f"--run {str(run)!r} judged no kernels: it holds no results.sqlite, which a training run writes only "
+            "when it judges kernel code (mkgym train grpo with backend = \"cpu\" or \"gpu\"), nor a quickstart run's "
+            "trained policy (policy/). A run on the sim backend (mkgym train grpo's default, mkgym train "
+            "quickstart) scores level-5 schedule edits with the cost model and judges no kernels. To export level-5 "
+            "schedules as megakernels, play a policy: mkgym export --policy lm --problem mk_mlp_block --out mk/; "
+            f"to export judged kernels, name their store: --store PATH (mkgym judge writes to {default_path()})")
+
+
+_KERNEL_PY = '''"""{problem}: the megakernel schedule of the {policy}, exported by megakernel-gym (`mkgym export
+{flag}`). ModelNew(*get_init_inputs()) is the problem's bf16 model run as one persistent megakernel on a
+CUDA GPU; forward(*get_inputs()) returns its outputs. get_init_inputs and get_inputs are the problem
+file's: from megakernel_gym.curriculum.problems.{problem} import get_init_inputs, get_inputs.
+schedule.edits beside this file is the schedule, in the env's edit language, applied to the compiler's
+default."""
 from pathlib import Path
 
 from megakernel_gym.policies.export import ScheduledMegakernel
@@ -237,4 +278,4 @@ def load_kernel(path: str | Path):
     return getattr(mod, name)
 
 
-__all__ = ["export_kernels", "export_schedules", "played_schedule", "load_kernel", "ScheduledMegakernel", "ExportError"]
+__all__ = ["export_kernels", "export_schedules", "run_policy", "no_kernels_message", "played_schedule", "load_kernel", "ScheduledMegakernel", "ExportError"]

@@ -18,8 +18,10 @@ model earns about what random decisions earn, and GRPO moves it toward the decis
 
 Each step prints one line (the batch's mean reward and spread, the best speedup so far, the loss, the
 seconds); `--show-completions` adds TRL's table of sampled completions. The run folder gets
-`curve.json` (the per-step rewards), `reward_curve.png` and the W&B run (offline unless you have a
-key). bench/learning_quickstart.py runs it and records the curve in bench/results/.
+`curve.json` (the per-step rewards), `reward_curve.png`, the trained policy (`policy/`: the model, its
+tokenizer and action mask, which `mkgym export --run DIR` plays to write its schedules as megakernels;
+the sim judges no kernels) and the W&B run (offline unless you have a key).
+bench/learning_quickstart.py runs it and records the curve in bench/results/.
 """
 from __future__ import annotations
 
@@ -118,6 +120,16 @@ def step_printer(reward: SimEnvReward, curve: list, log, max_steps: int):
     return StepLine()
 
 
+def nice_step(span: int, most: int = 10) -> int:
+    """A whole tick step of 1, 2 or 5 times a power of ten, giving at most `most` intervals over `span`."""
+    step = 1
+    while True:
+        for mult in (1, 2, 5):
+            if span / (step * mult) <= most:
+                return step * mult
+        step *= 10
+
+
 def curve_png(curve: list[dict], path: Path, title: str, w: int = 720, h: int = 400) -> None:
     """The mean reward per step (dots) and its running mean over 5 steps (line), drawn with Pillow."""
     from PIL import Image, ImageDraw
@@ -141,8 +153,11 @@ def curve_png(curve: list[dict], path: Path, title: str, w: int = 720, h: int = 
         y = lo + (hi - lo) * k / 4
         d.text((4, py(y) - 6), f"{y:+.3f}", fill=(0, 0, 0))
         d.line([left - 4, py(y), left, py(y)], fill=(0, 0, 0))
-    d.text((left + (w - left - right) // 2 - 30, h - bottom + 22), "GRPO step", fill=(0, 0, 0))
-    d.text((w - right - 40, h - bottom + 6), str(x_max), fill=(0, 0, 0))
+    d.text((left + (w - left - right) // 2 - 30, h - bottom + 24), "GRPO step", fill=(0, 0, 0))
+    step = nice_step(x_max)
+    for x in range(0, x_max + 1, step):
+        d.line([px(x), h - bottom, px(x), h - bottom + 4], fill=(0, 0, 0))
+        d.text((px(x) - 3 * len(str(x)), h - bottom + 7), str(x), fill=(0, 0, 0))
     for x, y in zip(xs, ys):
         d.ellipse([px(x) - 2, py(y) - 2, px(x) + 2, py(y) + 2], fill=(31, 119, 180))
     run = [statistics.fmean(ys[max(0, i - 4):i + 1]) for i in range(len(ys))]
@@ -161,22 +176,54 @@ def train_quickstart(config: str | Path | None = None, out_dir: str | Path = "ru
         (own if k in OWN else grpo)[k] = v
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    import torch
+    from trl import GRPOTrainer  # noqa: F401  (before WANDB_MODE: transformers prints a line at import under offline)
+
+    from megakernel_gym.policies.quiet import library_noise_off, offline_run_note
     if not os.environ.get("WANDB_MODE") and not os.environ.get("WANDB_API_KEY"):
         os.environ["WANDB_MODE"] = "offline"          # W&B without an account: a run folder to sync later
     os.environ.setdefault("WANDB_DIR", str(out.resolve()))
     os.environ.setdefault("WANDB_PROJECT", "megakernel-gym")
+    torch.manual_seed(own["seed"])
+    t0 = time.perf_counter()
+    print(f"quickstart: GRPO on {', '.join(own['problems'])} in the sim (the cost model's {own['device']} constants), "
+          f"a fresh {own['n_layer']}-layer model of width {own['n_embd']}; run folder {out}", file=log, flush=True)
+    with library_noise_off():
+        reward, curve, policy_dir = _train(own, grpo, out, show_completions, log)
+    k = max(1, min(5, len(curve) // 3))
+    first = statistics.fmean(c["reward"] for c in curve[:k]) if curve else math.nan
+    last = statistics.fmean(c["reward"] for c in curve[-k:]) if curve else math.nan
+    summary = {"problems": own["problems"], "steps": len(curve), "seconds": round(time.perf_counter() - t0, 1),
+               "first_steps_mean_reward": first, "last_steps_mean_reward": last, "best_speedup": reward.best_speedup,
+               "curve": curve, "config": {**own, **{k: v for k, v in grpo.items() if k != "output_dir"}},
+               "picture": str(out / "reward_curve.png"), "policy": str(policy_dir)}
+    (out / "curve.json").write_text(json.dumps(summary, indent=1))
+    curve_png(curve, out / "reward_curve.png", f"quickstart: GRPO in the sim on {', '.join(own['problems'])}")
+    print(f"done in {summary['seconds']:.0f} s: mean reward {first:+.4f} over the first {k} step(s), {last:+.4f} over "
+          f"the last {k}; best speedup {reward.best_speedup:.3f}x; curve in {out / 'reward_curve.png'}",
+          file=log, flush=True)
+    print(f"trained policy in {policy_dir}: `mkgym export --run {out} --out mk/` writes the schedules it plays as "
+          "megakernels (the sim judged no kernels)", file=log, flush=True)
+    if ("wandb" in str(summary["config"].get("report_to")) and os.environ.get("WANDB_MODE") == "offline"
+            and (note := offline_run_note(os.environ["WANDB_DIR"]))):
+        print(note, file=log, flush=True)
+    return summary
+
+
+def _train(own: dict, grpo: dict, out: Path, show_completions: bool, log) -> tuple[SimEnvReward, list, Path]:
+    """GRPO itself: the fresh model, the rollouts, the trainer; the trained policy saved to out/policy."""
     import datasets
     import torch
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
+    from megakernel_gym.policies.export import RUN_POLICY
     from megakernel_gym.policies.lm import ACTIONS_FILE, SHIPPED_MODEL, decide, make_lm
-    torch.manual_seed(own["seed"])
-    t0 = time.perf_counter()
-    print(f"quickstart: GRPO on {', '.join(own['problems'])} in the sim ({own['device']} constants), a fresh "
-          f"{own['n_layer']}-layer model of width {own['n_embd']}; run folder {out}", file=log, flush=True)
     reward = SimEnvReward(own["problems"], own["device"], own["drop_penalty"])
+    policy_dir = out / RUN_POLICY
     try:
+
+
         model_dir = make_lm(out / "init", list(reward.prompts.values()), n_layer=own["n_layer"],
                             n_embd=own["n_embd"], n_head=2, seed=own["seed"])
         tok = AutoTokenizer.from_pretrained(model_dir)
@@ -216,6 +263,12 @@ def train_quickstart(config: str | Path | None = None, out_dir: str | Path = "ru
         for cb in (PrinterCallback, ProgressCallback):     # our one line a step in place of theirs
             trainer.remove_callback(cb)
         trainer.train()
+        # the trained policy as the lm policy loads it (LMGenerator): model, tokenizer, and the action mask
+        # it trained under (none: every word), so `mkgym export --run` plays what GRPO trained
+        trainer.save_model(str(policy_dir))
+        tok.save_pretrained(policy_dir)
+        if actions is not None:
+            (policy_dir / ACTIONS_FILE).write_text(json.dumps(actions))
     finally:
         reward.close()
         try:
@@ -224,19 +277,7 @@ def train_quickstart(config: str | Path | None = None, out_dir: str | Path = "ru
                 wandb.finish()
         except ImportError:
             pass
-    k = max(1, min(5, len(curve) // 3))
-    first = statistics.fmean(c["reward"] for c in curve[:k]) if curve else math.nan
-    last = statistics.fmean(c["reward"] for c in curve[-k:]) if curve else math.nan
-    summary = {"problems": own["problems"], "steps": len(curve), "seconds": round(time.perf_counter() - t0, 1),
-               "first_steps_mean_reward": first, "last_steps_mean_reward": last, "best_speedup": reward.best_speedup,
-               "curve": curve, "config": {**own, **{k: v for k, v in grpo.items() if k != "output_dir"}},
-               "picture": str(out / "reward_curve.png")}
-    (out / "curve.json").write_text(json.dumps(summary, indent=1))
-    curve_png(curve, out / "reward_curve.png", f"quickstart: GRPO in the sim on {', '.join(own['problems'])}")
-    print(f"done in {summary['seconds']:.0f} s: mean reward {first:+.4f} over the first {k} step(s), {last:+.4f} over "
-          f"the last {k}; best speedup {reward.best_speedup:.3f}x; curve in {out / 'reward_curve.png'}",
-          file=log, flush=True)
-    return summary
+    return reward, curve, policy_dir
 
 
 __all__ = ["train_quickstart", "load_quickstart_config", "SimEnvReward", "SHIPPED_CONFIG"]
