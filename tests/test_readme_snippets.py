@@ -15,8 +15,8 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```", README.read_text(), re.S | re.M)
 
 # what each block must print (in order of the README), so a block that runs but does nothing fails
-EXPECT = [r"## Feedback", r"^correct correct on \d+ seeds", r"^correct .*\n.*GPU", r"curriculum/L1/heldout_pass_rate",
-          r"^correct$"]
+EXPECT = [r"## Feedback", r"^correct correct on \d+ seeds", r"^correct .*\n.*no CUDA GPU here", r"curriculum/L1/heldout_pass_rate",
+          r"^correct$", r"^(torch.Size\(\[1, 151936\]\)|ModelNew\(\*get_init_inputs\(\)\) builds qwen3's megakernel)"]
 
 
 def test_every_python_block_of_the_readme_runs_as_a_plain_script(tmp_path):
