@@ -7,7 +7,8 @@
         --command "python3 -m pytest -q -m gpu tests ..." [--notes "..."]
 
 One row per test case (passed, failed, error or skipped, with its seconds); the target is that every
-gpu-marked test that ran passed.
+gpu-marked test that ran passed. Several JUnit files are several runs, in order (each row names its
+`run`); a test that ran again in a later run counts by its latest outcome, and its earlier rows stay.
 """
 from __future__ import annotations
 
@@ -33,15 +34,18 @@ def rows_from_junit(path: Path) -> list[dict]:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("junit", type=Path)
+    ap.add_argument("junit", type=Path, nargs="+", help="one JUnit XML per run, in the order they ran")
     ap.add_argument("--device", required=True)
     ap.add_argument("--date", required=True)
     ap.add_argument("--command", required=True, help="the exact command that ran on the device")
     ap.add_argument("--notes", default="")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu_tests.json")
     args = ap.parse_args()
-    rows = rows_from_junit(args.junit)
-    ran = [r for r in rows if r["outcome"] != "skipped"]
+    rows = []
+    for i, path in enumerate(args.junit, 1):
+        rows += [dict(r, run=i) if len(args.junit) > 1 else r for r in rows_from_junit(path)]
+    latest = {r["test"]: r for r in rows}
+    ran = [r for r in latest.values() if r["outcome"] != "skipped"]
     passed = sum(r["outcome"] == "passed" for r in ran)
     doc = {"name": "gpu_tests", "device": args.device, "date": args.date, "command": args.command, "rows": rows,
            "targets": [{"target": "every gpu-marked test passes at HEAD", "measured": f"{passed}/{len(ran)}",
