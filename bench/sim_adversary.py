@@ -6,6 +6,7 @@ expert, in one run.
                                   [--from-default 3] [--seed 0] [--iters 20] [--workers N]
     python bench/sim_adversary.py --search-only [--save-search F]   # CPU: the search and its predictions only
     python bench/sim_adversary.py --searched F                      # the GPU run over a search made before
+    python bench/sim_adversary.py --merge A.json B.json ...         # CPU: runs of different targets, one file
 
 Targets: zoo models (llama-1b) and level-5 problems at their GPU sizes (mk_hf_smollm2_360m,
 mk_gpt2_large_batch2, mk_qwen3_0p6b, mk_mixtral_moe: the families issue 39 found the sim fooled on).
@@ -418,9 +419,13 @@ def main() -> None:
     ap.add_argument("--search-only", action="store_true", help="no GPU: search and predict only")
     ap.add_argument("--save-search", default=None, help="write the climbs (JSON) here")
     ap.add_argument("--searched", default=None, help="the climbs of an earlier --save-search instead of a search")
+    ap.add_argument("--merge", nargs="+", default=None,
+                    help="sim_adversary.json files of GPU runs over different targets: scored again as one file")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     a = ap.parse_args()
     t_start = time.perf_counter()
+    if a.merge:
+        return merge([Path(f) for f in a.merge], Path(a.out))
     import os
     import torch
     gpu = torch.cuda.is_available() and not a.search_only
@@ -493,6 +498,39 @@ def save(rows: list[dict], per_target: dict, device: str, search_note: str, doc:
     out = write("adversary", rows, targets, out_dir, prefix="sim_", quiet=True, notes=note)
     out.update(doc, wall_s=round(time.perf_counter() - t_start, 1))
     (out_dir / "sim_adversary.json").write_text(json.dumps(out, indent=1))
+
+def merge(paths: list[Path], out_dir: Path) -> None:
+    """One sim_adversary.json from GPU runs that each measured some targets (a run's device time is
+    capped): rows concatenated (a target measured twice keeps its last run), targets scored again
+    over all of them, each run's command and date kept."""
+    docs = [json.loads(p.read_text()) for p in paths]
+    devices = {d["device"] for d in docs} | {d.get("sim_device") for d in docs}
+    if len({d["device"] for d in docs}) > 1 or len({d.get("sim_device") for d in docs}) > 1:
+        raise SystemExit(f"runs on different GPUs or sim constants cannot be one file: {sorted(map(str, devices))}")
+    by_target: dict[str, list[dict]] = {}
+    for d in docs:
+        for t in dict.fromkeys(r["target"] for r in d["rows"]):
+            by_target[t] = [r for r in d["rows"] if r["target"] == t]
+    rows = [r for rs in by_target.values() for r in rs]
+    for r in rows:
+        for k in ("sim_speedup_vs_expert", "gpu_speedup_vs_expert", "sim_over_gpu"):
+            r.pop(k, None)
+    targets = score(rows, "all targets")
+    for t, rs in by_target.items():
+        targets += score(rs, t)
+    for t in targets:
+        log(f"{'met ' if t['met'] else 'MISS'} {t['target']}: {t['measured']}")
+    out = {"name": "sim_adversary", "device": docs[0]["device"], "date": max(d["date"] for d in docs),
+           "command": "; ".join(f"run {i}: {d['command']}" for i, d in enumerate(docs, 1))
+                      + "; merged: python " + " ".join(sys.argv),
+           "rows": rows, "targets": targets,
+           "notes": " | ".join(f"run {i} ({d['date']}): {d.get('notes', '')}" for i, d in enumerate(docs, 1)),
+           "targets_searched": list(by_target), "num_sms": docs[0]["num_sms"], "sim_device": docs[0]["sim_device"],
+           "search": docs[0].get("search"), "sampled": docs[0].get("sampled"),
+           "climbs": {t: c for d in docs for t, c in d.get("climbs", {}).items()}}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "sim_adversary.json").write_text(json.dumps(out, indent=1))
+
 
 if __name__ == "__main__":
     main()
