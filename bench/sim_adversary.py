@@ -7,6 +7,7 @@ expert, in one run.
     python bench/sim_adversary.py --search-only [--save-search F]   # CPU: the search and its predictions only
     python bench/sim_adversary.py --searched F                      # the GPU run over a search made before
     python bench/sim_adversary.py --merge A.json B.json ...         # CPU: runs of different targets, one file
+    python bench/sim_adversary.py --refit bench/results/sim_adversary.json   # CPU: fit the constants to its rows
 
 Targets: zoo models (llama-1b) and level-5 problems at their GPU sizes (mk_hf_smollm2_360m,
 mk_gpt2_large_batch2, mk_qwen3_0p6b, mk_mixtral_moe: the families issue 39 found the sim fooled on).
@@ -421,9 +422,13 @@ def main() -> None:
     ap.add_argument("--searched", default=None, help="the climbs of an earlier --save-search instead of a search")
     ap.add_argument("--merge", nargs="+", default=None,
                     help="sim_adversary.json files of GPU runs over different targets: scored again as one file")
+    ap.add_argument("--refit", default=None,
+                    help="a GPU run's sim_adversary.json: fit the device constants to its measured rows (CPU)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     a = ap.parse_args()
     t_start = time.perf_counter()
+    if a.refit:
+        return refit(Path(a.refit), Path(a.out), a.workers)
     if a.merge:
         return merge([Path(f) for f in a.merge], Path(a.out))
     import os
@@ -498,6 +503,83 @@ def save(rows: list[dict], per_target: dict, device: str, search_note: str, doc:
     out = write("adversary", rows, targets, out_dir, prefix="sim_", quiet=True, notes=note)
     out.update(doc, wall_s=round(time.perf_counter() - t_start, 1))
     (out_dir / "sim_adversary.json").write_text(json.dumps(out, indent=1))
+
+def row_ir(row: dict, num_sms: int, sampled: tuple):
+    """The schedule a measured row names: the default, the expert, a sampled one by label, or its
+    start (the default or the expert) with its edits from there."""
+    _, base = target_ir(row["target"], num_sms)
+    if row["label"] == "default":
+        return base
+    if row["label"] == "expert":
+        return expert_of(base)
+    if row.get("start") == "sampled":
+        return ir_of(row["target"], num_sms, row["label"], sampled)
+    start = expert_of(base) if row["start"] == "expert" else base
+    return apply_edits(start, "\n".join(row["edits_from_start"]))
+
+
+def _plan_job(job: tuple):
+    from megakernel_gym.compiler.costmodel import task_costs
+    row, num_sms, sampled = job
+    plan = row_ir(row, num_sms, sampled).plan()
+    return plan, task_costs(plan)
+
+
+def refit(path: Path, out_dir: Path, workers: int) -> None:
+    """Fit the sim's constants (calibrate.fit_device, from the constants the run predicted with) to
+    every measured row of a GPU run, all families at once; then leave each family out in turn (fit
+    on the others, score it), and score the adversary's targets under the fitted constants (in
+    sample: the searched were found against the old constants). Writes sim_adversary_refit.json."""
+    from megakernel_gym.compiler.calibrate import agreement, fit_device, spec_literal
+    doc = json.loads(path.read_text())
+    rows = [r for r in doc["rows"] if r.get("measured") and r.get("correct")]
+    sampled = (doc["sampled"]["n"], doc["sampled"]["seed"]) if doc.get("sampled") else ()
+    base = DEVICES[doc["sim_device"]]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(workers or max(1, (__import__("os").cpu_count() or 2)), mp_context=get_context("spawn")) as pool:
+        plans = list(pool.map(_plan_job, [(r, doc["num_sms"], sampled) for r in rows], chunksize=1))
+    log(f"{len(plans)} plans rebuilt in {time.perf_counter() - t0:.0f} s")
+    for r, (plan, costs) in zip(rows, plans):     # the rebuild is the schedule the run measured
+        p = predict(plan, base, costs=costs).latency_us
+        if abs(p / r["predicted_us"] - 1) > 0.005:
+            raise SystemExit(f"{r['target']} {r['label']}: rebuilt plan predicts {p:.1f} us, the run {r['predicted_us']}")
+    meas = [r["measured"]["median_us"] for r in rows]
+    families = list(dict.fromkeys(r["target"] for r in rows))
+    t0 = time.perf_counter()
+    fitted, report = fit_device(plans, meas, base, name=base.name)
+    log(f"joint fit in {time.perf_counter() - t0:.0f} s: {spec_literal(fitted)}")
+    after = report["predicted_after_us"]
+    per_family = {}
+    for f in families:
+        idx = [i for i, r in enumerate(rows) if r["target"] == f]
+        per_family[f] = {"before": agreement([rows[i]["predicted_us"] for i in idx], [meas[i] for i in idx]),
+                         "after": agreement([after[i] for i in idx], [meas[i] for i in idx])}
+    held_out = {}
+    for f in families:
+        tr = [i for i, r in enumerate(rows) if r["target"] != f]
+        te = [i for i, r in enumerate(rows) if r["target"] == f]
+        dev, _ = fit_device([plans[i] for i in tr], [meas[i] for i in tr], base, name=base.name)
+        pred = [predict(plans[i][0], dev, costs=plans[i][1]).latency_us for i in te]
+        held_out[f] = dict(agreement(pred, [meas[i] for i in te]), constants=spec_literal(dev))
+        log(f"{f} held out: {held_out[f]['spearman']:.3f} Spearman, median error {held_out[f]['median_abs_pct_err']:.1f}%")
+    scored = [dict(r, predicted_us=round(after[i], 2)) for i, r in enumerate(rows)]
+    for r in scored:
+        for k in ("sim_speedup_vs_expert", "gpu_speedup_vs_expert", "sim_over_gpu"):
+            r.pop(k, None)
+    targets = score(scored, "all targets (refitted constants, in sample)")
+    for f in families:
+        targets += score([r for r in scored if r["target"] == f], f + " (refitted, in sample)")
+    for t in targets:
+        log(f"{'met ' if t['met'] else 'MISS'} {t['target']}: {t['measured']}")
+    out = {"name": "sim_adversary_refit", "device": doc["device"], "date": doc["date"],
+           "command": "python " + " ".join(sys.argv), "refit_of": {"file": str(path), "command": doc["command"]},
+           "rows": [{"target": r["target"], "label": r["label"], "measured_us": m, "predicted_before_us": r["predicted_us"],
+                     "predicted_after_us": round(p, 2)} for r, m, p in zip(rows, meas, after)],
+           "fitted": spec_literal(fitted), "report": {k: v for k, v in report.items()
+                                                      if k not in ("predicted_before_us", "predicted_after_us")},
+           "per_family": per_family, "held_out_family": held_out, "targets": targets}
+    (out_dir / "sim_adversary_refit.json").write_text(json.dumps(out, indent=1))
+
 
 def merge(paths: list[Path], out_dir: Path) -> None:
     """One sim_adversary.json from GPU runs that each measured some targets (a run's device time is
