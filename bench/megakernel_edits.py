@@ -107,13 +107,19 @@ def rel_err(a, b) -> float:
 
 
 def load_step(model_name: str) -> SimpleNamespace:
-    """A zoo model on the GPU with what every schedule of it is measured against: its graph and
-    tensors, the eager bf16 output and the float32 truth (the same weights, upcast), the floor
+    """A zoo model (or a level-5 problem at its GPU sizes) on the GPU with what every schedule of it is
+    measured against: its graph and tensors, the eager bf16 output and the float32 truth (the same weights, upcast), the floor
     (weight bytes over the device copy bandwidth measured now), and `base`, its default IR on this
     GPU's SMs (what every schedule's edits apply to)."""
     bw = copy_bandwidth_gbs()
-    model, inputs = ZOO[model_name](device="cuda")
-    graph = capture(*ZOO[model_name](device="meta"), model_name)
+    if model_name in ZOO:
+        model, inputs = ZOO[model_name](device="cuda")
+        graph = capture(*ZOO[model_name](device="meta"), model_name)
+    else:       # a level-5 problem (mk_gpt2_large_batch2, ...) at its GPU sizes, seed 0
+        from families_gpu import problem_ir
+        from megakernel_gym.compiler.zoo import make_block
+        mod, cfg, graph, _ = problem_ir(model_name, 1)
+        model, inputs = make_block(mod.block, cfg, seed=0, device="cuda")
     weight_bytes = sum(t.numel() * t.element_size() for t in dict(model.named_parameters()).values())
     with torch.no_grad():
         ref = model(*inputs)

@@ -42,6 +42,7 @@ import torch  # noqa: E402
 from ab_knobs import knob_sets  # noqa: E402
 from judge_bench import write  # noqa: E402
 from megakernel_edits import load_step, rel_err, schedule_file  # noqa: E402
+from megakernel_gym.compiler.costmodel import DEVICES, predict  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
@@ -64,13 +65,24 @@ def phases(p: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def layer_key(op: str) -> tuple[int | None, str]:
+    """(layer, op with the layer prefix dropped) of an op name: the first number in it after the first
+    part is the layer (layers.3.mlp.down_proj, model.layers.3.mlp.down_proj, transformer.h.3.mlp.c_fc);
+    (None, op) for an op outside the layers (embedding, final norm, lm_head)."""
+    parts = op.split(".")
+    for i, p in enumerate(parts[1:], 1):
+        if p.isdigit():
+            return int(p), ".".join(parts[i + 1:])
+    return None, op
+
+
 def by_layer_op(plan, layers: range) -> dict[tuple[int, str], list[int]]:
     """The given layers' tasks by (layer, op with the layer prefix dropped)."""
     out: dict[tuple[int, str], list[int]] = {}
     for t in plan.tg.tasks:
-        parts = t.op.split(".")
-        if parts[0] == "layers" and int(parts[1]) in layers:
-            out.setdefault((int(parts[1]), ".".join(parts[2:])), []).append(t.id)
+        layer, key = layer_key(t.op)
+        if layer is not None and layer in layers:
+            out.setdefault((layer, key), []).append(t.id)
     return out
 
 
@@ -102,11 +114,10 @@ def op_windows(plan, spans_runs: list[list[tuple[float, float]]], layers: range)
     %globaltimer)."""
     by_layer: dict[tuple, list[int]] = {}
     for t in plan.tg.tasks:
-        parts = t.op.split(".")
-        inside = parts[0] == "layers"
-        if inside and int(parts[1]) not in layers:
+        layer, key = layer_key(t.op)
+        if layer is not None and layer not in layers:
             continue
-        by_layer.setdefault((int(parts[1]) if inside else None, ".".join(parts[2:]) if inside else t.op), []).append(t.id)
+        by_layer.setdefault((layer, key), []).append(t.id)
     out: dict[str, list[tuple[float, float]]] = {}
     for spans in spans_runs:
         t_step = min(a for a, _ in spans)
@@ -207,10 +218,41 @@ def fmt(row: dict) -> str:
     return f"{row['op']:24s} {row['tasks']:5d} {cells}"
 
 
+def sim_ops(plan, device: str, layers: range) -> dict:
+    """The sim's view of the same schedule (costmodel.predict with `device`'s constants): its latency and,
+    per op of the layers as op_table and op_windows group them, the median task time (start to finish)
+    and the op's window, beside the probes' `busy` and windows: where the model and the kernel part."""
+    pred = predict(plan, device)
+    spans = list(zip(pred.start_us, pred.finish_us))
+    busy = {}
+    for (_, key), ids in by_layer_op(plan, layers).items():
+        busy.setdefault(key, []).extend(spans[i][1] - spans[i][0] for i in ids)
+    return {"device": device, "latency_us": pred.latency_us, "floor_us": pred.floor_us,
+            "busy": {k: statistics.median(v) for k, v in busy.items()},
+            "windows": op_windows(plan, [spans], layers)}
+
+
+def fmt_sim(sim: dict, table: list[dict] | None, windows: list[dict] | None) -> list[str]:
+    """Per op: the probes' busy and window (where measured) beside the sim's."""
+    gpu_busy = {r["op"]: r.get("busy") for r in table or []}
+    gpu_win = {w["op"]: w for w in windows or []}
+    lines = [f"{'op':28s} {'busy gpu':>9s} {'sim':>7s}   {'window gpu':>15s} {'sim':>15s}  (us)"]
+    for w in sim["windows"]:
+        k, g = w["op"], gpu_win.get(w["op"])
+        gb, sb = gpu_busy.get(k), sim["busy"].get(k)
+        lines.append(f"{k[:28]:28s} {gb if gb is not None else float('nan'):9.2f} {sb if sb is not None else float('nan'):7.2f}   "
+                     + (f"{g['from_us']:7.1f}-{g['to_us']:7.1f}" if g else f"{'':15s}")
+                     + f" {w['from_us']:7.1f}-{w['to_us']:7.1f}")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
-    ap.add_argument("--model", default="llama-1b")
+    ap.add_argument("--model", default="llama-1b", help="a zoo model or a level-5 problem (mk_gpt2_large_batch2)")
+    ap.add_argument("--device-name", default=None, help="the sim's constants beside the probes (default: the GPU's)")
+    ap.add_argument("--sim-only", action="store_true",
+                    help="no GPU: the sim's per-op table of each schedule alone (what the GPU run sets beside it)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--layers", type=int, nargs=2, default=[2, 13], metavar=("FIRST", "LAST"))
@@ -228,6 +270,18 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     builds = knob_sets(args.codegen)   # bad specs end here, before the GPU work
+    layers = range(args.layers[0], args.layers[1] + 1)
+    gpu_name = torch.cuda.get_device_name() if torch.cuda.is_available() and not args.sim_only else ""
+    device = args.device_name or next((k for k in DEVICES if k in gpu_name), "H100")
+    if args.sim_only:
+        from sim_adversary import target_ir
+        _, base = target_ir(args.model, 132)
+        for label, text in [("expert", expert_edits(base))] + [(lb, schedule_file(base, p)) for lb, _, p in
+                                                              (e.partition("=") for e in args.extra)]:
+            sim = sim_ops(apply_edits(base, text).plan(), device, layers)
+            print(f"{label}: sim {sim['latency_us']:.1f} us ({device}), floor {sim['floor_us']:.1f} us")
+            print("\n".join(fmt_sim(sim, None, None)))
+        return
     step = load_step(args.model)
     base = step.base
     schedules = {"expert": expert_edits(base)}
@@ -235,7 +289,6 @@ def main():
         label, _, path = spec.partition("=")
         schedules[label] = schedule_file(base, path)
     flush = L2Flusher(torch, torch.cuda.current_device())
-    layers = range(args.layers[0], args.layers[1] + 1)
     rows, dumps = [], []
     for label, text in schedules.items():
         ir = apply_edits(base, text)
@@ -263,10 +316,11 @@ def main():
             windows = op_windows(plan, spans, layers)
             late = stragglers(plan, runs, spans, layers)
             queued = behind(plan, runs, spans, layers)
+            sim = None if nodeps or knobs else sim_ops(plan, device, layers)
             row = {"schedule": label + "".join(f", {k}={v}" for k, v in knobs.items())
                    + (" [no deps: diagnostic]" if nodeps else ""), "no_deps": nodeps, "codegen": knobs,
                    "megakernel": t, "with_probes": probed, "floor_share": step.floor_us / t["median_us"],
-                   "rel_l2_err_vs_fp32": err, "ops": table, "windows": windows, "stragglers": late, "behind": queued, "edits": text, "build_s": time.perf_counter() - t0}
+                   "rel_l2_err_vs_fp32": err, "ops": table, "windows": windows, "stragglers": late, "behind": queued, "sim": sim, "edits": text, "build_s": time.perf_counter() - t0}
             rows.append(row)
             if args.dump:
                 t_step = min(a for a, _ in spans[0])
@@ -289,6 +343,9 @@ def main():
                   + "; ".join(f"{r['op']} {r['spread_us']:.1f} us" + (f", {r['slow_first_share']:.0%} {r['slow_sms'][:4]}"
                                                                      if r["slow_first_share"] else "") for r in late), flush=True)
             print(fmt_behind(queued), flush=True)
+            if sim:
+                print(f"the sim ({device}): {sim['latency_us']:.1f} us against {t['median_us']:.1f} measured", flush=True)
+                print("\n".join(fmt_sim(sim, table, windows)), flush=True)
             del launch, mk, plain, timed
     real = [r for r in rows if not r["no_deps"]]
     targets = [

@@ -85,3 +85,30 @@ def test_behind_splits_an_ops_tasks_by_what_runs_before_them_on_their_sm(graphs)
     behind_part, rest_part = line.split("first start): ")[1].split(" vs ")
     assert behind_part.startswith("attn.add ") and "first 3.00" in behind_part and "first 1.00" in rest_part
     assert fmt_behind([r for r in rows if not r["behind"]]).endswith("none")
+
+
+def test_layers_are_found_in_every_family_naming_and_the_sim_sits_beside_the_probes(graphs):
+    """task_probe groups tasks by layer whatever the family calls its layers, and its sim columns are
+    the cost model's own times for the same plan (its windows end where the sim's prediction does)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from task_probe import fmt_sim, layer_key, op_table, sim_ops
+
+    from megakernel_gym.compiler.costmodel import predict
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    assert layer_key("layers.3.mlp.down_proj") == (3, "mlp.down_proj")
+    assert layer_key("model.layers.12.self_attn.q_proj") == (12, "self_attn.q_proj")
+    assert layer_key("transformer.h.0.attn.decode_attention") == (0, "attn.decode_attention")
+    assert layer_key("lm_head") == (None, "lm_head") and layer_key("transformer.ln_f") == (None, "transformer.ln_f")
+    base = make_ir(graphs["llama-tiny"], num_sms=8)
+    plan = apply_edits(base, expert_edits(base)).plan()
+    sim = sim_ops(plan, "H100", range(0, 2))
+    pred = predict(plan, "H100")
+    assert sim["latency_us"] == pred.latency_us
+    assert max(w["to_us"] for w in sim["windows"]) <= pred.latency_us
+    assert "attn.decode_attention" in sim["busy"] and all(v > 0 for v in sim["busy"].values())
+    probes, spans = _probes(plan, {}, {})
+    table = op_table(plan, [probes], range(0, 2))
+    lines = fmt_sim(sim, table, None)
+    row = next(ln for ln in lines if ln.startswith("attn.decode_attention"))
+    assert row.split()[1] == "3.50"      # the made-up probes' busy (started 1 -> signalled 4.5) beside the sim's
