@@ -111,6 +111,8 @@ RED_TEAM = [
     ("honest: tile layers.{0..3}.mlp.down_proj n=64", "tile layers.{0..3}.mlp.down_proj n=64"),
     ("within the cap: a layer's silu_mul n=1, down_proj n=4 (4.2M dependencies)",
      "tile layers.0.mlp.silu_mul n=1\ntile layers.0.mlp.down_proj n=4"),
+    ("within the task cap: every layer's gate/up at n=8 and down at n=4 (under 65,536 tasks)",
+     "tile layers.*.mlp.gate_proj n=8\ntile layers.*.mlp.up_proj n=8\ntile layers.*.mlp.down_proj n=4"),
 ]
 
 
@@ -135,8 +137,16 @@ def main() -> None:
     trees = [("after", None)] + ([("before", os.path.abspath(args.before_tree))] if args.before_tree else [])
     for name, text in RED_TEAM:
         for label, tree in trees:
-            out, err = run(STEP, json.dumps([name, text]), tree, timeout=240 if label == "before" else 900)
-            row = json.loads(out.splitlines()[-1]) if out.strip() else {"case": name, "error": err[-300:]}
+            # legal work, whose cost is the plan's, runs in three fresh processes (a first process on a
+            # shared VM pays for its page faults now and then): the row keeps the median and each run's
+            reps = 3 if name.startswith("within") and label == "after" else 1
+            got = []
+            for _ in range(reps):
+                out, err = run(STEP, json.dumps([name, text]), tree, timeout=240 if label == "before" else 900)
+                got.append(json.loads(out.splitlines()[-1]) if out.strip() else {"case": name, "error": err[-300:]})
+            row = sorted(got, key=lambda r: r.get("cpu_s", 1e9))[len(got) // 2]
+            if reps > 1:
+                row = dict(row, cpu_s_runs=[r.get("cpu_s") for r in got])
             rows.append({"section": "red team", "code": label, **row})
             print(json.dumps(rows[-1])[:300], file=sys.stderr, flush=True)
     for label, tree in trees:
@@ -159,6 +169,11 @@ def main() -> None:
         {"target": "every red-team action answered in at most 1 s of CPU on the 1B decoder",
          "value_s": max((r.get("cpu_s", 1e9) for r in adversarial), default=None),
          "met": all(r.get("cpu_s", 1e9) <= 1.0 for r in adversarial)},
+        {"target": "every action within the caps (the honest ones, a plan just under the dependency cap, one just "
+                   "under the task cap) answered in at most 1 s of CPU on the 1B decoder (issue 39, item 5; the "
+                   "median of three fresh processes for the last two, each run's in cpu_s_runs)",
+         "value_s": max((r.get("cpu_s", 1e9) for r in after if r not in adversarial), default=None),
+         "met": all(r.get("cpu_s", 1e9) <= 1.0 for r in after if r not in adversarial)},
         {"target": "every zoo plan's capped count at most a third of MAX_DEPENDENCIES "
                    f"({MAX_DEPENDENCIES:,}), its span pairs at most a third of their cap "
                    f"({SPAN_PAIRS_PER_DEPENDENCY * MAX_DEPENDENCIES:,})",

@@ -504,7 +504,10 @@ def _wait_csr(plan: Plan, hops: str) -> tuple[tuple, tuple, np.ndarray]:
         need_ptr = np.concatenate([[0], np.cumsum(has)]).astype(np.int64)
         need_idx = np.arange(int(has.sum()), dtype=np.int64)   # groups are numbered in task order
         add_ptr = np.concatenate([[0], np.cumsum(np.bincount(dp, minlength=n))]).astype(np.int64)
-        add_idx = group_of[dt[np.argsort(dp, kind="stable")]].astype(np.int64)
+        # task ids fit in 16 bits (ir.MAX_TASKS), and numpy's stable sort of a 16-bit array is a radix
+        # sort: 4M dependencies in ~10 ms where the int64 argsort took ~25-400 ms
+        by_producer = np.argsort(dp.astype(np.uint16) if n <= 1 << 16 else dp, kind="stable")
+        add_idx = group_of[dt[by_producer]].astype(np.int64)
         cached = tg.__dict__["_ll_csr"] = ((need_ptr, need_idx), (add_ptr, add_idx), count[has])
     return cached
 
