@@ -9,7 +9,7 @@ op patterns, ASCII-only numbers and MAX_IMPL_OPS.
   process of its own: CPU and wall seconds, the process's peak RSS, what the step answered.
   With --before-tree (a checkout of an older commit, e.g. `git worktree add /tmp/before 92e0ae9`)
   the same steps run against that code too, each under a 240 s limit.
-- memory: eight steps of near-cap plans (a layer's silu_mul at n=1 and down_proj at n=4, 4.2M
+- memory: eight steps of near-cap plans (a layer's silu_mul at n=1 and down_proj at n=4, 4.5M
   dependencies, moved to the next layer each step), then ten counter-mode variants of one plan: RSS
   after each, in one process (and against --before-tree's code).
 - zoo: every level-5 problem's default, tuned and expert plans: tasks, dependencies, and what
@@ -109,8 +109,11 @@ RED_TEAM = [
     ("sms=٠-٩ (Arabic-Indic digits)", "assign layers.0.mlp.add sms=٠-٩"),
     ("honest: tile layers.*.mlp.down_proj n=64", "tile layers.*.mlp.down_proj n=64"),
     ("honest: tile layers.{0..3}.mlp.down_proj n=64", "tile layers.{0..3}.mlp.down_proj n=64"),
-    ("within the cap: a layer's silu_mul n=1, down_proj n=4 (4.2M dependencies)",
+    ("within the cap: a layer's silu_mul n=1, down_proj n=4 (4.5M dependencies)",
      "tile layers.0.mlp.silu_mul n=1\ntile layers.0.mlp.down_proj n=4"),
+    ("just under the cap: that and layer 1's silu_mul n=8, down_proj n=8 (4.75M of 5M dependencies)",
+     "tile layers.0.mlp.silu_mul n=1\ntile layers.0.mlp.down_proj n=4\n"
+     "tile layers.1.mlp.silu_mul n=8\ntile layers.1.mlp.down_proj n=8"),
     ("within the task cap: every layer's gate/up at n=8 and down at n=4 (under 65,536 tasks)",
      "tile layers.*.mlp.gate_proj n=8\ntile layers.*.mlp.up_proj n=8\ntile layers.*.mlp.down_proj n=4"),
 ]
@@ -139,7 +142,7 @@ def main() -> None:
         for label, tree in trees:
             # legal work, whose cost is the plan's, runs in three fresh processes (a first process on a
             # shared VM pays for its page faults now and then): the row keeps the median and each run's
-            reps = 3 if name.startswith("within") and label == "after" else 1
+            reps = 3 if name.startswith(("within", "just under")) and label == "after" else 1
             got = []
             for _ in range(reps):
                 out, err = run(STEP, json.dumps([name, text]), tree, timeout=240 if label == "before" else 900)
@@ -164,7 +167,7 @@ def main() -> None:
     after = [r for r in rows if r.get("section") == "red team" and r.get("code") == "after"]
     zoo = [r for r in rows if r.get("section") == "zoo" and "capped_count" in r]
     memory = [r for r in rows if r.get("section") == "memory" and r.get("code") == "after" and "rss_gb" in r]
-    adversarial = [r for r in after if not r["case"].startswith(("honest", "within"))]
+    adversarial = [r for r in after if not r["case"].startswith(("honest", "within", "just under"))]
     targets = [
         {"target": "every red-team action answered in at most 1 s of CPU on the 1B decoder",
          "value_s": max((r.get("cpu_s", 1e9) for r in adversarial), default=None),
@@ -173,14 +176,19 @@ def main() -> None:
                    "under the task cap) answered in at most 1 s of CPU on the 1B decoder (issue 39, item 5; the "
                    "median of three fresh processes for the last two, each run's in cpu_s_runs)",
          "value_s": max((r.get("cpu_s", 1e9) for r in after if r not in adversarial), default=None),
+         # every single timed step of legal work, the memory run's included (a process's second near-cap
+         # step pays for its memory growing): what the medians smooth over
+         "slowest_single_step_s": max([c for r in after if r not in adversarial
+                                       for c in (r.get("cpu_s_runs") or [r.get("cpu_s", 1e9)])]
+                                      + [r["cpu_s"] for r in memory if "cpu_s" in r], default=None),
          "met": all(r.get("cpu_s", 1e9) <= 1.0 for r in after if r not in adversarial)},
-        {"target": "every zoo plan's capped count at most a third of MAX_DEPENDENCIES "
-                   f"({MAX_DEPENDENCIES:,}), its span pairs at most a third of their cap "
-                   f"({SPAN_PAIRS_PER_DEPENDENCY * MAX_DEPENDENCIES:,})",
+        {"target": "every zoo plan's capped count at most half of MAX_DEPENDENCIES "
+                   f"({MAX_DEPENDENCIES:,}), its span pairs at most half of their cap "
+                   f"({SPAN_PAIRS_PER_DEPENDENCY * MAX_DEPENDENCIES:,}): room for a policy to tile past the expert",
          "value": max((r["capped_count"] for r in zoo), default=None),
          "value_span_pairs": max((r["span_pairs"] for r in zoo), default=None),
-         "met": bool(zoo) and all(3 * r["capped_count"] <= MAX_DEPENDENCIES
-                                  and 3 * r["span_pairs"] <= SPAN_PAIRS_PER_DEPENDENCY * MAX_DEPENDENCIES for r in zoo)},
+         "met": bool(zoo) and all(2 * r["capped_count"] <= MAX_DEPENDENCIES
+                                  and 2 * r["span_pairs"] <= SPAN_PAIRS_PER_DEPENDENCY * MAX_DEPENDENCIES for r in zoo)},
         {"target": "RSS stays within 1 GB of the reset's over 18 steps of near-cap plans and their variants",
          "value_gb": round(max(r["rss_gb"] for r in memory) - memory[0]["rss_gb"], 3) if memory else None,
          "met": bool(memory) and max(r["rss_gb"] for r in memory) - memory[0]["rss_gb"] <= 1.0},

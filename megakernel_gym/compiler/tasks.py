@@ -816,7 +816,10 @@ def per_task(tg: "TaskGraph", name: str, fn) -> list:
 
 
 MAX_SPLIT = 64          # parts one attention tile's positions may be split into
-MAX_DEPENDENCIES = 8_000_000    # task dependencies one plan may have (see _check_dependency_count)
+# task dependencies one plan may have (see _check_dependency_count): what a 2-core CPU lowers, validates
+# and predicts in about a second (issue 39, item 5: a 1B plan of 4.75M answers in 0.7-0.9 s, one of 7.1M
+# took 1.4 s); the level-5 problems' expert plans reach 2.35M (Mixtral's)
+MAX_DEPENDENCIES = 5_000_000
 SPAN_PAIRS_PER_DEPENDENCY = 4   # overlapping region pairs compared on the way, per dependency allowed
 # what the caches here may hold (each keeps its newest entry whatever it weighs): the lowering cache's task
 # graphs, the op lowerings of all graphs, one kept() store of one task graph
