@@ -99,6 +99,8 @@ for label, text in (("default", ""), ("tuned", tuned_edits(mk.ir0)), ("expert", 
 print(json.dumps(rows))
 """
 
+LEGAL = ("honest", "within", "just under")    # cases that must be accepted: their cost is the plan's
+TIMED_THRICE = LEGAL[1:]                       # the near-cap ones, each in three fresh processes
 RED_TEAM = [
     ("14 stars: tile **************Q n=64", "tile " + "*" * 14 + "Q n=64"),
     ("200 stars: tile ***...Q n=64", "tile " + "*" * 200 + "Q n=64"),
@@ -142,7 +144,7 @@ def main() -> None:
         for label, tree in trees:
             # legal work, whose cost is the plan's, runs in three fresh processes (a first process on a
             # shared VM pays for its page faults now and then): the row keeps the median and each run's
-            reps = 3 if name.startswith(("within", "just under")) and label == "after" else 1
+            reps = 3 if name.startswith(TIMED_THRICE) and label == "after" else 1
             got = []
             for _ in range(reps):
                 out, err = run(STEP, json.dumps([name, text]), tree, timeout=240 if label == "before" else 900)
@@ -167,7 +169,8 @@ def main() -> None:
     after = [r for r in rows if r.get("section") == "red team" and r.get("code") == "after"]
     zoo = [r for r in rows if r.get("section") == "zoo" and "capped_count" in r]
     memory = [r for r in rows if r.get("section") == "memory" and r.get("code") == "after" and "rss_gb" in r]
-    adversarial = [r for r in after if not r["case"].startswith(("honest", "within", "just under"))]
+    adversarial = [r for r in after if not r["case"].startswith(LEGAL)]
+    legal = [r for r in after if r["case"].startswith(LEGAL)]
     targets = [
         {"target": "every red-team action answered in at most 1 s of CPU on the 1B decoder",
          "value_s": max((r.get("cpu_s", 1e9) for r in adversarial), default=None),
@@ -175,13 +178,12 @@ def main() -> None:
         {"target": "every action within the caps (the honest ones, a plan just under the dependency cap, one just "
                    "under the task cap) answered in at most 1 s of CPU on the 1B decoder (issue 39, item 5; the "
                    "median of three fresh processes for the last two, each run's in cpu_s_runs)",
-         "value_s": max((r.get("cpu_s", 1e9) for r in after if r not in adversarial), default=None),
+         "value_s": max((r.get("cpu_s", 1e9) for r in legal), default=None),
          # every single timed step of legal work, the memory run's included (a process's second near-cap
          # step pays for its memory growing): what the medians smooth over
-         "slowest_single_step_s": max([c for r in after if r not in adversarial
-                                       for c in (r.get("cpu_s_runs") or [r.get("cpu_s", 1e9)])]
+         "slowest_single_step_s": max([c for r in legal for c in (r.get("cpu_s_runs") or [r.get("cpu_s", 1e9)])]
                                       + [r["cpu_s"] for r in memory if "cpu_s" in r], default=None),
-         "met": all(r.get("cpu_s", 1e9) <= 1.0 for r in after if r not in adversarial)},
+         "met": all(r.get("cpu_s", 1e9) <= 1.0 for r in legal)},
         {"target": "every zoo plan's capped count at most half of MAX_DEPENDENCIES "
                    f"({MAX_DEPENDENCIES:,}), its span pairs at most half of their cap "
                    f"({SPAN_PAIRS_PER_DEPENDENCY * MAX_DEPENDENCIES:,}): room for a policy to tile past the expert",

@@ -36,6 +36,7 @@ import argparse
 import functools
 import json
 import math
+import os
 import random
 import re
 import statistics
@@ -51,7 +52,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from megakernel_gym.compiler import ZOO, capture  # noqa: E402
 from megakernel_gym.compiler.calibrate import sample_schedules, spearman  # noqa: E402
-from megakernel_gym.compiler.costmodel import DEVICES, predict  # noqa: E402
+from megakernel_gym.compiler.costmodel import DEVICES, predict, task_costs  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, make_ir  # noqa: E402
 from megakernel_gym.ir_exposure.edits import EditError, random_edit  # noqa: E402
 from megakernel_gym.ir_exposure.ir import IRError  # noqa: E402
@@ -431,7 +432,6 @@ def main() -> None:
         return refit(Path(a.refit), Path(a.out), a.workers)
     if a.merge:
         return merge([Path(f) for f in a.merge], Path(a.out))
-    import os
     import torch
     gpu = torch.cuda.is_available() and not a.search_only
     if not gpu and not a.search_only:
@@ -485,24 +485,36 @@ def main() -> None:
         print(json.dumps(dict(doc, rows=rows, wall_s=round(time.perf_counter() - t_start, 1)), indent=1))
 
 
+def score_all(rows: list[dict], suffix: str = "", log_them: bool = True) -> list[dict]:
+    """score() over all of `rows`, then over each target's where there are several (each where-label with
+    `suffix`), logged; the speedups a scoring before left on the rows are dropped first."""
+    for r in rows:
+        for k in ("sim_speedup_vs_expert", "gpu_speedup_vs_expert", "sim_over_gpu"):
+            r.pop(k, None)
+    measured = list(dict.fromkeys(r["target"] for r in rows))
+    targets = score(rows, "all targets" + suffix)
+    if len(measured) > 1:
+        for t in measured:
+            targets += score([r for r in rows if r["target"] == t], t + suffix)
+    if log_them:
+        for t in targets:
+            log(f"{'met ' if t['met'] else 'MISS'} {t['target']}: {t['measured']}")
+    return targets
+
+
 def save(rows: list[dict], per_target: dict, device: str, search_note: str, doc: dict, out_dir: Path, t_start: float,
          final: bool) -> None:
     """Score the rows (over all targets measured so far, then per target) and write sim_adversary.json."""
     from judge_bench import write
     measured = list(dict.fromkeys(r["target"] for r in rows))
-    targets = score(rows, "all targets")
-    if len(measured) > 1:
-        for t in measured:
-            targets += score([r for r in rows if r["target"] == t], t)
-    if final:
-        for t in targets:
-            log(f"{'met ' if t['met'] else 'MISS'} {t['target']}: {t['measured']}")
+    targets = score_all(rows, log_them=final)
     left = [t for t in per_target if t not in measured]
     note = (f"{', '.join(measured)}; sim constants {device}; {search_note}"
             + (f"; PARTIAL: not measured yet: {', '.join(left)}" if left else ""))
     out = write("adversary", rows, targets, out_dir, prefix="sim_", quiet=True, notes=note)
     out.update(doc, wall_s=round(time.perf_counter() - t_start, 1))
     (out_dir / "sim_adversary.json").write_text(json.dumps(out, indent=1))
+
 
 def row_ir(row: dict, num_sms: int, sampled: tuple):
     """The schedule a measured row names: the default, the expert, a sampled one by label, or its
@@ -519,7 +531,7 @@ def row_ir(row: dict, num_sms: int, sampled: tuple):
 
 
 def _plan_job(job: tuple):
-    from megakernel_gym.compiler.costmodel import task_costs
+    """(plan, task_costs) of a measured row's schedule (in a pool worker)."""
     row, num_sms, sampled = job
     plan = row_ir(row, num_sms, sampled).plan()
     return plan, task_costs(plan)
@@ -536,7 +548,7 @@ def refit(path: Path, out_dir: Path, workers: int) -> None:
     sampled = (doc["sampled"]["n"], doc["sampled"]["seed"]) if doc.get("sampled") else ()
     base = DEVICES[doc["sim_device"]]
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(workers or max(1, (__import__("os").cpu_count() or 2)), mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers or os.cpu_count() or 2, mp_context=get_context("spawn")) as pool:
         plans = list(pool.map(_plan_job, [(r, doc["num_sms"], sampled) for r in rows], chunksize=1))
     log(f"{len(plans)} plans rebuilt in {time.perf_counter() - t0:.0f} s")
     for r, (plan, costs) in zip(rows, plans):     # the rebuild is the schedule the run measured
@@ -562,15 +574,8 @@ def refit(path: Path, out_dir: Path, workers: int) -> None:
         pred = [predict(plans[i][0], dev, costs=plans[i][1]).latency_us for i in te]
         held_out[f] = dict(agreement(pred, [meas[i] for i in te]), constants=spec_literal(dev))
         log(f"{f} held out: {held_out[f]['spearman']:.3f} Spearman, median error {held_out[f]['median_abs_pct_err']:.1f}%")
-    scored = [dict(r, predicted_us=round(after[i], 2)) for i, r in enumerate(rows)]
-    for r in scored:
-        for k in ("sim_speedup_vs_expert", "gpu_speedup_vs_expert", "sim_over_gpu"):
-            r.pop(k, None)
-    targets = score(scored, "all targets (refitted constants, in sample)")
-    for f in families:
-        targets += score([r for r in scored if r["target"] == f], f + " (refitted, in sample)")
-    for t in targets:
-        log(f"{'met ' if t['met'] else 'MISS'} {t['target']}: {t['measured']}")
+    targets = score_all([dict(r, predicted_us=round(after[i], 2)) for i, r in enumerate(rows)],
+                        " (refitted constants, in sample)")
     out = {"name": "sim_adversary_refit", "device": doc["device"], "date": doc["date"],
            "command": "python " + " ".join(sys.argv), "refit_of": {"file": str(path), "command": doc["command"]},
            "rows": [{"target": r["target"], "label": r["label"], "measured_us": m, "predicted_before_us": r["predicted_us"],
@@ -586,22 +591,15 @@ def merge(paths: list[Path], out_dir: Path) -> None:
     capped): rows concatenated (a target measured twice keeps its last run), targets scored again
     over all of them, each run's command and date kept."""
     docs = [json.loads(p.read_text()) for p in paths]
-    devices = {d["device"] for d in docs} | {d.get("sim_device") for d in docs}
-    if len({d["device"] for d in docs}) > 1 or len({d.get("sim_device") for d in docs}) > 1:
-        raise SystemExit(f"runs on different GPUs or sim constants cannot be one file: {sorted(map(str, devices))}")
+    kinds = {(d["device"], d.get("sim_device")) for d in docs}
+    if len(kinds) > 1:
+        raise SystemExit(f"runs on different GPUs or sim constants cannot be one file: {sorted(map(str, kinds))}")
     by_target: dict[str, list[dict]] = {}
     for d in docs:
         for t in dict.fromkeys(r["target"] for r in d["rows"]):
             by_target[t] = [r for r in d["rows"] if r["target"] == t]
     rows = [r for rs in by_target.values() for r in rs]
-    for r in rows:
-        for k in ("sim_speedup_vs_expert", "gpu_speedup_vs_expert", "sim_over_gpu"):
-            r.pop(k, None)
-    targets = score(rows, "all targets")
-    for t, rs in by_target.items():
-        targets += score(rs, t)
-    for t in targets:
-        log(f"{'met ' if t['met'] else 'MISS'} {t['target']}: {t['measured']}")
+    targets = score_all(rows)
     out = {"name": "sim_adversary", "device": docs[0]["device"], "date": max(d["date"] for d in docs),
            "command": "; ".join(f"run {i}: {d['command']}" for i, d in enumerate(docs, 1))
                       + "; merged: python " + " ".join(sys.argv),

@@ -275,19 +275,20 @@ def main():
     device = args.device_name or next((k for k in DEVICES if k in gpu_name), "H100")
     if args.sim_only:
         from sim_adversary import target_ir
-        _, base = target_ir(args.model, 132)
-        for label, text in [("expert", expert_edits(base))] + [(lb, schedule_file(base, p)) for lb, _, p in
-                                                              (e.partition("=") for e in args.extra)]:
-            sim = sim_ops(apply_edits(base, text).plan(), device, layers)
-            print(f"{label}: sim {sim['latency_us']:.1f} us ({device}), floor {sim['floor_us']:.1f} us")
-            print("\n".join(fmt_sim(sim, None, None)))
-        return
-    step = load_step(args.model)
-    base = step.base
+        step, base = None, target_ir(args.model, 132)[1]
+    else:
+        step = load_step(args.model)
+        base = step.base
     schedules = {"expert": expert_edits(base)}
     for spec in args.extra:
         label, _, path = spec.partition("=")
         schedules[label] = schedule_file(base, path)
+    if args.sim_only:
+        for label, text in schedules.items():
+            sim = sim_ops(apply_edits(base, text).plan(), device, layers)
+            print(f"{label}: sim {sim['latency_us']:.1f} us ({device}), floor {sim['floor_us']:.1f} us")
+            print("\n".join(fmt_sim(sim, None, None)))
+        return
     flush = L2Flusher(torch, torch.cuda.current_device())
     rows, dumps = [], []
     for label, text in schedules.items():

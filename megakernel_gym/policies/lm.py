@@ -27,6 +27,7 @@ actions.json). Its demonstrations come with made-up rows of unseen kinds, decide
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -419,6 +420,14 @@ def _allowed(row: str, actions: dict | None) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _cache_argument(model_class) -> str:
+    """The key-value cache's argument of a model class's forward: `cache` from transformers 5.2x
+    (past_key_values is deprecated there), past_key_values before (looked up once a class: decide runs it
+    every rollout)."""
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
 def decide(model, tok, prompt: str, sample: bool = False, generator=None, max_words: int = 4,
            actions: dict | None = None) -> dict:
     """The model's decisions for a prompt: each row's words fed in, then decision words drawn (greedy,
@@ -431,8 +440,7 @@ def decide(model, tok, prompt: str, sample: bool = False, generator=None, max_wo
     prompt_ids = tok(head).input_ids
     out_ids, env_mask, logprobs, decisions = [], [], [], []
     past = None
-    # the key-value cache's name: `cache` from transformers 5.2x (past_key_values is deprecated there)
-    cache = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    cache = _cache_argument(type(model))
 
     def feed(ids):
         nonlocal past

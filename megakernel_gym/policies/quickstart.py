@@ -222,8 +222,6 @@ def _train(own: dict, grpo: dict, out: Path, show_completions: bool, log) -> tup
     reward = SimEnvReward(own["problems"], own["device"], own["drop_penalty"])
     policy_dir = out / RUN_POLICY
     try:
-
-
         model_dir = make_lm(out / "init", list(reward.prompts.values()), n_layer=own["n_layer"],
                             n_embd=own["n_embd"], n_head=2, seed=own["seed"])
         tok = AutoTokenizer.from_pretrained(model_dir)
