@@ -138,8 +138,10 @@ def test_ll_groups_are_kept_per_lowering_and_a_task_with_trips_pays_them(tiny):
     att = [t.id for t in plan.tg.tasks if kinds[t.op] == "decode_attention"]
     mm = [t.id for t in plan.tg.tasks if kinds[t.op] == "matmul"]
     dur = lambda p, t: p.finish_us[t] - p.start_us[t]  # noqa: E731
-    assert all(dur(b, t) - dur(a, t) == pytest.approx(3.0) for t in att)
-    assert all(dur(b, t) - dur(a, t) == pytest.approx(1.0) for t in mm)
+    # (to a thousandth: a later start lets the ring load a hair more of a matmul's weights, whose
+    # 128-byte rows fill a sixteenth of its stages, ring_fill_array)
+    assert all(dur(b, t) - dur(a, t) == pytest.approx(3.0, abs=1e-3) for t in att)
+    assert all(dur(b, t) - dur(a, t) == pytest.approx(1.0, abs=1e-3) for t in mm)
 
 
 def test_task_costs_are_kept_per_lowering_and_handed_out_as_copies(tiny):
@@ -217,3 +219,39 @@ def test_a_hop_from_a_ring_with_fewer_copies_in_flight_is_shorter(big):
     assert predict(capped, fast).latency_us < predict(capped, dev).latency_us
     a, b = predict(plain, fast), predict(plain, dev)
     assert a.latency_us == b.latency_us and a.finish_us == b.finish_us
+
+
+def test_a_ring_stage_carries_whole_packed_rows_or_one_segment_of_each_of_eight_rows():
+    """costmodel.ring_stage_bytes walks the stages codegen's ws_at does: rows of 1, 2, 4 or 8 whole
+    4,096-byte segments fill every 32 KB stage; any other width sends one segment of each of 8 rows a
+    stage, so the stage is part empty (and so is the last row group's)."""
+    from megakernel_gym.compiler.codegen import WS_STAGE
+    from megakernel_gym.compiler.costmodel import ring_stage_bytes
+    assert ring_stage_bytes(32, 4096) == 4 * WS_STAGE                  # llama-1b q_proj: 8 rows a stage
+    assert ring_stage_bytes(16, 16384) == 8 * WS_STAGE                 # down_proj's 8,192-wide rows: 2 a stage
+    assert ring_stage_bytes(40, 2560) == 5 * WS_STAGE                  # GPT-2 large (K=1,280): 62.5% full
+    assert ring_stage_bytes(10, 2560) == 2 * WS_STAGE                  # 8 rows, then 2
+    assert ring_stage_bytes(8, 6144) == 2 * WS_STAGE                   # Qwen3 down (K=3,072): 4 KB then 2 KB pieces
+    assert ring_stage_bytes(0, 4096) == 0
+
+
+def test_the_ring_streams_at_the_share_of_its_stages_its_rows_fill(big):
+    """Every ring-fed task of the 1B decoder (whose constants were fitted) fills its stages (the lm_head's
+    tiles all but their last), so its predictions stand; GPT-2's 2,560-byte rows fill 62.5%, and the H200's constants put 128 SMs streaming
+    them at 20-22 GB/s each, what the kernel's probes measured (19.4-20 GB/s:
+    bench/results/task_probe_mk_gpt2_large_batch2.json), where full stages get ~27."""
+    import numpy as np
+
+    from megakernel_gym.compiler.costmodel import ring_bytes_array, ring_fill_array, stream_rate
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    base = make_ir(big, num_sms=132)
+    plan = apply_edits(base, expert_edits(base)).plan()
+    fed = ring_bytes_array(plan) > 0
+    assert fed.sum() > 1000 and np.all(ring_fill_array(plan)[fed] >= 0.99)    # (lm_head's last stage: part rows)
+    dev = DEVICES["H200"]
+    full, gpt2 = (float(stream_rate(128, dev.sm_gbs * f, dev.hbm_gbs)) for f in (1.0, 2560 * 8 / 32768))
+    assert 20.0 <= gpt2 <= 22.5 and full > 1.25 * gpt2
+    small = build_plan(tiny_graph := capture(*ZOO["gpt2-tiny"](), "gpt2-tiny"), default_knobs(tiny_graph, 8))
+    fill = ring_fill_array(small)[ring_bytes_array(small) > 0]
+    assert len(fill) and np.all((fill > 0) & (fill < 1))               # tiny rows: part-empty stages

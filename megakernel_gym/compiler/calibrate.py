@@ -35,7 +35,7 @@ from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
 from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, hop_scale, predict, prefetched,
-                                                ring_caps, stream_rate, task_bandwidth_terms,
+                                                ring_bytes_array, ring_caps, ring_fill_array, stream_rate, task_bandwidth_terms,
                                                 task_costs, task_trips, wait_groups)
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
@@ -308,10 +308,11 @@ def agreement(predicted, measured) -> dict:
 # fitting
 
 FIT_FIELDS = ("hbm_gbs", "task_overhead_us", "wait_latency_us", "mem_latency_us", "launch_us", "sm_gbs",
-              "counter_us", "prefetch_us", "capped_wait")
+              "counter_us", "prefetch_us", "capped_wait", "plain_gbs")
 # sane ranges: a tenth of a GPU's bandwidth to several times a B200's; latencies from 1 ns to 100 us
 FIT_BOUNDS = {"hbm_gbs": (100.0, 20000.0), "task_overhead_us": (0.01, 100.0), "wait_latency_us": (0.01, 100.0),
               "mem_latency_us": (0.001, 100.0), "launch_us": (0.1, 20.0), "sm_gbs": (1.0, 1000.0),
+              "plain_gbs": (1.0, 1000.0),
               "counter_us": (0.001, 10.0), "prefetch_us": (0.001, 100.0),
               # a share of the wait latency per copy in flight (costmodel.hop_us); its least is where a
               # search in log space starts when the base has none
@@ -324,8 +325,9 @@ class _PlanTerms:
     its op's SM spread: costmodel.task_bandwidth_terms), its compute time at the (fixed)
     tensor-core rate, whether it pays the memory latency (no prefetch), its further round trips
     (costmodel.task_trips), how many counters it
-    polls, its SM predecessor, the producers it waits for and the copies in flight its ring allows
-    as it signals (costmodel.ring_caps: what its readers' hop from it costs)."""
+    polls, its SM predecessor, the producers it waits for, the copies in flight its ring allows
+    as it signals (costmodel.ring_caps: what its readers' hop from it costs) and the share of its
+    ring stages its weight rows fill (costmodel.ring_fill_array: that share of sm_gbs)."""
     nbytes: np.ndarray
     shared_bytes: np.ndarray
     compute_us: np.ndarray
@@ -335,6 +337,8 @@ class _PlanTerms:
     prev: list[int]
     needs: list[list[int]]
     caps: np.ndarray
+    fill: np.ndarray
+    ring: np.ndarray
 
 
 def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
@@ -352,7 +356,8 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
     own, shared = task_bandwidth_terms(plan, nbytes)
     polls = np.array([len(w) for w in waits], dtype=float)
     return _PlanTerms(np.asarray(own), np.asarray(shared), np.asarray(flops, dtype=float) / sm_rate, pays, trips, polls,
-                      prev, needs, ring_caps(plan).astype(np.int64))
+                      prev, needs, ring_caps(plan).astype(np.int64), np.asarray(ring_fill_array(plan), dtype=float),
+                      np.minimum(ring_bytes_array(plan), np.asarray(own, dtype=float)))
 
 
 def _critical_path(terms: _PlanTerms, pred: Prediction, hop) -> tuple[tuple[int, ...], np.ndarray]:
@@ -408,28 +413,28 @@ class _PathModel:
         if key in self.seen[i]:
             return False
         self.seen[i].add(key)
-        own = terms.nbytes[idx]
-        left = np.where(own > 0, 1.0 - got / np.maximum(own, 1.0), 1.0)   # the share still to stream
-        self.paths[i].append((own * left, shared * left, terms.compute_us[idx],
+        own, ring = terms.nbytes[idx], terms.ring[idx]
+        spread = np.divide(shared, own, out=np.ones(len(own)), where=own > 0)
+        # the ring-fed bytes still to stream past what the ring had in, and the task's own loads
+        self.paths[i].append((np.maximum(ring - got, 0.0), own - ring, spread, terms.compute_us[idx],
                               terms.pays_latency[idx], terms.trips[idx], float(terms.counters[idx].sum()), len(path),
-                              waits))
+                              waits, terms.fill[idx]))
         self._flat = None
         return True
 
     def _flatten(self):
-        """Per task of every path: bytes, spread, compute, latency trips; per path: where it starts, its
-        plan, polls, task count and waits (one row per path)."""
-        rows = [(i, p) for i, paths in enumerate(self.paths) for p in paths if p[6] > 0]
+        """Per task of every path: ring bytes left, own loads' bytes, spread, compute, latency trips,
+        prefetches, ring fill; per path: where it starts, its plan, polls, task count and waits (one
+        row per path)."""
+        rows = [(i, p) for i, paths in enumerate(self.paths) for p in paths if p[7] > 0]
         if not rows:
             return None
         cat = lambda k: np.concatenate([p[k] for _, p in rows]).astype(float)  # noqa: E731
-        nbytes, shared = cat(0), cat(1)
-        spread = np.divide(shared, nbytes, out=np.ones(len(nbytes)), where=nbytes > 0)
-        pays, trips = cat(3), cat(4)
-        starts = np.cumsum([0] + [p[6] for _, p in rows[:-1]])
-        return (nbytes, spread, cat(2), pays + trips, 1 - pays, starts, np.array([i for i, _ in rows]),
-                np.array([p[5] for _, p in rows]), np.array([p[6] for _, p in rows], dtype=float),
-                np.vstack([p[7] for _, p in rows]).astype(float))
+        pays, trips = cat(4), cat(5)
+        starts = np.cumsum([0] + [p[7] for _, p in rows[:-1]])
+        return (cat(0), cat(1), cat(2), cat(3), pays + trips, 1 - pays, cat(9), starts, np.array([i for i, _ in rows]),
+                np.array([p[6] for _, p in rows]), np.array([p[7] for _, p in rows], dtype=float),
+                np.vstack([p[8] for _, p in rows]).astype(float))
 
     def latency(self, v: dict) -> np.ndarray:
         """Each plan's modelled latency at constants `v`: its slowest path, plus the launch."""
@@ -437,9 +442,10 @@ class _PathModel:
         if self._flat is None:
             self._flat = self._flatten()
         if self._flat is not None:
-            nbytes, spread, compute, trips, prefetches, starts, plan, polls, count, waits = self._flat
+            ring, plain, spread, compute, trips, prefetches, fill, starts, plan, polls, count, waits = self._flat
             hop = v["wait_latency_us"] * hop_scale(_CAPS, v["capped_wait"])
-            mem = (nbytes / (stream_rate(spread, v["sm_gbs"], v["hbm_gbs"]) * 1e3) + trips * v["mem_latency_us"]
+            mem = (ring / (stream_rate(spread, v["sm_gbs"] * fill, v["hbm_gbs"]) * 1e3)
+                   + plain / (stream_rate(spread, v["plain_gbs"], v["hbm_gbs"]) * 1e3) + trips * v["mem_latency_us"]
                    + prefetches * v["prefetch_us"])
             total = (np.add.reduceat(np.maximum(mem, compute), starts) + count * v["task_overhead_us"] + waits @ hop
                      + polls * v["counter_us"])
@@ -473,8 +479,9 @@ def _spec(base: DeviceSpec, v: dict, name: str | None = None) -> DeviceSpec:
 
 def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], base: DeviceSpec, *,
                prior: float = 1e-4, rounds: int = 12, starts: int = 24, seed: int = 0,
-               name: str | None = None, hops: str = "ll") -> tuple[DeviceSpec, dict]:
-    """Fit FIT_FIELDS of `base` so predict() matches the measured latencies of the plans.
+               name: str | None = None, hops: str = "ll", fields: tuple[str, ...] = FIT_FIELDS) -> tuple[DeviceSpec, dict]:
+    """Fit `fields` (FIT_FIELDS, or some of them; the rest stay base's) of `base` so predict() matches
+    the measured latencies of the plans.
 
     plans_costs: [(plan, task_costs(plan))], measured_us: one latency per plan. The loss is the
     mean squared log error (a schedule 10x slower weighs as much as one 10x faster) plus `prior`
@@ -496,8 +503,11 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     terms = [_terms(plan, costs, base, hops) for plan, costs in plans_costs]
     # capped_wait is measured only by schedules whose rings keep other than INFLIGHT copies in flight
     # (the `inflight` edit); without one it keeps base's value
-    fields = tuple(k for k in FIT_FIELDS
-                   if k != "capped_wait" or any(bool(np.any(tm.caps != INFLIGHT)) for tm in terms))
+    bad = set(fields) - set(FIT_FIELDS)
+    if bad:
+        raise ValueError(f"fit_device: {sorted(bad)} are not among the fitted constants {FIT_FIELDS}")
+    fields = tuple(k for k in FIT_FIELDS if k in fields
+                   and (k != "capped_wait" or any(bool(np.any(tm.caps != INFLIGHT)) for tm in terms)))
     x0 = np.array([math.log(max(getattr(base, k), FIT_BOUNDS[k][0])) for k in fields])
     # the prior holds a constant near base's value; one base has none of (capped_wait 0) is free
     known = np.array([1.0 if getattr(base, k) >= FIT_BOUNDS[k][0] else 0.0 for k in fields])
@@ -567,7 +577,7 @@ def spec_literal(dev: DeviceSpec) -> str:
     return (f'"{dev.name}": DeviceSpec("{dev.name}", {dev.num_sms}, {dev.hbm_gbs:.1f}, {dev.tflops:.1f}, '
             f'{dev.task_overhead_us:.3g}, {dev.wait_latency_us:.3g}, {dev.launch_us:.3g}, {dev.mem_latency_us:.3g}, '
             f'sm_gbs={dev.sm_gbs:.1f}, counter_us={dev.counter_us:.3g}, prefetch_us={dev.prefetch_us:.3g}'
-            + (f', capped_wait={dev.capped_wait:.3g}' if dev.capped_wait else '') + '),')
+            + (f', capped_wait={dev.capped_wait:.3g}' if dev.capped_wait else '') + f', plain_gbs={dev.plain_gbs:.1f}),')
 
 
 def plans_and_costs(schedules: list[tuple[str, IR]]) -> list[tuple[Plan, tuple]]:

@@ -2,9 +2,11 @@
 
 Per task: the bytes it must move (each read region and its output tile once, less the weight
 bytes the SM's weight ring loaded while it waited for the task's inputs: ring_bytes, RING_BYTES)
-at the bandwidth one SM gets while the SMs its op runs on stream together (stream_rate: each alone
-at sm_gbs, together short of the chip's HBM bandwidth until many stream), plus the memory latency (or, where the schedule prefetches its weights, the cost
-of issuing the prefetch), and its flops over its SM's share of the tensor-core rate, whichever
+at the bandwidth one SM gets while the SMs streaming beside it stream together (stream_rate: each
+alone at its own rate, together short of the chip's HBM bandwidth until many stream): its ring-fed
+weights at sm_gbs times the share of the ring's stages its rows fill (ring_fill_array), the rest
+(KV caches, activations) at plain_gbs; plus the memory latency (or, where the schedule prefetches
+its weights, the cost of issuing the prefetch), and its flops over its SM's share of the tensor-core rate, whichever
 is larger; plus a fixed per-task overhead and the cost of polling each counter it waits on. Across SMs: each SM runs its queue in order; a task
 starts when its SM is free and every group of producers it waits on has finished (plus the
 latency of seeing that in global memory: the wait latency, shorter from a producer whose weight
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from megakernel_gym.compiler.codegen import INFLIGHT, WS_MAX_STAGES, WS_STAGE, _streams
+from megakernel_gym.compiler.codegen import INFLIGHT, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, _streams, ring_packed
 from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
@@ -46,10 +48,11 @@ class DeviceSpec:
     wait_latency_us: float      # from a producer's counter bump to a waiter seeing it
     launch_us: float            # one kernel launch
     mem_latency_us: float       # first bytes of a tile arriving (paid by a task whose weights were not prefetched)
-    sm_gbs: float = 40.0        # what one SM streams alone, GB/s (stream_rate)
+    sm_gbs: float = 40.0        # what one SM's weight ring streams alone, GB/s, with full stages (stream_rate)
     counter_us: float = 0.02    # polling one more counter before a task starts
     prefetch_us: float = 0.2    # issuing a task's L2 prefetches (in place of the memory latency)
     capped_wait: float = 0.0    # share of the wait latency each copy in flight fewer than INFLIGHT saves (hop_us)
+    plain_gbs: float = 40.0     # what one SM streams alone through its own loads (KV caches, activations), GB/s
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -84,11 +87,16 @@ DATASHEET = {
 # (4,228 GB/s on 2026-11-27) scaled by the H100's fitted-to-copy ratio (3,166.8 / 3,007). Not
 # fitted: on that day's H200 run (megakernel_decode_1b_h200.json) it predicts the default, tuned
 # and expert 1,060 / 944 / 822 us against 978 / 912 / 794 measured (ranks right, 3.5-8% high).
+# plain_gbs, an SM's own loads (issue 39: the ring's rate is in stages, ring_fill_array), is sm_gbs,
+# the rate these constants were fitted with for every byte: the 1B decoder's predictions are
+# unchanged by the split. An H200's probes of the default schedule's unsplit attention (one SM a KV
+# head, 525 KB) measured ~66 GB/s for SmolLM2's 64-wide heads and ~42 for Qwen3's 128-wide ones
+# (task_probe_default_*.json): the one constant sits between them, and no fit pins it yet.
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 3166.8, 700.0, 0.576, 1.004, 3.95, 0.483,
-                       sm_gbs=53.2, counter_us=0.02, prefetch_us=1.68),
+                       sm_gbs=53.2, counter_us=0.02, prefetch_us=1.68, plain_gbs=53.2),
     "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 1.004, 3.95, 0.483,
-                       sm_gbs=53.2, counter_us=0.02, prefetch_us=1.68),
+                       sm_gbs=53.2, counter_us=0.02, prefetch_us=1.68, plain_gbs=53.2),
 }
 
 
@@ -244,6 +252,26 @@ def ring_bytes_array(plan: Plan) -> np.ndarray:
     return cached
 
 
+# The ring's throughput is in stages, not bytes: its producer keeps INFLIGHT stages in flight, so an
+# SM streams alone at about INFLIGHT x WS_STAGE over the memory latency (sm_gbs, fitted on the 1B
+# decoder, whose 4,096-byte rows fill every stage), and a task whose rows fill its stages only in
+# part (ring_stage_bytes) streams its weights at that share of sm_gbs and holds that share of
+# RING_BYTES ahead. On an H200 the probes measured ~20 GB/s an SM through GPT-2 large's 2,560-byte
+# rows with 128 SMs streaming, where full stages get ~27 (task_probe_mk_gpt2_large_batch2.json).
+def ring_fill_array(plan: Plan) -> np.ndarray:
+    """Per task, its ring-fed weight bytes over the stage bytes that carry them (1 for a task with
+    none); kept on the task graph."""
+    tg = plan.tg
+    cached = tg.__dict__.get("_ring_fill_array")
+    if cached is None:
+        w = ring_bytes_array(plan)
+        st = np.asarray(tg.__dict__["_ring_stage_bytes"], dtype=float)
+        cached = np.divide(w, st, out=np.ones(len(w)), where=st > 0)
+        cached.flags.writeable = False
+        tg.__dict__["_ring_fill_array"] = cached
+    return cached
+
+
 # The chip's HBM is one budget: every SM streaming at the same moment shares it, whichever op its
 # task belongs to. A task's streaming rate is stream_rate of the SMs streaming while it runs (the
 # time-averaged count of tasks with bytes to move whose [start, finish) overlaps its own), which
@@ -364,9 +392,11 @@ def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
     tg = plan.tg
     cached = tg.__dict__.get("_task_costs")
     if cached is None:
-        nbytes, flops, ring = (list(v) for v in zip(*per_task(tg, "costs", _task_costs))) if tg.tasks else ([], [], [])
+        nbytes, flops, ring, stages = ((list(v) for v in zip(*per_task(tg, "costs", _task_costs))) if tg.tasks
+                                       else ([], [], [], []))
         cached = tg.__dict__["_task_costs"] = (nbytes, flops)
         tg.__dict__["_ring_bytes"] = ring
+        tg.__dict__["_ring_stage_bytes"] = stages
     return list(cached[0]), list(cached[1])
 
 
@@ -383,8 +413,28 @@ def _task_cost_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     return cached
 
 
-def _task_costs(tg, tasks) -> list[tuple[int, float, int]]:
-    """(bytes, flops, ring-fed weight bytes) per task of `tasks` (tasks.per_task)."""
+def ring_stage_bytes(rows: int, rowb: int) -> int:
+    """The ring's stage bytes that carry `rows` weight rows of `rowb` bytes (codegen's ws_at walks the
+    same stages): packed rows (ring_packed) fill whole WS_STAGE stages; any other row width comes as
+    one WS_SEG piece of each of WARPS rows a stage, so a 2,560-byte row (K = 1,280 in bf16) fills
+    62.5% of its stages and a 2,048-byte one half."""
+    if rows <= 0 or rowb <= 0:
+        return 0
+    if ring_packed(rowb):
+        per = WARPS // (rowb // WS_SEG)
+        return -(-rows // per) * WS_STAGE
+    return -(-rows // WARPS) * -(-rowb // WS_SEG) * WS_STAGE
+
+
+def _ring_stages_of(g, weight: str, box) -> int:
+    """ring_stage_bytes of a task's box of an NK weight."""
+    (r0, r1), (c0, c1) = box[0], box[-1]
+    return ring_stage_bytes(r1 - r0, (c1 - c0) * torch_dtype(g.tensors[weight].dtype).itemsize)
+
+
+def _task_costs(tg, tasks) -> list[tuple[int, float, int, int]]:
+    """(bytes, flops, ring-fed weight bytes, the ring stage bytes that carry them) per task of `tasks`
+    (tasks.per_task)."""
     g = tg.graph
     cached = g.__dict__.get("_cost_ops")    # per graph: its ops by name, and which matmuls stream weights
     if cached is None:
@@ -399,6 +449,7 @@ def _task_costs(tg, tasks) -> list[tuple[int, float, int]]:
         reads = t.read_boxes or own
         f, exact = _op_flops(op, g, obox, reads)
         w = _nbytes(g, op.inputs[1], own[1][1]) if streams[op.name] else 0
+        st = _ring_stages_of(g, op.inputs[1], own[1][1]) if w else 0
         share = _cache_share(g, op)
         caches = set(op.inputs[1:3]) if op.kind == "decode_attention" else set()
         f *= share
@@ -441,7 +492,8 @@ def _task_costs(tg, tasks) -> list[tuple[int, float, int]]:
             f += _op_flops(pop, g, pbox, pin)[0]
             if streams[pname]:
                 w += _nbytes(g, pop.inputs[1], pin[1][1])
-        out.append((b, f, w))
+                st += _ring_stages_of(g, pop.inputs[1], pin[1][1])
+        out.append((b, f, w, st))
     return out
 
 
@@ -601,12 +653,17 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     # each group's producers still to finish and their latest finish: a task may start once every
     # group it waits on is complete (full waits only: the validator's rule), at the latest of their
     # last producers' finishes plus the wait latency (simloop.list_schedule, compiled)
-    hop, wb = hop_us(plan, dev), ring_bytes_array(plan)
+    # a task's ring-fed weights stream at its ring's rate (the share of its stages they fill), the ring
+    # loading them ahead while the SM waits; the rest of its bytes through its own loads (plain_gbs)
+    hop, fill = hop_us(plan, dev), ring_fill_array(plan)
+    wb = np.minimum(ring_bytes_array(plan), nbytes)
+    plain = nbytes - wb
     for round_ in range(SPREAD_ROUNDS + 1):
-        rate = stream_rate(spread, dev.sm_gbs, dev.hbm_gbs) * 1e3
+        rate = stream_rate(spread, dev.sm_gbs * fill, dev.hbm_gbs) * 1e3
+        plain_us = plain / (stream_rate(spread, dev.plain_gbs, dev.hbm_gbs) * 1e3)
         start, finish, preloaded, busy, left = list_schedule(
-            queues, need_csr, add_csr, gsize, own_a, rate, wb, trip_a, lat_us, compute,
-            fixed, hop, FREE_BYTES, RING_BYTES)
+            queues, need_csr, add_csr, gsize, wb, rate, wb, trip_a, lat_us + plain_us, compute,
+            fixed, hop, FREE_BYTES * fill, RING_BYTES * fill)
         if left:
             raise ValueError("the plan deadlocks: validate it before predicting")
         if round_ < SPREAD_ROUNDS:     # the SMs that streamed beside each task share the chip's HBM with it
@@ -619,4 +676,5 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
 
 __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched",
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
-           "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES"]
+           "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
+           "ring_stage_bytes", "ring_fill_array"]

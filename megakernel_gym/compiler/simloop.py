@@ -62,7 +62,7 @@ def _list_schedule(q_ptr, q_tasks, need_ptr, need_idx, add_ptr, add_idx, gsize,
                 # the ring keeps loading while the task makes its round trips before its rows
                 got = 0.0
                 if wb[t]:
-                    got = min(wb[t], free_bytes + (ready - sm_free[s] + trip_us[t]) * rate[t], ring_bytes)
+                    got = min(wb[t], free_bytes[t] + (ready - sm_free[s] + trip_us[t]) * rate[t], ring_bytes[t])
                 preloaded[t] = got
                 dur = max((own[t] - got) / rate[t] + lat_us[t], compute[t]) + fixed[t]
                 f = ready + dur
@@ -98,29 +98,33 @@ def csr(lists) -> tuple[np.ndarray, np.ndarray]:
 
 
 def list_schedule(queues, needs, adds, gsize, own, rate, wb, trip_us, lat_us, compute, fixed,
-                  hop, free_bytes: float, ring_bytes: float, compiled: bool | None = None):
+                  hop, free_bytes, ring_bytes, compiled: bool | None = None):
     """(start, finish, preloaded, busy, tasks left) for the plan's queues and per-task terms. `queues`,
     `needs` and `adds` are CSR pairs (csr()); the per-task terms are float arrays. `hop`: how long
-    after each task finishes its readers see it (per task; a number: the same for every task; the
-    cost model's wait latency). `compiled`: None picks numba where it imports; False runs the same
+    after each task finishes its readers see it; `free_bytes`, `ring_bytes`: the weight bytes a task's
+    ring takes in before the task before it signals, and in all (per task, or a number for every
+    task). `compiled`: None picks numba where it imports; False runs the same
     function as Python (the reference)."""
     n = len(own)
     nsm = len(queues[0]) - 1
-    hop = np.broadcast_to(np.asarray(hop, dtype=np.float64), (n,))
+    hop, free_bytes, ring_bytes = (np.broadcast_to(np.asarray(a, dtype=np.float64), (n,))
+                                   for a in (hop, free_bytes, ring_bytes))
     use = COMPILED if compiled is None else compiled
     if use and not COMPILED:
         raise RuntimeError("numba is not installed: pip install numba (or pass compiled=None)")
     if use:
         # one signature (C-contiguous, writable, int64 or float64), so numba's disk cache holds one build
         ints = [np.require(a, np.int64, ["C", "W"]) for a in (*queues, *needs, *adds, gsize)]
-        floats = [np.require(a, np.float64, ["C", "W"]) for a in (own, rate, wb, trip_us, lat_us, compute, fixed, hop)]
+        floats = [np.require(a, np.float64, ["C", "W"])
+                  for a in (own, rate, wb, trip_us, lat_us, compute, fixed, hop, free_bytes, ring_bytes)]
         start, finish, preloaded, busy = np.zeros(n), np.full(n, -1.0), np.zeros(n), np.zeros(nsm)
-        left = _compiled(*ints, *floats, float(free_bytes), float(ring_bytes), start, finish, preloaded, busy)
+        left = _compiled(*ints, *floats, start, finish, preloaded, busy)
         return start, finish, preloaded, busy, int(left)
     lists = [a.tolist() if isinstance(a, np.ndarray) else list(a)
-             for a in (*queues, *needs, *adds, gsize, own, rate, wb, trip_us, lat_us, compute, fixed, hop)]
+             for a in (*queues, *needs, *adds, gsize, own, rate, wb, trip_us, lat_us, compute, fixed, hop,
+                       free_bytes, ring_bytes)]
     start, finish, preloaded, busy = [0.0] * n, [-1.0] * n, [0.0] * n, [0.0] * nsm
-    left = _list_schedule(*lists, float(free_bytes), float(ring_bytes), start, finish, preloaded, busy)
+    left = _list_schedule(*lists, start, finish, preloaded, busy)
     return (np.asarray(start), np.asarray(finish), np.asarray(preloaded), np.asarray(busy), left)
 
 
