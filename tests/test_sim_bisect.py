@@ -1,0 +1,42 @@
+"""bench/sim_bisect.py: an adversary's schedule taken apart by edit verb, each piece a schedule the
+edit language takes, and each piece's sim and GPU time read over its start's."""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from sim_bisect import picked_rows, summarize, variants  # noqa: E402
+
+
+def test_a_climb_comes_apart_into_its_start_the_whole_and_each_verb_without_and_alone():
+    row = {"target": "llama-tiny", "label": "climb 0 from default", "start": "default",
+           "edits_from_start": ["tile layers.*.mlp.gate_proj n=16", "assign layers.*.attn.q_proj sms=0-3",
+                                "assign layers.0.mlp.down_proj sms=4-7", "tile layers.*.mlp.gate_proj n=nope"]}
+    got = variants("llama-tiny", 8, row)
+    labels = [label.rsplit(": ", 1)[1] for label, *_ in got]
+    # the whole climb as one script holds a refused edit, so it is left out, and so are "without assign"
+    # and "only tile", which keep it; "without tile" is "only assign" again, measured once
+    assert labels == ["start", "only assign"]
+    texts = [ir.text for _, _, ir, _, _ in got]
+    assert len(set(texts)) == len(texts)                                  # no schedule twice
+    for label, text, ir, start, edits in got:
+        assert start == "default" and all(e.split()[0] in ("tile", "assign") for e in edits)
+    assert [e.split()[0] for e in got[1][4]] == ["assign", "assign"]
+
+
+def test_ratios_are_over_each_climbs_own_start_and_the_worst_rows_are_picked():
+    rows = [{"label": "c (m): start", "predicted_us": 100.0, "measured": {"median_us": 200.0}},
+            {"label": "c (m): whole", "predicted_us": 90.0, "measured": {"median_us": 240.0}},
+            {"label": "d (m): start", "predicted_us": 50.0, "measured": {"median_us": 50.0}},
+            {"label": "d (m): only tile", "predicted_us": 50.0}]
+    summarize(rows)
+    assert rows[1]["sim_vs_start"] == 0.9 and rows[1]["gpu_vs_start"] == 1.2
+    assert rows[1]["gpu_over_sim"] == round(1.2 / 0.9, 4)
+    assert "gpu_vs_start" not in rows[3] and rows[3]["sim_vs_start"] == 1.0
+    doc = {"rows": [{"target": "m", "label": "expert", "sim_over_gpu": 1.0},
+                    {"target": "m", "label": "a", "start": "expert", "edits_from_start": ["x"], "sim_over_gpu": 1.3},
+                    {"target": "m", "label": "b", "start": "default", "edits_from_start": ["x"], "sim_over_gpu": 1.1},
+                    {"target": "m", "label": "s", "start": "sampled", "edits_from_start": [], "sim_over_gpu": 2.0}]}
+    assert [r["label"] for r in picked_rows(doc, [], 2)] == ["a", "b"]
+    assert [r["label"] for r in picked_rows(doc, ["m=b"], 9)] == ["b"]
