@@ -221,6 +221,34 @@ def test_a_hop_from_a_ring_with_fewer_copies_in_flight_is_shorter(big):
     assert a.latency_us == b.latency_us and a.finish_us == b.finish_us
 
 
+def test_the_cap_a_hop_waits_behind_is_the_next_tasks_ahead_cap_where_it_has_one(big):
+    """The next ring-fed task in a queue still waits for its inputs when the task before it signals,
+    and the kernel keeps a waiting task's stages under its `ahead` cap where it has one (codegen's
+    WS_AHEAD), so ring_caps reads the next task's ahead cap first, then its inflight cap; an ahead of
+    0 is none of its own."""
+    from megakernel_gym.compiler.codegen import INFLIGHT
+    from megakernel_gym.compiler.costmodel import ring_bytes, ring_caps
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    ir = make_ir(big, num_sms=132)
+    expert = apply_edits(ir, expert_edits(ir))
+    ahead = apply_edits(expert, "ahead layers.*.attn.q_proj n=3\nahead layers.*.mlp.down_proj n=0")
+    plan = ahead.plan()
+    assert ahead.knobs.ahead and all(v == 3 for v in ahead.knobs.ahead.values())
+    caps, wb = ring_caps(plan), ring_bytes(plan)
+    inflight, aheads = plan.knobs.inflight, plan.knobs.ahead
+    seen = set()
+    for q in plan.queues:
+        for i, t in enumerate(q):
+            nxt = next((r for r in q[i + 1:] if wb[r] > 0), None)
+            names = [] if nxt is None else [plan.tg.tasks[nxt].op] + [p for p, _ in plan.tg.tasks[nxt].prologue]
+            want = min([aheads.get(n) or inflight.get(n) or INFLIGHT for n in names if n in aheads or n in inflight]
+                       or [INFLIGHT])
+            assert caps[t] == want
+            seen.add(want)
+    assert seen == {1.0, 2.0, 3.0}          # q_proj's ahead 3 over its inflight 1; o_proj's 1; the rest 2
+
+
 def test_a_ring_stage_carries_whole_packed_rows_or_one_segment_of_each_of_eight_rows():
     """costmodel.ring_stage_bytes walks the stages codegen's ws_at does: rows of 1, 2, 4 or 8 whole
     4,096-byte segments fill every 32 KB stage; any other width sends one segment of each of 8 rows a

@@ -189,17 +189,23 @@ HOP_FLOOR = 0.05
 
 
 def ring_caps(plan: Plan) -> np.ndarray:
-    """Per task, the copies in flight its SM's weight ring allows as the task signals: the cap
-    (Knobs.inflight, else codegen.INFLIGHT) of the next task in its queue that streams weights
-    through the ring (its own op's or a fused matmul producer's; the smallest where several), and
-    INFLIGHT where none follows (its own ring idles, the other SMs' keep the compiler's cap), so
-    that a schedule without `inflight` edits has INFLIGHT everywhere and hops as before."""
-    caps = (plan.knobs.inflight if plan.knobs else {}) or {}
+    """Per task, the copies in flight its SM's weight ring allows as the task signals: the cap of the
+    next task in its queue that streams weights through the ring (its own op's or a fused matmul
+    producer's; the smallest where several), and INFLIGHT where none follows (its own ring idles,
+    the other SMs' keep the compiler's cap), so that a schedule without `inflight` or `ahead` edits
+    has INFLIGHT everywhere and hops as before. That next task has not started when this one
+    signals (it needs this one's neighbours' outputs), so its cap is the one the kernel keeps while a
+    task waits for its inputs: its `ahead` (Knobs.ahead) where set, else its `inflight`
+    (Knobs.inflight), else codegen.INFLIGHT."""
+    knobs = plan.knobs
+    caps = (knobs.inflight if knobs else {}) or {}
+    ahead = (knobs.ahead if knobs else {}) or {}
     n = len(plan.tg.tasks)
-    if not caps:
+    if not caps and not ahead:
         return np.full(n, float(INFLIGHT))
+    waiting = {o: ahead.get(o) or caps.get(o) or INFLIGHT for o in set(caps) | set(ahead)}
     keys, idx = _task_keys(plan.tg)
-    own = np.array([min([caps[o] for o in k if o in caps] or [INFLIGHT]) for k in keys], dtype=float)[idx]
+    own = np.array([min([waiting[o] for o in k if o in waiting] or [INFLIGHT]) for k in keys], dtype=float)[idx]
     ptr, flat = _queue_csr(plan)
     ring = np.flatnonzero(ring_bytes_array(plan)[flat] > 0)        # queue positions of ring-fed tasks
     pos = np.arange(len(flat))
