@@ -1,12 +1,16 @@
 """The cost model's predictions behave like a GPU would: more SMs help, prefetch helps, coarser
 counters never help, one SM is the sum of its tasks, every weight byte is counted once."""
 import copy
+import sys
+from pathlib import Path
 
 import pytest
 
 from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.costmodel import DEVICES, predict, task_costs
 from megakernel_gym.compiler.schedule import Knobs, build_plan, default_knobs
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -132,9 +136,11 @@ def test_ll_groups_are_kept_per_lowering_and_a_task_with_trips_pays_them(tiny):
     kinds = {o.name: o.kind for o in tiny.ops}
     assert {trips[t.id] for t in plan.tg.tasks if kinds[t.op] == "decode_attention"} == {2}
     assert {trips[t.id] for t in plan.tg.tasks if kinds[t.op] == "matmul"} == {0}
-    # the memory latency is paid once more per round trip
-    slow = replace(DEVICES["H100"], mem_latency_us=DEVICES["H100"].mem_latency_us + 1.0)
-    a, b = predict(plan, "H100"), predict(plan, slow)
+    # the memory latency is paid once more per round trip (the tiny's matmuls, whose 256-byte rows
+    # come a part of a stage at a time, are set by their compute warps: ring_consume_us, off here)
+    dev = replace(DEVICES["H100"], stage_us=0.0, stage_gbs=1e9)
+    slow = replace(dev, mem_latency_us=dev.mem_latency_us + 1.0)
+    a, b = predict(plan, dev), predict(plan, slow)
     att = [t.id for t in plan.tg.tasks if kinds[t.op] == "decode_attention"]
     mm = [t.id for t in plan.tg.tasks if kinds[t.op] == "matmul"]
     dur = lambda p, t: p.finish_us[t] - p.start_us[t]  # noqa: E731
@@ -265,8 +271,9 @@ def test_a_ring_stage_carries_whole_packed_rows_or_one_segment_of_each_of_eight_
 
 def test_the_ring_streams_at_the_share_of_its_stages_its_rows_fill(big):
     """Every ring-fed task of the 1B decoder (whose constants were fitted) fills its stages (the lm_head's
-    tiles all but their last), so its predictions stand; GPT-2's 2,560-byte rows fill 62.5%, and the H200's constants put 128 SMs streaming
-    them at 20-22 GB/s each, what the kernel's probes measured (19.4-20 GB/s:
+    tiles all but their last), so its predictions stand; GPT-2's 2,560-byte rows fill 62.5%, and the H200's
+    constants put 128 SMs streaming them at 20-22 GB/s each, no faster than the kernel's probes timed
+    through them (19.4-20 GB/s, where the compute warps set the pace: ring_consume_us;
     bench/results/task_probe_mk_gpt2_large_batch2.json), where full stages get ~27."""
     import numpy as np
 
@@ -283,3 +290,31 @@ def test_the_ring_streams_at_the_share_of_its_stages_its_rows_fill(big):
     small = build_plan(tiny_graph := capture(*ZOO["gpt2-tiny"](), "gpt2-tiny"), default_knobs(tiny_graph, 8))
     fill = ring_fill_array(small)[ring_bytes_array(small) > 0]
     assert len(fill) and np.all((fill > 0) & (fill < 1))               # tiny rows: part-empty stages
+
+
+def test_unpacked_ring_stages_cost_their_compute_warps_a_time_per_stage_and_per_byte_and_batch_row(big):
+    """costmodel.ring_consume_us: rows that are not packed are multiplied with x from shared memory at
+    every stage, once per batch row; the H200's probes timed GPT-2 large's q_proj rows phase (four
+    stages of 32 rows x 2,560 bytes, batch 2) at 3.88 us, Qwen3's gate/up (six stages, batch 1) at
+    3.38 (task_probe_mk_*.json), and twice the copies in flight did not move them. The 1B decoder's
+    packed rows cost nothing here."""
+    import numpy as np
+
+    from megakernel_gym.compiler.costmodel import ring_bytes_array, ring_consume_us
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    dev = DEVICES["H200"]
+    base = make_ir(big, num_sms=132)
+    assert not ring_consume_us(apply_edits(base, expert_edits(base)).plan(), dev).any()
+    sys.path.insert(0, str(ROOT / "bench"))
+    from sim_adversary import expert_of, target_ir
+    for target, op, measured in (("mk_gpt2_large_batch2", "transformer.h.3.attn.q_proj", 3.88),
+                                 ("mk_qwen3_0p6b", "model.layers.3.mlp", 3.38)):
+        plan = expert_of(target_ir(target, 132)[1]).plan()
+        tasks = plan.tg.by_op[op]
+        got = ring_consume_us(plan, dev)[tasks]
+        assert np.all(ring_bytes_array(plan)[tasks] > 0)
+        assert float(np.median(got)) == pytest.approx(measured, rel=0.05), (target, op)
+        # and the task takes at least that long in the prediction, however early its weights came in
+        p = predict(plan, dev)
+        assert min(p.finish_us[t] - p.start_us[t] for t in tasks) >= float(np.min(got))

@@ -35,7 +35,7 @@ from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
 from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, hop_scale, predict, prefetched,
-                                                ring_bytes_array, ring_caps, ring_fill_array, stream_rate, task_bandwidth_terms,
+                                                ring_bytes_array, ring_caps, ring_consume_us, ring_fill_array, stream_rate, task_bandwidth_terms,
                                                 task_costs, task_trips, wait_groups)
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
@@ -355,7 +355,8 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
     sm_rate = dev.tflops * 1e6 / dev.num_sms
     own, shared = task_bandwidth_terms(plan, nbytes)
     polls = np.array([len(w) for w in waits], dtype=float)
-    return _PlanTerms(np.asarray(own), np.asarray(shared), np.asarray(flops, dtype=float) / sm_rate, pays, trips, polls,
+    compute = np.maximum(np.asarray(flops, dtype=float) / sm_rate, ring_consume_us(plan, dev))
+    return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips, polls,
                       prev, needs, ring_caps(plan).astype(np.int64), np.asarray(ring_fill_array(plan), dtype=float),
                       np.minimum(ring_bytes_array(plan), np.asarray(own, dtype=float)))
 

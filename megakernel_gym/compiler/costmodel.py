@@ -6,8 +6,9 @@ at the bandwidth one SM gets while the SMs streaming beside it stream together (
 alone at its own rate, together short of the chip's HBM bandwidth until many stream): its ring-fed
 weights at sm_gbs times the share of the ring's stages its rows fill (ring_fill_array), the rest
 (KV caches, activations) at plain_gbs; plus the memory latency (or, where the schedule prefetches
-its weights, the cost of issuing the prefetch), and its flops over its SM's share of the tensor-core rate, whichever
-is larger; plus a fixed per-task overhead and the cost of polling each counter it waits on. Across SMs: each SM runs its queue in order; a task
+its weights, the cost of issuing the prefetch), and its compute, whichever is larger: its flops
+over its SM's share of the tensor-core rate, or its compute warps' time through ring stages of
+rows that are not packed (ring_consume_us); plus a fixed per-task overhead and the cost of polling each counter it waits on. Across SMs: each SM runs its queue in order; a task
 starts when its SM is free and every group of producers it waits on has finished (plus the
 latency of seeing that in global memory: the wait latency, shorter from a producer whose weight
 ring keeps fewer copies in flight, hop_us). The prediction is the last finish plus one kernel launch.
@@ -53,6 +54,8 @@ class DeviceSpec:
     prefetch_us: float = 0.2    # issuing a task's L2 prefetches (in place of the memory latency)
     capped_wait: float = 0.0    # share of the wait latency each copy in flight fewer than INFLIGHT saves (hop_us)
     plain_gbs: float = 40.0     # what one SM streams alone through its own loads (KV caches, activations), GB/s
+    stage_us: float = 0.30      # an SM's compute warps through one ring stage of rows that are not packed ...
+    stage_gbs: float = 60.0     # ... plus its weight bytes times the batch rows at this rate, GB/s (ring_consume_us)
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -258,12 +261,13 @@ def ring_bytes_array(plan: Plan) -> np.ndarray:
     return cached
 
 
-# The ring's throughput is in stages, not bytes: its producer keeps INFLIGHT stages in flight, so an
-# SM streams alone at about INFLIGHT x WS_STAGE over the memory latency (sm_gbs, fitted on the 1B
-# decoder, whose 4,096-byte rows fill every stage), and a task whose rows fill its stages only in
+# The ring's copies are counted in stages, not bytes: its producer keeps INFLIGHT stages in flight,
+# so an SM streams alone at about INFLIGHT x WS_STAGE over the memory latency (sm_gbs, fitted on the
+# 1B decoder, whose 4,096-byte rows fill every stage), and a task whose rows fill its stages only in
 # part (ring_stage_bytes) streams its weights at that share of sm_gbs and holds that share of
-# RING_BYTES ahead. On an H200 the probes measured ~20 GB/s an SM through GPT-2 large's 2,560-byte
-# rows with 128 SMs streaming, where full stages get ~27 (task_probe_mk_gpt2_large_batch2.json).
+# RING_BYTES ahead. (The ~20 GB/s an SM the H200's probes timed through such rows, where full stages
+# get ~27, did not move with twice the copies in flight: there the compute warps set the pace,
+# ring_consume_us.)
 def ring_fill_array(plan: Plan) -> np.ndarray:
     """Per task, its ring-fed weight bytes over the stage bytes that carry them (1 for a task with
     none); kept on the task graph."""
@@ -398,11 +402,13 @@ def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
     tg = plan.tg
     cached = tg.__dict__.get("_task_costs")
     if cached is None:
-        nbytes, flops, ring, stages = ((list(v) for v in zip(*per_task(tg, "costs", _task_costs))) if tg.tasks
-                                       else ([], [], [], []))
+        nbytes, flops, ring, stages, unpacked, mbytes = ((list(v) for v in zip(*per_task(tg, "costs", _task_costs)))
+                                                         if tg.tasks else ([], [], [], [], [], []))
         cached = tg.__dict__["_task_costs"] = (nbytes, flops)
         tg.__dict__["_ring_bytes"] = ring
         tg.__dict__["_ring_stage_bytes"] = stages
+        tg.__dict__["_ring_unpacked_stages"] = unpacked
+        tg.__dict__["_ring_unpacked_mbytes"] = mbytes
     return list(cached[0]), list(cached[1])
 
 
@@ -432,10 +438,40 @@ def ring_stage_bytes(rows: int, rowb: int) -> int:
     return -(-rows // WARPS) * -(-rowb // WS_SEG) * WS_STAGE
 
 
-def _ring_stages_of(g, weight: str, box) -> int:
-    """ring_stage_bytes of a task's box of an NK weight."""
+def _ring_stages_of(g, op, box) -> tuple[int, int, int]:
+    """(ring_stage_bytes, and where the rows are not packed the stage count and the weight bytes times
+    the matmul's batch rows: ring_consume_us's terms) of a task's box of a ring-fed matmul's NK weight."""
+    weight = op.inputs[1]
     (r0, r1), (c0, c1) = box[0], box[-1]
-    return ring_stage_bytes(r1 - r0, (c1 - c0) * torch_dtype(g.tensors[weight].dtype).itemsize)
+    rowb = (c1 - c0) * torch_dtype(g.tensors[weight].dtype).itemsize
+    st = ring_stage_bytes(r1 - r0, rowb)
+    if ring_packed(rowb) or not st:
+        return st, 0, 0
+    m = 1
+    for d in g.tensors[op.outputs[0]].shape[:-1]:
+        m *= d
+    return st, st // WS_STAGE, m * (r1 - r0) * rowb
+
+
+# The compute warps' side of the ring: rows that are not packed (ring_packed) come one 4 KB piece of
+# each of 8 rows a stage and are multiplied with x read from shared memory at every stage, once per
+# batch row, so such a stage costs its warps a fixed time and a time per weight byte and batch row
+# whatever the copies in flight. An H200's probes (task_probe_mk_*.json, task_probe_inflight4_*.json)
+# timed the rows phase of eight such ops of GPT-2 large (batch 2), Qwen3 and SmolLM2 at 0.30 us a
+# stage plus their weight bytes x batch rows at ~60 GB/s (GPT-2's q_proj: 4 stages, 3.87 predicted,
+# 3.88 measured; Qwen3's gate/up 3.40 / 3.38; GPT-2's c_proj 5.1 / 4.9), unchanged with twice the
+# copies in flight (inflight=4): the consumer, not the stream, set them. Packed rows keep x in
+# registers (the 1B decoder's, fitted without this term).
+def ring_consume_us(plan: Plan, dev: "DeviceSpec") -> np.ndarray:
+    """Per task, its compute warps' time through its unpacked ring stages (0 where it has none)."""
+    tg = plan.tg
+    cached = tg.__dict__.get("_ring_consume_terms")
+    if cached is None:
+        task_costs(plan)
+        cached = tg.__dict__["_ring_consume_terms"] = (np.asarray(tg.__dict__["_ring_unpacked_stages"], dtype=float),
+                                                       np.asarray(tg.__dict__["_ring_unpacked_mbytes"], dtype=float))
+    stages, mbytes = cached
+    return stages * dev.stage_us + mbytes / (dev.stage_gbs * 1e3)
 
 
 def _task_costs(tg, tasks) -> list[tuple[int, float, int, int]]:
@@ -455,7 +491,7 @@ def _task_costs(tg, tasks) -> list[tuple[int, float, int, int]]:
         reads = t.read_boxes or own
         f, exact = _op_flops(op, g, obox, reads)
         w = _nbytes(g, op.inputs[1], own[1][1]) if streams[op.name] else 0
-        st = _ring_stages_of(g, op.inputs[1], own[1][1]) if w else 0
+        st, ust, mb = _ring_stages_of(g, op, own[1][1]) if w else (0, 0, 0)
         share = _cache_share(g, op)
         caches = set(op.inputs[1:3]) if op.kind == "decode_attention" else set()
         f *= share
@@ -498,8 +534,9 @@ def _task_costs(tg, tasks) -> list[tuple[int, float, int, int]]:
             f += _op_flops(pop, g, pbox, pin)[0]
             if streams[pname]:
                 w += _nbytes(g, pop.inputs[1], pin[1][1])
-                st += _ring_stages_of(g, pop.inputs[1], pin[1][1])
-        out.append((b, f, w, st))
+                pst, pust, pmb = _ring_stages_of(g, pop, pin[1][1])
+                st, ust, mb = st + pst, ust + pust, mb + pmb
+        out.append((b, f, w, st, ust, mb))
     return out
 
 
@@ -653,7 +690,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     spread = np.divide(shared_a, own_a, out=np.ones(n), where=own_a > 0)
     trip_a = trips * dev.mem_latency_us
     lat_us = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip_a
-    compute = flops / sm_rate
+    compute = np.maximum(flops / sm_rate, ring_consume_us(plan, dev))
     need_csr, add_csr, gsize = _wait_csr(plan, hops)
     fixed = dev.task_overhead_us + dev.counter_us * np.diff(need_csr[0]).astype(float)
     # each group's producers still to finish and their latest finish: a task may start once every
@@ -683,4 +720,4 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
 __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched",
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
-           "ring_stage_bytes", "ring_fill_array"]
+           "ring_stage_bytes", "ring_fill_array", "ring_consume_us"]
