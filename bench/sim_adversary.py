@@ -8,6 +8,7 @@ expert, in one run.
     python bench/sim_adversary.py --searched F                      # the GPU run over a search made before
     python bench/sim_adversary.py --merge A.json B.json ...         # CPU: runs of different targets, one file
     python bench/sim_adversary.py --refit bench/results/sim_adversary.json   # CPU: fit the constants to its rows
+    python bench/sim_adversary.py --rescore bench/results/sim_adversary.json # CPU: its rows under today's model
 
 Targets: zoo models (llama-1b) and level-5 problems at their GPU sizes (mk_hf_smollm2_360m,
 mk_gpt2_large_batch2, mk_qwen3_0p6b, mk_mixtral_moe: the families issue 39 found the sim fooled on).
@@ -423,6 +424,9 @@ def main() -> None:
     ap.add_argument("--searched", default=None, help="the climbs of an earlier --save-search instead of a search")
     ap.add_argument("--merge", nargs="+", default=None,
                     help="sim_adversary.json files of GPU runs over different targets: scored again as one file")
+    ap.add_argument("--rescore", default=None, metavar="RUN.json",
+                    help="CPU: predict a GPU run's schedules again with the cost model as it is now and score them "
+                         "(the search stays the one made against the model of the run; the file says so)")
     ap.add_argument("--refit", default=None,
                     help="a GPU run's sim_adversary.json: fit the device constants to its measured rows (CPU)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
@@ -430,6 +434,8 @@ def main() -> None:
     t_start = time.perf_counter()
     if a.refit:
         return refit(Path(a.refit), Path(a.out), a.workers)
+    if a.rescore:
+        return rescore(Path(a.rescore), Path(a.out), a.workers)
     if a.merge:
         return merge([Path(f) for f in a.merge], Path(a.out))
     import torch
@@ -584,6 +590,30 @@ def refit(path: Path, out_dir: Path, workers: int) -> None:
                                                       if k not in ("predicted_before_us", "predicted_after_us")},
            "per_family": per_family, "held_out_family": held_out, "targets": targets}
     (out_dir / "sim_adversary_refit.json").write_text(json.dumps(out, indent=1))
+
+
+def rescore(path: Path, out_dir: Path, workers: int) -> None:
+    """A GPU run's rows predicted again by the cost model as it is now (each row keeps the prediction its
+    run made as predicted_at_search_us) and scored again; the measurements are the run's. What the
+    adversary would find against today's model is not searched: the file's `rescored` says so."""
+    import datetime
+    doc = json.loads(path.read_text())
+    rows = doc["rows"]
+    sampled = (doc["sampled"]["n"], doc["sampled"]["seed"]) if doc.get("sampled") else ()
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(workers or os.cpu_count() or 2, mp_context=get_context("spawn")) as pool:
+        plans = list(pool.map(_plan_job, [(r, doc["num_sms"], sampled) for r in rows], chunksize=1))
+    log(f"{len(plans)} plans rebuilt in {time.perf_counter() - t0:.0f} s")
+    for r, (plan, costs) in zip(rows, plans):
+        r.setdefault("predicted_at_search_us", r["predicted_us"])
+        r["predicted_us"] = round(predict(plan, doc["sim_device"], costs=costs).latency_us, 2)
+    doc["targets"] = score_all(rows)
+    doc["rescored"] = {"command": "python " + " ".join(sys.argv),
+                       "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                       "note": "predicted_us from the cost model at this date on the CPU; measured and the search "
+                               "(against the model of the run: predicted_at_search_us) are the GPU run's"}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "sim_adversary.json").write_text(json.dumps(doc, indent=1))
 
 
 def merge(paths: list[Path], out_dir: Path) -> None:
