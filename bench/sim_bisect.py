@@ -63,7 +63,8 @@ def variants(target: str, num_sms: int, row: dict) -> list[tuple]:
         if ir.text in seen:
             continue
         seen.add(ir.text)
-        out.append((f"{name}: {label}", "\n".join(([start_text] if start_text else []) + edits), ir, row["start"], edits))
+        text = "\n".join(([start_text] if start_text else []) + edits)
+        out.append((f"{name}: {label}", text, ir, row["start"], edits))
     return out
 
 
@@ -127,8 +128,8 @@ def main() -> None:
         rows += measure_target(t, vs, device, a.iters, a.rounds)
     summarize(rows)
     from judge_bench import write
-    targets = [{"target": "every variant correct on the GPU", "measured": f"{sum(bool(r.get('correct')) for r in rows)}/{len(rows)}",
-                "met": all(r.get("correct") for r in rows)}]
+    ok = sum(bool(r.get("correct")) for r in rows)
+    targets = [{"target": "every variant correct on the GPU", "measured": f"{ok}/{len(rows)}", "met": ok == len(rows)}]
     out = write("bisect", rows, targets, Path(a.out), prefix="sim_", quiet=True,
                 notes=f"rows of {a.runs} taken apart by edit verb; sim constants {device}")
     out["wall_s"] = round(time.perf_counter() - t_start, 1)

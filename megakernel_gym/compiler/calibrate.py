@@ -35,8 +35,9 @@ from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
 from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, hop_scale, predict, prefetched,
-                                                ring_bytes_array, ring_caps, ring_consume_us, ring_fill_array, stream_rate, task_bandwidth_terms,
-                                                task_costs, task_trips, wait_groups)
+                                                ring_bytes_array, ring_caps, ring_consume_us, ring_fill_array,
+                                                stream_rate, task_bandwidth_terms, task_costs, task_trips,
+                                                wait_groups)
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
 from megakernel_gym.compiler.tasks import INLINE
@@ -322,12 +323,14 @@ FIT_BOUNDS = {"hbm_gbs": (100.0, 20000.0), "task_overhead_us": (0.01, 100.0), "w
 @dataclass
 class _PlanTerms:
     """What a plan's critical paths need, computed once: per task its bytes (alone, and times
-    its op's SM spread: costmodel.task_bandwidth_terms), its compute time at the (fixed)
-    tensor-core rate, whether it pays the memory latency (no prefetch), its further round trips
+    its op's SM spread: costmodel.task_bandwidth_terms), its compute time (at the fixed tensor-core
+    rate, or its compute warps' time through unpacked ring stages, costmodel.ring_consume_us, at
+    the base's constants: neither is fitted), whether it pays the memory latency (no prefetch), its further round trips
     (costmodel.task_trips), how many counters it
     polls, its SM predecessor, the producers it waits for, the copies in flight its ring allows
     as it signals (costmodel.ring_caps: what its readers' hop from it costs) and the share of its
-    ring stages its weight rows fill (costmodel.ring_fill_array: that share of sm_gbs)."""
+    ring stages its weight rows fill (costmodel.ring_fill_array: that share of sm_gbs) and its ring-fed
+    weight bytes (the rest of its bytes stream at plain_gbs)."""
     nbytes: np.ndarray
     shared_bytes: np.ndarray
     compute_us: np.ndarray
@@ -480,7 +483,8 @@ def _spec(base: DeviceSpec, v: dict, name: str | None = None) -> DeviceSpec:
 
 def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], base: DeviceSpec, *,
                prior: float = 1e-4, rounds: int = 12, starts: int = 24, seed: int = 0,
-               name: str | None = None, hops: str = "ll", fields: tuple[str, ...] = FIT_FIELDS) -> tuple[DeviceSpec, dict]:
+               name: str | None = None, hops: str = "ll",
+               fields: tuple[str, ...] = FIT_FIELDS) -> tuple[DeviceSpec, dict]:
     """Fit `fields` (FIT_FIELDS, or some of them; the rest stay base's) of `base` so predict() matches
     the measured latencies of the plans.
 
@@ -578,7 +582,8 @@ def spec_literal(dev: DeviceSpec) -> str:
     return (f'"{dev.name}": DeviceSpec("{dev.name}", {dev.num_sms}, {dev.hbm_gbs:.1f}, {dev.tflops:.1f}, '
             f'{dev.task_overhead_us:.3g}, {dev.wait_latency_us:.3g}, {dev.launch_us:.3g}, {dev.mem_latency_us:.3g}, '
             f'sm_gbs={dev.sm_gbs:.1f}, counter_us={dev.counter_us:.3g}, prefetch_us={dev.prefetch_us:.3g}'
-            + (f', capped_wait={dev.capped_wait:.3g}' if dev.capped_wait else '') + f', plain_gbs={dev.plain_gbs:.1f}),')
+            + (f', capped_wait={dev.capped_wait:.3g}' if dev.capped_wait else '')
+            + f', plain_gbs={dev.plain_gbs:.1f}),')
 
 
 def plans_and_costs(schedules: list[tuple[str, IR]]) -> list[tuple[Plan, tuple]]:

@@ -8,10 +8,11 @@ weights at sm_gbs times the share of the ring's stages its rows fill (ring_fill_
 (KV caches, activations) at plain_gbs; plus the memory latency (or, where the schedule prefetches
 its weights, the cost of issuing the prefetch), and its compute, whichever is larger: its flops
 over its SM's share of the tensor-core rate, or its compute warps' time through ring stages of
-rows that are not packed (ring_consume_us); plus a fixed per-task overhead and the cost of polling each counter it waits on. Across SMs: each SM runs its queue in order; a task
-starts when its SM is free and every group of producers it waits on has finished (plus the
-latency of seeing that in global memory: the wait latency, shorter from a producer whose weight
-ring keeps fewer copies in flight, hop_us). The prediction is the last finish plus one kernel launch.
+rows that are not packed (ring_consume_us); plus a fixed per-task overhead and the cost of polling
+each counter it waits on. Across SMs: each SM runs its queue in order; a task starts when its SM
+is free and every group of producers it waits on has finished (plus the latency of seeing that in
+global memory: the wait latency, shorter from a producer whose weight ring keeps fewer copies in
+flight, hop_us). The prediction is the last finish plus one kernel launch.
 
 What a task waits on follows the kernel's hops (compiler/hops.py, emit_cuda's `hops`): with
 counters, each counter of the plan it waits on (an op counter makes it wait for every producer
