@@ -543,6 +543,16 @@ def _plan_job(job: tuple):
     return plan, task_costs(plan)
 
 
+def rebuilt_plans(doc: dict, rows: list[dict], workers: int) -> list[tuple]:
+    """(plan, task_costs) of each of a run's `rows`, rebuilt in a pool of `workers` processes."""
+    sampled = (doc["sampled"]["n"], doc["sampled"]["seed"]) if doc.get("sampled") else ()
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(workers or os.cpu_count() or 2, mp_context=get_context("spawn")) as pool:
+        plans = list(pool.map(_plan_job, [(r, doc["num_sms"], sampled) for r in rows], chunksize=1))
+    log(f"{len(plans)} plans rebuilt in {time.perf_counter() - t0:.0f} s")
+    return plans
+
+
 def refit(path: Path, out_dir: Path, workers: int) -> None:
     """Fit the sim's constants (calibrate.fit_device, from the constants the run predicted with) to
     every measured row of a GPU run, all families at once; then leave each family out in turn (fit
@@ -551,12 +561,8 @@ def refit(path: Path, out_dir: Path, workers: int) -> None:
     from megakernel_gym.compiler.calibrate import agreement, fit_device, spec_literal
     doc = json.loads(path.read_text())
     rows = [r for r in doc["rows"] if r.get("measured") and r.get("correct")]
-    sampled = (doc["sampled"]["n"], doc["sampled"]["seed"]) if doc.get("sampled") else ()
     base = DEVICES[doc["sim_device"]]
-    t0 = time.perf_counter()
-    with ProcessPoolExecutor(workers or os.cpu_count() or 2, mp_context=get_context("spawn")) as pool:
-        plans = list(pool.map(_plan_job, [(r, doc["num_sms"], sampled) for r in rows], chunksize=1))
-    log(f"{len(plans)} plans rebuilt in {time.perf_counter() - t0:.0f} s")
+    plans = rebuilt_plans(doc, rows, workers)
     for r, (plan, costs) in zip(rows, plans):     # the rebuild is the schedule the run measured
         p = predict(plan, base, costs=costs).latency_us
         if abs(p / r["predicted_us"] - 1) > 0.005:
@@ -599,12 +605,7 @@ def rescore(path: Path, out_dir: Path, workers: int) -> None:
     import datetime
     doc = json.loads(path.read_text())
     rows = doc["rows"]
-    sampled = (doc["sampled"]["n"], doc["sampled"]["seed"]) if doc.get("sampled") else ()
-    t0 = time.perf_counter()
-    with ProcessPoolExecutor(workers or os.cpu_count() or 2, mp_context=get_context("spawn")) as pool:
-        plans = list(pool.map(_plan_job, [(r, doc["num_sms"], sampled) for r in rows], chunksize=1))
-    log(f"{len(plans)} plans rebuilt in {time.perf_counter() - t0:.0f} s")
-    for r, (plan, costs) in zip(rows, plans):
+    for r, (plan, costs) in zip(rows, rebuilt_plans(doc, rows, workers)):
         r.setdefault("predicted_at_search_us", r["predicted_us"])
         r["predicted_us"] = round(predict(plan, doc["sim_device"], costs=costs).latency_us, 2)
     doc["targets"] = score_all(rows)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from sim_adversary import compile_job, expert_of, log, measure_target, target_ir  # noqa: E402
+from sim_adversary import compile_job, log, measure_target, target_ir  # noqa: E402
 
 from megakernel_gym.compiler.costmodel import DEVICES, predict  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits  # noqa: E402
@@ -45,8 +45,8 @@ def variants(target: str, num_sms: int, row: dict) -> list[tuple]:
     language refuses as a script are left out, logged)."""
     from megakernel_gym.policies.expert import expert_edits
     _, base = target_ir(target, num_sms)
-    start = expert_of(base) if row["start"] == "expert" else base
     start_text = expert_edits(base) if row["start"] == "expert" else ""
+    start = apply_edits(base, start_text) if start_text else base
     path = list(row["edits_from_start"])
     verbs = sorted({verb(e) for e in path} - {""})
     picks = [("whole", path)]

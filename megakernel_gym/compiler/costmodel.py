@@ -275,11 +275,9 @@ def ring_fill_array(plan: Plan) -> np.ndarray:
     tg = plan.tg
     cached = tg.__dict__.get("_ring_fill_array")
     if cached is None:
-        w = ring_bytes_array(plan)
-        st = np.asarray(tg.__dict__["_ring_stage_bytes"], dtype=float)
-        cached = np.divide(w, st, out=np.ones(len(w)), where=st > 0)
-        cached.flags.writeable = False
-        tg.__dict__["_ring_fill_array"] = cached
+        st = _ring_stage_terms(plan)[0]
+        cached = tg.__dict__["_ring_fill_array"] = _frozen_floats(
+            np.divide(ring_bytes_array(plan), st, out=np.ones(len(st)), where=st > 0))
     return cached
 
 
@@ -403,14 +401,26 @@ def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
     tg = plan.tg
     cached = tg.__dict__.get("_task_costs")
     if cached is None:
-        nbytes, flops, ring, stages, unpacked, mbytes = ((list(v) for v in zip(*per_task(tg, "costs", _task_costs)))
-                                                         if tg.tasks else ([], [], [], [], [], []))
+        nbytes, flops, ring, *stage_terms = ((list(v) for v in zip(*per_task(tg, "costs", _task_costs)))
+                                             if tg.tasks else ([], [], [], [], [], []))
         cached = tg.__dict__["_task_costs"] = (nbytes, flops)
         tg.__dict__["_ring_bytes"] = ring
-        tg.__dict__["_ring_stage_bytes"] = stages
-        tg.__dict__["_ring_unpacked_stages"] = unpacked
-        tg.__dict__["_ring_unpacked_mbytes"] = mbytes
+        tg.__dict__["_ring_stage_terms"] = tuple(_frozen_floats(v) for v in stage_terms)
     return list(cached[0]), list(cached[1])
+
+
+def _frozen_floats(values) -> np.ndarray:
+    a = np.asarray(values, dtype=float)
+    a.flags.writeable = False
+    return a
+
+
+def _ring_stage_terms(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per task (read-only, kept on the task graph with its costs): the ring stage bytes that carry
+    its ring-fed weights, and of those in stages of rows that are not packed, the stage count and
+    the weight bytes times the batch rows (_ring_stages_of)."""
+    task_costs(plan)
+    return plan.tg.__dict__["_ring_stage_terms"]
 
 
 def _task_cost_arrays(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
@@ -463,21 +473,16 @@ def _ring_stages_of(g, op, box) -> tuple[int, int, int]:
 # 3.88 measured; Qwen3's gate/up 3.40 / 3.38; GPT-2's c_proj 5.1 / 4.9), unchanged with twice the
 # copies in flight (inflight=4): the consumer, not the stream, set them. Packed rows keep x in
 # registers (the 1B decoder's, fitted without this term).
-def ring_consume_us(plan: Plan, dev: "DeviceSpec") -> np.ndarray:
+def ring_consume_us(plan: Plan, dev: DeviceSpec) -> np.ndarray:
     """Per task, its compute warps' time through its unpacked ring stages (0 where it has none)."""
-    tg = plan.tg
-    cached = tg.__dict__.get("_ring_consume_terms")
-    if cached is None:
-        task_costs(plan)
-        cached = tg.__dict__["_ring_consume_terms"] = (np.asarray(tg.__dict__["_ring_unpacked_stages"], dtype=float),
-                                                       np.asarray(tg.__dict__["_ring_unpacked_mbytes"], dtype=float))
-    stages, mbytes = cached
+    _, stages, mbytes = _ring_stage_terms(plan)
     return stages * dev.stage_us + mbytes / (dev.stage_gbs * 1e3)
 
 
-def _task_costs(tg, tasks) -> list[tuple[int, float, int, int]]:
-    """(bytes, flops, ring-fed weight bytes, the ring stage bytes that carry them) per task of `tasks`
-    (tasks.per_task)."""
+def _task_costs(tg, tasks) -> list[tuple[int, float, int, int, int, int]]:
+    """(bytes, flops, ring-fed weight bytes, then _ring_stages_of's three terms summed over its ring-fed
+    matmuls: the stage bytes that carry them, unpacked stages, unpacked weight bytes x batch rows) per
+    task of `tasks` (tasks.per_task)."""
     g = tg.graph
     cached = g.__dict__.get("_cost_ops")    # per graph: its ops by name, and which matmuls stream weights
     if cached is None:
