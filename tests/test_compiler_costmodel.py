@@ -318,3 +318,35 @@ def test_unpacked_ring_stages_cost_their_compute_warps_a_time_per_stage_and_per_
         # and the task takes at least that long in the prediction, however early its weights came in
         p = predict(plan, dev)
         assert min(p.finish_us[t] - p.start_us[t] for t in tasks) >= float(np.min(got))
+
+
+def test_an_elementwise_body_makes_a_trip_per_threads_elements(big):
+    """codegen's _box_loop: each thread takes every THREADS-th element and waits out one memory
+    latency per element, so a body over E elements makes ceil(E / THREADS) trips one after another
+    (an H200 timed GPT-2 large's GELU fused into its down projection 17.4 us longer a task for its 40)."""
+    from megakernel_gym.compiler.codegen import THREADS
+    from megakernel_gym.compiler.costmodel import box_loop_trips, task_trips
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    assert box_loop_trips("elementwise", ((0, 1), (0, THREADS))) == 1
+    assert box_loop_trips("elementwise", ((0, 2), (0, 5120))) == 40
+    assert box_loop_trips("cache_write", ((0, 1), (0, 2), (0, 4096), (0, 64))) == 1   # its new rows, not the cache
+    assert box_loop_trips("matmul", ((0, 1), (0, 8192))) == 0
+    base = make_ir(big, num_sms=132)
+    kinds = {o.name: o.kind for o in big.ops}
+    plain = task_trips(base.plan())
+    assert {plain[t.id] for t in base.plan().tg.tasks if kinds[t.op] == "elementwise"} == {0}
+    # one residual add of 2,048 elements a task: 8 trips, 7 past the first
+    coarse = apply_edits(base, "tile layers.*.attn.add n=2048").plan()
+    trips = task_trips(coarse)
+    assert {trips[t.id] for t in coarse.tg.tasks if t.op.endswith("attn.add")} == {7}
+    # silu_mul fused into down_proj runs over all 8,192 of its elements in every down_proj task:
+    # its call's trip (_prologue_trips) and 31 more
+    fused = apply_edits(base, "fuse layers.*.mlp.silu_mul into layers.*.mlp.down_proj").plan()
+    trips = task_trips(fused)
+    assert {trips[t.id] for t in fused.tg.tasks if t.op.endswith("mlp.down_proj")} == {1 + 31}
+    dev = DEVICES["H200"]
+    a, b = predict(base.plan(), dev), predict(fused, dev)
+    down = [t.id for t in fused.tg.tasks if t.op.endswith("mlp.down_proj")]
+    dur = lambda p, t: p.finish_us[t] - p.start_us[t]  # noqa: E731
+    assert min(dur(b, t) for t in down) > 32 * dev.mem_latency_us
+    assert b.latency_us > a.latency_us + 16 * 31 * dev.mem_latency_us * 0.5   # 16 layers, on the critical path

@@ -6,7 +6,8 @@ at the bandwidth one SM gets while the SMs streaming beside it stream together (
 alone at its own rate, together short of the chip's HBM bandwidth until many stream): its ring-fed
 weights at sm_gbs times the share of the ring's stages its rows fill (ring_fill_array), the rest
 (KV caches, activations) at plain_gbs; plus the memory latency (or, where the schedule prefetches
-its weights, the cost of issuing the prefetch), and its compute, whichever is larger: its flops
+its weights, the cost of issuing the prefetch) and one more for each round trip its body makes one
+after another (task_trips: an element-wise body's threads take THREADS elements a trip), and its compute, whichever is larger: its flops
 over its SM's share of the tensor-core rate, or its compute warps' time through ring stages of
 rows that are not packed (ring_consume_us); plus a fixed per-task overhead and the cost of polling
 each counter it waits on. Across SMs: each SM runs its queue in order; a task starts when its SM
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from megakernel_gym.compiler.codegen import INFLIGHT, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, _streams, ring_packed
+from megakernel_gym.compiler.codegen import INFLIGHT, THREADS, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, _streams, ring_packed
 from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
@@ -638,6 +639,17 @@ def _group_members(tg, groups: list[tuple[int, ...]]) -> list[list[int]]:
 TRIPS = {"decode_attention": 2, "cache_write": 1}
 SPLIT_TRIPS = 2
 STEP_INPUT_KINDS = ("rope", "cache_write")
+# An element-wise body (codegen's _box_loop: elementwise ops, embeddings, ropes, cache writes) walks
+# its box with each of the block's THREADS threads taking every THREADS-th element, and an element's
+# load (a polled LL word, or a load the compiler may not move above the store before it) waits out
+# one memory latency before the next element's: a thread makes ceil(elements / THREADS) trips one
+# after another. A body over a tile of a few hundred elements makes one; GPT-2 large's GELU fused
+# into its down projection (`fuse mlp.act into mlp.proj`) runs over the whole 5,120 x 2 input in
+# every one of the projection's tasks, 40 trips, and an H200's probes timed that task's input phase
+# 17.4 us longer than with the GELU a task of its own (3.52 -> 20.93 us, task_probe_gpt2_act_into_proj.json:
+# 39 trips at 0.45 us), where the model without this term called the fusion a 3.6% gain and the
+# step ran 27% slower.
+BOX_KINDS = ("elementwise", "embedding", "rope", "cache_write")
 
 
 def task_trips(plan: Plan) -> list[int]:
@@ -646,10 +658,37 @@ def task_trips(plan: Plan) -> list[int]:
     cached = tg.__dict__.get("_task_trips")
     if cached is None:
         kinds = {o.name: o.kind for o in tg.graph.ops}
+        shapes = {o.name: tg.graph.tensors[o.outputs[0]].shape for o in tg.graph.ops}
         cached = tg.__dict__["_task_trips"] = per_task(tg, "trips", lambda tg, tasks: [
             TRIPS.get(kinds[t.op], 0) + (SPLIT_TRIPS if t.parts > 1 else 0) + _prologue_trips(t, kinds)
-            for t in tasks])
+            + _box_trips(tg, t, kinds, shapes) for t in tasks])
     return cached
+
+
+def box_loop_trips(kind: str, box) -> int:
+    """The trips one thread of an element-wise body (BOX_KINDS) makes over `box` (per-dim [lo, hi) of
+    its op's output) one after another: one per THREADS elements (a cache write walks its new rows,
+    not the cache's positions); 0 for a body of any other kind."""
+    if kind not in BOX_KINDS:
+        return 0
+    n = 1
+    for i, (lo, hi) in enumerate(box):
+        if not (kind == "cache_write" and i == 2):
+            n *= max(0, hi - lo)
+    return -(-n // THREADS)
+
+
+def _box_trips(tg, t, kinds: dict[str, str], shapes: dict[str, tuple]) -> int:
+    """A task's element-wise bodies' trips past the first of each (box_loop_trips): its own op's, and
+    those of its fused producers that run as calls of their own (_prologue_trips' calls). `shapes`:
+    each op's output shape (a tile's box may run past it)."""
+    staged = kinds[t.op] == "decode_attention"
+    bodies = [(p, pbox) for p, pbox in t.prologue if kinds[p] in BOX_KINDS
+              and not (staged and kinds[p] in STEP_INPUT_KINDS)]
+    if kinds[t.op] in BOX_KINDS:
+        bodies.append((t.op, task_boxes(tg, t)[0]))
+    return sum(max(0, box_loop_trips(kinds[op], tuple((lo, min(hi, d)) for (lo, hi), d in zip(box, shapes[op]))) - 1)
+               for op, box in bodies)
 
 
 def _task_trip_array(plan: Plan) -> np.ndarray:
