@@ -324,7 +324,7 @@ FIT_BOUNDS = {"hbm_gbs": (100.0, 20000.0), "task_overhead_us": (0.01, 100.0), "w
 class _PlanTerms:
     """What a plan's critical paths need, computed once: per task its bytes (alone, and times
     its op's SM spread: costmodel.task_bandwidth_terms), its compute time (at the fixed tensor-core
-    rate, or its compute warps' time through unpacked ring stages, costmodel.ring_consume_us, at
+    rate, or its compute warps' time through its ring stages, costmodel.ring_consume_us, at
     the base's constants: neither is fitted), whether it pays the memory latency (no prefetch), its further round trips
     (costmodel.task_trips), how many counters it
     polls, its SM predecessor, the producers it waits for, the copies in flight its ring allows

@@ -8,8 +8,8 @@ weights at sm_gbs times the share of the ring's stages its rows fill (ring_fill_
 (KV caches, activations) at plain_gbs; plus the memory latency (or, where the schedule prefetches
 its weights, the cost of issuing the prefetch) and one more for each round trip its body makes one
 after another (task_trips: an element-wise body's threads take THREADS elements a trip), and its compute, whichever is larger: its flops
-over its SM's share of the tensor-core rate, or its compute warps' time through ring stages of
-rows that are not packed (ring_consume_us); plus a fixed per-task overhead and the cost of polling
+over its SM's share of the tensor-core rate, or its compute warps' time through its ring stages
+(ring_consume_us); plus a fixed per-task overhead and the cost of polling
 each counter it waits on. Across SMs: each SM runs its queue in order; a task starts when its SM
 is free and every group of producers it waits on has finished (plus the latency of seeing that in
 global memory: the wait latency, shorter from a producer whose weight ring keeps fewer copies in
@@ -57,7 +57,7 @@ class DeviceSpec:
     capped_wait: float = 0.0    # share of the wait latency each copy in flight fewer than INFLIGHT saves (hop_us)
     plain_gbs: float = 40.0     # what one SM streams alone through its own loads (KV caches, activations), GB/s
     stage_us: float = 0.30      # an SM's compute warps through one ring stage of rows that are not packed ...
-    stage_gbs: float = 60.0     # ... plus its weight bytes times the batch rows at this rate, GB/s (ring_consume_us)
+    stage_gbs: float = 60.0     # ... plus every ring stage's weight bytes times the batch rows at this rate, GB/s (ring_consume_us)
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -418,8 +418,8 @@ def _frozen_floats(values) -> np.ndarray:
 
 def _ring_stage_terms(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per task (read-only, kept on the task graph with its costs): the ring stage bytes that carry
-    its ring-fed weights, and of those in stages of rows that are not packed, the stage count and
-    the weight bytes times the batch rows (_ring_stages_of)."""
+    its ring-fed weights, the stages of rows that are not packed, and the weight bytes times the
+    batch rows (_ring_stages_of)."""
     task_costs(plan)
     return plan.tg.__dict__["_ring_stage_terms"]
 
@@ -451,38 +451,43 @@ def ring_stage_bytes(rows: int, rowb: int) -> int:
 
 
 def _ring_stages_of(g, op, box) -> tuple[int, int, int]:
-    """(ring_stage_bytes, and where the rows are not packed the stage count and the weight bytes times
-    the matmul's batch rows: ring_consume_us's terms) of a task's box of a ring-fed matmul's NK weight."""
+    """(ring_stage_bytes, the stage count where the rows are not packed (0 where they are), and the
+    weight bytes times the matmul's batch rows: ring_consume_us's terms) of a task's box of a ring-fed
+    matmul's NK weight."""
     weight = op.inputs[1]
     (r0, r1), (c0, c1) = box[0], box[-1]
     rowb = (c1 - c0) * torch_dtype(g.tensors[weight].dtype).itemsize
     st = ring_stage_bytes(r1 - r0, rowb)
-    if ring_packed(rowb) or not st:
-        return st, 0, 0
+    if not st:
+        return 0, 0, 0
     m = 1
     for d in g.tensors[op.outputs[0]].shape[:-1]:
         m *= d
-    return st, st // WS_STAGE, m * (r1 - r0) * rowb
+    return st, 0 if ring_packed(rowb) else st // WS_STAGE, m * (r1 - r0) * rowb
 
 
-# The compute warps' side of the ring: rows that are not packed (ring_packed) come one 4 KB piece of
-# each of 8 rows a stage and are multiplied with x read from shared memory at every stage, once per
-# batch row, so such a stage costs its warps a fixed time and a time per weight byte and batch row
-# whatever the copies in flight. An H200's probes (task_probe_mk_*.json, task_probe_inflight4_*.json)
-# timed the rows phase of eight such ops of GPT-2 large (batch 2), Qwen3 and SmolLM2 at 0.30 us a
-# stage plus their weight bytes x batch rows at ~60 GB/s (GPT-2's q_proj: 4 stages, 3.87 predicted,
-# 3.88 measured; Qwen3's gate/up 3.40 / 3.38; GPT-2's c_proj 5.1 / 4.9), unchanged with twice the
-# copies in flight (inflight=4): the consumer, not the stream, set them. Packed rows keep x in
-# registers (the 1B decoder's, fitted without this term).
+# The compute warps' side of the ring: every weight byte that lands is multiplied with x once per
+# batch row, at stage_gbs an SM, and rows that are not packed (ring_packed) come one 4 KB piece of
+# each of 8 rows a stage and are multiplied with x read from shared memory at every stage, which
+# costs such a stage stage_us more, whatever the copies in flight. An H200's probes
+# (task_probe_mk_*.json, task_probe_inflight4_*.json) timed the rows phase of eight unpacked ops of
+# GPT-2 large (batch 2), Qwen3 and SmolLM2 at 0.30 us a stage plus their weight bytes x batch rows at
+# ~60 GB/s (GPT-2's q_proj: 4 stages, 3.87 predicted, 3.88 measured; Qwen3's gate/up 3.40 / 3.38;
+# GPT-2's c_proj 5.1 / 4.9), unchanged with twice the copies in flight (inflight=4): the consumer,
+# not the stream, set them. The 1B decoder's packed rows go at the same 60 GB/s once the ring has
+# them in: its o_proj (fused into the residual add) spent 1.05 us in the rows of 16 rows (64 KB,
+# 1.09 at 60 GB/s) and 2.19 in 32 (2.18) after waiting 8-9 us for its input
+# (task_probe_llama_box_trips.json), where the model without this term had the ring load them
+# during the wait and the rows cost nothing: an adversary's coarser o_proj tiles were priced a gain.
 def ring_consume_us(plan: Plan, dev: DeviceSpec) -> np.ndarray:
-    """Per task, its compute warps' time through its unpacked ring stages (0 where it has none)."""
+    """Per task, its compute warps' time through its ring stages (0 where it has none)."""
     _, stages, mbytes = _ring_stage_terms(plan)
     return stages * dev.stage_us + mbytes / (dev.stage_gbs * 1e3)
 
 
 def _task_costs(tg, tasks) -> list[tuple[int, float, int, int, int, int]]:
     """(bytes, flops, ring-fed weight bytes, then _ring_stages_of's three terms summed over its ring-fed
-    matmuls: the stage bytes that carry them, unpacked stages, unpacked weight bytes x batch rows) per
+    matmuls: the stage bytes that carry them, unpacked stages, weight bytes x batch rows) per
     task of `tasks` (tasks.per_task)."""
     g = tg.graph
     cached = g.__dict__.get("_cost_ops")    # per graph: its ops by name, and which matmuls stream weights
