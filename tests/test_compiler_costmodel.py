@@ -140,7 +140,8 @@ def test_ll_groups_are_kept_per_lowering_and_a_task_with_trips_pays_them(tiny):
     # come a part of a stage at a time, are set by their compute warps: ring_consume_us, off here)
     dev = replace(DEVICES["H100"], stage_us=0.0, stage_gbs=1e9)
     slow = replace(dev, mem_latency_us=dev.mem_latency_us + 1.0)
-    a, b = predict(plan, dev), predict(plan, slow)
+    # (under counter hops: under LL hops a task's wait for its inputs takes in its first trip, below)
+    a, b = predict(plan, dev, hops="counters"), predict(plan, slow, hops="counters")
     att = [t.id for t in plan.tg.tasks if kinds[t.op] == "decode_attention"]
     mm = [t.id for t in plan.tg.tasks if kinds[t.op] == "matmul"]
     dur = lambda p, t: p.finish_us[t] - p.start_us[t]  # noqa: E731
@@ -355,3 +356,47 @@ def test_an_elementwise_body_makes_a_trip_per_threads_elements(big):
     dur = lambda p, t: p.finish_us[t] - p.start_us[t]  # noqa: E731
     assert min(dur(b, t) for t in down) > 32 * dev.mem_latency_us
     assert b.latency_us > a.latency_us + 16 * 31 * dev.mem_latency_us * 0.5   # 16 layers, on the critical path
+
+
+def test_a_task_that_waited_for_its_inputs_spent_its_first_memory_latency_polling(tiny):
+    """costmodel.polled_latency: under LL hops a task's first loads are the polls that see its inputs,
+    so a task whose SM idled before it started takes up to one memory latency of its time into that
+    wait; under counter hops it loads its inputs after the wait and takes nothing in."""
+    from dataclasses import replace
+
+    from megakernel_gym.compiler.costmodel import polled_latency
+    dev = DEVICES["H200"]
+    assert polled_latency(dev, "ll") == dev.mem_latency_us and polled_latency(dev, "counters") == 0.0
+    slow = replace(dev, mem_latency_us=dev.mem_latency_us + 1.0)
+    plan = build_plan(tiny, default_knobs(tiny, 4))
+    prev = {y: x for q in plan.queues for x, y in zip(q, q[1:])}
+    runs = {(h, d.mem_latency_us): predict(plan, d, hops=h) for h in ("ll", "counters") for d in (dev, slow)}
+    dur = lambda p, t: p.finish_us[t] - p.start_us[t]  # noqa: E731
+    idle = lambda p, t: p.start_us[t] - (p.finish_us[prev[t]] if t in prev else 0.0)  # noqa: E731
+    # tasks whose SM idled over 2 memory latencies before them in every run: one latency of their
+    # trips is taken into the wait under LL hops, so they grow one latency less with slower memory
+    waited = [t for t in range(len(plan.tg.tasks)) if all(idle(p, t) > 2.0 + dev.mem_latency_us for p in runs.values())]
+    assert len(waited) > 10
+    ll = [dur(runs["ll", slow.mem_latency_us], t) - dur(runs["ll", dev.mem_latency_us], t) for t in waited]
+    ctr = [dur(runs["counters", slow.mem_latency_us], t) - dur(runs["counters", dev.mem_latency_us], t) for t in waited]
+    assert all(a - b == pytest.approx(-1.0, abs=1e-3) for a, b in zip(ll, ctr))
+
+
+def test_a_norm_body_makes_a_trip_for_its_weights_and_for_each_row(big):
+    """costmodel.norm_trips: a norm stages its weight (and a LayerNorm its bias), then each row of its
+    box, one trip after another; fused into a task that reads many rows, it pays for every row (an H200
+    timed Qwen3's q_norm fused into its rope, 16 heads a task, at 10.7 us against 1.2 for the rope).
+    An rmsnorm its matmul computes on chip (the `inline` lever) makes no trips of its own."""
+    from megakernel_gym.compiler.costmodel import norm_trips, task_trips
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    ops = {o.name: o for o in big.ops}
+    norm = ops["layers.3.attn.norm"]
+    assert norm.kind == "rmsnorm"
+    assert norm_trips(norm, ((0, 1), (0, 2048))) == 2 and norm_trips(norm, ((0, 16), (0, 2048))) == 17
+    assert norm_trips(ops["layers.3.attn.q_proj"], ((0, 1), (0, 2048))) == 0
+    base = make_ir(big, num_sms=132)
+    trips = task_trips(base.plan())
+    assert {trips[t.id] for t in base.plan().tg.tasks if t.op == "layers.3.attn.norm"} == {1}    # weight, then its row
+    inline = apply_edits(base, "inline layers.*.attn.norm").plan()
+    trips = task_trips(inline)
+    assert {trips[t.id] for t in inline.tg.tasks if t.op == "layers.3.attn.q_proj"} == {0}         # on chip

@@ -34,8 +34,8 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
-from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, hop_scale, predict, prefetched,
-                                                ring_bytes_array, ring_caps, ring_consume_us, ring_fill_array,
+from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, hop_scale, polled_latency, predict,
+                                                prefetched, ring_bytes_array, ring_caps, ring_consume_us, ring_fill_array,
                                                 stream_rate, task_bandwidth_terms, task_costs, task_trips,
                                                 wait_groups)
 from megakernel_gym.compiler.graph import Graph
@@ -364,15 +364,24 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
                       np.minimum(ring_bytes_array(plan), np.asarray(own, dtype=float)))
 
 
-def _critical_path(terms: _PlanTerms, pred: Prediction, hop) -> tuple[tuple[int, ...], np.ndarray]:
+def _critical_path(terms: _PlanTerms, pred: Prediction, hop, hide: float = 0.0) -> tuple[tuple[int, ...], np.ndarray, float]:
     """The tasks of the path that set the predicted latency (walked back from the last finish
     through whichever of SM predecessor or producer + its hop set each start; `hop`: costmodel.hop_us,
-    per task or one number), and its waits: how many of its steps were a hop from a producer whose
-    ring allowed c copies in flight, at index c."""
-    finish = pred.finish_us
+    per task or one number), its waits: how many of its steps were a hop from a producer whose
+    ring allowed c copies in flight, at index c; and how many memory latencies its tasks' waits took
+    in (`hide`: costmodel.polled_latency; a task whose SM idled g before it started takes in
+    min(g, hide), counted here as that share of one memory latency)."""
+    finish, start = pred.finish_us, pred.start_us
     hops = np.broadcast_to(np.asarray(hop, dtype=float), (len(finish),))
     t = max(range(len(finish)), key=finish.__getitem__)
     path, waits = [t], np.zeros(MAX_INFLIGHT + 1)
+    hidden = 0.0
+
+    def took_in(t: int) -> float:
+        idle = start[t] - (finish[terms.prev[t]] if terms.prev[t] >= 0 else 0.0)
+        return min(max(idle, 0.0), hide) / hide if hide > 0 else 0.0
+
+    hidden += took_in(t)
     while True:
         best, via, waited = -math.inf, -1, False
         if terms.prev[t] >= 0:
@@ -386,7 +395,8 @@ def _critical_path(terms: _PlanTerms, pred: Prediction, hop) -> tuple[tuple[int,
             waits[min(int(terms.caps[via]), MAX_INFLIGHT)] += 1
         t = via
         path.append(t)
-    return tuple(path), waits
+        hidden += took_in(t)
+    return tuple(path), waits, hidden
 
 
 class _PathModel:
@@ -399,9 +409,9 @@ class _PathModel:
         self.seen: list[set] = []
         self._flat = None      # every path's terms end to end (latency() is called thousands of times a fit)
 
-    def add(self, i: int, terms: _PlanTerms, path: tuple[int, ...], waits: np.ndarray, preloaded=None,
-            spread=None) -> bool:
-        """Add plan i's critical path; `preloaded`: per task the weight bytes the ring had in when it
+    def add(self, i: int, terms: _PlanTerms, path: tuple[int, ...], waits: np.ndarray, hidden: float = 0.0,
+            preloaded=None, spread=None) -> bool:
+        """Add plan i's critical path (`path`, `waits`, `hidden`: _critical_path's); `preloaded`: per task the weight bytes the ring had in when it
         started (Prediction.preloaded, from the prediction the path came from), which it does not
         stream itself; `spread`: per task the SMs it shared HBM with in that prediction
         (Prediction.spread; else its op's spread, terms.shared_bytes)."""
@@ -413,7 +423,7 @@ class _PathModel:
         shared = (terms.shared_bytes[idx] if spread is None or not len(spread)
                   else terms.nbytes[idx] * np.asarray(spread, dtype=float)[idx])
         key = (path, tuple(np.round(got / 1024).astype(int)), tuple(np.round(shared / terms.nbytes[idx].clip(1))
-                                                                     .astype(int)))
+                                                                     .astype(int)), round(hidden, 2))
         if key in self.seen[i]:
             return False
         self.seen[i].add(key)
@@ -422,14 +432,14 @@ class _PathModel:
         # the ring-fed bytes still to stream past what the ring had in, and the task's own loads
         self.paths[i].append((np.maximum(ring - got, 0.0), own - ring, spread, terms.compute_us[idx],
                               terms.pays_latency[idx], terms.trips[idx], float(terms.counters[idx].sum()), len(path),
-                              waits, terms.fill[idx]))
+                              waits, terms.fill[idx], hidden))
         self._flat = None
         return True
 
     def _flatten(self):
         """Per task of every path: ring bytes left, own loads' bytes, spread, compute, latency trips,
-        prefetches, ring fill; per path: where it starts, its plan, polls, task count and waits (one
-        row per path)."""
+        prefetches, ring fill; per path: where it starts, its plan, polls, task count, waits (one
+        row per path) and the memory latencies its waits took in."""
         rows = [(i, p) for i, paths in enumerate(self.paths) for p in paths if p[7] > 0]
         if not rows:
             return None
@@ -438,7 +448,7 @@ class _PathModel:
         starts = np.cumsum([0] + [p[7] for _, p in rows[:-1]])
         return (cat(0), cat(1), cat(2), cat(3), pays + trips, 1 - pays, cat(9), starts, np.array([i for i, _ in rows]),
                 np.array([p[6] for _, p in rows]), np.array([p[7] for _, p in rows], dtype=float),
-                np.vstack([p[8] for _, p in rows]).astype(float))
+                np.vstack([p[8] for _, p in rows]).astype(float), np.array([p[10] for _, p in rows], dtype=float))
 
     def latency(self, v: dict) -> np.ndarray:
         """Each plan's modelled latency at constants `v`: its slowest path, plus the launch."""
@@ -446,13 +456,13 @@ class _PathModel:
         if self._flat is None:
             self._flat = self._flatten()
         if self._flat is not None:
-            ring, plain, spread, compute, trips, prefetches, fill, starts, plan, polls, count, waits = self._flat
+            ring, plain, spread, compute, trips, prefetches, fill, starts, plan, polls, count, waits, hidden = self._flat
             hop = v["wait_latency_us"] * hop_scale(_CAPS, v["capped_wait"])
             mem = (ring / (stream_rate(spread, v["sm_gbs"] * fill, v["hbm_gbs"]) * 1e3)
                    + plain / (stream_rate(spread, v["plain_gbs"], v["hbm_gbs"]) * 1e3) + trips * v["mem_latency_us"]
                    + prefetches * v["prefetch_us"])
             total = (np.add.reduceat(np.maximum(mem, compute), starts) + count * v["task_overhead_us"] + waits @ hop
-                     + polls * v["counter_us"])
+                     + polls * v["counter_us"] - hidden * v["mem_latency_us"])
             np.maximum.at(best, plan, total)
         return best + v["launch_us"]
 
@@ -528,7 +538,8 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
         for i, ((plan, costs), tm) in enumerate(zip(plans_costs, terms)):
             p = predict(plan, dev, costs=costs, hops=hops)
             preds.append(p.latency_us)
-            added += model.add(i, tm, *_critical_path(tm, p, dev.wait_latency_us * hop_scale(tm.caps, dev.capped_wait)),
+            added += model.add(i, tm, *_critical_path(tm, p, dev.wait_latency_us * hop_scale(tm.caps, dev.capped_wait),
+                                                      polled_latency(dev, hops)),
                                p.preloaded, p.spread)   # (costmodel.hop_us, from the caps the terms hold)
         return loss(np.asarray(preds), x), preds, added
 

@@ -13,7 +13,8 @@ over its SM's share of the tensor-core rate, or its compute warps' time through 
 each counter it waits on. Across SMs: each SM runs its queue in order; a task starts when its SM
 is free and every group of producers it waits on has finished (plus the latency of seeing that in
 global memory: the wait latency, shorter from a producer whose weight ring keeps fewer copies in
-flight, hop_us). The prediction is the last finish plus one kernel launch.
+flight, hop_us), less the memory latency its polls spent while its SM waited (polled_latency). The
+prediction is the last finish plus one kernel launch.
 
 What a task waits on follows the kernel's hops (compiler/hops.py, emit_cuda's `hops`): with
 counters, each counter of the plan it waits on (an op counter makes it wait for every producer
@@ -32,7 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from megakernel_gym.compiler.codegen import INFLIGHT, THREADS, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, _streams, ring_packed
+from megakernel_gym.compiler.codegen import (INFLIGHT, THREADS, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, _streams,
+                                             onchip_norm_problem, ring_packed)
 from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
@@ -655,6 +657,14 @@ STEP_INPUT_KINDS = ("rope", "cache_write")
 # 39 trips at 0.45 us), where the model without this term called the fusion a 3.6% gain and the
 # step ran 27% slower.
 BOX_KINDS = ("elementwise", "embedding", "rope", "cache_write")
+# A norm's body (codegen's _rmsnorm, _layernorm) stages its weight (and a LayerNorm's bias) into shared
+# memory, then each row of its box in turn: a trip for each, one after another. As a fused producer
+# of a task it runs over every row the task reads: Qwen3's q_norm fused into its rope (the
+# adversary's climb 5 from the default, 2026-11-28 evening run) normalises all 16 q heads in each rope
+# task, which an H200 timed at 10.7 us where the rope took 1.2 alone (task_probe_qwen3_climb5.json);
+# GPT-2 large's ln_2 fused into mlp.fc (two rows, weight and bias) added 2.7 us to each of the
+# MLP's tasks (task_probe_gpt2_ln2_into_fc.json), where the sim charged one trip and saved a hop.
+NORM_KINDS = ("rmsnorm", "layernorm")
 
 
 def task_trips(plan: Plan) -> list[int]:
@@ -663,10 +673,10 @@ def task_trips(plan: Plan) -> list[int]:
     cached = tg.__dict__.get("_task_trips")
     if cached is None:
         kinds = {o.name: o.kind for o in tg.graph.ops}
-        shapes = {o.name: tg.graph.tensors[o.outputs[0]].shape for o in tg.graph.ops}
+        ops = {o.name: o for o in tg.graph.ops}
         cached = tg.__dict__["_task_trips"] = per_task(tg, "trips", lambda tg, tasks: [
-            TRIPS.get(kinds[t.op], 0) + (SPLIT_TRIPS if t.parts > 1 else 0) + _prologue_trips(t, kinds)
-            + _box_trips(tg, t, kinds, shapes) for t in tasks])
+            TRIPS.get(kinds[t.op], 0) + (SPLIT_TRIPS if t.parts > 1 else 0) + _prologue_trips(t, kinds, tg.graph, ops)
+            + _box_trips(tg, t, ops) for t in tasks])
     return cached
 
 
@@ -683,17 +693,44 @@ def box_loop_trips(kind: str, box) -> int:
     return -(-n // THREADS)
 
 
-def _box_trips(tg, t, kinds: dict[str, str], shapes: dict[str, tuple]) -> int:
-    """A task's element-wise bodies' trips past the first of each (box_loop_trips): its own op's, and
-    those of its fused producers that run as calls of their own (_prologue_trips' calls). `shapes`:
-    each op's output shape (a tile's box may run past it)."""
-    staged = kinds[t.op] == "decode_attention"
-    bodies = [(p, pbox) for p, pbox in t.prologue if kinds[p] in BOX_KINDS
-              and not (staged and kinds[p] in STEP_INPUT_KINDS)]
-    if kinds[t.op] in BOX_KINDS:
-        bodies.append((t.op, task_boxes(tg, t)[0]))
-    return sum(max(0, box_loop_trips(kinds[op], tuple((lo, min(hi, d)) for (lo, hi), d in zip(box, shapes[op]))) - 1)
-               for op, box in bodies)
+def norm_trips(op, box) -> int:
+    """The trips a norm's body (NORM_KINDS) makes one after another over `box` of its output: its weight
+    and bias staged (where it has them), then a row at a time; 0 for a body of any other kind."""
+    if op.kind == "rmsnorm":
+        staged = int(len(op.inputs) > 1)
+    elif op.kind == "layernorm":
+        staged = int(bool(op.attrs.get("weight"))) + int(bool(op.attrs.get("bias")))
+    else:
+        return 0
+    return staged + max(0, box[0][1] - box[0][0])
+
+
+def _on_chip(g, ops: dict, name: str, chain: list[str]) -> bool:
+    """Whether a fused rmsnorm is computed on chip by a matmul of the task that reads it as its input
+    (codegen's onchip: the matmul stages the norm's input and normalises it in place, its weight in
+    registers, no trips of its own)."""
+    norm = ops[name]
+    return norm.kind == "rmsnorm" and any(
+        ops[c].kind == "matmul" and ops[c].inputs[0] == norm.outputs[0] and onchip_norm_problem(g, norm, ops[c]) is None
+        for c in chain)
+
+
+def _box_trips(tg, t, ops: dict) -> int:
+    """A task's element-wise and norm bodies' trips past the first of each (box_loop_trips, norm_trips):
+    its own op's, and those of its fused producers that run as calls of their own (_prologue_trips'
+    calls). `ops`: the graph's ops by name."""
+    staged = ops[t.op].kind == "decode_attention"
+    chain = [p for p, _ in t.prologue] + [t.op]
+    bodies = [(p, pbox) for p, pbox in t.prologue if ops[p].kind in BOX_KINDS + NORM_KINDS
+              and not (staged and ops[p].kind in STEP_INPUT_KINDS) and not _on_chip(tg.graph, ops, p, chain)]
+    if ops[t.op].kind in BOX_KINDS + NORM_KINDS:
+        bodies.append((t.op, task_boxes(tg, t, ops[t.op])[0]))
+    extra = 0
+    for name, box in bodies:
+        op = ops[name]     # (a tile's box may run past its op's output)
+        box = tuple((lo, min(hi, d)) for (lo, hi), d in zip(box, tg.graph.tensors[op.outputs[0]].shape))
+        extra += max(0, (norm_trips(op, box) if op.kind in NORM_KINDS else box_loop_trips(op.kind, box)) - 1)
+    return extra
 
 
 def _task_trip_array(plan: Plan) -> np.ndarray:
@@ -706,14 +743,29 @@ def _task_trip_array(plan: Plan) -> np.ndarray:
     return cached
 
 
-def _prologue_trips(t, kinds: dict[str, str]) -> int:
-    """A task's fused producers' trips: one per call of its own (not a matmul epilogue), but one in
-    all for a decode attention's ropes and cache writes (staged together in its body)."""
-    calls = [p for p, _ in t.prologue if kinds[p] != "matmul"]
+def _prologue_trips(t, kinds: dict[str, str], g=None, ops: dict | None = None) -> int:
+    """A task's fused producers' trips: one per call of its own (not a matmul epilogue, nor an rmsnorm
+    its matmul computes on chip: _on_chip, where the graph `g` and its `ops` by name are given), but
+    one in all for a decode attention's ropes and cache writes (staged together in its body)."""
+    chain = [p for p, _ in t.prologue] + [t.op]
+    calls = [p for p, _ in t.prologue if kinds[p] != "matmul" and not (ops and _on_chip(g, ops, p, chain))]
     if kinds[t.op] == "decode_attention":
         staged = [p for p in calls if kinds[p] in STEP_INPUT_KINDS]
         return len(calls) - len(staged) + (1 if staged else 0)
     return len(calls)
+
+
+# Under LL hops (the default kernel) a task that reaches the head of its SM's queue before its inputs
+# are there polls the words it reads: its first loads are those polls, so the memory latency of its
+# first trip is spent while it waits, and the hop's wait latency is when the polls see the data. A
+# task whose SM waited for its inputs takes up to one memory latency of its time into that wait
+# (simloop's hide). Charging it again after the hop made each small op of a chain ~2.1 us in the
+# sim where an H200 took ~1.2 (SmolLM2's default schedule, task_probe_default_*.json: its layer
+# 41.8 us predicted, 32 measured). Under counter hops a task loads its inputs after its counters
+# are full: no overlap.
+def polled_latency(dev: DeviceSpec, hops: str = "ll") -> float:
+    """How much of a task's time its SM's wait for its inputs takes in under `hops` (see above)."""
+    return dev.mem_latency_us if hops == "ll" else 0.0
 
 
 @gc_paused
@@ -756,7 +808,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
         plain_us = plain / (stream_rate(spread, dev.plain_gbs, dev.hbm_gbs) * 1e3)
         start, finish, preloaded, busy, left = list_schedule(
             queues, need_csr, add_csr, gsize, wb, rate, wb, trip_a, lat_us + plain_us, compute,
-            fixed, hop, FREE_BYTES * fill, RING_BYTES * fill)
+            fixed, hop, FREE_BYTES * fill, RING_BYTES * fill, polled_latency(dev, hops))
         if left:
             raise ValueError("the plan deadlocks: validate it before predicting")
         if round_ < SPREAD_ROUNDS:     # the SMs that streamed beside each task share the chip's HBM with it
@@ -770,4 +822,4 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
 __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched",
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
-           "ring_stage_bytes", "ring_fill_array", "ring_consume_us"]
+           "ring_stage_bytes", "ring_fill_array", "ring_consume_us", "polled_latency", "box_loop_trips", "norm_trips"]
