@@ -639,6 +639,9 @@ def merge(paths: list[Path], out_dir: Path) -> None:
            "targets_searched": list(by_target), "num_sms": docs[0]["num_sms"], "sim_device": docs[0]["sim_device"],
            "search": docs[0].get("search"), "sampled": docs[0].get("sampled"),
            "climbs": {t: c for d in docs for t, c in d.get("climbs", {}).items()}}
+    rescored = {f"run {i}": d["rescored"] for i, d in enumerate(docs, 1) if d.get("rescored")}
+    if rescored:     # whose rows were predicted again after their run (--rescore), and when
+        out["rescored"] = rescored
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "sim_adversary.json").write_text(json.dumps(out, indent=1))
 

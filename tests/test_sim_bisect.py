@@ -40,3 +40,33 @@ def test_ratios_are_over_each_climbs_own_start_and_the_worst_rows_are_picked():
                     {"target": "m", "label": "s", "start": "sampled", "edits_from_start": [], "sim_over_gpu": 2.0}]}
     assert [r["label"] for r in picked_rows(doc, [], 2)] == ["a", "b"]
     assert [r["label"] for r in picked_rows(doc, ["m=b"], 9)] == ["b"]
+
+
+def test_merged_runs_keep_the_last_run_of_a_target_and_say_which_were_rescored(tmp_path):
+    """sim_adversary --merge: a target measured by two runs keeps the later one's rows, and a run whose
+    rows were predicted again after it (--rescore) is named in the merged file's `rescored`."""
+    import json
+
+    from sim_adversary import merge
+
+    def run(target: str, expert_us: float, date: str, rescored: bool) -> dict:
+        rows = [{"target": target, "label": label, "start": start, "predicted_us": p, "correct": True,
+                 "measured": {"median_us": m}}
+                for label, start, p, m in (("default", "", 120.0, 130.0), ("expert", "", expert_us, 100.0),
+                                           ("climb 0 from default", "default", 110.0, 125.0))]
+        doc = {"device": "GPU", "sim_device": "H200", "date": date, "command": f"run {target}", "rows": rows,
+               "num_sms": 132, "climbs": {target: []}}
+        if rescored:
+            doc["rescored"] = {"date": date, "note": "predicted again"}
+        return doc
+
+    paths = []
+    for i, doc in enumerate((run("a", 100.0, "d1", True), run("b", 90.0, "d2", False), run("a", 95.0, "d3", False))):
+        paths.append(tmp_path / f"run{i}.json")
+        paths[-1].write_text(json.dumps(doc))
+    merge(paths, tmp_path / "out")
+    out = json.loads((tmp_path / "out" / "sim_adversary.json").read_text())
+    assert [r["target"] for r in out["rows"]] == ["a"] * 3 + ["b"] * 3
+    assert [r["predicted_us"] for r in out["rows"] if r["label"] == "expert"] == [95.0, 90.0]   # a's last run
+    assert list(out["rescored"]) == ["run 1"] and out["date"] == "d3"
+    assert {t["target"].split(":")[0] for t in out["targets"]} == {"all targets", "a", "b"}
