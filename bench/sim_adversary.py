@@ -559,6 +559,7 @@ def refit(path: Path, out_dir: Path, workers: int) -> None:
     on the others, score it), and score the adversary's targets under the fitted constants (in
     sample: the searched were found against the old constants). Writes sim_adversary_refit.json."""
     from megakernel_gym.compiler.calibrate import agreement, fit_device, spec_literal
+    out_dir.mkdir(parents=True, exist_ok=True)      # before minutes of fitting, not after
     doc = json.loads(path.read_text())
     rows = [r for r in doc["rows"] if r.get("measured") and r.get("correct")]
     base = DEVICES[doc["sim_device"]]
