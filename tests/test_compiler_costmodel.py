@@ -346,7 +346,7 @@ def test_an_elementwise_body_makes_a_trip_per_threads_elements(big):
     trips = task_trips(coarse)
     assert {trips[t.id] for t in coarse.tg.tasks if t.op.endswith("attn.add")} == {7}
     # silu_mul fused into down_proj runs over all 8,192 of its elements in every down_proj task:
-    # its call's trip (_prologue_trips) and 31 more
+    # its call's trip and 31 more (costmodel._call_trips)
     fused = apply_edits(base, "fuse layers.*.mlp.silu_mul into layers.*.mlp.down_proj").plan()
     trips = task_trips(fused)
     assert {trips[t.id] for t in fused.tg.tasks if t.op.endswith("mlp.down_proj")} == {1 + 31}

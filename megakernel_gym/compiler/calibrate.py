@@ -35,7 +35,7 @@ from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
 from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, hop_scale, polled_latency, predict,
-                                                prefetched, ring_bytes_array, ring_caps, ring_consume_us, ring_fill_array,
+                                                prefetched, ring_caps, ring_consume_us, ring_fed_bytes, ring_fill_array,
                                                 stream_rate, task_bandwidth_terms, task_costs, task_trips,
                                                 wait_groups)
 from megakernel_gym.compiler.graph import Graph
@@ -361,7 +361,7 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
     compute = np.maximum(np.asarray(flops, dtype=float) / sm_rate, ring_consume_us(plan, dev))
     return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips, polls,
                       prev, needs, ring_caps(plan).astype(np.int64), np.asarray(ring_fill_array(plan), dtype=float),
-                      np.minimum(ring_bytes_array(plan), np.asarray(own, dtype=float)))
+                      ring_fed_bytes(plan, own))
 
 
 def _critical_path(terms: _PlanTerms, pred: Prediction, hop, hide: float = 0.0) -> tuple[tuple[int, ...], np.ndarray, float]:

@@ -265,6 +265,12 @@ def ring_bytes_array(plan: Plan) -> np.ndarray:
     return cached
 
 
+def ring_fed_bytes(plan: Plan, nbytes) -> np.ndarray:
+    """Per task, the part of its bytes (`nbytes`, per task) its weight ring streams: its ring_bytes,
+    never more than the task's bytes; it loads the rest itself (plain_gbs)."""
+    return np.minimum(ring_bytes_array(plan), np.asarray(nbytes, dtype=float))
+
+
 # The ring's copies are counted in stages, not bytes: its producer keeps INFLIGHT stages in flight,
 # so an SM streams alone at about INFLIGHT x WS_STAGE over the memory latency (sm_gbs, fitted on the
 # 1B decoder, whose 4,096-byte rows fill every stage), and a task whose rows fill its stages only in
@@ -672,11 +678,11 @@ def task_trips(plan: Plan) -> list[int]:
     tg = plan.tg
     cached = tg.__dict__.get("_task_trips")
     if cached is None:
-        kinds = {o.name: o.kind for o in tg.graph.ops}
         ops = {o.name: o for o in tg.graph.ops}
+        on_chip = _on_chip_readers(tg.graph, ops)
         cached = tg.__dict__["_task_trips"] = per_task(tg, "trips", lambda tg, tasks: [
-            TRIPS.get(kinds[t.op], 0) + (SPLIT_TRIPS if t.parts > 1 else 0) + _prologue_trips(t, kinds, tg.graph, ops)
-            + _box_trips(tg, t, ops) for t in tasks])
+            TRIPS.get(ops[t.op].kind, 0) + (SPLIT_TRIPS if t.parts > 1 else 0) + _call_trips(tg, t, ops, on_chip)
+            for t in tasks])
     return cached
 
 
@@ -705,32 +711,33 @@ def norm_trips(op, box) -> int:
     return staged + max(0, box[0][1] - box[0][0])
 
 
-def _on_chip(g, ops: dict, name: str, chain: list[str]) -> bool:
-    """Whether a fused rmsnorm is computed on chip by a matmul of the task that reads it as its input
-    (codegen's onchip: the matmul stages the norm's input and normalises it in place, its weight in
-    registers, no trips of its own)."""
-    norm = ops[name]
-    return norm.kind == "rmsnorm" and any(
-        ops[c].kind == "matmul" and ops[c].inputs[0] == norm.outputs[0] and onchip_norm_problem(g, norm, ops[c]) is None
-        for c in chain)
+def _on_chip_readers(g, ops: dict) -> dict[str, set[str]]:
+    """Per rmsnorm, the matmuls that compute it on chip when it is fused into their task (codegen's
+    onchip: a matmul reading it as its input stages the norm's input and normalises it in place, its
+    weight in registers: no call and no trips of its own)."""
+    return {n.name: {m.name for m in ops.values() if m.kind == "matmul" and m.inputs[0] == n.outputs[0]
+                     and onchip_norm_problem(g, n, m) is None}
+            for n in ops.values() if n.kind == "rmsnorm"}
 
 
-def _box_trips(tg, t, ops: dict) -> int:
-    """A task's element-wise and norm bodies' trips past the first of each (box_loop_trips, norm_trips):
-    its own op's, and those of its fused producers that run as calls of their own (_prologue_trips'
-    calls). `ops`: the graph's ops by name."""
-    staged = ops[t.op].kind == "decode_attention"
-    chain = [p for p, _ in t.prologue] + [t.op]
-    bodies = [(p, pbox) for p, pbox in t.prologue if ops[p].kind in BOX_KINDS + NORM_KINDS
-              and not (staged and ops[p].kind in STEP_INPUT_KINDS) and not _on_chip(tg.graph, ops, p, chain)]
+def _call_trips(tg, t, ops: dict, on_chip: dict[str, set[str]]) -> int:
+    """A task's trips past its first that its fused producers and its body make: one per producer run as a
+    call of its own (not a matmul epilogue, nor an rmsnorm a matmul of the task computes on chip:
+    `on_chip`, _on_chip_readers), but one in all for a decode attention's ropes and cache writes
+    (staged together in its body); and each element-wise or norm body's trips past its first
+    (box_loop_trips, norm_trips), its own op's and its calls'."""
+    chain = {p for p, _ in t.prologue} | {t.op}
+    calls = [(p, box) for p, box in t.prologue if ops[p].kind != "matmul" and not on_chip.get(p, set()) & chain]
+    staged = [p for p, _ in calls if ops[t.op].kind == "decode_attention" and ops[p].kind in STEP_INPUT_KINDS]
+    trips = len(calls) - len(staged) + (1 if staged else 0)
+    bodies = [(p, box) for p, box in calls if p not in staged and ops[p].kind in BOX_KINDS + NORM_KINDS]
     if ops[t.op].kind in BOX_KINDS + NORM_KINDS:
         bodies.append((t.op, task_boxes(tg, t, ops[t.op])[0]))
-    extra = 0
     for name, box in bodies:
         op = ops[name]     # (a tile's box may run past its op's output)
         box = tuple((lo, min(hi, d)) for (lo, hi), d in zip(box, tg.graph.tensors[op.outputs[0]].shape))
-        extra += max(0, (norm_trips(op, box) if op.kind in NORM_KINDS else box_loop_trips(op.kind, box)) - 1)
-    return extra
+        trips += max(0, (norm_trips(op, box) if op.kind in NORM_KINDS else box_loop_trips(op.kind, box)) - 1)
+    return trips
 
 
 def _task_trip_array(plan: Plan) -> np.ndarray:
@@ -741,18 +748,6 @@ def _task_trip_array(plan: Plan) -> np.ndarray:
         cached = tg.__dict__["_task_trip_array"] = np.asarray(task_trips(plan), dtype=float)
         cached.flags.writeable = False
     return cached
-
-
-def _prologue_trips(t, kinds: dict[str, str], g=None, ops: dict | None = None) -> int:
-    """A task's fused producers' trips: one per call of its own (not a matmul epilogue, nor an rmsnorm
-    its matmul computes on chip: _on_chip, where the graph `g` and its `ops` by name are given), but
-    one in all for a decode attention's ropes and cache writes (staged together in its body)."""
-    chain = [p for p, _ in t.prologue] + [t.op]
-    calls = [p for p, _ in t.prologue if kinds[p] != "matmul" and not (ops and _on_chip(g, ops, p, chain))]
-    if kinds[t.op] == "decode_attention":
-        staged = [p for p in calls if kinds[p] in STEP_INPUT_KINDS]
-        return len(calls) - len(staged) + (1 if staged else 0)
-    return len(calls)
 
 
 # Under LL hops (the default kernel) a task that reaches the head of its SM's queue before its inputs
@@ -801,7 +796,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     # a task's ring-fed weights stream at its ring's rate (the share of its stages they fill), the ring
     # loading them ahead while the SM waits; the rest of its bytes through its own loads (plain_gbs)
     hop, fill = hop_us(plan, dev), ring_fill_array(plan)
-    wb = np.minimum(ring_bytes_array(plan), nbytes)
+    wb = ring_fed_bytes(plan, nbytes)
     plain = nbytes - wb
     for round_ in range(SPREAD_ROUNDS + 1):
         rate = stream_rate(spread, dev.sm_gbs * fill, dev.hbm_gbs) * 1e3
@@ -822,4 +817,5 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
 __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_costs", "op_spread", "prefetched",
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
-           "ring_stage_bytes", "ring_fill_array", "ring_consume_us", "polled_latency", "box_loop_trips", "norm_trips"]
+           "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
+           "box_loop_trips", "norm_trips"]
