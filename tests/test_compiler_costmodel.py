@@ -273,7 +273,7 @@ def test_a_ring_stage_carries_whole_packed_rows_or_one_segment_of_each_of_eight_
 def test_the_ring_streams_at_the_share_of_its_stages_its_rows_fill(big):
     """Every ring-fed task of the 1B decoder (whose constants were fitted) fills its stages (the lm_head's
     tiles all but their last), so its predictions stand; GPT-2's 2,560-byte rows fill 62.5%, and the H200's
-    constants put 128 SMs streaming them at 20-22 GB/s each, no faster than the kernel's probes timed
+    constants put 128 SMs streaming them at 17.5-22.5 GB/s each, no faster than the kernel's probes timed
     through them (19.4-20 GB/s, where the compute warps set the pace: ring_consume_us;
     bench/results/task_probe_mk_gpt2_large_batch2.json), where full stages get ~27."""
     import numpy as np
@@ -287,7 +287,7 @@ def test_the_ring_streams_at_the_share_of_its_stages_its_rows_fill(big):
     assert fed.sum() > 1000 and np.all(ring_fill_array(plan)[fed] >= 0.99)    # (lm_head's last stage: part rows)
     dev = DEVICES["H200"]
     full, gpt2 = (float(stream_rate(128, dev.sm_gbs * f, dev.hbm_gbs)) for f in (1.0, 2560 * 8 / 32768))
-    assert 20.0 <= gpt2 <= 22.5 and full > 1.25 * gpt2
+    assert 17.5 <= gpt2 <= 22.5 and full > 1.25 * gpt2
     small = build_plan(tiny_graph := capture(*ZOO["gpt2-tiny"](), "gpt2-tiny"), default_knobs(tiny_graph, 8))
     fill = ring_fill_array(small)[ring_bytes_array(small) > 0]
     assert len(fill) and np.all((fill > 0) & (fill < 1))               # tiny rows: part-empty stages
@@ -365,7 +365,7 @@ def test_a_task_that_waited_for_its_inputs_spent_its_first_memory_latency_pollin
     from dataclasses import replace
 
     from megakernel_gym.compiler.costmodel import polled_latency
-    dev = DEVICES["H200"]
+    dev = replace(DEVICES["H200"], quiet_wait_us=None)      # every hop a full wait latency: tasks that wait
     assert polled_latency(dev, "ll") == dev.mem_latency_us and polled_latency(dev, "counters") == 0.0
     slow = replace(dev, mem_latency_us=dev.mem_latency_us + 1.0)
     plan = build_plan(tiny, default_knobs(tiny, 4))
@@ -400,3 +400,69 @@ def test_a_norm_body_makes_a_trip_for_its_weights_and_for_each_row(big):
     inline = apply_edits(base, "inline layers.*.attn.norm").plan()
     trips = task_trips(inline)
     assert {trips[t.id] for t in inline.tg.tasks if t.op == "layers.3.attn.q_proj"} == {0}         # on chip
+
+
+def test_a_bodys_round_trips_come_before_or_after_its_rows_not_beside_them():
+    """A fused prologue's trips end before its task's compute warps take a row (they multiply the
+    input vector it writes), and an epilogue's start after the last row: the trips are serial with
+    the compute as well as with the loads. GPT-2 large's ln_2 fused into mlp.fc (batch 2: the compute
+    warps set the fc task's pace, ring_consume_us) grew the task's input phase 3.0 -> 5.7 us on an
+    H200 with its rows phase unchanged at 5.1 us (task_probe_gpt2_ln2_into_fc.json) and ran the step
+    5.9% slower than the expert, where the sim, hiding the trips under the compute, said 7.1% faster."""
+    import numpy as np
+
+    from megakernel_gym.compiler.costmodel import polled_latency, ring_consume_us, task_trips
+    from megakernel_gym.ir_exposure import apply_edits
+    sys.path.insert(0, str(ROOT / "bench"))
+    from sim_adversary import expert_of, target_ir
+    dev = DEVICES["H200"]
+    expert = expert_of(target_ir("mk_gpt2_large_batch2", 132)[1])
+    fused = apply_edits(expert, "fuse transformer.h.*.ln_2 into transformer.h.*.mlp.fc")
+    a, b = expert.plan(), fused.plan()
+    pa, pb = predict(a, dev), predict(b, dev)
+    tasks = b.tg.by_op["transformer.h.3.mlp.act"]
+    trips = np.asarray(task_trips(b), dtype=float)[tasks]
+    consume = ring_consume_us(b, dev)[tasks]
+    assert trips.min() >= 3 and np.all(consume > 4.0)
+    dur = np.array([pb.finish_us[t] - pb.start_us[t] for t in tasks])
+    # (less the memory latency a task that waited spent polling: costmodel.polled_latency)
+    assert np.all(dur >= consume + trips * dev.mem_latency_us + dev.task_overhead_us - polled_latency(dev) - 1e-9)
+    plain = a.tg.by_op["transformer.h.3.mlp.act"]
+    assert np.median(dur) - np.median([pa.finish_us[t] - pa.start_us[t] for t in plain]) >= 3 * dev.mem_latency_us
+    # (the step: the fusion also saves the ln_2 task and its hop, which the sim prices at a busy chip's
+    # wait latency, busy_hop_us; it still calls the fusion faster than the expert, by 3.8%)
+
+
+def test_a_hop_costs_the_full_wait_latency_only_while_the_chip_streams(tiny):
+    """costmodel.busy_hop_weight / busy_hop_us: a signal is seen late by as much as the chip's copies
+    in flight hold it up (bench/results/poll_probe.json: 0.26 us with no SM streaming, 1.0 with every
+    SM's ring keeping 2 copies in flight), so a hop costs quiet_wait_us where no SM streams and
+    wait_latency_us where every SM does; without quiet_wait_us every hop costs the wait latency."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from megakernel_gym.compiler.costmodel import busy_hop_us, busy_hop_weight, streaming_demand_at
+    # what runs just before each instant: [0, 2) and [1, 3) at rates 1 and 2; one ending at t counts
+    start, finish = np.array([0.0, 1.0]), np.array([2.0, 3.0])
+    assert streaming_demand_at(np.array([0.0, 0.5, 1.5, 2.0, 2.5, 3.0, 4.0]), start, finish,
+                               np.array([1.0, 2.0])).tolist() == [0.0, 1.0, 3.0, 3.0, 2.0, 2.0, 0.0]
+    dev = replace(DEVICES["H200"], num_sms=4, wait_latency_us=2.0, quiet_wait_us=0.2)
+    # four SMs: tasks 0-3 stream together, task 4 signals alone, task 5 while two SMs preload
+    start = np.array([0.0, 0.0, 0.0, 0.0, 10.0, 20.0])
+    finish = np.array([5.0, 5.0, 5.0, 5.0, 11.0, 21.0])
+    streams = np.array([True, True, True, True, False, False])
+    pre_from, pre_to = np.full(6, 50.0), np.full(6, 50.0)
+    pre_from[:2], pre_to[:2] = 20.5, 22.0                  # two rings load ahead as task 5 signals
+    w = busy_hop_weight(start, finish, streams, pre_from, pre_to, dev)
+    assert w.tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.5]
+    assert busy_hop_us(w, dev).tolist() == pytest.approx([2.0, 2.0, 2.0, 2.0, 0.2, 1.1])
+    # a chain of small ops on a quiet chip: shorter hops, a faster prediction; and none without the term
+    plan = build_plan(tiny, default_knobs(tiny, 4))
+    busy = replace(DEVICES["H200"], quiet_wait_us=None)
+    quiet = replace(busy, quiet_wait_us=0.1 * busy.wait_latency_us)
+    p, q = predict(plan, busy), predict(plan, quiet)
+    assert p.hop_busy == [] and len(q.hop_busy) == len(plan.tg.tasks)
+    assert min(q.hop_busy) >= 0.0 and q.latency_us < p.latency_us
+    same = replace(busy, quiet_wait_us=busy.wait_latency_us)
+    assert predict(plan, same).latency_us == pytest.approx(p.latency_us)

@@ -34,7 +34,7 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
-from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, hop_scale, polled_latency, predict,
+from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hop_us, hop_scale, polled_latency, predict,
                                                 prefetched, ring_caps, ring_consume_us, ring_fed_bytes, ring_fill_array,
                                                 stream_rate, task_bandwidth_terms, task_costs, task_trips,
                                                 wait_groups)
@@ -309,11 +309,11 @@ def agreement(predicted, measured) -> dict:
 # fitting
 
 FIT_FIELDS = ("hbm_gbs", "task_overhead_us", "wait_latency_us", "mem_latency_us", "launch_us", "sm_gbs",
-              "counter_us", "prefetch_us", "capped_wait", "plain_gbs")
+              "counter_us", "prefetch_us", "capped_wait", "plain_gbs", "quiet_wait_us")
 # sane ranges: a tenth of a GPU's bandwidth to several times a B200's; latencies from 1 ns to 100 us
 FIT_BOUNDS = {"hbm_gbs": (100.0, 20000.0), "task_overhead_us": (0.01, 100.0), "wait_latency_us": (0.01, 100.0),
               "mem_latency_us": (0.001, 100.0), "launch_us": (0.1, 20.0), "sm_gbs": (1.0, 1000.0),
-              "plain_gbs": (1.0, 1000.0),
+              "plain_gbs": (1.0, 1000.0), "quiet_wait_us": (0.01, 100.0),
               "counter_us": (0.001, 10.0), "prefetch_us": (0.001, 100.0),
               # a share of the wait latency per copy in flight (costmodel.hop_us); its least is where a
               # search in log space starts when the base has none
@@ -368,13 +368,16 @@ def _critical_path(terms: _PlanTerms, pred: Prediction, hop, hide: float = 0.0) 
     """The tasks of the path that set the predicted latency (walked back from the last finish
     through whichever of SM predecessor or producer + its hop set each start; `hop`: costmodel.hop_us,
     per task or one number), its waits: how many of its steps were a hop from a producer whose
-    ring allowed c copies in flight, at index c; and how many memory latencies its tasks' waits took
+    ring allowed c copies in flight, at index c, each weighed by how busy the chip was as the
+    producer signalled (Prediction.hop_busy: costmodel.busy_hop_weight), and again at MAX_INFLIGHT
+    + 1 + c by how quiet (1 - that); and how many memory latencies its tasks' waits took
     in (`hide`: costmodel.polled_latency; a task whose SM idled g before it started takes in
     min(g, hide), counted here as that share of one memory latency)."""
     finish, start = pred.finish_us, pred.start_us
     hops = np.broadcast_to(np.asarray(hop, dtype=float), (len(finish),))
     t = max(range(len(finish)), key=finish.__getitem__)
-    path, waits = [t], np.zeros(MAX_INFLIGHT + 1)
+    path, waits = [t], np.zeros(2 * (MAX_INFLIGHT + 1))
+    busy = np.asarray(pred.hop_busy, dtype=float) if len(pred.hop_busy) else np.ones(len(finish))
     hidden = 0.0
 
     def took_in(t: int) -> float:
@@ -392,7 +395,9 @@ def _critical_path(terms: _PlanTerms, pred: Prediction, hop, hide: float = 0.0) 
         if via < 0:
             break
         if waited:
-            waits[min(int(terms.caps[via]), MAX_INFLIGHT)] += 1
+            c = min(int(terms.caps[via]), MAX_INFLIGHT)
+            waits[c] += busy[via]
+            waits[MAX_INFLIGHT + 1 + c] += 1.0 - busy[via]
         t = via
         path.append(t)
         hidden += took_in(t)
@@ -423,7 +428,8 @@ class _PathModel:
         shared = (terms.shared_bytes[idx] if spread is None or not len(spread)
                   else terms.nbytes[idx] * np.asarray(spread, dtype=float)[idx])
         key = (path, tuple(np.round(got / 1024).astype(int)), tuple(np.round(shared / terms.nbytes[idx].clip(1))
-                                                                     .astype(int)), round(hidden, 2))
+                                                                     .astype(int)), round(hidden, 2),
+               tuple(np.round(waits, 2)))
         if key in self.seen[i]:
             return False
         self.seen[i].add(key)
@@ -437,8 +443,9 @@ class _PathModel:
         return True
 
     def _flatten(self):
-        """Per task of every path: ring bytes left, own loads' bytes, spread, compute, latency trips,
-        prefetches, ring fill; per path: where it starts, its plan, polls, task count, waits (one
+        """Per task of every path: ring bytes left, own loads' bytes, spread, compute, memory latencies
+        (the first and each round trip), round trips alone (serial with the compute too), prefetches,
+        ring fill; per path: where it starts, its plan, polls, task count, waits (one
         row per path) and the memory latencies its waits took in."""
         rows = [(i, p) for i, paths in enumerate(self.paths) for p in paths if p[7] > 0]
         if not rows:
@@ -446,7 +453,7 @@ class _PathModel:
         cat = lambda k: np.concatenate([p[k] for _, p in rows]).astype(float)  # noqa: E731
         pays, trips = cat(4), cat(5)
         starts = np.cumsum([0] + [p[7] for _, p in rows[:-1]])
-        return (cat(0), cat(1), cat(2), cat(3), pays + trips, 1 - pays, cat(9), starts, np.array([i for i, _ in rows]),
+        return (cat(0), cat(1), cat(2), cat(3), pays + trips, trips, 1 - pays, cat(9), starts, np.array([i for i, _ in rows]),
                 np.array([p[6] for _, p in rows]), np.array([p[7] for _, p in rows], dtype=float),
                 np.vstack([p[8] for _, p in rows]).astype(float), np.array([p[10] for _, p in rows], dtype=float))
 
@@ -456,12 +463,14 @@ class _PathModel:
         if self._flat is None:
             self._flat = self._flatten()
         if self._flat is not None:
-            ring, plain, spread, compute, trips, prefetches, fill, starts, plan, polls, count, waits, hidden = self._flat
-            hop = v["wait_latency_us"] * hop_scale(_CAPS, v["capped_wait"])
+            ring, plain, spread, compute, latencies, trips, prefetches, fill, starts, plan, polls, count, waits, hidden = self._flat
+            scale = hop_scale(_CAPS, v["capped_wait"])      # busy hops, then quiet ones (_critical_path)
+            quiet = v["quiet_wait_us"] if v.get("quiet_wait_us") is not None else v["wait_latency_us"]
+            hop = np.concatenate([v["wait_latency_us"] * scale, quiet * scale])
             mem = (ring / (stream_rate(spread, v["sm_gbs"] * fill, v["hbm_gbs"]) * 1e3)
-                   + plain / (stream_rate(spread, v["plain_gbs"], v["hbm_gbs"]) * 1e3) + trips * v["mem_latency_us"]
+                   + plain / (stream_rate(spread, v["plain_gbs"], v["hbm_gbs"]) * 1e3) + latencies * v["mem_latency_us"]
                    + prefetches * v["prefetch_us"])
-            total = (np.add.reduceat(np.maximum(mem, compute), starts) + count * v["task_overhead_us"] + waits @ hop
+            total = (np.add.reduceat(np.maximum(mem, compute + trips * v["mem_latency_us"]), starts) + count * v["task_overhead_us"] + waits @ hop
                      + polls * v["counter_us"] - hidden * v["mem_latency_us"])
             np.maximum.at(best, plan, total)
         return best + v["launch_us"]
@@ -488,7 +497,7 @@ def _values(x: np.ndarray, fields: tuple[str, ...] = FIT_FIELDS, base: DeviceSpe
 
 
 def _spec(base: DeviceSpec, v: dict, name: str | None = None) -> DeviceSpec:
-    return replace(base, name=name or base.name, **{k: float(v[k]) for k in FIT_FIELDS})
+    return replace(base, name=name or base.name, **{k: float(v[k]) if v[k] is not None else None for k in FIT_FIELDS})
 
 
 def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], base: DeviceSpec, *,
@@ -522,7 +531,8 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     if bad:
         raise ValueError(f"fit_device: {sorted(bad)} are not among the fitted constants {FIT_FIELDS}")
     fields = tuple(k for k in FIT_FIELDS if k in fields
-                   and (k != "capped_wait" or any(bool(np.any(tm.caps != INFLIGHT)) for tm in terms)))
+                   and (k != "capped_wait" or any(bool(np.any(tm.caps != INFLIGHT)) for tm in terms))
+                   and (k != "quiet_wait_us" or base.quiet_wait_us is not None))
     x0 = np.array([math.log(max(getattr(base, k), FIT_BOUNDS[k][0])) for k in fields])
     # the prior holds a constant near base's value; one base has none of (capped_wait 0) is free
     known = np.array([1.0 if getattr(base, k) >= FIT_BOUNDS[k][0] else 0.0 for k in fields])
@@ -538,9 +548,10 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
         for i, ((plan, costs), tm) in enumerate(zip(plans_costs, terms)):
             p = predict(plan, dev, costs=costs, hops=hops)
             preds.append(p.latency_us)
-            added += model.add(i, tm, *_critical_path(tm, p, dev.wait_latency_us * hop_scale(tm.caps, dev.capped_wait),
-                                                      polled_latency(dev, hops)),
-                               p.preloaded, p.spread)   # (costmodel.hop_us, from the caps the terms hold)
+            hop = dev.wait_latency_us * hop_scale(tm.caps, dev.capped_wait)   # costmodel.hop_us, from the caps the terms hold
+            if len(p.hop_busy):                                                # and how busy the chip was at each
+                hop = hop / dev.wait_latency_us * busy_hop_us(p.hop_busy, dev)
+            added += model.add(i, tm, *_critical_path(tm, p, hop, polled_latency(dev, hops)), p.preloaded, p.spread)
         return loss(np.asarray(preds), x), preds, added
 
     def model_loss(x: np.ndarray) -> float:
@@ -575,8 +586,8 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
             break       # predict() agrees with the model at its optimum: nothing left to learn
     fitted = _spec(base, _values(x_best, fields, base), name)
     report = {
-        "fitted": {k: getattr(fitted, k) for k in FIT_FIELDS},
-        "base": {k: getattr(base, k) for k in FIT_FIELDS},
+        "fitted": {k: getattr(fitted, k) for k in FIT_FIELDS if getattr(fitted, k) is not None},
+        "base": {k: getattr(base, k) for k in FIT_FIELDS if getattr(base, k) is not None},
         "before": agreement(before, measured_us),
         "after": agreement(best_preds, measured_us),
         "predicted_before_us": before,
@@ -594,7 +605,9 @@ def spec_literal(dev: DeviceSpec) -> str:
             f'{dev.task_overhead_us:.3g}, {dev.wait_latency_us:.3g}, {dev.launch_us:.3g}, {dev.mem_latency_us:.3g}, '
             f'sm_gbs={dev.sm_gbs:.1f}, counter_us={dev.counter_us:.3g}, prefetch_us={dev.prefetch_us:.3g}'
             + (f', capped_wait={dev.capped_wait:.3g}' if dev.capped_wait else '')
-            + f', plain_gbs={dev.plain_gbs:.1f}),')
+            + f', plain_gbs={dev.plain_gbs:.1f}'
+            + (f', quiet_wait_us={dev.quiet_wait_us:.3g}, busy_power={dev.busy_power:.3g}' if dev.quiet_wait_us is not None else '')
+            + '),')
 
 
 def plans_and_costs(schedules: list[tuple[str, IR]]) -> list[tuple[Plan, tuple]]:
