@@ -79,8 +79,9 @@ def test_spearman():
 def test_fit_recovers_known_constants(sampled):
     _, pc = sampled
     # (the tiny's unpacked ring stages would make its matmuls their compute warps' time, which no
-    # fitted constant moves: costmodel.ring_consume_us, off here)
-    base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9)
+    # fitted constant moves: costmodel.ring_consume_us, off here; and one wait latency for every hop:
+    # the tiny's 8 SMs keep a 132-SM chip all but quiet, costmodel.busy_hop_us)
+    base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9, quiet_wait_us=None)
     true = replace(base, hbm_gbs=200.0, task_overhead_us=0.5, wait_latency_us=1.5, mem_latency_us=2.0,
                    launch_us=5.0)
     measured = [predict(p, true, costs=c).latency_us for p, c in pc]
@@ -188,17 +189,18 @@ def test_fit_finds_how_much_fewer_copies_in_flight_shorten_a_hop(tiny):
     caps = "\n".join(f"inflight layers.*.attn.{m}_proj n=1" for m in "qkvo")
     schedules = sample_schedules(tiny, 8, seed=0, num_sms=8)
     pc = plans_and_costs(schedules + [(label + " + inflight", apply_edits(ir, caps)) for label, ir in schedules])
-    true = replace(DEVICES["H200"], hbm_gbs=200.0, wait_latency_us=1.5, capped_wait=0.4)
+    base = replace(DEVICES["H200"], quiet_wait_us=None)      # one wait latency for every hop (not busy_hop_us)
+    true = replace(base, hbm_gbs=200.0, wait_latency_us=1.5, capped_wait=0.4)
     measured = [predict(p, true, costs=c).latency_us for p, c in pc]
-    fitted, report = fit_device(pc, measured, DEVICES["H200"], prior=0.0, starts=8,
+    fitted, report = fit_device(pc, measured, base, prior=0.0, starts=8,
                                 fields=tuple(k for k in FIT_FIELDS if k != "plain_gbs"))
     assert fitted.capped_wait == pytest.approx(0.4, rel=0.05)
     assert fitted.wait_latency_us == pytest.approx(1.5, rel=0.05)
     assert report["after"]["max_abs_pct_err"] < 4.0     # (the tiny's part-filled ring stages: see above)
     assert f"capped_wait={fitted.capped_wait:.3g}" in spec_literal(fitted)
     # without a capped schedule there is nothing to measure it by: it keeps the base's value
-    plain, _ = fit_device(pc[:8], measured[:8], DEVICES["H200"], prior=0.0, rounds=1, starts=0)
-    assert plain.capped_wait == DEVICES["H200"].capped_wait == 0.0 and "capped_wait" not in spec_literal(plain)
+    plain, _ = fit_device(pc[:8], measured[:8], base, prior=0.0, rounds=1, starts=0)
+    assert plain.capped_wait == base.capped_wait == 0.0 and "capped_wait" not in spec_literal(plain)
 
 
 def test_fit_recovers_a_quiet_chips_wait_latency(sampled):
