@@ -442,7 +442,7 @@ def test_a_hop_costs_the_full_wait_latency_only_while_the_chip_streams(tiny):
 
     import numpy as np
 
-    from megakernel_gym.compiler.costmodel import busy_hop_us, busy_hop_weight, streaming_demand_at
+    from megakernel_gym.compiler.costmodel import busy_hop_us, busy_hop_weight, copies_busy, streaming_demand_at
     # what runs just before each instant: [0, 2) and [1, 3) at rates 1 and 2; one ending at t counts
     start, finish = np.array([0.0, 1.0]), np.array([2.0, 3.0])
     assert streaming_demand_at(np.array([0.0, 0.5, 1.5, 2.0, 2.5, 3.0, 4.0]), start, finish,
@@ -451,11 +451,16 @@ def test_a_hop_costs_the_full_wait_latency_only_while_the_chip_streams(tiny):
     # four SMs: tasks 0-3 stream together, task 4 signals alone, task 5 while two SMs preload
     start = np.array([0.0, 0.0, 0.0, 0.0, 10.0, 20.0])
     finish = np.array([5.0, 5.0, 5.0, 5.0, 11.0, 21.0])
-    streams = np.array([True, True, True, True, False, False])
+    run = copies_busy([2, 2, 2, 2, 0, 0]) * np.array([1, 1, 1, 1, 0, 0])
+    pre = copies_busy(np.full(6, 2))
     pre_from, pre_to = np.full(6, 50.0), np.full(6, 50.0)
     pre_from[:2], pre_to[:2] = 20.5, 22.0                  # two rings load ahead as task 5 signals
-    w = busy_hop_weight(start, finish, streams, pre_from, pre_to, dev)
+    w = busy_hop_weight(start, finish, (run, pre), pre_from, pre_to, dev)
     assert w.tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.5]
+    # more copies in flight make the chip busier (poll_probe: 1.8 us at 3, 7.7 at 5); fewer never quieter
+    assert copies_busy([0, 1, 2, 3, 5, 16]).tolist() == [0.0, 1.0, 1.0, 2.1, 10.0, 10.0]
+    w3 = busy_hop_weight(start, finish, (copies_busy([3, 3, 3, 3, 0, 0]) * (run > 0), pre), pre_from, pre_to, dev)
+    assert w3[:4].tolist() == pytest.approx([2.1] * 4) and busy_hop_us(w3, dev)[0] > dev.wait_latency_us
     assert busy_hop_us(w, dev).tolist() == pytest.approx([2.0, 2.0, 2.0, 2.0, 0.2, 1.1])
     # a chain of small ops on a quiet chip: shorter hops, a faster prediction; and none without the term
     plan = build_plan(tiny, default_knobs(tiny, 4))
@@ -466,3 +471,19 @@ def test_a_hop_costs_the_full_wait_latency_only_while_the_chip_streams(tiny):
     assert min(q.hop_busy) >= 0.0 and q.latency_us < p.latency_us
     same = replace(busy, quiet_wait_us=busy.wait_latency_us)
     assert predict(plan, same).latency_us == pytest.approx(p.latency_us)
+
+
+def test_a_ring_cap_never_makes_a_schedule_faster_and_more_copies_cost(big):
+    """copies_busy: every SM streaming with more copies in flight than the compiler's 2 slows every hop
+    (an H200 ran llama-1b's default 2.4% slower with an adversary's inflight edits, sim_bisect.json),
+    and a cap of 1 counts as 2 do, so no `inflight` or `ahead` edit reads as a gain."""
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    dev = DEVICES["H200"]
+    base = make_ir(big, num_sms=132)
+    plain = predict(base.plan(), dev).latency_us
+    for edits in ("inflight layers.*.mlp.gate_proj n=1\ninflight layers.*.mlp.up_proj n=1",
+                  "ahead layers.*.mlp.gate_proj n=1", "ahead layers.*.attn.q_proj n=1"):
+        assert predict(apply_edits(base, edits).plan(), dev).latency_us >= plain - 1e-6, edits
+    more = predict(apply_edits(base, "inflight layers.*.mlp.gate_proj n=4\ninflight layers.*.mlp.up_proj n=4").plan(), dev)
+    assert more.latency_us > plain + 16                                   # a us a layer
+    assert predict(apply_edits(base, "ahead layers.*.mlp.down_proj n=5").plan(), dev).latency_us > plain + 1

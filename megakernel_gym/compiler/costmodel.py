@@ -208,13 +208,12 @@ def _bandwidth_arrays(plan: Plan, own: np.ndarray, queues: tuple | None = None) 
 # queue, which the IR's `inflight` edit sets), by DeviceSpec.capped_wait per copy away from the
 # compiler's INFLIGHT, never below HOP_FLOOR of the wait latency. capped_wait 0 (the shipped
 # constants until a refit under the cap measures it) is one wait latency for every hop. The `ahead`
-# edit (a cap while the matmul's task still waits) is not in the model, and both edits cost on the GPU:
-# an H200 ran llama-1b's default with an adversary's inflight edits 2.4% slower and with its ahead
-# edits 2.0% (Qwen3's ahead edits 5.6%; bench/results/sim_bisect.json), where the sim moves by nothing.
-# A chip-wide term (each streaming SM adding to every hop by its ring's copies in flight, poll_probe's
-# 0 / 1 / 2.1 / 10 x at 1 / 2 / 3 / 5 copies) priced those rows right but read a cap of 1 as a quiet
-# chip, and an adversary searched against it found gains the GPU lacks at once (llama-1b 14% faster
-# predicted, 19% slower measured: sim_adversary_copies.json in commit 4abbef8); it is not shipped.
+# edit (a cap while the matmul's task still waits) is in it only chip-wide: both edits cost on the GPU
+# (an H200 ran llama-1b's default with an adversary's inflight edits 2.4% slower and with its ahead
+# edits 2.0%, Qwen3's ahead edits 5.6%: bench/results/sim_bisect.json), and where the device has a
+# quiet_wait_us every SM streaming adds to every hop by the copies its ring keeps in flight
+# (busy_hop_weight, copies_busy; own_caps: its `inflight` while its task runs, its `ahead` while its
+# ring preloads).
 HOP_FLOOR = 0.05
 
 
@@ -246,6 +245,23 @@ def ring_caps(plan: Plan) -> np.ndarray:
     out = np.full(n, float(INFLIGHT))
     out[flat[has]] = own[flat[nxt[has]]]
     return out
+
+
+def own_caps(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """Per task, the copies in flight its own ring keeps for its weights (its op's or a fused matmul
+    producer's `inflight`, the smallest where several, else INFLIGHT) while it runs, and while it
+    waits for its inputs (its `ahead` where set, else the same)."""
+    knobs = plan.knobs
+    caps = (knobs.inflight if knobs else {}) or {}
+    ahead = (knobs.ahead if knobs else {}) or {}
+    n = len(plan.tg.tasks)
+    if not caps and not ahead:
+        return np.full(n, float(INFLIGHT)), np.full(n, float(INFLIGHT))
+    keys, idx = _task_keys(plan.tg)
+    run = np.array([min([caps[o] for o in k if caps.get(o)] or [INFLIGHT]) for k in keys], dtype=float)
+    wait = np.array([min([ahead.get(o) or caps.get(o) or INFLIGHT for o in k if ahead.get(o) or caps.get(o)]
+                         or [INFLIGHT]) for k in keys], dtype=float)
+    return run[idx], wait[idx]
 
 
 def hop_scale(caps, capped_wait: float) -> np.ndarray:
@@ -358,14 +374,31 @@ def streaming_demand_at(times: np.ndarray, start: np.ndarray, finish: np.ndarray
     return np.where(i >= 0, level[np.maximum(i, 0)], 0.0)
 
 
+# What one SM streaming through its ring adds to the chip's busyness, by the copies its ring keeps
+# in flight (0-5: a ring of WS_MAX_STAGES stages has no more): a signal is seen 1.0 us after it is
+# written with every SM keeping the compiler's INFLIGHT of 2 copies in flight, 1.8 with 3 and 7.7 with
+# 5 (bench/results/poll_probe.json, an H100): over the quiet latency (0.26), 1, 2.1 and 10 times what
+# 2 add (4 between, geometric). With 1 copy everywhere the probe saw 0.26 us, as on a quiet chip, but
+# a cap of 1 counts here as 2 do: read as quiet, it let an adversary's climbs gain from caps of 1 the
+# GPU did not give (commit 4abbef8's sim_adversary_copies.json), and the rows it ran say nothing of
+# what 1 saves. A cap therefore never makes a schedule faster in the sim, and one above 2 costs.
+COPIES_BUSY = np.array([0.0, 1.0, 1.0, 2.1, 4.6, 10.0])
+
+
+def copies_busy(caps) -> np.ndarray:
+    """COPIES_BUSY of each cap (copies in flight)."""
+    return COPIES_BUSY[np.clip(np.asarray(caps, dtype=np.int64), 0, len(COPIES_BUSY) - 1)]
+
+
 def busy_hop_weight(start, finish, streams, preload_from, preload_to, dev: DeviceSpec) -> np.ndarray:
-    """Per task, how busy the chip's memory is as it signals, 0 (no SM streams) to 1 (every SM does),
-    raised to dev.busy_power: the SMs running a task that streams weights through its ring
-    (`streams`, over [start, finish)) and those whose ring preloads a task's weights (over
-    [preload_from, preload_to)), over num_sms (and past 1 where more than that overlap)."""
-    ones = np.ones(len(start))
-    level = (streaming_demand_at(finish, start, finish, np.where(streams, ones, 0.0))
-             + streaming_demand_at(finish, preload_from, preload_to, ones))
+    """Per task, how busy the chip's memory is as it signals, 0 (no SM streams) to 1 (every SM
+    streams with INFLIGHT copies in flight) and beyond (more copies), raised to dev.busy_power: each SM
+    running a task that streams weights through its ring (`streams`: a pair of arrays, first per task
+    what it adds while it runs, copies_busy of its cap, over [start, finish); then what its ring's
+    preload of its weights adds, over [preload_from, preload_to)), over num_sms."""
+    run, pre = streams
+    level = (streaming_demand_at(finish, start, finish, np.asarray(run, dtype=float))
+             + streaming_demand_at(finish, preload_from, preload_to, np.asarray(pre, dtype=float)))
     return (level / dev.num_sms) ** dev.busy_power
 
 
@@ -874,7 +907,9 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
                 prev = np.zeros(n)
                 prev[queues[1][1:]] = finish[queues[1][:-1]]
                 prev[queues[1][queues[0][:-1][np.diff(queues[0]) > 0]]] = 0.0     # a queue's first task
-                weight = busy_hop_weight(start, finish, wb > 0, prev,
+                run_cap, wait_cap = own_caps(plan)
+                streams = (np.where(wb > 0, copies_busy(run_cap), 0.0), np.where(wb > 0, copies_busy(wait_cap), 0.0))
+                weight = busy_hop_weight(start, finish, streams, prev,
                                          prev + np.divide(preloaded, rate, out=np.zeros(n), where=rate > 0), dev)
                 hop = hop0 / dev.wait_latency_us * busy_hop_us(weight, dev)
     floor = max(float(nbytes.sum()) / (dev.hbm_gbs * 1e3), float(flops.sum()) / (dev.tflops * 1e6))
@@ -887,4 +922,5 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
-           "box_loop_trips", "norm_trips", "busy_hop_weight", "busy_hop_us", "streaming_demand_at"]
+           "box_loop_trips", "norm_trips", "busy_hop_weight", "busy_hop_us", "streaming_demand_at",
+           "own_caps", "copies_busy", "COPIES_BUSY"]
