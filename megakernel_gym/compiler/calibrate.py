@@ -463,14 +463,16 @@ class _PathModel:
         if self._flat is None:
             self._flat = self._flatten()
         if self._flat is not None:
-            ring, plain, spread, compute, latencies, trips, prefetches, fill, starts, plan, polls, count, waits, hidden = self._flat
+            (ring, plain, spread, compute, latencies, trips, prefetches, fill, starts, plan, polls, count, waits,
+             hidden) = self._flat
             scale = hop_scale(_CAPS, v["capped_wait"])      # busy hops, then quiet ones (_critical_path)
             quiet = v["quiet_wait_us"] if v.get("quiet_wait_us") is not None else v["wait_latency_us"]
             hop = np.concatenate([v["wait_latency_us"] * scale, quiet * scale])
             mem = (ring / (stream_rate(spread, v["sm_gbs"] * fill, v["hbm_gbs"]) * 1e3)
                    + plain / (stream_rate(spread, v["plain_gbs"], v["hbm_gbs"]) * 1e3) + latencies * v["mem_latency_us"]
                    + prefetches * v["prefetch_us"])
-            total = (np.add.reduceat(np.maximum(mem, compute + trips * v["mem_latency_us"]), starts) + count * v["task_overhead_us"] + waits @ hop
+            total = (np.add.reduceat(np.maximum(mem, compute + trips * v["mem_latency_us"]), starts)
+                     + count * v["task_overhead_us"] + waits @ hop
                      + polls * v["counter_us"] - hidden * v["mem_latency_us"])
             np.maximum.at(best, plan, total)
         return best + v["launch_us"]

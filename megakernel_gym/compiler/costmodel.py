@@ -7,13 +7,15 @@ alone at its own rate, together short of the chip's HBM bandwidth until many str
 weights at sm_gbs times the share of the ring's stages its rows fill (ring_fill_array), the rest
 (KV caches, activations) at plain_gbs; plus the memory latency (or, where the schedule prefetches
 its weights, the cost of issuing the prefetch) and one more for each round trip its body makes one
-after another (task_trips: an element-wise body's threads take THREADS elements a trip), and its compute, whichever is larger: its flops
-over its SM's share of the tensor-core rate, or its compute warps' time through its ring stages
-(ring_consume_us), after those round trips (a prologue's come before its rows, an epilogue's after); plus a fixed per-task overhead and the cost of polling
-each counter it waits on. Across SMs: each SM runs its queue in order; a task starts when its SM
-is free and every group of producers it waits on has finished (plus the latency of seeing that in
-global memory: the wait latency, shorter from a producer whose weight ring keeps fewer copies in
-flight, hop_us), less the memory latency its polls spent while its SM waited (polled_latency). The
+after another (task_trips: an element-wise body's threads take THREADS elements a trip), and its
+compute, whichever is larger: its flops over its SM's share of the tensor-core rate, or its compute
+warps' time through its ring stages (ring_consume_us), after those round trips (a prologue's come
+before its rows, an epilogue's after); plus a fixed per-task overhead and the cost of polling each
+counter it waits on. Across SMs: each SM runs its queue in order; a task starts when its SM is free
+and every group of producers it waits on has finished (plus the latency of seeing that in global
+memory: the wait latency, shorter from a producer whose weight ring keeps fewer copies in flight,
+hop_us, and on a device with a quiet_wait_us shorter as fewer SMs stream when the producer signals,
+busy_hop_us), less the memory latency its polls spent while its SM waited (polled_latency). The
 prediction is the last finish plus one kernel launch.
 
 What a task waits on follows the kernel's hops (compiler/hops.py, emit_cuda's `hops`): with
@@ -23,9 +25,8 @@ graph dependencies), however the plan's counters are laid out, since a reader po
 it reads. Counter granularity then costs nothing, as measured (bench/results/ab_knobs_ll.json,
 megakernel_schedules.json).
 
-All device constants live in DEVICES: the H100's are fitted to measured megakernels
-(compiler/calibrate.py); the H200's take its measured bandwidth (scaled as the H100's fit scales
-its own) and the H100's latencies.
+All device constants live in DEVICES, fitted to measured megakernels (compiler/calibrate.py): the
+H100's to the 1B decoder's schedules, the H200's to four families' schedules, an adversary's among them.
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ class DeviceSpec:
     plain_gbs: float = 40.0     # what one SM streams alone through its own loads (KV caches, activations), GB/s
     stage_us: float = 0.30      # an SM's compute warps through one ring stage of rows that are not packed ...
     stage_gbs: float = 60.0     # ... plus every ring stage's weight bytes times the batch rows at this rate, GB/s (ring_consume_us)
-    quiet_wait_us: float | None = None  # a hop's wait latency while no SM streams (busy_hop_us); None: wait_latency_us for every hop
+    quiet_wait_us: float | None = None  # a hop's wait latency while no SM streams (busy_hop_us); None: one for all
     busy_power: float = 1.0     # how a hop's latency grows with the share of SMs streaming (busy_hop_weight)
 
 
@@ -101,21 +102,23 @@ DATASHEET = {
 # unchanged by the split. An H200's probes of the default schedule's unsplit attention (one SM a KV
 # head, 525 KB) measured ~66 GB/s for SmolLM2's 64-wide heads and ~42 for Qwen3's 128-wide ones
 # (task_probe_default_*.json): the one constant sits between them, and no fit pins it yet.
-# H200 since 2026-11-28 (issue 39): a hop's wait latency follows how busy the chip is as the producer
-# signals (busy_hop_weight: quiet_wait_us where no SM streams, wait_latency_us where every SM does).
-# The H200's probes of the four families' expert schedules put a hop inside their layers at ~2-2.7 us
-# (a layer's time less its tasks' own phases, over its hops: about 2.7 for llama-1b, 2.3 for GPT-2 large), while
-# SmolLM2's default chain of small ops, nothing streaming beside it, ran ~1.2 us a hop with the task;
-# the one wait latency of 1.0 fitted on the 1B decoder matched it only because the same fit streamed
-# the decoder's MLP ~35% slower than the H200 did (silu_mul's rows 18.2 us in the sim, 12.5 probed).
-# wait_latency_us, quiet_wait_us, sm_gbs and plain_gbs fitted (calibrate.fit_device, the other constants
-# held) to the 91 schedules of bench/results/sim_adversary.json as measured on an H200 (four
-# families, default to expert and what an adversary searched): Spearman over all 0.965, median error
-# 7.8%, largest 27%; each family held out in turn, fitted on the other three: worst searched speedup 22 / 24 / 18 / 19% off (llama-1b,
-# SmolLM2, Qwen3, GPT-2 large; 26 / 31 / 14 / 18% with the one wait latency). Fitting the task overhead and
-# memory latency too ranks better in sample (0.977) with an overhead of 0.13 us and a memory latency of
-# 1.47, three times what the box loops' trips measure (0.45 us a trip): not taken. The H100 keeps its fit,
-# one wait latency for every hop, until an H100 measures the same schedules.
+# H200 since 2026-11-28 (issue 39): a hop's wait latency follows how busy the chip is as the
+# producer signals (busy_hop_weight: quiet_wait_us where no SM streams, wait_latency_us where every
+# SM does). The H200's probes of the four families' expert schedules put a hop inside their layers
+# at ~2-2.7 us (a layer's time less its tasks' own phases, over its hops: about 2.7 for llama-1b,
+# 2.3 for GPT-2 large), while SmolLM2's default chain of small ops, nothing streaming beside it, ran
+# ~1.2 us a hop with the task; the one wait latency of 1.0 fitted on the 1B decoder matched it only
+# because the same fit streamed the decoder's MLP ~35% slower than the H200 did (silu_mul's rows
+# 18.2 us in the sim, 12.5 probed). wait_latency_us, quiet_wait_us, sm_gbs and plain_gbs fitted
+# (calibrate.fit_device, the other constants held) to the 91 schedules of that day's earlier
+# bench/results/sim_adversary.json as measured on an H200 (four families, default to expert and
+# what an adversary searched): Spearman over all 0.965, median error 7.8%, largest 27%; each family
+# held out in turn, fitted on the other three: worst searched speedup 22 / 24 / 18 / 19% off
+# (llama-1b, SmolLM2, Qwen3, GPT-2 large; 26 / 31 / 14 / 18% with the one wait latency). Fitting the
+# task overhead and memory latency too ranks better in sample (0.977) with an overhead of 0.13 us
+# and a memory latency of 1.47, three times what the box loops' trips measure (0.45 us a trip): not
+# taken. The H100 keeps its fit, one wait latency for every hop, until an H100 measures the same
+# schedules.
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 3166.8, 700.0, 0.576, 1.004, 3.95, 0.483,
                        sm_gbs=53.2, counter_us=0.02, prefetch_us=1.68, plain_gbs=53.2),
@@ -360,7 +363,8 @@ def streaming_concurrency(start: np.ndarray, finish: np.ndarray, streams: np.nda
     return out
 
 
-def streaming_demand_at(times: np.ndarray, start: np.ndarray, finish: np.ndarray, rate: np.ndarray) -> np.ndarray:
+def streaming_demand_at(times: np.ndarray, start: np.ndarray, finish: np.ndarray,
+                        rate: np.ndarray) -> np.ndarray:
     """The summed streaming rate (`rate` per task, over [start, finish)) of the tasks running just
     before each of `times` (a task that ends at that instant still counts)."""
     on = (finish > start) & (rate > 0)
@@ -418,7 +422,7 @@ class Prediction:
     finish_us: list[float] = field(repr=False, default_factory=list)
     preloaded: list[float] = field(repr=False, default_factory=list)   # per task: weight bytes the ring had in
     spread: list[float] = field(repr=False, default_factory=list)      # per task: the SMs it shared HBM with
-    hop_busy: list[float] = field(repr=False, default_factory=list)    # per task: its hop's busy weight (busy_hop_weight; empty: all 1)
+    hop_busy: list[float] = field(repr=False, default_factory=list)    # per task: busy_hop_weight (empty: all 1)
 
     @property
     def efficiency(self) -> float:
@@ -908,7 +912,8 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
                 prev[queues[1][1:]] = finish[queues[1][:-1]]
                 prev[queues[1][queues[0][:-1][np.diff(queues[0]) > 0]]] = 0.0     # a queue's first task
                 run_cap, wait_cap = own_caps(plan)
-                streams = (np.where(wb > 0, copies_busy(run_cap), 0.0), np.where(wb > 0, copies_busy(wait_cap), 0.0))
+                streams = (np.where(wb > 0, copies_busy(run_cap), 0.0),
+                           np.where(wb > 0, copies_busy(wait_cap), 0.0))
                 weight = busy_hop_weight(start, finish, streams, prev,
                                          prev + np.divide(preloaded, rate, out=np.zeros(n), where=rate > 0), dev)
                 hop = hop0 / dev.wait_latency_us * busy_hop_us(weight, dev)
