@@ -7,7 +7,7 @@ expert, in one run.
     python bench/sim_adversary.py --search-only [--save-search F]   # CPU: the search and its predictions only
     python bench/sim_adversary.py --searched F                      # the GPU run over a search made before
     python bench/sim_adversary.py --merge A.json B.json ...         # CPU: runs of different targets, one file
-    python bench/sim_adversary.py --refit bench/results/sim_adversary.json   # CPU: fit the constants to its rows
+    python bench/sim_adversary.py --refit bench/results/sim_adversary.json [--fields A,B]  # CPU: fit the constants to its rows
     python bench/sim_adversary.py --rescore bench/results/sim_adversary.json # CPU: its rows under today's model
 
 Targets: zoo models (llama-1b) and level-5 problems at their GPU sizes (mk_hf_smollm2_360m,
@@ -429,11 +429,13 @@ def main() -> None:
                          "(the search stays the one made against the model of the run; the file says so)")
     ap.add_argument("--refit", default=None,
                     help="a GPU run's sim_adversary.json: fit the device constants to its measured rows (CPU)")
+    ap.add_argument("--fields", default=None,
+                    help="with --refit: the constants to fit, comma-separated (default: all of calibrate.FIT_FIELDS)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     a = ap.parse_args()
     t_start = time.perf_counter()
     if a.refit:
-        return refit(Path(a.refit), Path(a.out), a.workers)
+        return refit(Path(a.refit), Path(a.out), a.workers, tuple(a.fields.split(",")) if a.fields else None)
     if a.rescore:
         return rescore(Path(a.rescore), Path(a.out), a.workers)
     if a.merge:
@@ -553,12 +555,16 @@ def rebuilt_plans(doc: dict, rows: list[dict], workers: int) -> list[tuple]:
     return plans
 
 
-def refit(path: Path, out_dir: Path, workers: int) -> None:
-    """Fit the sim's constants (calibrate.fit_device, from the constants the run predicted with) to
-    every measured row of a GPU run, all families at once; then leave each family out in turn (fit
+def refit(path: Path, out_dir: Path, workers: int, fields: tuple[str, ...] | None = None) -> None:
+    """Fit the sim's constants (calibrate.fit_device, from the constants the run predicted with; `fields`:
+    which of them, default all FIT_FIELDS) to every measured row of a GPU run, all families at once; then leave each family out in turn (fit
     on the others, score it), and score the adversary's targets under the fitted constants (in
     sample: the searched were found against the old constants). Writes sim_adversary_refit.json."""
-    from megakernel_gym.compiler.calibrate import agreement, fit_device, spec_literal
+    from megakernel_gym.compiler.calibrate import FIT_FIELDS, agreement, fit_device, spec_literal
+    fields = tuple(fields or FIT_FIELDS)
+    bad = sorted(set(fields) - set(FIT_FIELDS))
+    if bad:
+        raise SystemExit(f"--fields: {bad} are not fitted constants; choose from {', '.join(FIT_FIELDS)}")
     out_dir.mkdir(parents=True, exist_ok=True)      # before minutes of fitting, not after
     doc = json.loads(path.read_text())
     rows = [r for r in doc["rows"] if r.get("measured") and r.get("correct")]
@@ -571,7 +577,7 @@ def refit(path: Path, out_dir: Path, workers: int) -> None:
     meas = [r["measured"]["median_us"] for r in rows]
     families = list(dict.fromkeys(r["target"] for r in rows))
     t0 = time.perf_counter()
-    fitted, report = fit_device(plans, meas, base, name=base.name)
+    fitted, report = fit_device(plans, meas, base, name=base.name, fields=fields)
     log(f"joint fit in {time.perf_counter() - t0:.0f} s: {spec_literal(fitted)}")
     after = report["predicted_after_us"]
     per_family = {}
@@ -583,7 +589,7 @@ def refit(path: Path, out_dir: Path, workers: int) -> None:
     for f in families:
         tr = [i for i, r in enumerate(rows) if r["target"] != f]
         te = [i for i, r in enumerate(rows) if r["target"] == f]
-        dev, _ = fit_device([plans[i] for i in tr], [meas[i] for i in tr], base, name=base.name)
+        dev, _ = fit_device([plans[i] for i in tr], [meas[i] for i in tr], base, name=base.name, fields=fields)
         pred = [predict(plans[i][0], dev, costs=plans[i][1]).latency_us for i in te]
         held_out[f] = dict(agreement(pred, [meas[i] for i in te]), constants=spec_literal(dev))
         log(f"{f} held out: {held_out[f]['spearman']:.3f} Spearman, median error {held_out[f]['median_abs_pct_err']:.1f}%")
@@ -593,7 +599,7 @@ def refit(path: Path, out_dir: Path, workers: int) -> None:
            "command": "python " + " ".join(sys.argv), "refit_of": {"file": str(path), "command": doc["command"]},
            "rows": [{"target": r["target"], "label": r["label"], "measured_us": m, "predicted_before_us": r["predicted_us"],
                      "predicted_after_us": round(p, 2)} for r, m, p in zip(rows, meas, after)],
-           "fitted": spec_literal(fitted), "report": {k: v for k, v in report.items()
+           "fields": list(fields), "fitted": spec_literal(fitted), "report": {k: v for k, v in report.items()
                                                       if k not in ("predicted_before_us", "predicted_after_us")},
            "per_family": per_family, "held_out_family": held_out, "targets": targets}
     (out_dir / "sim_adversary_refit.json").write_text(json.dumps(out, indent=1))

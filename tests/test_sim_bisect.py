@@ -3,6 +3,8 @@ edit language takes, and each piece's sim and GPU time read over its start's."""
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -70,3 +72,11 @@ def test_merged_runs_keep_the_last_run_of_a_target_and_say_which_were_rescored(t
     assert [r["predicted_us"] for r in out["rows"] if r["label"] == "expert"] == [95.0, 90.0]   # a's last run
     assert list(out["rescored"]) == ["run 1"] and out["date"] == "d3"
     assert {t["target"].split(":")[0] for t in out["targets"]} == {"all targets", "a", "b"}
+
+
+def test_refit_names_a_constant_it_cannot_fit(tmp_path):
+    """sim_adversary --refit --fields: a name that is not a fitted constant ends before any plan is
+    rebuilt, with the names it can fit."""
+    from sim_adversary import refit
+    with pytest.raises(SystemExit, match=r"\['wait_us'\] are not fitted constants; choose from hbm_gbs"):
+        refit(tmp_path / "missing.json", tmp_path, 1, ("wait_latency_us", "wait_us"))

@@ -117,8 +117,11 @@ DATASHEET = {
 # (llama-1b, SmolLM2, Qwen3, GPT-2 large; 26 / 31 / 14 / 18% with the one wait latency). Fitting the
 # task overhead and memory latency too ranks better in sample (0.977) with an overhead of 0.13 us
 # and a memory latency of 1.47, three times what the box loops' trips measure (0.45 us a trip): not
-# taken. The H100 keeps its fit, one wait latency for every hop, until an H100 measures the same
-# schedules.
+# taken. Refitted the same way, under the model as shipped (with copies_busy), to the 85 rows of the
+# file as it now stands (`sim_adversary.py --refit ... --fields wait_latency_us,quiet_wait_us,sm_gbs,
+# plain_gbs`, sim_adversary_refit.json): Spearman 0.968 -> 0.969, MSLE 0.012 -> 0.011, wait 1.84,
+# ring 41.4 and own loads 63.9 GB/s (the quiet wait 0.055): no better, so these stand. The H100
+# keeps its fit, one wait latency for every hop, until an H100 measures the same schedules.
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 3166.8, 700.0, 0.576, 1.004, 3.95, 0.483,
                        sm_gbs=53.2, counter_us=0.02, prefetch_us=1.68, plain_gbs=53.2),
