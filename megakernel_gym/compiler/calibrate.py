@@ -34,7 +34,7 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
-from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hop_us, hop_scale, polled_latency, predict,
+from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hops, hop_scale, polled_latency, predict,
                                                 prefetched, ring_caps, ring_consume_us, ring_fed_bytes, ring_fill_array,
                                                 stream_rate, task_bandwidth_terms, task_costs, task_trips,
                                                 wait_groups)
@@ -552,7 +552,7 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
             preds.append(p.latency_us)
             hop = dev.wait_latency_us * hop_scale(tm.caps, dev.capped_wait)   # costmodel.hop_us, from the caps the terms hold
             if len(p.hop_busy):                                                # and how busy the chip was at each
-                hop = hop / dev.wait_latency_us * busy_hop_us(p.hop_busy, dev)
+                hop = busy_hops(hop, p.hop_busy, dev)
             added += model.add(i, tm, *_critical_path(tm, p, hop, polled_latency(dev, hops)), p.preloaded, p.spread)
         return loss(np.asarray(preds), x), preds, added
 

@@ -223,36 +223,6 @@ def _bandwidth_arrays(plan: Plan, own: np.ndarray, queues: tuple | None = None) 
 HOP_FLOOR = 0.05
 
 
-def ring_caps(plan: Plan) -> np.ndarray:
-    """Per task, the copies in flight its SM's weight ring allows as the task signals: the cap of the
-    next task in its queue that streams weights through the ring (its own op's or a fused matmul
-    producer's; the smallest where several), and INFLIGHT where none follows (its own ring idles,
-    the other SMs' keep the compiler's cap), so that a schedule without `inflight` or `ahead` edits
-    has INFLIGHT everywhere and hops as before. That next task has not started when this one
-    signals (it needs this one's neighbours' outputs), so its cap is the one the kernel keeps while a
-    task waits for its inputs: its `ahead` (Knobs.ahead) where set, else its `inflight`
-    (Knobs.inflight), else codegen.INFLIGHT."""
-    knobs = plan.knobs
-    caps = (knobs.inflight if knobs else {}) or {}
-    ahead = (knobs.ahead if knobs else {}) or {}
-    n = len(plan.tg.tasks)
-    if not caps and not ahead:
-        return np.full(n, float(INFLIGHT))
-    waiting = {o: ahead.get(o) or caps.get(o) or INFLIGHT for o in set(caps) | set(ahead)}
-    keys, idx = _task_keys(plan.tg)
-    own = np.array([min([waiting[o] for o in k if o in waiting] or [INFLIGHT]) for k in keys], dtype=float)[idx]
-    ptr, flat = _queue_csr(plan)
-    ring = np.flatnonzero(ring_bytes_array(plan)[flat] > 0)        # queue positions of ring-fed tasks
-    pos = np.arange(len(flat))
-    j = np.searchsorted(ring, pos + 1)                                # each position's next ring-fed one
-    nxt = ring[np.minimum(j, max(len(ring) - 1, 0))] if len(ring) else pos
-    end = np.repeat(ptr[1:], np.diff(ptr))                            # each position's queue end
-    has = (j < len(ring)) & (nxt < end)
-    out = np.full(n, float(INFLIGHT))
-    out[flat[has]] = own[flat[nxt[has]]]
-    return out
-
-
 def own_caps(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     """Per task, the copies in flight its own ring keeps for its weights (its op's or a fused matmul
     producer's `inflight`, the smallest where several, else INFLIGHT) while it runs, and while it
@@ -264,10 +234,38 @@ def own_caps(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     if not caps and not ahead:
         return np.full(n, float(INFLIGHT)), np.full(n, float(INFLIGHT))
     keys, idx = _task_keys(plan.tg)
-    run = np.array([min([caps[o] for o in k if caps.get(o)] or [INFLIGHT]) for k in keys], dtype=float)
-    wait = np.array([min([ahead.get(o) or caps.get(o) or INFLIGHT for o in k if ahead.get(o) or caps.get(o)]
-                         or [INFLIGHT]) for k in keys], dtype=float)
-    return run[idx], wait[idx]
+
+    def smallest(cap: dict[str, int]) -> np.ndarray:       # per task: the smallest of its ops' caps
+        return np.array([min([cap[o] for o in k if o in cap] or [INFLIGHT]) for k in keys], dtype=float)[idx]
+
+    return (smallest({o: caps[o] or INFLIGHT for o in caps}),
+            smallest({o: ahead.get(o) or caps.get(o) or INFLIGHT for o in set(caps) | set(ahead)}))
+
+
+def ring_caps(plan: Plan) -> np.ndarray:
+    """Per task, the copies in flight its SM's weight ring allows as the task signals: the cap of the
+    next task in its queue that streams weights through the ring (its own op's or a fused matmul
+    producer's; the smallest where several), and INFLIGHT where none follows (its own ring idles,
+    the other SMs' keep the compiler's cap), so that a schedule without `inflight` or `ahead` edits
+    has INFLIGHT everywhere and hops as before. That next task has not started when this one
+    signals (it needs this one's neighbours' outputs), so its cap is the one the kernel keeps while a
+    task waits for its inputs: its `ahead` (Knobs.ahead) where set, else its `inflight`
+    (Knobs.inflight), else codegen.INFLIGHT."""
+    n = len(plan.tg.tasks)
+    knobs = plan.knobs
+    if not (knobs and (knobs.inflight or knobs.ahead)):
+        return np.full(n, float(INFLIGHT))
+    own = own_caps(plan)[1]
+    ptr, flat = _queue_csr(plan)
+    ring = np.flatnonzero(ring_bytes_array(plan)[flat] > 0)        # queue positions of ring-fed tasks
+    pos = np.arange(len(flat))
+    j = np.searchsorted(ring, pos + 1)                                # each position's next ring-fed one
+    nxt = ring[np.minimum(j, max(len(ring) - 1, 0))] if len(ring) else pos
+    end = np.repeat(ptr[1:], np.diff(ptr))                            # each position's queue end
+    has = (j < len(ring)) & (nxt < end)
+    out = np.full(n, float(INFLIGHT))
+    out[flat[has]] = own[flat[nxt[has]]]
+    return out
 
 
 def hop_scale(caps, capped_wait: float) -> np.ndarray:
@@ -346,6 +344,15 @@ def ring_fill_array(plan: Plan) -> np.ndarray:
 SPREAD_ROUNDS = 2
 
 
+def _sweep(start: np.ndarray, finish: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals [start, finish) as events: their times in order and the summed `weight` of the
+    intervals open after each."""
+    ts = np.concatenate([start, finish])
+    step = np.concatenate([weight, -weight])
+    order = np.argsort(ts, kind="stable")
+    return ts[order], np.cumsum(step[order])
+
+
 def streaming_concurrency(start: np.ndarray, finish: np.ndarray, streams: np.ndarray) -> np.ndarray:
     """Per task, the time-averaged number of streaming tasks (`streams`: a bool per task) running
     while it runs, itself included (1 for a task of no duration or one that moves no bytes)."""
@@ -354,13 +361,9 @@ def streaming_concurrency(start: np.ndarray, finish: np.ndarray, streams: np.nda
     out = np.ones(len(start))
     if not on.any():
         return out
-    ts = np.concatenate([start[on], finish[on]])
-    step = np.concatenate([np.ones(int(on.sum())), -np.ones(int(on.sum()))])
-    order = np.argsort(ts, kind="stable")
-    ts, step = ts[order], step[order]
-    active = np.cumsum(step)                                   # after each event
-    integral = np.concatenate([[0.0], np.cumsum(active[:-1] * np.diff(ts))])
     s, f = start[on], finish[on]
+    ts, active = _sweep(s, f, np.ones(len(s)))
+    integral = np.concatenate([[0.0], np.cumsum(active[:-1] * np.diff(ts))])
     got = (integral[np.searchsorted(ts, f)] - integral[np.searchsorted(ts, s)]) / (f - s)
     out[on] = np.maximum(got, 1.0)
     return out
@@ -373,10 +376,7 @@ def streaming_demand_at(times: np.ndarray, start: np.ndarray, finish: np.ndarray
     on = (finish > start) & (rate > 0)
     if not on.any():
         return np.zeros(len(times))
-    ts = np.concatenate([start[on], finish[on]])
-    step = np.concatenate([rate[on], -rate[on]])
-    order = np.argsort(ts, kind="stable")
-    ts, level = ts[order], np.cumsum(step[order])
+    ts, level = _sweep(start[on], finish[on], rate[on])
     i = np.searchsorted(ts, times, side="left") - 1       # events strictly before each time
     return np.where(i >= 0, level[np.maximum(i, 0)], 0.0)
 
@@ -413,6 +413,12 @@ def busy_hop_us(weight, dev: DeviceSpec):
     """A hop's wait latency at busy weight `weight` (busy_hop_weight): quiet_wait_us at 0,
     wait_latency_us at 1."""
     return dev.quiet_wait_us + (dev.wait_latency_us - dev.quiet_wait_us) * np.asarray(weight, dtype=float)
+
+
+def busy_hops(hop, weight, dev: DeviceSpec) -> np.ndarray:
+    """Per task, its hop (`hop`: hop_us's, at the full wait latency) at its busy weight (`weight`,
+    busy_hop_weight)."""
+    return hop / dev.wait_latency_us * busy_hop_us(weight, dev)
 
 
 @dataclass
@@ -900,6 +906,9 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     hop, weight = hop0, np.ones(0)
     wb = ring_fed_bytes(plan, nbytes)
     plain = nbytes - wb
+    if dev.quiet_wait_us is not None:     # what each ring-fed task adds to the chip's busyness (busy_hop_weight)
+        streams = tuple(np.where(wb > 0, copies_busy(c), 0.0) for c in own_caps(plan))
+        firsts = queues[1][queues[0][:-1][np.diff(queues[0]) > 0]]      # each queue's first task
     for round_ in range(SPREAD_ROUNDS + 1):
         rate = stream_rate(spread, dev.sm_gbs * fill, dev.hbm_gbs) * 1e3
         plain_us = plain / (stream_rate(spread, dev.plain_gbs, dev.hbm_gbs) * 1e3)
@@ -910,16 +919,13 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
             raise ValueError("the plan deadlocks: validate it before predicting")
         if round_ < SPREAD_ROUNDS:     # the SMs that streamed beside each task share the chip's HBM with it
             spread = streaming_concurrency(start, finish, own_a > 0)
-            if dev.quiet_wait_us is not None:
+            if dev.quiet_wait_us is not None:     # its ring preloads from its SM's previous finish
                 prev = np.zeros(n)
                 prev[queues[1][1:]] = finish[queues[1][:-1]]
-                prev[queues[1][queues[0][:-1][np.diff(queues[0]) > 0]]] = 0.0     # a queue's first task
-                run_cap, wait_cap = own_caps(plan)
-                streams = (np.where(wb > 0, copies_busy(run_cap), 0.0),
-                           np.where(wb > 0, copies_busy(wait_cap), 0.0))
+                prev[firsts] = 0.0
                 weight = busy_hop_weight(start, finish, streams, prev,
                                          prev + np.divide(preloaded, rate, out=np.zeros(n), where=rate > 0), dev)
-                hop = hop0 / dev.wait_latency_us * busy_hop_us(weight, dev)
+                hop = busy_hops(hop0, weight, dev)
     floor = max(float(nbytes.sum()) / (dev.hbm_gbs * 1e3), float(flops.sum()) / (dev.tflops * 1e6))
     latency = (float(finish.max()) if n else 0.0) + dev.launch_us
     return Prediction(dev.name, latency, floor, busy.tolist(), start.tolist(), finish.tolist(), preloaded.tolist(),
@@ -930,5 +936,5 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
-           "box_loop_trips", "norm_trips", "busy_hop_weight", "busy_hop_us", "streaming_demand_at",
+           "box_loop_trips", "norm_trips", "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
            "own_caps", "copies_busy", "COPIES_BUSY"]
