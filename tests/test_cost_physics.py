@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from megakernel_gym.compiler import ZOO, capture, predict
-from megakernel_gym.compiler.costmodel import (DEVICES, _task_cost_arrays, required_bytes, stream_rate,
+from megakernel_gym.compiler.costmodel import (DEVICES, _task_cost_arrays, required_bytes, ring_share, stream_rate,
                                                 streaming_concurrency, task_costs)
 from megakernel_gym.ir_exposure import make_ir
 from megakernel_gym.ir_exposure.edits import EditError, apply_edits, random_edit
@@ -26,7 +26,7 @@ def peak_bandwidth(plan, device: str = "H200", points: int = 2000) -> float:
     p, dev = predict(plan, device), DEVICES[device]
     own = _task_cost_arrays(plan)[0]
     start, finish = np.asarray(p.start_us), np.asarray(p.finish_us)
-    rate = stream_rate(np.asarray(p.spread), dev.sm_gbs, dev.hbm_gbs)
+    rate = ring_share(plan) * stream_rate(np.asarray(p.spread), dev.sm_gbs, dev.hbm_gbs)
     on = (own > 0) & (finish > start)
     mids = ((start + finish) / 2)[on]
     worst = 0.0
@@ -90,6 +90,32 @@ def test_disjoint_halves_share_one_hbm(onebee):
         assert sum(task_costs(x.plan())[0]) >= required_bytes(x.graph)
     # what the physics asks of the floor: the bytes this plan moves, at the chip's bandwidth
     assert h.floor_us >= required_bytes(halves.graph) / (DEVICES["H200"].hbm_gbs * 1e3)
+
+
+def test_sms_share_hbm_by_the_copies_their_rings_keep_in_flight(onebee):
+    """ring_share: gate_proj at `inflight` 1 on one half of the chip and up_proj at the compiler's 2 on
+    the other: an H200 streamed gate's rows at 20.6 GB/s an SM and up's at 35.8 at the same moment
+    (task_probe_llama_climb6_dump.json), where the model gave both the same rate. Weighted by their
+    copies, each half-chip op takes its share, and the chip still never streams past HBM."""
+    ir0, _ = onebee
+    halves = apply_edits(ir0, HALVES.split("\n", 2)[2])      # the default has them unfused already
+    capped = apply_edits(halves, "inflight layers.*.mlp.gate_proj n=1")
+
+    def layer_streams(x):
+        plan = x.plan()
+        p = predict(plan, "H200")
+        dur = np.asarray(p.finish_us) - np.asarray(p.start_us)
+        ops = {o: [dur[t] for t in plan.tg.by_op[f"layers.5.mlp.{o}"]] for o in ("gate_proj", "up_proj")}
+        return {o: float(np.median(v)) for o, v in ops.items()}, p.latency_us, plan
+
+    even, t_even, _ = layer_streams(halves)
+    got, t_capped, plan = layer_streams(capped)
+    assert got["gate_proj"] / got["up_proj"] > 1.5 * even["gate_proj"] / even["up_proj"], (even, got)
+    assert t_capped > t_even
+    assert peak_bandwidth(plan) <= 1.0
+    share = ring_share(plan)
+    assert {share[t] for t in plan.tg.by_op["layers.5.mlp.gate_proj"]} == {0.5}
+    assert {share[t] for t in plan.tg.by_op["layers.5.mlp.up_proj"]} == {1.0}
 
 
 def test_an_attention_is_not_fused_into_its_consumer_but_its_producers_are(onebee):

@@ -35,7 +35,7 @@ from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
 from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hops, hop_scale, polled_latency, predict,
-                                                prefetched, ring_caps, ring_consume_us, ring_fed_bytes, ring_fill_array,
+                                                prefetched, ring_caps, ring_consume_us, ring_fed_bytes, ring_fill_array, ring_share,
                                                 stream_rate, task_bandwidth_terms, task_costs, task_trips,
                                                 wait_groups)
 from megakernel_gym.compiler.graph import Graph
@@ -342,6 +342,7 @@ class _PlanTerms:
     caps: np.ndarray
     fill: np.ndarray
     ring: np.ndarray
+    share: np.ndarray
 
 
 def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
@@ -361,7 +362,7 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
     compute = np.maximum(np.asarray(flops, dtype=float) / sm_rate, ring_consume_us(plan, dev))
     return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips, polls,
                       prev, needs, ring_caps(plan).astype(np.int64), np.asarray(ring_fill_array(plan), dtype=float),
-                      ring_fed_bytes(plan, own))
+                      ring_fed_bytes(plan, own), ring_share(plan))
 
 
 def _critical_path(terms: _PlanTerms, pred: Prediction, hop, hide: float = 0.0) -> tuple[tuple[int, ...], np.ndarray, float]:
@@ -438,7 +439,7 @@ class _PathModel:
         # the ring-fed bytes still to stream past what the ring had in, and the task's own loads
         self.paths[i].append((np.maximum(ring - got, 0.0), own - ring, spread, terms.compute_us[idx],
                               terms.pays_latency[idx], terms.trips[idx], float(terms.counters[idx].sum()), len(path),
-                              waits, terms.fill[idx], hidden))
+                              waits, terms.fill[idx], hidden, terms.share[idx]))
         self._flat = None
         return True
 
@@ -455,7 +456,8 @@ class _PathModel:
         starts = np.cumsum([0] + [p[7] for _, p in rows[:-1]])
         return (cat(0), cat(1), cat(2), cat(3), pays + trips, trips, 1 - pays, cat(9), starts, np.array([i for i, _ in rows]),
                 np.array([p[6] for _, p in rows]), np.array([p[7] for _, p in rows], dtype=float),
-                np.vstack([p[8] for _, p in rows]).astype(float), np.array([p[10] for _, p in rows], dtype=float))
+                np.vstack([p[8] for _, p in rows]).astype(float), np.array([p[10] for _, p in rows], dtype=float),
+                cat(11))
 
     def latency(self, v: dict) -> np.ndarray:
         """Each plan's modelled latency at constants `v`: its slowest path, plus the launch."""
@@ -464,11 +466,11 @@ class _PathModel:
             self._flat = self._flatten()
         if self._flat is not None:
             (ring, plain, spread, compute, latencies, trips, prefetches, fill, starts, plan, polls, count, waits,
-             hidden) = self._flat
+             hidden, share) = self._flat
             scale = hop_scale(_CAPS, v["capped_wait"])      # busy hops, then quiet ones (_critical_path)
             quiet = v["quiet_wait_us"] if v.get("quiet_wait_us") is not None else v["wait_latency_us"]
             hop = np.concatenate([v["wait_latency_us"] * scale, quiet * scale])
-            mem = (ring / (stream_rate(spread, v["sm_gbs"] * fill, v["hbm_gbs"]) * 1e3)
+            mem = (ring / (share * stream_rate(spread, v["sm_gbs"] * fill, v["hbm_gbs"]) * 1e3)
                    + plain / (stream_rate(spread, v["plain_gbs"], v["hbm_gbs"]) * 1e3) + latencies * v["mem_latency_us"]
                    + prefetches * v["prefetch_us"])
             total = (np.add.reduceat(np.maximum(mem, compute + trips * v["mem_latency_us"]), starts)

@@ -3,7 +3,8 @@
 Per task: the bytes it must move (each read region and its output tile once, less the weight
 bytes the SM's weight ring loaded while it waited for the task's inputs: ring_bytes, RING_BYTES)
 at the bandwidth one SM gets while the SMs streaming beside it stream together (stream_rate: each
-alone at its own rate, together short of the chip's HBM bandwidth until many stream): its ring-fed
+alone at its own rate, together short of the chip's HBM bandwidth until many stream, each SM's
+share weighted by the copies its ring keeps in flight: ring_share): its ring-fed
 weights at sm_gbs times the share of the ring's stages its rows fill (ring_fill_array), the rest
 (KV caches, activations) at plain_gbs; plus the memory latency (or, where the schedule prefetches
 its weights, the cost of issuing the prefetch) and one more for each round trip its body makes one
@@ -242,6 +243,22 @@ def own_caps(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
             smallest({o: ahead.get(o) or caps.get(o) or INFLIGHT for o in set(caps) | set(ahead)}))
 
 
+# HBM serves the copies in flight, not the SMs: an SM whose ring keeps fewer copies in flight than
+# the others gets that much less of what the chip delivers (Little's law: each SM's rate is its bytes
+# in flight over the latency they all see). On an H200 llama-1b's gate_proj with `inflight` 1 on
+# one half of the chip streamed its rows at 20.6 GB/s an SM while up_proj, at the compiler's 2 on
+# the other half, streamed 35.8 at the same moment (task_probe_llama_climb6_dump.json: an adversary's
+# climb 6 from the default, sim 14% faster than the default where the GPU ran 14% slower). The
+# model gave both the same rate, so a cap of 1 cost nothing and lightened every hop. A task's ring
+# streams at its share times stream_rate of the shares streaming beside it: a chip where every SM
+# keeps 1 copy in flight streams less than one where every SM keeps 2, as stream_rate's curve is
+# short of HBM there, and within a chip the SMs divide it by their copies.
+def ring_share(plan: Plan) -> np.ndarray:
+    """Per task, its ring's weight in the chip's HBM: the copies it keeps in flight while it runs
+    (own_caps; 1 to WS_MAX_STAGES, the ring's stages) over the compiler's INFLIGHT."""
+    return np.clip(own_caps(plan)[0], 1, WS_MAX_STAGES) / INFLIGHT
+
+
 def ring_caps(plan: Plan) -> np.ndarray:
     """Per task, the copies in flight its SM's weight ring allows as the task signals: the cap of the
     next task in its queue that streams weights through the ring (its own op's or a fused matmul
@@ -353,19 +370,22 @@ def _sweep(start: np.ndarray, finish: np.ndarray, weight: np.ndarray) -> tuple[n
     return ts[order], np.cumsum(step[order])
 
 
-def streaming_concurrency(start: np.ndarray, finish: np.ndarray, streams: np.ndarray) -> np.ndarray:
+def streaming_concurrency(start: np.ndarray, finish: np.ndarray, streams: np.ndarray, weight=None) -> np.ndarray:
     """Per task, the time-averaged number of streaming tasks (`streams`: a bool per task) running
-    while it runs, itself included (1 for a task of no duration or one that moves no bytes)."""
+    while it runs, itself included (1 for a task of no duration or one that moves no bytes); with
+    `weight` (per task: ring_share), the time-averaged sum of their weights (its own for a task
+    alone)."""
     start, finish = np.asarray(start, dtype=float), np.asarray(finish, dtype=float)
     on = np.asarray(streams, dtype=bool) & (finish > start)
     out = np.ones(len(start))
     if not on.any():
         return out
     s, f = start[on], finish[on]
-    ts, active = _sweep(s, f, np.ones(len(s)))
+    w = np.ones(len(s)) if weight is None else np.asarray(weight, dtype=float)[on]
+    ts, active = _sweep(s, f, w)
     integral = np.concatenate([[0.0], np.cumsum(active[:-1] * np.diff(ts))])
     got = (integral[np.searchsorted(ts, f)] - integral[np.searchsorted(ts, s)]) / (f - s)
-    out[on] = np.maximum(got, 1.0)
+    out[on] = np.maximum(got, 1.0 if weight is None else w)
     return out
 
 
@@ -388,7 +408,8 @@ def streaming_demand_at(times: np.ndarray, start: np.ndarray, finish: np.ndarray
 # 2 add (4 between, geometric). With 1 copy everywhere the probe saw 0.26 us, as on a quiet chip, but
 # a cap of 1 counts here as 2 do: read as quiet, it let an adversary's climbs gain from caps of 1 the
 # GPU did not give (commit 4abbef8's sim_adversary_copies.json), and the rows it ran say nothing of
-# what 1 saves. A cap therefore never makes a schedule faster in the sim, and one above 2 costs.
+# what 1 saves. A cap of 1 therefore never shortens a hop in the sim, and one above 2 costs (it also
+# slows or speeds its own ring's streaming: ring_share).
 COPIES_BUSY = np.array([0.0, 1.0, 1.0, 2.1, 4.6, 10.0])
 
 
@@ -909,8 +930,10 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     if dev.quiet_wait_us is not None:     # what each ring-fed task adds to the chip's busyness (busy_hop_weight)
         streams = tuple(np.where(wb > 0, copies_busy(c), 0.0) for c in own_caps(plan))
         firsts = queues[1][queues[0][:-1][np.diff(queues[0]) > 0]]      # each queue's first task
+    share = ring_share(plan)
+    spread = spread * share
     for round_ in range(SPREAD_ROUNDS + 1):
-        rate = stream_rate(spread, dev.sm_gbs * fill, dev.hbm_gbs) * 1e3
+        rate = share * stream_rate(spread, dev.sm_gbs * fill, dev.hbm_gbs) * 1e3
         plain_us = plain / (stream_rate(spread, dev.plain_gbs, dev.hbm_gbs) * 1e3)
         start, finish, preloaded, busy, left = list_schedule(
             queues, need_csr, add_csr, gsize, wb, rate, wb, trip_a, lat_us + plain_us, compute,
@@ -918,7 +941,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
         if left:
             raise ValueError("the plan deadlocks: validate it before predicting")
         if round_ < SPREAD_ROUNDS:     # the SMs that streamed beside each task share the chip's HBM with it
-            spread = streaming_concurrency(start, finish, own_a > 0)
+            spread = streaming_concurrency(start, finish, own_a > 0, share)
             if dev.quiet_wait_us is not None:     # its ring preloads from its SM's previous finish
                 prev = np.zeros(n)
                 prev[queues[1][1:]] = finish[queues[1][:-1]]
@@ -937,4 +960,4 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
            "box_loop_trips", "norm_trips", "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
-           "own_caps", "copies_busy", "COPIES_BUSY"]
+           "own_caps", "ring_share", "copies_busy", "COPIES_BUSY"]
