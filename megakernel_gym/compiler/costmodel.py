@@ -249,14 +249,23 @@ def own_caps(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
 # one half of the chip streamed its rows at 20.6 GB/s an SM while up_proj, at the compiler's 2 on
 # the other half, streamed 35.8 at the same moment (task_probe_llama_climb6_dump.json: an adversary's
 # climb 6 from the default, sim 14% faster than the default where the GPU ran 14% slower). The
-# model gave both the same rate, so a cap of 1 cost nothing and lightened every hop. A task's ring
-# streams at its share times stream_rate of the shares streaming beside it: a chip where every SM
-# keeps 1 copy in flight streams less than one where every SM keeps 2, as stream_rate's curve is
-# short of HBM there, and within a chip the SMs divide it by their copies.
+# model gave both the same rate, so a cap of 1 cost nothing and lightened every hop. The chip
+# delivered less in all: gate and up together 2.3 TB/s, where the default's gate and up, both at 2 on
+# every SM, took 4.3. A task's ring streams at its share times stream_rate of the shares streaming
+# beside it: a chip where every SM keeps 1 copy in flight streams less than one where every SM keeps
+# 2, as stream_rate's curve is short of HBM there, and within a chip the SMs divide it by their
+# copies. (An H100 ran the 1B expert with every ring at 1 as fast as at 2, 1,029.2 and 1,029.1 us,
+# ab_knobs_inflight_combos.json; its HBM is 30% slower, within what 1 copy an SM keeps busy. A form
+# that kept the chip's total at any cap scored worse on the adversary's rows: llama-1b's worst
+# searched speedup 20% off, Spearman 0.24, against 14.5% and 0.71.)
 def ring_share(plan: Plan) -> np.ndarray:
     """Per task, its ring's weight in the chip's HBM: the copies it keeps in flight while it runs
-    (own_caps; 1 to WS_MAX_STAGES, the ring's stages) over the compiler's INFLIGHT."""
-    return np.clip(own_caps(plan)[0], 1, WS_MAX_STAGES) / INFLIGHT
+    (own_caps) over the compiler's INFLIGHT, at most 1. More copies than INFLIGHT take no more: the
+    ~20 GB/s an SM of part-filled rows did not move with twice the copies (see ring_fill_array), and
+    an adversary searched against shares up to 2.5 (5 copies) found caps of 3 the sim called 2-5%
+    faster than the expert where an H200 ran them 0-9% slower (2026-11-29, llama-1b's climbs 2 and
+    3 from the expert)."""
+    return np.clip(own_caps(plan)[0], 1, INFLIGHT) / INFLIGHT
 
 
 def ring_caps(plan: Plan) -> np.ndarray:
