@@ -4,6 +4,7 @@ time splits into what it waited for and what it did after.
 
     python bench/task_probe.py [--out DIR] [--model llama-1b] [--runs 5] [--layers 2 13]
                                [--extra LABEL=FILE ...] [--no-deps] [--codegen KEY=VALUE[,KEY=VALUE] ...]
+                               [--dump [--dump-layers FIRST LAST]]
 
 Per op of the middle layers (the layer prefix dropped, medians over the layers' tasks and the
 runs, each run after an L2 flush as the timed runs have):
@@ -266,6 +267,8 @@ def main():
     ap.add_argument("--dump", action="store_true",
                     help="also write every task of each build's first run (task_probe<tag>_tasks.json): op, SM, "
                          "start and signal after the step's first start, its phases")
+    ap.add_argument("--dump-layers", type=int, nargs=2, default=None, metavar=("FIRST", "LAST"),
+                    help="with --dump: only these layers' tasks, each with its id in the plan (a smaller file)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -326,12 +329,14 @@ def main():
             if args.dump:
                 t_step = min(a for a, _ in spans[0])
                 sm_of = {t: s for s, q in enumerate(plan.queues) for t in q}
+                keep = (range(args.dump_layers[0], args.dump_layers[1] + 1) if args.dump_layers else None)
                 dumps.append({"schedule": row["schedule"], "tasks": [
-                    {"op": task.op, "part": task.part, "sm": sm_of[task.id], "start_us": round(spans[0][task.id][0] - t_step, 3),
+                    {**({"id": task.id} if keep else {}),
+                     "op": task.op, "part": task.part, "sm": sm_of[task.id], "start_us": round(spans[0][task.id][0] - t_step, 3),
                      "signal_us": round(spans[0][task.id][1] - t_step, 3),
                      "phases": {k: round(v, 3) for k, v in phases(runs[0][task.id]).items()}
                      if {"dequeued", "started", "signalled"} <= set(runs[0][task.id]) else {}}
-                    for task in plan.tg.tasks]})
+                    for task in plan.tg.tasks if keep is None or layer_key(task.op)[0] in keep]})
             print(f"{row['schedule']}: {t['median_us']:.1f} us (p10 {t['p10_us']:.1f}, p90 {t['p90_us']:.1f}); "
                   f"with probes {probed['median_us']:.1f} us; err/fp32 {err}", flush=True)
             print(f"{'op (layers %d-%d)' % (layers[0], layers[-1]):24s} tasks    wait   input   first    rows"

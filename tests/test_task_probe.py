@@ -112,3 +112,31 @@ def test_layers_are_found_in_every_family_naming_and_the_sim_sits_beside_the_pro
     lines = fmt_sim(sim, table, None)
     row = next(ln for ln in lines if ln.startswith("attn.decode_attention"))
     assert row.split()[1] == "3.50"      # the made-up probes' busy (started 1 -> signalled 4.5) beside the sim's
+
+
+def test_task_hops_finds_the_op_whose_tasks_the_sim_prices_short(graphs):
+    """bench/task_hops.py: with GPU times the sim's own, every op's ready-to-signal agrees; with one op's
+    tasks signalling 1 us later on the GPU, that op reads +1 and the ops that wait on it -1 (their inputs
+    came later, their own signals did not), and a task absent from the dump is left out."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from task_hops import ready_to_signal
+
+    from megakernel_gym.compiler.costmodel import predict
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    base = make_ir(graphs["llama-tiny"], num_sms=8)
+    plan = apply_edits(base, expert_edits(base)).plan()
+    p = predict(plan, "H200")
+    sim = list(zip(p.start_us, p.finish_us))
+    same = ready_to_signal(plan, dict(enumerate(sim)), sim, range(0, 2))
+    assert same and all(r["gpu_minus_sim_us"] == 0 for r in same.values())
+    late = "layers.1.attn.decode_attention"
+    readers = {t for t, deps in plan.tg.deps.items() if set(deps) & set(plan.tg.by_op[late])}
+    gpu = {i: (s, f + 1.0) if plan.tg.tasks[i].op == late else (s, f) for i, (s, f) in enumerate(sim)}
+    got = ready_to_signal(plan, gpu, sim, range(1, 2))
+    assert got["attn.decode_attention"]["gpu_minus_sim_us"] == 1.0
+    reader_ops = {plan.tg.tasks[t].op.split(".", 2)[2] for t in readers}
+    assert any(got[k]["gpu_minus_sim_us"] == -1.0 for k in reader_ops if k in got)
+    assert all(r["gpu_minus_sim_us"] == 0 for k, r in got.items() if k != "attn.decode_attention" and k not in reader_ops)
+    some = {i: v for i, v in gpu.items() if plan.tg.tasks[i].op != late}
+    assert "attn.decode_attention" not in ready_to_signal(plan, some, sim, range(1, 2))
