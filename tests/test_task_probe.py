@@ -140,3 +140,28 @@ def test_task_hops_finds_the_op_whose_tasks_the_sim_prices_short(graphs):
     assert all(r["gpu_minus_sim_us"] == 0 for k, r in got.items() if k != "attn.decode_attention" and k not in reader_ops)
     some = {i: v for i, v in gpu.items() if plan.tg.tasks[i].op != late}
     assert "attn.decode_attention" not in ready_to_signal(plan, some, sim, range(1, 2))
+
+
+def test_task_hops_fit_recovers_the_wait_latency_the_tasks_were_timed_with(graphs):
+    """task_hops.fit_to_tasks: GPU spans made by the sim itself at a wait latency of 1.2 us are fitted
+    back from 2.0 (the tiny expert and default plans, one constant free)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from dataclasses import replace
+
+    import pytest
+    from task_hops import fit_to_tasks, op_error_us
+
+    from megakernel_gym.compiler.costmodel import DEVICES, _task_cost_arrays, predict
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    base_ir = make_ir(graphs["llama-tiny"], num_sms=8)
+    truth = replace(DEVICES["H200"], num_sms=8, quiet_wait_us=None, wait_latency_us=1.2)
+    items = []
+    for ir in (base_ir, apply_edits(base_ir, expert_edits(base_ir))):
+        plan = ir.plan()
+        p = predict(plan, truth)
+        items.append((plan, _task_cost_arrays(plan), dict(enumerate(zip(p.start_us, p.finish_us))), range(0, 2)))
+    start = replace(truth, wait_latency_us=2.0)
+    assert op_error_us(items, truth) == 0.0 and op_error_us(items, start) > 0.3
+    fitted, after, before = fit_to_tasks(items, start, ("wait_latency_us",), evals=40)
+    assert fitted.wait_latency_us == pytest.approx(1.2, abs=0.02) and after < 0.05 < before
