@@ -460,7 +460,7 @@ class Prediction:
     start_us: list[float] = field(repr=False, default_factory=list)    # per task
     finish_us: list[float] = field(repr=False, default_factory=list)
     preloaded: list[float] = field(repr=False, default_factory=list)   # per task: weight bytes the ring had in
-    spread: list[float] = field(repr=False, default_factory=list)      # per task: the SMs it shared HBM with
+    spread: list[float] = field(repr=False, default_factory=list)      # per task: the SMs it shared HBM with (by ring_share)
     hop_busy: list[float] = field(repr=False, default_factory=list)    # per task: busy_hop_weight (empty: all 1)
 
     @property
