@@ -254,8 +254,10 @@ def own_caps(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
 # every SM, took 4.3. A task's ring streams at its share times stream_rate of the shares streaming
 # beside it: a chip where every SM keeps 1 copy in flight streams less than one where every SM keeps
 # 2, as stream_rate's curve is short of HBM there, and within a chip the SMs divide it by their
-# copies. (An H100 ran the 1B expert with every ring at 1 as fast as at 2, 1,029.2 and 1,029.1 us,
-# ab_knobs_inflight_combos.json; its HBM is 30% slower, within what 1 copy an SM keeps busy. A form
+# copies. (An H200 ran llama-1b's default with every ring at 1 9.9% slower and its expert 17.5%,
+# where this says 19.8 and 27.5%: task_probe_llama_all_inflight1.json. An H100 ran the 1B expert with
+# every ring at 1 as fast as at 2, 1,029.2 and 1,029.1 us, ab_knobs_inflight_combos.json; its HBM is
+# 30% slower, within what 1 copy an SM keeps busy. A form
 # that kept the chip's total at any cap scored worse on the adversary's rows: llama-1b's worst
 # searched speedup 20% off, Spearman 0.24, against 14.5% and 0.71.)
 def ring_share(plan: Plan) -> np.ndarray:
