@@ -35,8 +35,8 @@ from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
 from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hops, hop_scale, polled_latency, predict,
-                                                prefetched, ring_caps, ring_consume_us, ring_fed_bytes, ring_fill_array, ring_share,
-                                                stream_rate, task_bandwidth_terms, task_costs, task_trips,
+                                                prefetched, ring_caps, ring_consume_us, ring_fed_bytes, ring_fill_array,
+                                                ring_share, stream_rate, task_bandwidth_terms, task_costs, task_trips,
                                                 wait_groups)
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan

@@ -248,18 +248,18 @@ def own_caps(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
 # in flight over the latency they all see). On an H200 llama-1b's gate_proj with `inflight` 1 on
 # one half of the chip streamed its rows at 20.6 GB/s an SM while up_proj, at the compiler's 2 on
 # the other half, streamed 35.8 at the same moment (task_probe_llama_climb6_dump.json: an adversary's
-# climb 6 from the default, sim 14% faster than the default where the GPU ran 14% slower). The
+# climb 6 from the default, sim 12.6% faster than the default where the GPU ran 13.9% slower). The
 # model gave both the same rate, so a cap of 1 cost nothing and lightened every hop. The chip
 # delivered less in all: gate and up together 2.3 TB/s, where the default's gate and up, both at 2 on
 # every SM, took 4.3. A task's ring streams at its share times stream_rate of the shares streaming
 # beside it: a chip where every SM keeps 1 copy in flight streams less than one where every SM keeps
 # 2, as stream_rate's curve is short of HBM there, and within a chip the SMs divide it by their
 # copies. (An H200 ran llama-1b's default with every ring at 1 9.9% slower and its expert 17.5%,
-# where this says 19.8 and 27.5%: task_probe_llama_all_inflight1.json. An H100 ran the 1B expert with
-# every ring at 1 as fast as at 2, 1,029.2 and 1,029.1 us, ab_knobs_inflight_combos.json; its HBM is
-# 30% slower, within what 1 copy an SM keeps busy. A form
-# that kept the chip's total at any cap scored worse on the adversary's rows: llama-1b's worst
-# searched speedup 20% off, Spearman 0.24, against 14.5% and 0.71.)
+# where this says 19.8 and 27.5%: task_probe_llama_all_inflight1.json. An H100 ran the 1B expert
+# with every ring at 1 as fast as at 2, 1,029.2 and 1,029.1 us, ab_knobs_inflight_combos.json; its
+# HBM is 30% slower, within what 1 copy an SM keeps busy. A form that kept the chip's total at any
+# cap scored worse on the adversary's rows: llama-1b's worst searched speedup 20% off, Spearman
+# 0.24, against 14.5% and 0.71.)
 def ring_share(plan: Plan) -> np.ndarray:
     """Per task, its ring's weight in the chip's HBM: the copies it keeps in flight while it runs
     (own_caps) over the compiler's INFLIGHT, at most 1. More copies than INFLIGHT take no more: the
@@ -462,7 +462,7 @@ class Prediction:
     start_us: list[float] = field(repr=False, default_factory=list)    # per task
     finish_us: list[float] = field(repr=False, default_factory=list)
     preloaded: list[float] = field(repr=False, default_factory=list)   # per task: weight bytes the ring had in
-    spread: list[float] = field(repr=False, default_factory=list)      # per task: the SMs it shared HBM with (by ring_share)
+    spread: list[float] = field(repr=False, default_factory=list)      # per task: SMs it shared HBM with, by ring_share
     hop_busy: list[float] = field(repr=False, default_factory=list)    # per task: busy_hop_weight (empty: all 1)
 
     @property
