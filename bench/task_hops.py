@@ -91,9 +91,10 @@ def fit_to_tasks(items, base, fields: tuple[str, ...], evals: int = 150):
 def load_runs(paths, num_sms: int) -> list[tuple]:
     """Per schedule of each task_probe --dump run: (label, its plan, its task costs, its GPU spans by
     task id, its measured median)."""
-    from megakernel_gym.compiler import ZOO, capture
+    from sim_adversary import target_ir
+
     from megakernel_gym.compiler.costmodel import _task_cost_arrays
-    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.ir_exposure import apply_edits
     out = []
     for path in paths:
         run = Path(path)
@@ -101,12 +102,7 @@ def load_runs(paths, num_sms: int) -> list[tuple]:
         dumps = {d["schedule"]: d["tasks"] for d in json.loads(run.with_name(run.stem + "_tasks.json").read_text())}
         argv = shlex.split(doc["command"])
         model = argv[argv.index("--model") + 1] if "--model" in argv else "llama-1b"
-        if model in ZOO:
-            graph = capture(*ZOO[model](device="meta"), model)
-        else:
-            from families_gpu import problem_ir
-            graph = problem_ir(model, 1)[2]
-        base = make_ir(graph, num_sms=num_sms)
+        _, base = target_ir(model, num_sms)
         for row in doc["rows"]:
             if row["schedule"] in dumps:
                 plan = apply_edits(base, row["edits"]).plan()
