@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from megakernel_gym.compiler import ZOO, capture  # noqa: E402
 from megakernel_gym.compiler.calibrate import sample_schedules, spearman  # noqa: E402
-from megakernel_gym.compiler.costmodel import DEVICES, predict, task_costs  # noqa: E402
+from megakernel_gym.compiler.costmodel import DEVICES, costs_at, predict  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, make_ir  # noqa: E402
 from megakernel_gym.ir_exposure.edits import EditError, random_edit  # noqa: E402
 from megakernel_gym.ir_exposure.ir import IRError  # noqa: E402
@@ -286,8 +286,35 @@ def schedules_of(target: str, num_sms: int, climbs: list[dict], device: str, sam
     return out + found
 
 
-def load_step(target: str):
-    """The target's weights and inputs on the GPU (seed 0), the eager bf16 output and the float32 truth."""
+# Where a measured step attends: "mid", every sequence at pos = max_seq // 2, so pos + 1 is the mean
+# of the judge's uniform draw (the sim's expectation, costmodel.attended_positions); "seed", seed 0's
+# draw, what runs before 2026-11-29 timed (527 of SmolLM2's 2,048: a quarter of its cache). A file
+# names its own (`positions`; none: "seed"), and its rows are predicted at them.
+POSITIONS = ("mid", "seed")
+
+
+def target_config(target: str):
+    """The decode step's config (batch, vocab, max_seq) of a zoo model or a level-5 problem."""
+    if target in ZOO:
+        return ZOO[target].args[0]
+    from families_gpu import problem_ir
+    return problem_ir(target, 1)[1]
+
+
+def step_positions(target: str, how: str) -> list[int]:
+    """The step's pos per sequence that `how` (POSITIONS) names for `target`."""
+    from megakernel_gym.compiler.zoo import step_inputs
+    cfg = target_config(target)
+    if how == "mid":
+        return [cfg.max_seq // 2] * cfg.batch
+    if how == "seed":
+        return step_inputs(cfg, 0)[1].tolist()
+    raise ValueError(f"positions {how!r}: one of {', '.join(POSITIONS)}")
+
+
+def load_step(target: str, pos: str = "mid"):
+    """The target's weights and inputs on the GPU (seed 0; the positions `pos` names, step_positions),
+    the eager bf16 output and the float32 truth: (graph, params, feeds, truth, eager error, model)."""
     import copy
     import torch
     from megakernel_edits import rel_err
@@ -300,27 +327,30 @@ def load_step(target: str):
         from megakernel_gym.compiler.zoo import make_block
         mod, cfg, _, _ = problem_ir(target, 1)
         model, inputs = make_block(mod.block, cfg, seed=0, device="cuda")
+    inputs = (inputs[0], torch.tensor(step_positions(target, pos), dtype=inputs[1].dtype, device=inputs[1].device))
     with torch.no_grad():
         ref = model(*inputs)
         truth = copy.deepcopy(model).float()(*[x.float() if x.is_floating_point() else x for x in inputs])
-    return g, module_tensors(model), dict(zip(g.inputs, inputs)), truth, rel_err(ref, truth)
+    return g, module_tensors(model), dict(zip(g.inputs, inputs)), truth, rel_err(ref, truth), model
 
 
-def measure_target(target: str, schedules, device: str, iters: int, rounds: int) -> list[dict]:
+def measure_target(target: str, schedules, device: str, iters: int, rounds: int, positions: str = "mid") -> list[dict]:
     """Each schedule compiled, run once (checked against the float32 truth) and timed in `rounds` rounds
-    that alternate between the schedules (median of the rounds' medians, lowest p10, highest p90)."""
+    that alternate between the schedules (median of the rounds' medians, lowest p10, highest p90), at
+    the positions `positions` names (step_positions), where the sim predicts it."""
     import torch
     from megakernel_edits import rel_err
     from megakernel_gym.compiler.runtime import Megakernel, time_us
     from megakernel_schedules import context_alive
-    g, params, feeds, truth, eager_err = load_step(target)
+    g, params, feeds, truth, eager_err, _ = load_step(target, positions)
+    at = step_positions(target, positions)
     rows, launches = [], {}
     for label, text, ir, start, path in schedules:
         plan = ir.plan()
         row = {"target": target, "label": label,
                "edits": 0 if text.startswith(SAMPLED) else text.count("\n") + 1 if text else 0,
-               "start": start, "edits_from_start": path, "tasks": len(plan.tg.tasks),
-               "predicted_us": round(predict(plan, device).latency_us, 2),
+               "start": start, "edits_from_start": path, "tasks": len(plan.tg.tasks), "pos": at,
+               "predicted_us": round(predict(plan, device, positions=at).latency_us, 2),
                "predicted_per_op_pools_us": round(_per_op_pools(plan, device), 2)}
         try:
             t0 = time.perf_counter()
@@ -431,6 +461,8 @@ def main() -> None:
                     help="a GPU run's sim_adversary.json: fit the device constants to its measured rows (CPU)")
     ap.add_argument("--fields", default=None,
                     help="with --refit: the constants to fit, comma-separated (default: all of calibrate.FIT_FIELDS)")
+    ap.add_argument("--positions", default="mid", choices=POSITIONS,
+                    help="where the timed step attends: mid (pos = max_seq // 2, the judge's mean) or seed (seed 0's draw)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     a = ap.parse_args()
     t_start = time.perf_counter()
@@ -472,14 +504,14 @@ def main() -> None:
             list(pool.map(compile_job, jobs, chunksize=1))
             log(f"compiled {len(jobs)} megakernels in {time.perf_counter() - t0:.0f} s")
     doc = {"targets_searched": list(per_target), "num_sms": num_sms, "sim_device": device, "search": search_note,
-           "sampled": {"n": a.sampled, "seed": a.seed},
+           "sampled": {"n": a.sampled, "seed": a.seed}, "positions": a.positions,
            "climbs": {t: [{k: v for k, v in c.items() if k != "path"} | {"edits": len(c["path"])} for c in cs]
                       for t, cs in climbs.items()}}
     rows = []
     for t, ss in per_target.items():
         if gpu:
             t0 = time.perf_counter()
-            rows += measure_target(t, ss, device, a.iters, a.rounds)
+            rows += measure_target(t, ss, device, a.iters, a.rounds, a.positions)
             log(f"{t}: {len(ss)} schedules measured in {time.perf_counter() - t0:.0f} s")
             # written after every target: a run cut short by a time limit keeps what it measured
             save(rows, per_target, device, search_note, doc, Path(a.out), t_start, final=False)
@@ -539,18 +571,20 @@ def row_ir(row: dict, num_sms: int, sampled: tuple):
 
 
 def _plan_job(job: tuple):
-    """(plan, task_costs) of a measured row's schedule (in a pool worker)."""
-    row, num_sms, sampled = job
+    """(plan, its costs at the positions the row was timed at: costmodel.costs_at) of a measured row's
+    schedule (in a pool worker)."""
+    row, num_sms, sampled, positions = job
     plan = row_ir(row, num_sms, sampled).plan()
-    return plan, task_costs(plan)
+    return plan, costs_at(plan, step_positions(row["target"], positions))
 
 
 def rebuilt_plans(doc: dict, rows: list[dict], workers: int) -> list[tuple]:
-    """(plan, task_costs) of each of a run's `rows`, rebuilt in a pool of `workers` processes."""
+    """(plan, costs) of each of a run's `rows`, rebuilt in a pool of `workers` processes."""
     sampled = (doc["sampled"]["n"], doc["sampled"]["seed"]) if doc.get("sampled") else ()
     t0 = time.perf_counter()
     with ProcessPoolExecutor(workers or os.cpu_count() or 2, mp_context=get_context("spawn")) as pool:
-        plans = list(pool.map(_plan_job, [(r, doc["num_sms"], sampled) for r in rows], chunksize=1))
+        plans = list(pool.map(_plan_job, [(r, doc["num_sms"], sampled, doc.get("positions", "seed")) for r in rows],
+                              chunksize=1))
     log(f"{len(plans)} plans rebuilt in {time.perf_counter() - t0:.0f} s")
     return plans
 
@@ -629,9 +663,9 @@ def merge(paths: list[Path], out_dir: Path) -> None:
     capped): rows concatenated (a target measured twice keeps its last run), targets scored again
     over all of them, each run's command and date kept."""
     docs = [json.loads(p.read_text()) for p in paths]
-    kinds = {(d["device"], d.get("sim_device")) for d in docs}
+    kinds = {(d["device"], d.get("sim_device"), d.get("positions", "seed")) for d in docs}
     if len(kinds) > 1:
-        raise SystemExit(f"runs on different GPUs or sim constants cannot be one file: {sorted(map(str, kinds))}")
+        raise SystemExit(f"runs on different GPUs, sim constants or positions cannot be one file: {sorted(map(str, kinds))}")
     by_target: dict[str, list[dict]] = {}
     for d in docs:
         for t in dict.fromkeys(r["target"] for r in d["rows"]):
@@ -644,7 +678,7 @@ def merge(paths: list[Path], out_dir: Path) -> None:
            "rows": rows, "targets": targets,
            "notes": " | ".join(f"run {i} ({d['date']}): {d.get('notes', '')}" for i, d in enumerate(docs, 1)),
            "targets_searched": list(by_target), "num_sms": docs[0]["num_sms"], "sim_device": docs[0]["sim_device"],
-           "search": docs[0].get("search"), "sampled": docs[0].get("sampled"),
+           "search": docs[0].get("search"), "sampled": docs[0].get("sampled"), "positions": docs[0].get("positions", "seed"),
            "climbs": {t: c for d in docs for t, c in d.get("climbs", {}).items()}}
     rescored = {f"run {i}": d["rescored"] for i, d in enumerate(docs, 1) if d.get("rescored")}
     if rescored:     # whose rows were predicted again after their run (--rescore), and when

@@ -89,11 +89,11 @@ def fit_to_tasks(items, base, fields: tuple[str, ...], evals: int = 150):
 
 
 def load_runs(paths, num_sms: int) -> list[tuple]:
-    """Per schedule of each task_probe --dump run: (label, its plan, its task costs, its GPU spans by
-    task id, its measured median)."""
-    from sim_adversary import target_ir
+    """Per schedule of each task_probe --dump run: (label, its plan, its task costs at the positions
+    the run timed: seed 0's draw, megakernel_edits.load_step; its GPU spans by task id, its measured median)."""
+    from sim_adversary import step_positions, target_ir
 
-    from megakernel_gym.compiler.costmodel import _task_cost_arrays
+    from megakernel_gym.compiler.costmodel import costs_at
     from megakernel_gym.ir_exposure import apply_edits
     out = []
     for path in paths:
@@ -107,7 +107,8 @@ def load_runs(paths, num_sms: int) -> list[tuple]:
             if row["schedule"] in dumps:
                 plan = apply_edits(base, row["edits"]).plan()
                 gpu = {t.get("id", i): (t["start_us"], t["signal_us"]) for i, t in enumerate(dumps[row["schedule"]])}
-                out.append((f"{model} {row['schedule']}", plan, _task_cost_arrays(plan), gpu, row["megakernel"]["median_us"]))
+                out.append((f"{model} {row['schedule']}", plan, costs_at(plan, step_positions(model, "seed")), gpu,
+                            row["megakernel"]["median_us"]))
     return out
 
 

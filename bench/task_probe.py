@@ -66,6 +66,20 @@ def phases(p: dict[str, float]) -> dict[str, float]:
     return out
 
 
+def probed_runs(launch, call, n_tasks: int, runs: int, flush) -> tuple[list[list[dict]], list[list[tuple]]]:
+    """`runs` runs of a probed launch (`call`: the launch, or a wrapper of it), each after an L2 flush:
+    per run each task's probes (launch.task_probes) and its (start, signal) in us (the trace)."""
+    probes, spans = [], []
+    for _ in range(runs):
+        flush()
+        call()
+        launch.check()
+        probes.append(launch.task_probes())
+        ns = launch.trace.view(n_tasks, -1)[:, :2].cpu().double() / 1e3
+        spans.append([tuple(r) for r in ns.tolist()])
+    return probes, spans
+
+
 def layer_key(op: str) -> tuple[int | None, str]:
     """(layer, op with the layer prefix dropped) of an op name: the first number in it after the first
     part is the layer (layers.3.mlp.down_proj, model.layers.3.mlp.down_proj, transformer.h.3.mlp.c_fc);
@@ -302,14 +316,7 @@ def main():
             mk = Megakernel(plan, impls=ir.impls, probes=True, **knobs)
             launch = mk.bind(step.params, step.feeds, trace=True)
             call = no_deps_call(launch) if nodeps else launch
-            runs, spans = [], []
-            for _ in range(args.runs):
-                flush()
-                call()
-                launch.check()
-                runs.append(launch.task_probes())
-                ns = launch.trace.view(len(plan.tg.tasks), -1)[:, :2].cpu().double() / 1e3
-                spans.append([tuple(r) for r in ns.tolist()])
+            runs, spans = probed_runs(launch, call, len(plan.tg.tasks), args.runs, flush)
             err = None if nodeps else rel_err(launch.outputs()[step.graph.outputs[0]], step.truth)
             probed = time_us(no_deps_call(mk.bind(step.params, step.feeds)) if nodeps
                              else mk.bind(step.params, step.feeds), args.iters)

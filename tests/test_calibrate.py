@@ -210,7 +210,9 @@ def test_fit_recovers_a_quiet_chips_wait_latency(sampled):
     """quiet_wait_us (costmodel.busy_hop_us) is fitted from a base that has one: the critical paths
     weigh each hop by how busy the chip was as its producer signalled (Prediction.hop_busy)."""
     _, pc = sampled
-    base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9, wait_latency_us=2.0, quiet_wait_us=1.0)
+    # the tiny's hops weigh against its loads: the rates this was written with, not whatever is shipped
+    base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9, wait_latency_us=2.0, quiet_wait_us=1.0,
+                   sm_gbs=43.5, plain_gbs=74.8)
     true = replace(base, wait_latency_us=2.5, quiet_wait_us=0.3)
     measured = [predict(p, true, costs=c).latency_us for p, c in pc]
     fitted, report = fit_device(pc, measured, base, prior=0.0, fields=("wait_latency_us", "quiet_wait_us"))

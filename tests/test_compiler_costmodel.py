@@ -273,9 +273,9 @@ def test_a_ring_stage_carries_whole_packed_rows_or_one_segment_of_each_of_eight_
 def test_the_ring_streams_at_the_share_of_its_stages_its_rows_fill(big):
     """Every ring-fed task of the 1B decoder (whose constants were fitted) fills its stages (the lm_head's
     tiles all but their last), so its predictions stand; GPT-2's 2,560-byte rows fill 62.5%, and the H200's
-    constants put 128 SMs streaming them at 17.5-22.5 GB/s each, no faster than the kernel's probes timed
-    through them (19.4-20 GB/s, where the compute warps set the pace: ring_consume_us;
-    bench/results/task_probe_mk_gpt2_large_batch2.json), where full stages get ~27."""
+    constants put 128 SMs streaming them at no less than the kernel's probes timed through them
+    (19.4-20 GB/s, where the compute warps set the pace: ring_consume_us;
+    bench/results/task_probe_mk_gpt2_large_batch2.json), and full stages faster (~27 probed)."""
     import numpy as np
 
     from megakernel_gym.compiler.costmodel import ring_bytes_array, ring_fill_array, stream_rate
@@ -287,7 +287,7 @@ def test_the_ring_streams_at_the_share_of_its_stages_its_rows_fill(big):
     assert fed.sum() > 1000 and np.all(ring_fill_array(plan)[fed] >= 0.99)    # (lm_head's last stage: part rows)
     dev = DEVICES["H200"]
     full, gpt2 = (float(stream_rate(128, dev.sm_gbs * f, dev.hbm_gbs)) for f in (1.0, 2560 * 8 / 32768))
-    assert 17.5 <= gpt2 <= 22.5 and full > 1.25 * gpt2
+    assert 17.5 <= gpt2 < full / 1.15 and full < dev.hbm_gbs / 128
     small = build_plan(tiny_graph := capture(*ZOO["gpt2-tiny"](), "gpt2-tiny"), default_knobs(tiny_graph, 8))
     fill = ring_fill_array(small)[ring_bytes_array(small) > 0]
     assert len(fill) and np.all((fill > 0) & (fill < 1))               # tiny rows: part-empty stages

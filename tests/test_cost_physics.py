@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from megakernel_gym.compiler import ZOO, capture, predict
-from megakernel_gym.compiler.costmodel import (DEVICES, _task_cost_arrays, required_bytes, ring_share, stream_rate,
-                                                streaming_concurrency, task_costs)
+from megakernel_gym.compiler.costmodel import (DEVICES, _task_cost_arrays, required_bytes, ring_fed_bytes,
+                                                ring_fill_array, ring_share, stream_rate, streaming_concurrency,
+                                                task_costs)
 from megakernel_gym.ir_exposure import make_ir
 from megakernel_gym.ir_exposure.edits import EditError, apply_edits, random_edit
 from megakernel_gym.ir_exposure.ir import IRError
@@ -26,7 +27,10 @@ def peak_bandwidth(plan, device: str = "H200", points: int = 2000) -> float:
     p, dev = predict(plan, device), DEVICES[device]
     own = _task_cost_arrays(plan)[0]
     start, finish = np.asarray(p.start_us), np.asarray(p.finish_us)
-    rate = ring_share(plan) * stream_rate(np.asarray(p.spread), dev.sm_gbs, dev.hbm_gbs)
+    # each task at the rate the model streams it: its ring's (sm_gbs at the share of its stages its
+    # rows fill), or its own loads' (plain_gbs) where no ring feeds it
+    per_sm = np.where(ring_fed_bytes(plan, own) > 0, dev.sm_gbs * ring_fill_array(plan), dev.plain_gbs)
+    rate = ring_share(plan) * stream_rate(np.asarray(p.spread), per_sm, dev.hbm_gbs)
     on = (own > 0) & (finish > start)
     mids = ((start + finish) / 2)[on]
     worst = 0.0
@@ -128,7 +132,9 @@ def test_an_attention_is_not_fused_into_its_consumer_but_its_producers_are(onebe
 
 def test_an_attention_fused_into_a_consumer_is_charged_its_caches_per_task(onebee):
     """Below the IR's refusal, the cost model still prices it: each o_proj task that runs the
-    attention reads its heads' KV caches (the fused plan moved 40 MB less than the expert's)."""
+    attention reads its heads' KV caches, the positions it attends (the fused plan moved 40 MB less
+    than the expert's)."""
+    from megakernel_gym.compiler.costmodel import attended_positions
     from megakernel_gym.compiler.schedule import build_plan
     _, expert = onebee
     knobs = expert.knobs.copy()
@@ -139,8 +145,50 @@ def test_an_attention_fused_into_a_consumer_is_charged_its_caches_per_task(onebe
     nbytes = task_costs(plan)[0]
     g = expert.graph
     cache = g.tensors["layers.0.attn.k_cache"]
-    cache_bytes = 2 * int(np.prod(cache.shape)) * 2          # k and v, bf16
+    attended = attended_positions(g, g.op("layers.0.attn.decode_attention")) / cache.shape[2]
+    assert 0.45 < attended < 0.55                             # about half the cache: pos is uniform in [0, s_max)
+    cache_bytes = int(2 * int(np.prod(cache.shape)) * 2 * attended)      # k and v, bf16
     o_tasks = [i for i, t in enumerate(plan.tg.tasks)       # o_proj's tasks (the expert fuses o_proj into the add)
                if any(p == "layers.0.attn.decode_attention" for p, _ in t.prologue)]
     assert len(o_tasks) > 1 and all(nbytes[t] >= cache_bytes for t in o_tasks)
     assert sum(nbytes) > sum(task_costs(expert.plan())[0]) + (len(o_tasks) - 1) * cache_bytes
+
+
+def test_an_attention_attends_pos_plus_one_positions_half_the_cache_on_average():
+    """The kernel reads pos + 1 cached positions (a sliding window its last `window`); the judge draws
+    pos uniformly from [0, s_max), so the sim prices the mean, about half the cache, not all of it."""
+    from megakernel_gym.compiler.costmodel import attended_positions
+    g = capture(*ZOO["llama-tiny"](device="meta"), "llama-tiny")
+    op = next(o for o in g.ops if o.kind == "decode_attention")
+    s_max = g.tensors[op.inputs[1]].shape[2]
+    assert attended_positions(g, op) == pytest.approx((s_max + 1) / 2)
+    assert attended_positions(g, op, [0]) == 1 and attended_positions(g, op, [s_max - 1]) == s_max
+    assert attended_positions(g, op, [3, 5]) == 5                     # the mean over the batch's sequences
+    assert attended_positions(g, op, [10 * s_max]) == s_max           # a position past the cache reads it all
+    windowed = type(op)(op.name, op.kind, op.inputs, op.outputs, {**op.attrs, "window": 4})
+    assert attended_positions(g, windowed, [s_max - 1]) == 4
+    # the mean of min(pos + 1, 4) over pos uniform in [0, s_max)
+    assert attended_positions(g, windowed) == pytest.approx(sum(min(p + 1, 4) for p in range(s_max)) / s_max)
+
+
+def test_an_unsplit_attention_costs_its_positions_and_a_split_spreads_them(onebee):
+    """An H200 ran the 1B default 875 us at pos 0 and 1,051 at 1,023 (attention_positions.json): the
+    unsplit attention, one SM a KV head, is on the chain of every layer. The sim's step grows with the
+    positions by the attention's rows and flops (compute_us), and far less where the expert splits it
+    over 8 parts; at the judge's expectation it sits between the ends."""
+    from megakernel_gym.compiler.costmodel import attention_work, costs_at
+    default, expert = onebee
+    d, e = default.plan(), expert.plan()
+    lo, hi = (predict(d, "H200", positions=[0]).latency_us, predict(d, "H200", positions=[1023]).latency_us)
+    assert 120 < hi - lo < 240                                 # measured 176 us
+    assert lo < predict(d, "H200").latency_us < hi
+    e_lo, e_hi = predict(e, "H200", positions=[0]).latency_us, predict(e, "H200", positions=[1023]).latency_us
+    assert 0 < e_hi - e_lo < (hi - lo) / 4                      # measured 18 us
+    # the attention's rows are the task's cache bytes: half the cache at the expectation, all of it at the end
+    ab, af = attention_work(d)
+    ab_end, _ = costs_at(d, [1023])[2]
+    attn = [t.id for t in d.tg.tasks if t.op == "layers.0.attn.decode_attention"]
+    row_bytes = 2 * 1024 * 64 * 2                             # k and v of one KV head, bf16
+    assert ab_end[attn] == pytest.approx(row_bytes) and ab[attn] == pytest.approx(row_bytes * 1025 / 2048, rel=1e-3)
+    assert np.all(af[attn] == 4 * 4 * 64 * 512.5)             # 4 q heads x d x 2 (q.k) x 2 (p.v) a position
+    assert not np.any(ab[[t.id for t in d.tg.tasks if "mlp" in t.op]])   # no other op has attention work

@@ -80,3 +80,30 @@ def test_refit_names_a_constant_it_cannot_fit(tmp_path):
     from sim_adversary import refit
     with pytest.raises(SystemExit, match=r"\['wait_us'\] are not fitted constants; choose from hbm_gbs"):
         refit(tmp_path / "missing.json", tmp_path, 1, ("wait_latency_us", "wait_us"))
+
+
+def test_a_run_times_the_step_where_the_sim_prices_it_and_runs_at_other_positions_do_not_merge(tmp_path):
+    """sim_adversary times each step at the middle of its cache (pos = max_seq // 2, so pos + 1 is the
+    mean of the judge's uniform draw, the sim's expectation) or at seed 0's draw (what runs before
+    2026-11-29 timed: 527 of SmolLM2's 2,048); files timed at different positions are not one file."""
+    import json
+
+    from sim_adversary import merge, step_positions
+
+    from megakernel_gym.compiler.zoo import ZOO
+    tiny = ZOO["llama-tiny"].args[0]
+    assert step_positions("llama-tiny", "mid") == [tiny.max_seq // 2] * tiny.batch
+    assert step_positions("llama-1b", "seed") == [527]          # seed 0's draw, as the zoo's factory draws it
+    assert step_positions("mk_gpt2_large_batch2", "seed") == [493, 584]
+    assert step_positions("mk_gpt2_large_batch2", "mid") == [512, 512]
+    with pytest.raises(ValueError, match="one of mid, seed"):
+        step_positions("llama-1b", "end")
+    docs = [{"device": "GPU", "sim_device": "H200", "date": "d", "command": "c", "num_sms": 132, "climbs": {},
+             "rows": [{"target": t, "label": "expert", "predicted_us": 1.0, "measured": {"median_us": 1.0}}],
+             **({"positions": "mid"} if t == "b" else {})} for t in ("a", "b")]
+    paths = []
+    for i, d in enumerate(docs):
+        paths.append(tmp_path / f"run{i}.json")
+        paths[-1].write_text(json.dumps(d))
+    with pytest.raises(SystemExit, match="positions"):
+        merge(paths, tmp_path / "out")

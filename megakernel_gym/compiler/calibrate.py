@@ -34,8 +34,8 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
-from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hops, hop_scale, polled_latency, predict,
-                                                prefetched, ring_caps, ring_consume_us, ring_fed_bytes, ring_fill_array,
+from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hops, compute_us, hop_scale, polled_latency, predict,
+                                                prefetched, ring_caps, ring_fed_bytes, ring_fill_array,
                                                 ring_share, stream_rate, task_bandwidth_terms, task_costs, task_trips,
                                                 wait_groups)
 from megakernel_gym.compiler.graph import Graph
@@ -346,7 +346,7 @@ class _PlanTerms:
 
 
 def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
-    nbytes, flops = costs
+    nbytes, flops = costs[0], costs[1]
     n = len(plan.tg.tasks)
     pays = np.array([0.0 if p else 1.0 for p in prefetched(plan)])
     trips = np.array(task_trips(plan), dtype=float)
@@ -356,10 +356,9 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
             prev[b] = a
     groups, waits = wait_groups(plan, hops)
     needs = [[p for g in waits[t] for p in groups[g]] for t in range(n)]
-    sm_rate = dev.tflops * 1e6 / dev.num_sms
     own, shared = task_bandwidth_terms(plan, nbytes)
     polls = np.array([len(w) for w in waits], dtype=float)
-    compute = np.maximum(np.asarray(flops, dtype=float) / sm_rate, ring_consume_us(plan, dev))
+    compute = compute_us(plan, dev, flops, costs[2] if len(costs) > 2 else None)
     return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips, polls,
                       prev, needs, ring_caps(plan).astype(np.int64), np.asarray(ring_fill_array(plan), dtype=float),
                       ring_fed_bytes(plan, own), ring_share(plan))

@@ -10,7 +10,9 @@ weights at sm_gbs times the share of the ring's stages its rows fill (ring_fill_
 its weights, the cost of issuing the prefetch) and one more for each round trip its body makes one
 after another (task_trips: an element-wise body's threads take THREADS elements a trip), and its
 compute, whichever is larger: its flops over its SM's share of the tensor-core rate, or its compute
-warps' time through its ring stages (ring_consume_us), after those round trips (a prologue's come
+warps' time through its ring stages (ring_consume_us), plus a decode attention's K and V rows and
+flops at attn_gbs and attn_gflops, over the positions it attends (pos + 1; the judge's pos is uniform,
+so half the cache on average: attended_positions), after those round trips (a prologue's come
 before its rows, an epilogue's after); plus a fixed per-task overhead and the cost of polling each
 counter it waits on. Across SMs: each SM runs its queue in order; a task starts when its SM is free
 and every group of producers it waits on has finished (plus the latency of seeing that in global
@@ -31,6 +33,7 @@ H100's to the 1B decoder's schedules, the H200's to four families' schedules, an
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,6 +67,8 @@ class DeviceSpec:
     stage_gbs: float = 60.0     # ... plus every ring stage's weight bytes times the batch rows at this rate, GB/s (ring_consume_us)
     quiet_wait_us: float | None = None  # a hop's wait latency while no SM streams (busy_hop_us); None: one for all
     busy_power: float = 1.0     # how a hop's latency grows with the share of SMs streaming (busy_hop_weight)
+    attn_gbs: float = 35.0      # a decode attention's attended K and V rows an SM, GB/s ... (compute_us)
+    attn_gflops: float = 290.0  # ... plus its flops (CUDA cores, not tensor cores), GFLOP/s
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -123,11 +128,26 @@ DATASHEET = {
 # plain_gbs`, sim_adversary_refit.json): Spearman 0.968 -> 0.969, MSLE 0.012 -> 0.011, wait 1.84,
 # ring 41.4 and own loads 63.9 GB/s (the quiet wait 0.055): no better, so these stand. The H100
 # keeps its fit, one wait latency for every hop, until an H100 measures the same schedules.
+# H200 since 2026-11-29 (issue 39), with the attention priced by the positions it attends (compute_us,
+# attended_positions; the attention's rates attn_gbs and attn_gflops from the H200's probes of it, not
+# fitted): wait_latency_us and plain_gbs refitted (calibrate.fit_device) to the 58 schedules of the
+# adversary file of that day (timed at seed 0's positions, predicted at them: costs_at) and the 60 of
+# attention_positions.json (12 schedules at 5 positions each), the quiet wait held at what
+# poll_probe.json measured on a quiet chip (0.26 us) and the ring at 60 GB/s an SM alone: the wait
+# 1.97 -> 2.31 us, the own loads 74.8 -> 26.0 GB/s an SM (the old constants had the attention's whole
+# cache stream at the own-load rate, so a fast one), the ring 43.5 -> 60. In sample the worst
+# searched speedup went 19 / 8 / 13 / 18% -> 13 / 9 / 10 / 14% off (llama-1b, SmolLM2, Qwen3, GPT-2
+# large). Fitting the ring's rate and the quiet wait as well finds 73.2 GB/s and 0.055 us and 8 / 9 /
+# 13 / 6% off (the ops' ready-to-signal error over the H200's task dumps, bench/task_hops.py, 1.58 ->
+# 1.33 us), but with them an `ahead n=5` on llama-1b's down_proj or op-wide counters read 0.3-0.5%
+# faster, where an H200 ran such edits 2-5.6% slower: a quiet wait far below the chip's rewards a
+# schedule for delaying its hops' readers. The H100 keeps its fit; its attention takes the same
+# per-SM rates (the same GH100 SM and clocks).
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 3166.8, 700.0, 0.576, 1.004, 3.95, 0.483,
                        sm_gbs=53.2, counter_us=0.02, prefetch_us=1.68, plain_gbs=53.2),
-    "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 1.97, 3.95, 0.483,
-                       sm_gbs=43.5, counter_us=0.02, prefetch_us=1.68, plain_gbs=74.8, quiet_wait_us=0.103),
+    "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 2.31, 3.95, 0.483,
+                       sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26),
 }
 
 
@@ -368,8 +388,13 @@ def ring_fill_array(plan: Plan) -> np.ndarray:
 # the whole chip streams at) and re-schedules with the concurrency the last schedule showed,
 # SPREAD_ROUNDS times. With the op's spread alone, two independent ops on disjoint halves of the
 # chip streamed 2 x 0.535 of HBM together in the sim (issue 39; an H100 ran them 2.6% slower than
-# the expert schedule the sim said they beat by 6%).
-SPREAD_ROUNDS = 2
+# the expert schedule the sim said they beat by 6%). Each round after the first keeps SPREAD_DAMPING
+# of the spread and hop weights it had: taken whole, the rounds did not converge (the 1B default
+# moved by up to 2% from one round to the next, and edits that change nothing the GPU sees, an
+# `ahead` cap or op-wide counters, read 0.3-0.5% faster or slower as the last round fell), which a
+# policy searching the sim would learn.
+SPREAD_ROUNDS = 3
+SPREAD_DAMPING = 0.5
 
 
 def _sweep(start: np.ndarray, finish: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -501,16 +526,30 @@ def _op_flops(op, g, obox, reads) -> tuple[float, int | None]:
     return 5.0 * out_elems, None
 
 
-def _cache_share(g, op) -> float:
-    """The share of its KV caches a decode_attention reads: a sliding window reads at most its last
-    `window` cached positions, not the whole cache (1.0 for any other op)."""
-    window = op.attrs.get("window", 0) if op.kind == "decode_attention" else 0
-    return min(1.0, window / g.tensors[op.inputs[1]].shape[2]) if window else 1.0
+def attended_positions(g, op, positions=None) -> float:
+    """The cached positions a decode_attention attends per sequence: the kernel reads pos + 1 of them
+    (a sliding window its last `window` at most; codegen's n_all), the mean over `positions` (the
+    step's pos, one per sequence) or, with none given, over pos drawn uniformly from [0, s_max) as
+    the judge draws it (families.family_inputs, zoo's _positions): about half the cache, not all of it."""
+    s_max = g.tensors[op.inputs[1]].shape[2]
+    w = min(int(op.attrs.get("window", 0)) or s_max, s_max)
+    if positions is not None:
+        ps = [min(max(int(p), 0), s_max - 1) for p in positions]
+        return sum(min(p + 1, w) for p in ps) / max(len(ps), 1)
+    return (w * (w + 1) / 2 + (s_max - w) * w) / s_max
+
+
+def _cache_share(g, op, positions=None) -> float:
+    """The share of its KV caches a decode_attention reads (attended_positions over the cache's
+    length; 1.0 for any other op)."""
+    if op.kind != "decode_attention":
+        return 1.0
+    return attended_positions(g, op, positions) / g.tensors[op.inputs[1]].shape[2]
 
 
 def required_bytes(g) -> int:
     """The bytes any schedule of the graph must move, however it tiles, fuses or orders: every
-    matmul weight read once, every attention's KV caches (its window's share) read once, the rows an
+    matmul weight read once, every attention's KV caches (the positions it attends) read once, the rows an
     embedding gathers, and the graph's outputs written. A plan's task bytes never fall below it
     (tests/test_cost_physics.py): work a fusion repeats raises them, nothing lowers them past it."""
     full: set[str] = set()
@@ -543,12 +582,50 @@ def task_costs(plan: Plan) -> tuple[list[int], list[float]]:
     tg = plan.tg
     cached = tg.__dict__.get("_task_costs")
     if cached is None:
-        nbytes, flops, ring, *stage_terms = ((list(v) for v in zip(*per_task(tg, "costs", _task_costs)))
-                                             if tg.tasks else ([], [], [], [], [], []))
+        nbytes, flops, ring, *stage_terms, af, ab = ((list(v) for v in zip(*per_task(tg, "costs", _task_costs)))
+                                                     if tg.tasks else ([], [], [], [], [], [], [], []))
         cached = tg.__dict__["_task_costs"] = (nbytes, flops)
         tg.__dict__["_ring_bytes"] = ring
         tg.__dict__["_ring_stage_terms"] = tuple(_frozen_floats(v) for v in stage_terms)
+        tg.__dict__["_attention_work"] = _frozen_floats([ab, af])
     return list(cached[0]), list(cached[1])
+
+
+def costs_at(plan: Plan, positions) -> tuple[list[int], list[float], np.ndarray]:
+    """(bytes, flops, attention_work) per task with the step's pos given (one per sequence), where
+    task_costs and attention_work take their expectation: what the plan costs at one draw of the
+    inputs (bench/attention_positions.py times steps at chosen positions). predict(costs=) takes it."""
+    if not plan.tg.tasks:
+        return [], [], np.zeros((2, 0))
+    nbytes, flops, *_, af, ab = (list(v) for v in zip(*_task_costs(plan.tg, plan.tg.tasks, positions)))
+    return nbytes, flops, np.asarray([ab, af], dtype=float)
+
+
+def attention_work(plan: Plan) -> np.ndarray:
+    """[bytes, flops] per task of the decode attention it runs (its own or a fused producer's) at the
+    expected positions: the K and V rows it attends and its flops, part of task_costs' bytes and flops
+    but timed at attn_gbs and attn_gflops (compute_us). Read-only; kept on the task graph."""
+    task_costs(plan)
+    return plan.tg.__dict__["_attention_work"]
+
+
+# A decode attention's time is its positions': a thread per position scores its key row against the
+# group's q heads, then p.V (codegen's _decode_attention_parallel), on the CUDA cores, not the tensor
+# cores the matmuls' flops are timed at. An H200 timed the default schedules' unsplit attention of four
+# families at five positions each (bench/results/attention_positions.json): linear in the positions,
+# 10.5 ns a position of a KV row for llama-1b (64-wide heads, 4 q heads a KV head), 10.3 for SmolLM2
+# (64, 3), 8.0 for GPT-2 large (64, 1) and 17.7 for Qwen3 (128, 2): d x (0.113 + 0.0137 x group) ns
+# within 4%, the rows' bytes at ~35 GB/s an SM plus their flops at ~290 GFLOP/s. The model had read
+# the whole cache at plain_gbs (75 GB/s, ~2.5 ns a position) whatever the position.
+def compute_us(plan: Plan, dev: DeviceSpec, flops, attn=None) -> np.ndarray:
+    """Per task its compute time: the tensor cores' share of its flops, or its compute warps' time
+    through its ring stages (ring_consume_us), whichever is longer, plus its attention's rows and
+    flops (`attn`: attention_work's, its default) at attn_gbs and attn_gflops."""
+    ab, af = attention_work(plan) if attn is None else np.asarray(attn, dtype=float)
+    sm_rate = dev.tflops * 1e6 / dev.num_sms          # flops per us per SM
+    tensor = np.asarray(flops, dtype=float) - af
+    return (np.maximum(tensor / sm_rate, ring_consume_us(plan, dev))
+            + ab / (dev.attn_gbs * 1e3) + af / (dev.attn_gflops * 1e3))
 
 
 def _frozen_floats(values) -> np.ndarray:
@@ -626,10 +703,11 @@ def ring_consume_us(plan: Plan, dev: DeviceSpec) -> np.ndarray:
     return stages * dev.stage_us + mbytes / (dev.stage_gbs * 1e3)
 
 
-def _task_costs(tg, tasks) -> list[tuple[int, float, int, int, int, int]]:
+def _task_costs(tg, tasks, positions=None) -> list[tuple[int, float, int, int, int, int, float]]:
     """(bytes, flops, ring-fed weight bytes, then _ring_stages_of's three terms summed over its ring-fed
-    matmuls: the stage bytes that carry them, unpacked stages, weight bytes x batch rows) per
-    task of `tasks` (tasks.per_task)."""
+    matmuls: the stage bytes that carry them, unpacked stages, weight bytes x batch rows, and the
+    flops of the decode attention it runs, its own or a fused producer's) per task of `tasks`
+    (tasks.per_task); `positions`: the step's pos (attended_positions; None: their expectation)."""
     g = tg.graph
     cached = g.__dict__.get("_cost_ops")    # per graph: its ops by name, and which matmuls stream weights
     if cached is None:
@@ -645,7 +723,7 @@ def _task_costs(tg, tasks) -> list[tuple[int, float, int, int, int, int]]:
         f, exact = _op_flops(op, g, obox, reads)
         w = _nbytes(g, op.inputs[1], own[1][1]) if streams[op.name] else 0
         st, ust, mb = _ring_stages_of(g, op, own[1][1]) if w else (0, 0, 0)
-        share = _cache_share(g, op)
+        share = _cache_share(g, op, positions)
         caches = set(op.inputs[1:3]) if op.kind == "decode_attention" else set()
         f *= share
         if caches:
@@ -661,35 +739,42 @@ def _task_costs(tg, tasks) -> list[tuple[int, float, int, int, int, int]]:
                 # a fused producer's whole work is the task's: an attention in the prologue reads its
                 # heads' caches (its share of a window) however its cache writes were folded in, once
                 # per task that runs it (the IR refuses the fusion; this keeps the price right)
-                pshare = _cache_share(g, pop)
+                pshare = _cache_share(g, pop, positions)
                 for name, box in input_boxes(pop, g, pbox)[1:3]:
                     if name not in caches:
-                        extra += int(_nbytes(g, name, box) * pshare)
+                        extra += math.ceil(_nbytes(g, name, box) * pshare)
                         reads = [(n, b) for n, b in reads if n != name]
         if t.parts > 1:
             # a split part reads its share of the cached positions and writes float partials
             # (row, max, sum per head); the last part to finish reads all `parts` of them back to
             # combine, and which part is last is not known ahead, so each is charged for it
-            b = sum(int(_nbytes(g, name, box) * share) // t.parts if name in caches else _nbytes(g, name, box)
+            b = sum(-(-math.ceil(_nbytes(g, name, box) * share) // t.parts) if name in caches else _nbytes(g, name, box)
                     for name, box in reads)
             out_elems = _nbytes(g, op.outputs[0], obox) // torch_dtype(g.tensors[op.outputs[0]].dtype).itemsize
             b += (1 + t.parts) * out_elems * 4
             f /= t.parts
         elif exact is None:
-            b = sum(int(_nbytes(g, name, box) * share) if name in caches else _nbytes(g, name, box)
+            b = sum(math.ceil(_nbytes(g, name, box) * share) if name in caches else _nbytes(g, name, box)
                     for name, box in reads) + _nbytes(g, op.outputs[0], obox)
         else:   # the op's own bytes are exact; fused producers still read what they read (their weights)
             b = exact + sum(_nbytes(g, name, box) for name, box in reads if name not in op.inputs)
         b += extra
+        af = f if caches else 0.0
+        ab = extra + (sum(math.ceil(_nbytes(g, name, box) * share) for name, box in own if name in caches)
+                      / t.parts if caches else 0)
         for pname, pbox in t.prologue:
             pop = ops[pname]
             pin = input_boxes(pop, g, pbox)
-            f += _op_flops(pop, g, pbox, pin)[0]
+            pf = _op_flops(pop, g, pbox, pin)[0]
+            if pop.kind == "decode_attention":
+                pf *= _cache_share(g, pop, positions)
+                af += pf
+            f += pf
             if streams[pname]:
                 w += _nbytes(g, pop.inputs[1], pin[1][1])
                 pst, pust, pmb = _ring_stages_of(g, pop, pin[1][1])
                 st, ust, mb = st + pst, ust + pust, mb + pmb
-        out.append((b, f, w, st, ust, mb))
+        out.append((b, f, w, st, ust, mb, af, ab))
     return out
 
 
@@ -902,19 +987,23 @@ def polled_latency(dev: DeviceSpec, hops: str = "ll") -> float:
 
 
 @gc_paused
-def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int], list[float]] | None = None,
-            hops: str = "ll") -> Prediction:
+def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None = None,
+            hops: str = "ll", positions=None) -> Prediction:
     """List-schedule the plan's queues with the device's constants (see the module doc). `hops`:
     how the kernel's tasks learn their inputs are there (wait_groups): "ll", the default
-    kernel's, or "counters" (emit_cuda(hops="counters"), thread 0's ring, or a plan with impls)."""
+    kernel's, or "counters" (emit_cuda(hops="counters"), thread 0's ring, or a plan with impls).
+    `costs`: task_costs' (bytes, flops), or costs_at's with the attention's work; `positions`: the
+    step's pos, one per sequence (costs_at), where the default prices the judge's expectation."""
     dev = DEVICES[device] if isinstance(device, str) else device
     tg = plan.tg
     n = len(tg.tasks)
+    if positions is not None:
+        costs = costs_at(plan, positions)
     if costs is None:
         nbytes, flops = _task_cost_arrays(plan)
     else:
         nbytes, flops = np.asarray(costs[0], dtype=float), np.asarray(costs[1], dtype=float)
-    sm_rate = dev.tflops * 1e6 / dev.num_sms          # flops per us per SM
+    attn = costs[2] if costs is not None and len(costs) > 2 else None
     pf = prefetched(plan)
     queues = _queue_csr(plan)
     own_a, shared_a = _bandwidth_arrays(plan, nbytes, queues)
@@ -925,7 +1014,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
     spread = np.divide(shared_a, own_a, out=np.ones(n), where=own_a > 0)
     trip_a = trips * dev.mem_latency_us
     lat_us = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip_a
-    compute = np.maximum(flops / sm_rate, ring_consume_us(plan, dev))
+    compute = compute_us(plan, dev, flops, attn)
     compute = compute + trip_a       # the rows wait for a prologue's trips, an epilogue's for the rows (NORM_KINDS)
     need_csr, add_csr, gsize = _wait_csr(plan, hops)
     fixed = dev.task_overhead_us + dev.counter_us * np.diff(need_csr[0]).astype(float)
@@ -952,13 +1041,15 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple[list[int
         if left:
             raise ValueError("the plan deadlocks: validate it before predicting")
         if round_ < SPREAD_ROUNDS:     # the SMs that streamed beside each task share the chip's HBM with it
-            spread = streaming_concurrency(start, finish, own_a > 0, share)
+            keep = SPREAD_DAMPING if round_ else 0.0
+            spread = keep * spread + (1 - keep) * streaming_concurrency(start, finish, own_a > 0, share)
             if dev.quiet_wait_us is not None:     # its ring preloads from its SM's previous finish
                 prev = np.zeros(n)
                 prev[queues[1][1:]] = finish[queues[1][:-1]]
                 prev[firsts] = 0.0
-                weight = busy_hop_weight(start, finish, streams, prev,
-                                         prev + np.divide(preloaded, rate, out=np.zeros(n), where=rate > 0), dev)
+                new_w = busy_hop_weight(start, finish, streams, prev,
+                                        prev + np.divide(preloaded, rate, out=np.zeros(n), where=rate > 0), dev)
+                weight = new_w if not round_ else keep * weight + (1 - keep) * new_w
                 hop = busy_hops(hop0, weight, dev)
     floor = max(float(nbytes.sum()) / (dev.hbm_gbs * 1e3), float(flops.sum()) / (dev.tflops * 1e6))
     latency = (float(finish.max()) if n else 0.0) + dev.launch_us
@@ -971,4 +1062,5 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
            "box_loop_trips", "norm_trips", "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
-           "own_caps", "ring_share", "copies_busy", "COPIES_BUSY"]
+           "own_caps", "ring_share", "copies_busy", "COPIES_BUSY", "attended_positions", "attention_work", "costs_at",
+           "compute_us"]

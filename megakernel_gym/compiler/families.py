@@ -35,7 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from megakernel_gym.compiler import ops  # noqa: F401  (registers torch.ops.mkgym.*)
-from megakernel_gym.compiler.zoo import DecodeStep, block_roofline, fill_caches
+from megakernel_gym.compiler.zoo import DecodeStep, block_roofline, fill_caches, step_inputs
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -486,9 +486,7 @@ def make_family_step(family: str, cfg: FamilyConfig, seed: int = 0, device=None)
     model = build_family_model(cfg, seed, device)
     if device is None or torch.device(device).type != "meta":
         fill_caches(model, seed + 1)
-    gen = torch.Generator().manual_seed(seed + 2)
-    ids = torch.randint(0, cfg.vocab, (cfg.batch,), generator=gen, dtype=torch.int64)
-    pos = torch.randint(0, cfg.max_seq, (cfg.batch,), generator=gen, dtype=torch.int64)
+    ids, pos = step_inputs(cfg, seed)
     return model, (ids.to(device or "cpu"), pos.to(device or "cpu"))
 
 

@@ -460,12 +460,20 @@ def _positions(cfg: LlamaConfig, gen: torch.Generator) -> Tensor:
     return torch.randint(0, cfg.max_seq, (cfg.batch,), generator=gen, dtype=torch.int64)
 
 
+def step_inputs(cfg, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """A decode step's (token ids [batch], pos [batch]) drawn on the CPU from seed + 2: what the zoo's
+    and the families' factories feed a model built from `seed` (the sim prices a step at the
+    positions it attends, costmodel.attended_positions; a bench names the ones it timed)."""
+    gen = torch.Generator().manual_seed(seed + 2)
+    ids = torch.randint(0, cfg.vocab, (cfg.batch,), generator=gen, dtype=torch.int64)
+    return ids, _positions(cfg, gen)
+
+
 def _make_llama(cfg: LlamaConfig, seed: int = 0, device=None):
     model = LlamaDecoder(cfg, device=device, seed=seed).eval()
     fill_caches(model, seed + 1)
-    gen = torch.Generator().manual_seed(seed + 2)
-    ids = torch.randint(0, cfg.vocab, (cfg.batch,), generator=gen, dtype=torch.int64)
-    return model, (ids.to(device or "cpu"), _positions(cfg, gen).to(device or "cpu"))
+    ids, pos = step_inputs(cfg, seed)
+    return model, (ids.to(device or "cpu"), pos.to(device or "cpu"))
 
 
 def _make_mlp(cfg: LlamaConfig, seed: int = 0, device=None):
