@@ -109,6 +109,28 @@ def attention_stats(plan, probes_runs, spans_runs) -> dict:
     return out
 
 
+def rescore(path: Path, out_dir: Path) -> None:
+    """CPU: a run's rows predicted again by the cost model as it is now (each keeps its run's as
+    predicted_at_run_us); the measurements are the run's."""
+    import datetime
+    doc = json.loads(path.read_text())
+    plans = {}
+    for r in doc["rows"]:
+        key = (r["target"], r["schedule"])
+        if key not in plans:
+            which = r["schedule"] if r["schedule"] in ("default", "expert") else {"label": r["schedule"], **r}
+            plans[key] = schedule_ir(r["target"], 132, which).plan()
+        plan = plans[key]
+        r.setdefault("predicted_at_run_us", r["predicted_us"])
+        n_seq = plan.tg.graph.tensors[plan.tg.graph.inputs[1]].shape[0]
+        r["predicted_us"] = round(predict(plan, doc.get("sim_device", "H200"), positions=[r["pos"]] * n_seq).latency_us, 2)
+    doc["rescored"] = {"command": "python " + " ".join(sys.argv),
+                       "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                       "note": "predicted_us from the cost model at this date on the CPU; measured is the GPU run's"}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "attention_positions.json").write_text(json.dumps(doc, indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--targets", nargs="*", default=[t for t in TARGETS if t != "mk_mixtral_moe"])
@@ -117,7 +139,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="probed runs per position")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--rescore", default=None, metavar="RUN.json",
+                    help="CPU: predict a run's rows again with the cost model as it is now")
     args = ap.parse_args()
+    if args.rescore:
+        return rescore(Path(args.rescore), Path(args.out))
     if any(not 0.0 <= f <= 1.0 for f in args.fractions):
         sys.exit(f"--fractions {args.fractions}: each must be in [0, 1] (a share of the cache)")
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -163,6 +189,8 @@ def main() -> None:
                 plaunch = probed.bind(params, at, trace=True)
                 runs, spans = probed_runs(plaunch, plaunch, len(plan.tg.tasks), args.runs, flush)
                 row = {"target": target, "schedule": label, "pos": pos, "s_max": s_max, "fraction": f,
+                       **({"start": which["start"], "edits_from_start": which["edits_from_start"]}
+                          if isinstance(which, dict) else {}),
                        "measured": {k: round(v, 2) for k, v in t.items()},
                        "rel_l2_err_vs_fp32": err, "eager_err": eager_err,
                        "correct": err <= max(1.5 * eager_err, 1e-3) and bool(torch.isfinite(out).all()),
