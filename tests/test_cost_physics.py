@@ -192,3 +192,20 @@ def test_an_unsplit_attention_costs_its_positions_and_a_split_spreads_them(onebe
     assert ab_end[attn] == pytest.approx(row_bytes) and ab[attn] == pytest.approx(row_bytes * 1025 / 2048, rel=1e-3)
     assert np.all(af[attn] == 4 * 4 * 64 * 512.5)             # 4 q heads x d x 2 (q.k) x 2 (p.v) a position
     assert not np.any(ab[[t.id for t in d.tg.tasks if "mlp" in t.op]])   # no other op has attention work
+
+
+def test_an_ahead_cap_of_one_preloads_at_half_the_share_and_costs(onebee):
+    """ring_share(waiting=True): while its SM waits, a ring streams at the share its `ahead` cap keeps
+    in flight (Little's law, as ring_share for a running task), so `ahead ... n=1` preloads less in the
+    same wait and the step is slower; the sim had preloaded at the running cap's share, and an H200 ran
+    GPT-2 large's climb 0 with only its ahead edits 2.1% slower where the sim moved by nothing
+    (sim_bisect.json). A cap above the compiler's 2 takes no more (at most 1)."""
+    ir0, _ = onebee
+    capped = apply_edits(ir0, "ahead layers.*.mlp.gate_proj n=1")
+    plan, base = capped.plan(), ir0.plan()
+    gate = plan.tg.by_op["layers.5.mlp.gate_proj"]
+    assert set(ring_share(plan, waiting=True)[gate]) == {0.5} and set(ring_share(plan)[gate]) == {1.0}
+    assert set(ring_share(apply_edits(ir0, "ahead layers.*.mlp.gate_proj n=5").plan(), waiting=True)[gate]) == {1.0}
+    p, q = predict(plan, "H200"), predict(base, "H200")
+    assert np.median(np.asarray(p.preloaded)[gate]) < np.median(np.asarray(q.preloaded)[base.tg.by_op["layers.5.mlp.gate_proj"]])
+    assert p.latency_us > q.latency_us + 5

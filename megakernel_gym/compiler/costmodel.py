@@ -290,14 +290,16 @@ def own_caps(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
 # HBM is 30% slower, within what 1 copy an SM keeps busy. A form that kept the chip's total at any
 # cap scored worse on the adversary's rows: llama-1b's worst searched speedup 20% off, Spearman
 # 0.24, against 14.5% and 0.71.)
-def ring_share(plan: Plan) -> np.ndarray:
+def ring_share(plan: Plan, waiting: bool = False) -> np.ndarray:
     """Per task, its ring's weight in the chip's HBM: the copies it keeps in flight while it runs
-    (own_caps) over the compiler's INFLIGHT, at most 1. More copies than INFLIGHT take no more: the
+    (own_caps; `waiting`: while its SM waits for its inputs and the ring preloads, its `ahead` cap
+    where set, so an `ahead` of 1 preloads at half the rate) over the compiler's INFLIGHT, at most 1.
+    More copies than INFLIGHT take no more: the
     ~20 GB/s an SM of part-filled rows did not move with twice the copies (see ring_fill_array), and
     an adversary searched against shares up to 2.5 (5 copies) found caps of 3 the sim called 5%
     faster than the expert (llama-1b's climb 3 from the expert, 2026-11-29) where an H200 ran them
     at the expert's time; at most 1, the sim agrees (886 us against the expert's 884)."""
-    return np.clip(own_caps(plan)[0], 1, INFLIGHT) / INFLIGHT
+    return np.clip(own_caps(plan)[1 if waiting else 0], 1, INFLIGHT) / INFLIGHT
 
 
 def ring_caps(plan: Plan) -> np.ndarray:
@@ -1041,13 +1043,15 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
         streams = tuple(np.where(wb > 0, copies_busy(c), 0.0) for c in own_caps(plan))
         firsts = queues[1][queues[0][:-1][np.diff(queues[0]) > 0]]      # each queue's first task
     share = ring_share(plan)
+    pre_share = ring_share(plan, waiting=True)
     spread = spread * share
     for round_ in range(SPREAD_ROUNDS + 1):
-        rate = share * stream_rate(spread, dev.sm_gbs * fill, dev.hbm_gbs) * 1e3
+        alone = stream_rate(spread, dev.sm_gbs * fill, dev.hbm_gbs) * 1e3
+        rate, pre_rate = share * alone, pre_share * alone
         plain_us = plain / (stream_rate(spread, dev.plain_gbs, dev.hbm_gbs) * 1e3)
         start, finish, preloaded, busy, left = list_schedule(
             queues, need_csr, add_csr, gsize, wb, rate, wb, trip_a, lat_us + plain_us, compute,
-            fixed, hop, FREE_BYTES * fill, RING_BYTES * fill, polled_latency(dev, hops))
+            fixed, hop, FREE_BYTES * fill, RING_BYTES * fill, polled_latency(dev, hops), pre_rate=pre_rate)
         if left:
             raise ValueError("the plan deadlocks: validate it before predicting")
         if round_ < SPREAD_ROUNDS:     # the SMs that streamed beside each task share the chip's HBM with it
@@ -1058,7 +1062,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
                 prev[queues[1][1:]] = finish[queues[1][:-1]]
                 prev[firsts] = 0.0
                 new_w = busy_hop_weight(start, finish, streams, prev,
-                                        prev + np.divide(preloaded, rate, out=np.zeros(n), where=rate > 0), dev)
+                                        prev + np.divide(preloaded, pre_rate, out=np.zeros(n), where=pre_rate > 0), dev)
                 weight = new_w if not round_ else keep * weight + (1 - keep) * new_w
                 hop = busy_hops(hop0, weight, dev)
     floor = max(float(nbytes.sum()) / (dev.hbm_gbs * 1e3), float(flops.sum()) / (dev.tflops * 1e6))
