@@ -123,7 +123,8 @@ def rescore(path: Path, out_dir: Path) -> None:
         plan = plans[key]
         r.setdefault("predicted_at_run_us", r["predicted_us"])
         n_seq = plan.tg.graph.tensors[plan.tg.graph.inputs[1]].shape[0]
-        r["predicted_us"] = round(predict(plan, doc.get("sim_device", "H200"), positions=[r["pos"]] * n_seq).latency_us, 2)
+        pred = predict(plan, doc.get("sim_device", "H200"), positions=[r["pos"]] * n_seq)
+        r["predicted_us"] = round(pred.latency_us, 2)
     doc["rescored"] = {"command": "python " + " ".join(sys.argv),
                        "date": datetime.datetime.now().isoformat(timespec="seconds"),
                        "note": "predicted_us from the cost model at this date on the CPU; measured is the GPU run's"}
@@ -177,7 +178,8 @@ def main() -> None:
                 if pos not in truths:
                     inputs = [at[n] for n in g.inputs]
                     with torch.no_grad():
-                        truth = copy.deepcopy(model).float()(*[x.float() if x.is_floating_point() else x for x in inputs])
+                        fp32 = [x.float() if x.is_floating_point() else x for x in inputs]
+                        truth = copy.deepcopy(model).float()(*fp32)
                         truths[pos] = truth, rel_err(model(*inputs), truth)
                 truth, eager_err = truths[pos]
                 launch = mk.bind(params, at)
@@ -195,13 +197,14 @@ def main() -> None:
                        "rel_l2_err_vs_fp32": err, "eager_err": eager_err,
                        "correct": err <= max(1.5 * eager_err, 1e-3) and bool(torch.isfinite(out).all()),
                        "attention": attention_stats(plan, runs, spans),
-                       "predicted_us": round(predict(plan, device, positions=[pos] * len(feeds[pos_name])).latency_us, 2),
+                       "predicted_us": round(predict(plan, device,
+                                                     positions=[pos] * len(feeds[pos_name])).latency_us, 2),
                        "build_s": round(build_s, 1)}
                 rows.append(row)
                 a = row["attention"]
-                print(f"{target[:20]:20s} {label[:24]:24s} pos {pos:5d}: {t['median_us']:8.1f} us (sim {row['predicted_us']:8.1f})"
-                      f"  attention work {a['work']} busy {a['busy']} window {a['window_us']}  correct {row['correct']}",
-                      flush=True)
+                print(f"{target[:20]:20s} {label[:24]:24s} pos {pos:5d}: {t['median_us']:8.1f} us "
+                      f"(sim {row['predicted_us']:8.1f})  attention work {a['work']} busy {a['busy']} "
+                      f"window {a['window_us']}  correct {row['correct']}", flush=True)
                 del launch, plaunch
             del mk, probed
         torch.cuda.empty_cache()

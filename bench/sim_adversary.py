@@ -462,7 +462,8 @@ def main() -> None:
     ap.add_argument("--fields", default=None,
                     help="with --refit: the constants to fit, comma-separated (default: all of calibrate.FIT_FIELDS)")
     ap.add_argument("--positions", default="mid", choices=POSITIONS,
-                    help="where the timed step attends: mid (pos = max_seq // 2, the judge's mean) or seed (seed 0's draw)")
+                    help="where the timed step attends: mid (pos = max_seq // 2, the judge's mean) or seed "
+                         "(seed 0's draw)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     a = ap.parse_args()
     t_start = time.perf_counter()
@@ -665,7 +666,8 @@ def merge(paths: list[Path], out_dir: Path) -> None:
     docs = [json.loads(p.read_text()) for p in paths]
     kinds = {(d["device"], d.get("sim_device"), d.get("positions", "seed")) for d in docs}
     if len(kinds) > 1:
-        raise SystemExit(f"runs on different GPUs, sim constants or positions cannot be one file: {sorted(map(str, kinds))}")
+        raise SystemExit(f"runs on different GPUs, sim constants or positions cannot be one file: "
+                         f"{sorted(map(str, kinds))}")
     by_target: dict[str, list[dict]] = {}
     for d in docs:
         for t in dict.fromkeys(r["target"] for r in d["rows"]):
@@ -678,7 +680,8 @@ def merge(paths: list[Path], out_dir: Path) -> None:
            "rows": rows, "targets": targets,
            "notes": " | ".join(f"run {i} ({d['date']}): {d.get('notes', '')}" for i, d in enumerate(docs, 1)),
            "targets_searched": list(by_target), "num_sms": docs[0]["num_sms"], "sim_device": docs[0]["sim_device"],
-           "search": docs[0].get("search"), "sampled": docs[0].get("sampled"), "positions": docs[0].get("positions", "seed"),
+           "search": docs[0].get("search"), "sampled": docs[0].get("sampled"),
+           "positions": docs[0].get("positions", "seed"),
            "climbs": {t: c for d in docs for t, c in d.get("climbs", {}).items()}}
     rescored = {f"run {i}": d["rescored"] for i, d in enumerate(docs, 1) if d.get("rescored")}
     if rescored:     # whose rows were predicted again after their run (--rescore), and when

@@ -34,8 +34,8 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
-from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hops, compute_us, hop_scale, polled_latency, predict,
-                                                prefetched, ring_caps, ring_fed_bytes, ring_fill_array,
+from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hops, compute_us, hop_scale, polled_latency,
+                                                predict, prefetched, ring_caps, ring_fed_bytes, ring_fill_array,
                                                 ring_share, stream_rate, task_bandwidth_terms, task_costs, task_trips,
                                                 wait_groups)
 from megakernel_gym.compiler.graph import Graph

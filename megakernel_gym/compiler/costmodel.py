@@ -127,7 +127,7 @@ DATASHEET = {
 # file as it now stands (`sim_adversary.py --refit ... --fields wait_latency_us,quiet_wait_us,sm_gbs,
 # plain_gbs`, sim_adversary_refit.json): Spearman 0.968 -> 0.969, MSLE 0.012 -> 0.011, wait 1.84,
 # ring 41.4 and own loads 63.9 GB/s (the quiet wait 0.055): no better, so these stand. The H100
-# keeps its fit, one wait latency for every hop, until an H100 measures the same schedules.
+# kept its fit, one wait latency for every hop.
 # H200 since 2026-11-29 (issue 39), with the attention priced by the positions it attends (compute_us,
 # attended_positions; the attention's rates attn_gbs and attn_gflops from the H200's probes of it, not
 # fitted): wait_latency_us and plain_gbs refitted (calibrate.fit_device) to the 58 schedules of the
@@ -715,11 +715,12 @@ def ring_consume_us(plan: Plan, dev: DeviceSpec) -> np.ndarray:
     return stages * dev.stage_us + mbytes / (dev.stage_gbs * 1e3)
 
 
-def _task_costs(tg, tasks, positions=None) -> list[tuple[int, float, int, int, int, int, float]]:
+def _task_costs(tg, tasks, positions=None) -> list[tuple[int, float, int, int, int, int, float, float]]:
     """(bytes, flops, ring-fed weight bytes, then _ring_stages_of's three terms summed over its ring-fed
-    matmuls: the stage bytes that carry them, unpacked stages, weight bytes x batch rows, and the
-    flops of the decode attention it runs, its own or a fused producer's) per task of `tasks`
-    (tasks.per_task); `positions`: the step's pos (attended_positions; None: their expectation)."""
+    matmuls: the stage bytes that carry them, unpacked stages, weight bytes x batch rows, then the
+    flops and the attended K and V bytes of the decode attention it runs, its own or a fused
+    producer's) per task of `tasks` (tasks.per_task); `positions`: the step's pos
+    (attended_positions; None: their expectation)."""
     g = tg.graph
     cached = g.__dict__.get("_cost_ops")    # per graph: its ops by name, and which matmuls stream weights
     if cached is None:
@@ -1061,8 +1062,8 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
                 prev = np.zeros(n)
                 prev[queues[1][1:]] = finish[queues[1][:-1]]
                 prev[firsts] = 0.0
-                new_w = busy_hop_weight(start, finish, streams, prev,
-                                        prev + np.divide(preloaded, pre_rate, out=np.zeros(n), where=pre_rate > 0), dev)
+                preload_to = prev + np.divide(preloaded, pre_rate, out=np.zeros(n), where=pre_rate > 0)
+                new_w = busy_hop_weight(start, finish, streams, prev, preload_to, dev)
                 weight = new_w if not round_ else keep * weight + (1 - keep) * new_w
                 hop = busy_hops(hop0, weight, dev)
     floor = max(float(nbytes.sum()) / (dev.hbm_gbs * 1e3), float(flops.sum()) / (dev.tflops * 1e6))
