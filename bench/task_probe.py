@@ -233,11 +233,18 @@ def fmt(row: dict) -> str:
     return f"{row['op']:24s} {row['tasks']:5d} {cells}"
 
 
-def sim_ops(plan, device: str, layers: range) -> dict:
-    """The sim's view of the same schedule (costmodel.predict with `device`'s constants): its latency and,
-    per op of the layers as op_table and op_windows group them, the median task time (start to finish)
-    and the op's window, beside the probes' `busy` and windows: where the model and the kernel part."""
-    pred = predict(plan, device)
+def fed_positions(graph, feeds) -> list[int] | None:
+    """The pos a step's feeds give its decode attentions (one per sequence), or None where it has none."""
+    att = next((o for o in graph.ops if o.kind == "decode_attention"), None)
+    return feeds[att.inputs[3]].tolist() if att is not None and att.inputs[3] in feeds else None
+
+
+def sim_ops(plan, device: str, layers: range, positions=None) -> dict:
+    """The sim's view of the same schedule (costmodel.predict with `device`'s constants, at the step's
+    `positions` where given, else at the judge's expectation): its latency and, per op of the layers as
+    op_table and op_windows group them, the median task time (start to finish) and the op's window,
+    beside the probes' `busy` and windows: where the model and the kernel part."""
+    pred = predict(plan, device, positions=positions)
     spans = list(zip(pred.start_us, pred.finish_us))
     busy = {}
     for (_, key), ids in by_layer_op(plan, layers).items():
@@ -327,7 +334,7 @@ def main():
             windows = op_windows(plan, spans, layers)
             late = stragglers(plan, runs, spans, layers)
             queued = behind(plan, runs, spans, layers)
-            sim = None if nodeps or knobs else sim_ops(plan, device, layers)
+            sim = None if nodeps or knobs else sim_ops(plan, device, layers, fed_positions(step.graph, step.feeds))
             row = {"schedule": label + "".join(f", {k}={v}" for k, v in knobs.items())
                    + (" [no deps: diagnostic]" if nodeps else ""), "no_deps": nodeps, "codegen": knobs,
                    "megakernel": t, "with_probes": probed, "floor_share": step.floor_us / t["median_us"],

@@ -165,3 +165,17 @@ def test_task_hops_fit_recovers_the_wait_latency_the_tasks_were_timed_with(graph
     assert op_error_us(items, truth) == 0.0 and op_error_us(items, start) > 0.3
     fitted, after, before = fit_to_tasks(items, start, ("wait_latency_us",), evals=40)
     assert fitted.wait_latency_us == pytest.approx(1.2, abs=0.02) and after < 0.05 < before
+
+
+def test_the_sim_beside_the_probes_prices_the_positions_the_step_was_fed():
+    """task_probe times a step at its inputs' pos; the sim's column beside it is predicted there
+    (fed_positions), not at the judge's expectation, and a step with no attention has none."""
+    from task_probe import fed_positions
+
+    from megakernel_gym.compiler import ZOO, capture
+    model, inputs = ZOO["llama-tiny"]()
+    g = capture(model, inputs, "llama-tiny")
+    assert fed_positions(g, dict(zip(g.inputs, inputs))) == inputs[1].tolist()
+    model, inputs = ZOO["mlp-tiny"]()
+    g = capture(model, inputs, "mlp-tiny")
+    assert fed_positions(g, dict(zip(g.inputs, inputs))) is None
