@@ -39,7 +39,7 @@ from judge_bench import write  # noqa: E402
 from megakernel_edits import rel_err  # noqa: E402
 from sim_adversary import TARGETS, expert_of, load_step, row_ir, target_ir  # noqa: E402
 from task_probe import layer_key, phases, probed_runs  # noqa: E402
-from megakernel_gym.compiler.costmodel import DEVICES, predict  # noqa: E402
+from megakernel_gym.compiler.costmodel import DEVICES, positions_input, predict  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
 from megakernel_gym.rewards.timing import L2Flusher  # noqa: E402
 
@@ -122,7 +122,7 @@ def rescore(path: Path, out_dir: Path) -> None:
             plans[key] = schedule_ir(r["target"], 132, which).plan()
         plan = plans[key]
         r.setdefault("predicted_at_run_us", r["predicted_us"])
-        n_seq = plan.tg.graph.tensors[plan.tg.graph.inputs[1]].shape[0]
+        n_seq = plan.tg.graph.tensors[positions_input(plan.tg.graph)].shape[0]
         pred = predict(plan, doc.get("sim_device", "H200"), positions=[r["pos"]] * n_seq)
         r["predicted_us"] = round(pred.latency_us, 2)
     doc["rescored"] = {"command": "python " + " ".join(sys.argv),
@@ -164,8 +164,8 @@ def main() -> None:
     for target in args.targets:
         g, _ = target_ir(target, num_sms)
         _, params, feeds, _, _, model = load_step(target, pos="seed")
-        pos_name = g.inputs[1]
-        s_max = g.tensors[[o for o in g.ops if o.kind == "decode_attention"][0].inputs[1]].shape[2]
+        att = next(o for o in g.ops if o.kind == "decode_attention")
+        pos_name, s_max = att.inputs[3], g.tensors[att.inputs[1]].shape[2]
         truths: dict[int, tuple] = {}      # pos -> (float32 output, eager bf16's error against it)
         for label, which in picks[target]:
             plan = schedule_ir(target, num_sms, which).plan()

@@ -53,7 +53,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from megakernel_gym.compiler import ZOO, capture  # noqa: E402
 from megakernel_gym.compiler.calibrate import sample_schedules, spearman  # noqa: E402
-from megakernel_gym.compiler.costmodel import DEVICES, costs_at, predict  # noqa: E402
+from megakernel_gym.compiler.costmodel import (DEVICES, costs_at, fed_positions, positions_input,  # noqa: E402
+                                                predict)
 from megakernel_gym.ir_exposure import apply_edits, make_ir  # noqa: E402
 from megakernel_gym.ir_exposure.edits import EditError, random_edit  # noqa: E402
 from megakernel_gym.ir_exposure.ir import IRError  # noqa: E402
@@ -327,7 +328,9 @@ def load_step(target: str, pos: str = "mid"):
         from megakernel_gym.compiler.zoo import make_block
         mod, cfg, _, _ = problem_ir(target, 1)
         model, inputs = make_block(mod.block, cfg, seed=0, device="cuda")
-    inputs = (inputs[0], torch.tensor(step_positions(target, pos), dtype=inputs[1].dtype, device=inputs[1].device))
+    at = g.inputs.index(positions_input(g))
+    inputs = tuple(torch.tensor(step_positions(target, pos), dtype=x.dtype, device=x.device) if i == at else x
+                   for i, x in enumerate(inputs))
     with torch.no_grad():
         ref = model(*inputs)
         truth = copy.deepcopy(model).float()(*[x.float() if x.is_floating_point() else x for x in inputs])
@@ -343,7 +346,7 @@ def measure_target(target: str, schedules, device: str, iters: int, rounds: int,
     from megakernel_gym.compiler.runtime import Megakernel, time_us
     from megakernel_schedules import context_alive
     g, params, feeds, truth, eager_err, _ = load_step(target, positions)
-    at = step_positions(target, positions)
+    at = fed_positions(g, feeds)
     rows, launches = [], {}
     for label, text, ir, start, path in schedules:
         plan = ir.plan()

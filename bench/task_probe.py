@@ -43,7 +43,7 @@ import torch  # noqa: E402
 from ab_knobs import knob_sets  # noqa: E402
 from judge_bench import write  # noqa: E402
 from megakernel_edits import load_step, rel_err, schedule_file  # noqa: E402
-from megakernel_gym.compiler.costmodel import DEVICES, predict  # noqa: E402
+from megakernel_gym.compiler.costmodel import DEVICES, fed_positions, predict  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
@@ -231,12 +231,6 @@ def fmt(row: dict) -> str:
     cells = " ".join(f"{row[k]:7.2f}" if row[k] is not None else "      -" for k in ("wait", "input", "first", "rows",
                                                                                   "tail", "busy"))
     return f"{row['op']:24s} {row['tasks']:5d} {cells}"
-
-
-def fed_positions(graph, feeds) -> list[int] | None:
-    """The pos a step's feeds give its decode attentions (one per sequence), or None where it has none."""
-    att = next((o for o in graph.ops if o.kind == "decode_attention"), None)
-    return feeds[att.inputs[3]].tolist() if att is not None and att.inputs[3] in feeds else None
 
 
 def sim_ops(plan, device: str, layers: range, positions=None) -> dict:

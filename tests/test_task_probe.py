@@ -170,9 +170,8 @@ def test_task_hops_fit_recovers_the_wait_latency_the_tasks_were_timed_with(graph
 def test_the_sim_beside_the_probes_prices_the_positions_the_step_was_fed():
     """task_probe times a step at its inputs' pos; the sim's column beside it is predicted there
     (fed_positions), not at the judge's expectation, and a step with no attention has none."""
-    from task_probe import fed_positions
-
     from megakernel_gym.compiler import ZOO, capture
+    from megakernel_gym.compiler.costmodel import fed_positions
     model, inputs = ZOO["llama-tiny"]()
     g = capture(model, inputs, "llama-tiny")
     assert fed_positions(g, dict(zip(g.inputs, inputs))) == inputs[1].tolist()

@@ -551,6 +551,19 @@ def attended_positions(g, op, positions=None) -> float:
     return (w * (w + 1) / 2 + (s_max - w) * w) / s_max
 
 
+def positions_input(g) -> str | None:
+    """The graph input that holds a decode step's pos (its first decode_attention's), or None."""
+    att = next((o for o in g.ops if o.kind == "decode_attention"), None)
+    return att.inputs[3] if att is not None else None
+
+
+def fed_positions(g, feeds) -> list[int] | None:
+    """The pos a step's `feeds` (graph input -> tensor) give its decode attentions, one per sequence:
+    what predict(positions=) prices that step at; None where it has no attention."""
+    name = positions_input(g)
+    return feeds[name].tolist() if name is not None and name in feeds else None
+
+
 def _cache_share(g, op, positions=None) -> float:
     """The share of its KV caches a decode_attention reads (attended_positions over the cache's
     length; 1.0 for any other op)."""
@@ -757,24 +770,24 @@ def _task_costs(tg, tasks, positions=None) -> list[tuple[int, float, int, int, i
                     if name not in caches:
                         extra += math.ceil(_nbytes(g, name, box) * pshare)
                         reads = [(n, b) for n, b in reads if n != name]
+        # the attended K and V bytes of its own caches (reads holds their own boxes, above)
+        cache_b = {name: math.ceil(_nbytes(g, name, box) * share) for name, box in own if name in caches}
         if t.parts > 1:
             # a split part reads its share of the cached positions and writes float partials
             # (row, max, sum per head); the last part to finish reads all `parts` of them back to
             # combine, and which part is last is not known ahead, so each is charged for it
-            b = sum(-(-math.ceil(_nbytes(g, name, box) * share) // t.parts) if name in caches else _nbytes(g, name, box)
-                    for name, box in reads)
+            b = sum(-(-cache_b[name] // t.parts) if name in caches else _nbytes(g, name, box) for name, box in reads)
             out_elems = _nbytes(g, op.outputs[0], obox) // torch_dtype(g.tensors[op.outputs[0]].dtype).itemsize
             b += (1 + t.parts) * out_elems * 4
             f /= t.parts
         elif exact is None:
-            b = sum(math.ceil(_nbytes(g, name, box) * share) if name in caches else _nbytes(g, name, box)
+            b = sum(cache_b[name] if name in caches else _nbytes(g, name, box)
                     for name, box in reads) + _nbytes(g, op.outputs[0], obox)
         else:   # the op's own bytes are exact; fused producers still read what they read (their weights)
             b = exact + sum(_nbytes(g, name, box) for name, box in reads if name not in op.inputs)
         b += extra
         af = f if caches else 0.0
-        ab = extra + (sum(math.ceil(_nbytes(g, name, box) * share) for name, box in own if name in caches)
-                      / t.parts if caches else 0)
+        ab = extra + sum(cache_b.values()) / t.parts
         for pname, pbox in t.prologue:
             pop = ops[pname]
             pin = input_boxes(pop, g, pbox)
@@ -1078,4 +1091,4 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
            "box_loop_trips", "norm_trips", "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
            "own_caps", "ring_share", "copies_busy", "COPIES_BUSY", "attended_positions", "attention_work", "costs_at",
-           "compute_us"]
+           "compute_us", "positions_input", "fed_positions"]
