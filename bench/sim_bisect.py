@@ -3,6 +3,7 @@ calls fast and the GPU does not, taken apart by edit verb and measured piece by 
 
     python bench/sim_bisect.py [--runs bench/results/sim_adversary.json] [--pick TARGET=LABEL ...] [--worst 3]
                                [--iters 20] [--rounds 5] [--sim-only] [--out DIR]
+    python bench/sim_bisect.py --merge RUN1.json RUN2.json ...   # the rows of several runs in one file
 
 For each picked row of a sim_adversary run (`--pick`, else the `--worst` searched rows whose sim speedup
 over the expert is furthest above the GPU's): its start (the default or the expert), the whole climb, and
@@ -103,7 +104,11 @@ def main() -> None:
     ap.add_argument("--sim-only", action="store_true")
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--merge", nargs="+", default=None, metavar="RUN.json",
+                    help="write one sim_bisect.json of these runs' rows (each row keeps its run's number)")
     a = ap.parse_args()
+    if a.merge:
+        return merge([Path(p) for p in a.merge], Path(a.out))
     t_start = time.perf_counter()
     doc = json.loads(Path(a.runs).read_text())
     import torch
@@ -136,6 +141,26 @@ def main() -> None:
     (Path(a.out) / "sim_bisect.json").write_text(json.dumps(out, indent=1))
     for r in rows:
         log(f"{r['label'][:80]:80s} sim x{r['sim_vs_start']:.3f} gpu x{r.get('gpu_vs_start', float('nan')):.3f}")
+
+
+def merge(paths: list[Path], out_dir: Path) -> None:
+    """One sim_bisect.json of several runs (say, one GPU call each): their rows, each with its run's
+    number, every run's command, date and targets; the latest date is the file's."""
+    docs = [json.loads(p.read_text()) for p in paths]
+    if len({d["device"] for d in docs}) != 1:
+        raise SystemExit(f"runs on different devices: {sorted({d['device'] for d in docs})}")
+    out = dict(docs[-1])
+    out["rows"] = [dict(r, run=i) for i, d in enumerate(docs, 1) for r in d["rows"]]
+    out["date"] = max(d["date"] for d in docs)
+    out["command"] = "; ".join(f"run {i}: {d['command']}" for i, d in enumerate(docs, 1)) \
+        + "; merged: python " + " ".join(sys.argv)
+    out["targets"] = [dict(t, run=i) for i, d in enumerate(docs, 1) for t in d["targets"]]
+    out["runs"] = [{"run": i, "date": d["date"], "command": d["command"], "wall_s": d.get("wall_s")}
+                   for i, d in enumerate(docs, 1)]
+    out.pop("wall_s", None)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "sim_bisect.json").write_text(json.dumps(out, indent=1))
+    log(f"merged {len(out['rows'])} rows of {len(docs)} runs into {out_dir / 'sim_bisect.json'}")
 
 
 if __name__ == "__main__":

@@ -107,3 +107,29 @@ def test_a_run_times_the_step_where_the_sim_prices_it_and_runs_at_other_position
         paths[-1].write_text(json.dumps(d))
     with pytest.raises(SystemExit, match="positions"):
         merge(paths, tmp_path / "out")
+
+
+def test_bisect_runs_merge_into_one_file_that_names_each_rows_run(tmp_path):
+    """sim_bisect --merge: two GPU calls' bisects become one sim_bisect.json whose rows say which run
+    timed them; runs on different devices do not merge."""
+    import json
+
+    from sim_bisect import merge
+
+    def run(device: str, date: str, labels: list[str]) -> dict:
+        return {"device": device, "date": date, "command": f"bisect {date}", "wall_s": 1.0, "notes": "n",
+                "targets": [{"target": "every variant correct on the GPU", "measured": "1/1", "met": True}],
+                "rows": [{"label": lb, "predicted_us": 1.0} for lb in labels]}
+
+    paths = []
+    for i, doc in enumerate((run("H200", "d1", ["a: start", "a: whole"]), run("H200", "d2", ["b: start"]))):
+        paths.append(tmp_path / f"run{i}.json")
+        paths[-1].write_text(json.dumps(doc))
+    merge(paths, tmp_path / "out")
+    out = json.loads((tmp_path / "out" / "sim_bisect.json").read_text())
+    assert [(r["label"], r["run"]) for r in out["rows"]] == [("a: start", 1), ("a: whole", 1), ("b: start", 2)]
+    assert out["date"] == "d2" and [t["run"] for t in out["targets"]] == [1, 2]
+    assert [r["command"] for r in out["runs"]] == ["bisect d1", "bisect d2"] and "wall_s" not in out
+    paths[1].write_text(json.dumps(run("H100", "d3", ["c: start"])))
+    with pytest.raises(SystemExit, match="different devices"):
+        merge(paths, tmp_path / "out2")
