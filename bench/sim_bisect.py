@@ -138,6 +138,7 @@ def main() -> None:
     out = write("bisect", rows, targets, Path(a.out), prefix="sim_", quiet=True,
                 notes=f"rows of {a.runs} taken apart by edit verb; sim constants {device}")
     out["wall_s"] = round(time.perf_counter() - t_start, 1)
+    out["adversary_date"] = doc.get("date")    # which adversary run's rows these are
     (Path(a.out) / "sim_bisect.json").write_text(json.dumps(out, indent=1))
     for r in rows:
         log(f"{r['label'][:80]:80s} sim x{r['sim_vs_start']:.3f} gpu x{r.get('gpu_vs_start', float('nan')):.3f}")
@@ -145,7 +146,8 @@ def main() -> None:
 
 def merge(paths: list[Path], out_dir: Path) -> None:
     """One sim_bisect.json of several runs (say, one GPU call each): their rows, each with its run's
-    number, every run's command, date and targets; the latest date is the file's."""
+    number, every run's command, date, targets and the date of the adversary run it took apart; the
+    latest date is the file's."""
     docs = [json.loads(p.read_text()) for p in paths]
     if len({d["device"] for d in docs}) != 1:
         raise SystemExit(f"runs on different devices: {sorted({d['device'] for d in docs})}")
@@ -155,9 +157,10 @@ def merge(paths: list[Path], out_dir: Path) -> None:
     out["command"] = "; ".join(f"run {i}: {d['command']}" for i, d in enumerate(docs, 1)) \
         + "; merged: python " + " ".join(sys.argv)
     out["targets"] = [dict(t, run=i) for i, d in enumerate(docs, 1) for t in d["targets"]]
-    out["runs"] = [{"run": i, "date": d["date"], "command": d["command"], "wall_s": d.get("wall_s")}
-                   for i, d in enumerate(docs, 1)]
-    out.pop("wall_s", None)
+    out["runs"] = [{"run": i, "date": d["date"], "command": d["command"], "wall_s": d.get("wall_s"),
+                    "adversary_date": d.get("adversary_date")} for i, d in enumerate(docs, 1)]
+    for k in ("wall_s", "adversary_date"):
+        out.pop(k, None)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "sim_bisect.json").write_text(json.dumps(out, indent=1))
     log(f"merged {len(out['rows'])} rows of {len(docs)} runs into {out_dir / 'sim_bisect.json'}")

@@ -122,7 +122,8 @@ def test_bisect_runs_merge_into_one_file_that_names_each_rows_run(tmp_path):
                 "rows": [{"label": lb, "predicted_us": 1.0} for lb in labels]}
 
     paths = []
-    for i, doc in enumerate((run("H200", "d1", ["a: start", "a: whole"]), run("H200", "d2", ["b: start"]))):
+    for i, doc in enumerate((dict(run("H200", "d1", ["a: start", "a: whole"]), adversary_date="a1"),
+                             run("H200", "d2", ["b: start"]))):
         paths.append(tmp_path / f"run{i}.json")
         paths[-1].write_text(json.dumps(doc))
     merge(paths, tmp_path / "out")
@@ -130,6 +131,7 @@ def test_bisect_runs_merge_into_one_file_that_names_each_rows_run(tmp_path):
     assert [(r["label"], r["run"]) for r in out["rows"]] == [("a: start", 1), ("a: whole", 1), ("b: start", 2)]
     assert out["date"] == "d2" and [t["run"] for t in out["targets"]] == [1, 2]
     assert [r["command"] for r in out["runs"]] == ["bisect d1", "bisect d2"] and "wall_s" not in out
+    assert [r["adversary_date"] for r in out["runs"]] == ["a1", None]
     paths[1].write_text(json.dumps(run("H100", "d3", ["c: start"])))
     with pytest.raises(SystemExit, match="different devices"):
         merge(paths, tmp_path / "out2")

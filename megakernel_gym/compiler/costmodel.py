@@ -8,7 +8,8 @@ share weighted by the copies its ring keeps in flight: ring_share): its ring-fed
 weights at sm_gbs times the share of the ring's stages its rows fill (ring_fill_array), the rest
 (KV caches, activations) at plain_gbs; plus the memory latency (or, where the schedule prefetches
 its weights, the cost of issuing the prefetch) and one more for each round trip its body makes one
-after another (task_trips: an element-wise body's threads take THREADS elements a trip), and its
+after another (task_trips: an element-wise body's threads take THREADS elements a trip; a norm's
+staged weight and bias from HBM, slower while the chip streams: staged_trip_us), and its
 compute, whichever is larger: its flops over its SM's share of the tensor-core rate, or its compute
 warps' time through its ring stages (ring_consume_us), plus a decode attention's K and V rows and
 flops at attn_gbs and attn_gflops, over the positions it attends (pos + 1; the judge's pos is uniform,
@@ -18,8 +19,8 @@ counter it waits on. Across SMs: each SM runs its queue in order; a task starts 
 and every group of producers it waits on has finished (plus the latency of seeing that in global
 memory: the wait latency, shorter from a producer whose weight ring keeps fewer copies in flight,
 hop_us, and on a device with a quiet_wait_us shorter as fewer SMs stream when the producer signals,
-busy_hop_us), less the memory latency its polls spent while its SM waited (polled_latency). The
-prediction is the last finish plus one kernel launch.
+busy_hop_us), less the memory latency its polls (and a norm's staged parameters) spent while its SM
+waited (polled_latency). The prediction is the last finish plus one kernel launch.
 
 What a task waits on follows the kernel's hops (compiler/hops.py, emit_cuda's `hops`): with
 counters, each counter of the plan it waits on (an op counter makes it wait for every producer
@@ -69,6 +70,7 @@ class DeviceSpec:
     busy_power: float = 1.0     # how a hop's latency grows with the share of SMs streaming (busy_hop_weight)
     attn_gbs: float = 35.0      # a decode attention's attended K and V rows an SM, GB/s ... (compute_us)
     attn_gflops: float = 290.0  # ... plus its flops (CUDA cores, not tensor cores), GFLOP/s
+    staged_us: float | None = None  # a norm's weight (or bias) staged from HBM while every SM streams (staged_trip_us); None: mem_latency_us
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -142,6 +144,9 @@ DATASHEET = {
 # 1.33 us), but with such constants (before the spread rounds were damped) an `ahead n=5` on
 # llama-1b's down_proj or op-wide counters read 0.3-0.5% faster, where an H200 ran such edits 2-5.6%
 # slower: a quiet wait far below the chip's rewards a schedule for delaying its hops' readers.
+# H200 staged_us 3.0 (the note above norm_staged): the best of 2.0-4.0 on the adversary's 56 rows and
+# the bisect's 98, chosen by hand (fit_device does not fit it); the other constants kept. The H100 has
+# none (a norm's staged loads at its memory latency): no adversary has been timed on one.
 # H100 since 2026-11-29: its attention takes the H200's per-SM rates (the same GH100 SM and clocks),
 # and every constant was refitted as before, from the datasheet, to the same 47 schedules under the
 # model with the attention by positions (`megakernel_schedules.py --refit ... --near ...`,
@@ -157,7 +162,8 @@ DEVICES = {
     "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
                        sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0),
     "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 2.31, 3.95, 0.483,
-                       sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26),
+                       sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26,
+                       staged_us=3.0),
 }
 
 
@@ -441,10 +447,20 @@ def streaming_demand_at(times: np.ndarray, start: np.ndarray, finish: np.ndarray
                         rate: np.ndarray) -> np.ndarray:
     """The summed streaming rate (`rate` per task, over [start, finish)) of the tasks running just
     before each of `times` (a task that ends at that instant still counts)."""
+    return _demand_at(_demand_sweep(start, finish, rate), times)
+
+
+def _demand_sweep(start, finish, rate):
+    """streaming_demand_at's sweep (event times, level after each), or None where nothing streams."""
     on = (finish > start) & (rate > 0)
-    if not on.any():
+    return _sweep(start[on], finish[on], rate[on]) if on.any() else None
+
+
+def _demand_at(sweep, times) -> np.ndarray:
+    """A _demand_sweep's level just before each of `times`."""
+    if sweep is None:
         return np.zeros(len(times))
-    ts, level = _sweep(start[on], finish[on], rate[on])
+    ts, level = sweep
     i = np.searchsorted(ts, times, side="left") - 1       # events strictly before each time
     return np.where(i >= 0, level[np.maximum(i, 0)], 0.0)
 
@@ -466,22 +482,31 @@ def copies_busy(caps) -> np.ndarray:
     return COPIES_BUSY[np.clip(np.asarray(caps, dtype=np.int64), 0, len(COPIES_BUSY) - 1)]
 
 
-def busy_hop_weight(start, finish, streams, preload_from, preload_to, dev: DeviceSpec) -> np.ndarray:
-    """Per task, how busy the chip's memory is as it signals, 0 (no SM streams) to 1 (every SM
-    streams with INFLIGHT copies in flight) and beyond (more copies), raised to dev.busy_power: each SM
-    running a task that streams weights through its ring (`streams`: a pair of arrays, first per task
-    what it adds while it runs, copies_busy of its cap, over [start, finish); then what its ring's
-    preload of its weights adds, over [preload_from, preload_to)), over num_sms."""
+def busy_hop_weight(start, finish, streams, preload_from, preload_to, dev: DeviceSpec, *at) -> np.ndarray:
+    """Per task, how busy the chip's memory is as it signals, 0 (no SM streams) to 1 (every SM streams
+    with INFLIGHT copies in flight) and beyond (more copies), raised to dev.busy_power: each SM running
+    a task that streams weights through its ring (`streams`: a pair of arrays, first per task what it
+    adds while it runs, copies_busy of its cap, over [start, finish); then what its ring's preload of
+    its weights adds, over [preload_from, preload_to)), over num_sms. With `at` (arrays of times): the
+    same at each of those instead, a list of arrays (one sweep of the tasks for all)."""
     run, pre = streams
-    level = (streaming_demand_at(finish, start, finish, np.asarray(run, dtype=float))
-             + streaming_demand_at(finish, preload_from, preload_to, np.asarray(pre, dtype=float)))
-    return (level / dev.num_sms) ** dev.busy_power
+    sweeps = (_demand_sweep(start, finish, np.asarray(run, dtype=float)),
+              _demand_sweep(preload_from, preload_to, np.asarray(pre, dtype=float)))
+    out = [((_demand_at(sweeps[0], t) + _demand_at(sweeps[1], t)) / dev.num_sms) ** dev.busy_power
+           for t in (at or (finish,))]
+    return out if at else out[0]
 
 
 def busy_hop_us(weight, dev: DeviceSpec):
     """A hop's wait latency at busy weight `weight` (busy_hop_weight): quiet_wait_us at 0,
     wait_latency_us at 1."""
     return dev.quiet_wait_us + (dev.wait_latency_us - dev.quiet_wait_us) * np.asarray(weight, dtype=float)
+
+
+def staged_trip_us(weight, dev: DeviceSpec):
+    """A norm's staged parameter load (one trip from HBM) at busy weight `weight`: the memory latency
+    on a quiet chip, staged_us with every SM streaming (see norm_staged)."""
+    return dev.mem_latency_us + (dev.staged_us - dev.mem_latency_us) * np.minimum(np.asarray(weight, dtype=float), 1.0)
 
 
 def busy_hops(hop, weight, dev: DeviceSpec) -> np.ndarray:
@@ -922,17 +947,23 @@ BOX_KINDS = ("elementwise", "embedding", "rope", "cache_write")
 NORM_KINDS = ("rmsnorm", "layernorm")
 
 
-def task_trips(plan: Plan) -> list[int]:
-    """Per task, its dependent memory round trips past the first (TRIPS); kept on the task graph."""
+def _per_task_kept(plan: Plan, name: str, fn) -> list[int]:
+    """fn(tg, task, ops by name, _on_chip_readers) for every task (tasks.per_task), kept on the task
+    graph under `name`."""
     tg = plan.tg
-    cached = tg.__dict__.get("_task_trips")
+    cached = tg.__dict__.get("_task_" + name)
     if cached is None:
         ops = {o.name: o for o in tg.graph.ops}
         on_chip = _on_chip_readers(tg.graph, ops)
-        cached = tg.__dict__["_task_trips"] = per_task(tg, "trips", lambda tg, tasks: [
-            TRIPS.get(ops[t.op].kind, 0) + (SPLIT_TRIPS if t.parts > 1 else 0) + _call_trips(tg, t, ops, on_chip)
-            for t in tasks])
+        cached = tg.__dict__["_task_" + name] = per_task(tg, name, lambda tg, tasks: [
+            fn(tg, t, ops, on_chip) for t in tasks])
     return cached
+
+
+def task_trips(plan: Plan) -> list[int]:
+    """Per task, its dependent memory round trips past the first (TRIPS); kept on the task graph."""
+    return _per_task_kept(plan, "trips", lambda tg, t, ops, on_chip: (
+        TRIPS.get(ops[t.op].kind, 0) + (SPLIT_TRIPS if t.parts > 1 else 0) + _call_trips(tg, t, ops, on_chip)))
 
 
 def box_loop_trips(kind: str, box) -> int:
@@ -948,16 +979,37 @@ def box_loop_trips(kind: str, box) -> int:
     return -(-n // THREADS)
 
 
+# A norm's staged weight and bias come from HBM, cold (each layer's own, read once a step), and a
+# load from HBM waits behind every copy in flight: on a chip whose SMs all stream, a trip each of
+# about staged_us (the H200's 3.0 us, against 0.48 for a trip to L2), on a quiet chip the memory
+# latency (staged_trip_us, at the busy weight as the task starts, busy_hop_weight; at most 1: an
+# `ahead` of 3 on up_proj moves the 1B expert by 0.4% on an H200, and copies_busy's growth past 1
+# made it 10%). The body stages them before it polls its input, so a task whose SM waits for its
+# inputs takes them into that wait (hide, simloop). GPT-2 large's ln_2 fused into mlp.fc stages its
+# weight and bias in each of the 128 fc tasks as their rings start together: the sim called the
+# fusion 5.1% faster than the expert at L2's latency and 3.0% slower at this, where an H200 ran it
+# 6.2% slower (sim_bisect.json); the four families' 56 adversary rows (sim_adversary.json) go from
+# 11 / 11 / 11 / 18% worst searched speedup off to 9 / 13 / 7 / 13% (Spearman 0.60 / 0.86 / 0.83 /
+# 0.77 to 0.75 / 0.81 / 0.90 / 0.89), the bisect's 98 variants from 6.8% mean error over their
+# starts to 5.5%, attention_positions' 60 runs from 6.7% median error to 6.3%. An rmsnorm a matmul
+# computes on chip loads its weight to registers before its input as well; priced so, the SmolLM2
+# and Qwen3 experts, which do that in every layer, read 15-17% slower than measured (not charged).
+def norm_staged(op) -> int:
+    """The parameters a norm's body (NORM_KINDS) stages before its rows, one trip each: an RMSNorm's
+    weight, a LayerNorm's weight and bias where it has them; 0 for a body of any other kind."""
+    if op.kind == "rmsnorm":
+        return int(len(op.inputs) > 1)
+    if op.kind == "layernorm":
+        return int(bool(op.attrs.get("weight"))) + int(bool(op.attrs.get("bias")))
+    return 0
+
+
 def norm_trips(op, box) -> int:
     """The trips a norm's body (NORM_KINDS) makes one after another over `box` of its output: its weight
-    and bias staged (where it has them), then a row at a time; 0 for a body of any other kind."""
-    if op.kind == "rmsnorm":
-        staged = int(len(op.inputs) > 1)
-    elif op.kind == "layernorm":
-        staged = int(bool(op.attrs.get("weight"))) + int(bool(op.attrs.get("bias")))
-    else:
+    and bias staged (where it has them: norm_staged), then a row at a time; 0 for a body of any other kind."""
+    if op.kind not in NORM_KINDS:
         return 0
-    return staged + max(0, box[0][1] - box[0][0])
+    return norm_staged(op) + max(0, box[0][1] - box[0][0])
 
 
 def _on_chip_readers(g, ops: dict) -> dict[str, set[str]]:
@@ -987,6 +1039,20 @@ def _call_trips(tg, t, ops: dict, on_chip: dict[str, set[str]]) -> int:
         box = tuple((lo, min(hi, d)) for (lo, hi), d in zip(box, tg.graph.tensors[op.outputs[0]].shape))
         trips += max(0, (norm_trips(op, box) if op.kind in NORM_KINDS else box_loop_trips(op.kind, box)) - 1)
     return trips
+
+
+def task_staged(plan: Plan) -> list[int]:
+    """Per task, how many of its trips stage a norm's parameters (norm_staged of its own op and of the
+    norms its prologue runs as calls); kept on the task graph."""
+    return _per_task_kept(plan, "staged", lambda tg, t, ops, on_chip: _staged_loads(t, ops, on_chip))
+
+
+def _staged_loads(t, ops: dict, on_chip: dict[str, set[str]]) -> int:
+    """norm_staged of a task's own op and of each norm its prologue runs as a call (_call_trips' calls;
+    not an rmsnorm a matmul of the task computes on chip: see the note above norm_staged)."""
+    chain = {p for p, _ in t.prologue} | {t.op}
+    names = [p for p, _ in t.prologue if ops[p].kind in NORM_KINDS and not on_chip.get(p, set()) & chain]
+    return sum(norm_staged(ops[n]) for n in names + [t.op])
 
 
 def _task_trip_array(plan: Plan) -> np.ndarray:
@@ -1038,10 +1104,30 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     # the latencies it pays, its compute time and its fixed costs; its duration follows at its start,
     # once the bytes the ring loaded while its SM waited are known
     spread = np.divide(shared_a, own_a, out=np.ones(n), where=own_a > 0)
-    trip_a = trips * dev.mem_latency_us
-    lat_us = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip_a
-    compute = compute_us(plan, dev, flops, attn)
-    compute = compute + trip_a       # the rows wait for a prologue's trips, an epilogue's for the rows (NORM_KINDS)
+    trip0 = trips * dev.mem_latency_us
+    lat0 = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip0
+    compute0 = compute_us(plan, dev, flops, attn) + trip0   # the rows wait for a prologue's trips, an epilogue's for the rows (NORM_KINDS)
+    hide0 = polled_latency(dev, hops)
+    staged = np.asarray(task_staged(plan), dtype=float) if dev.staged_us is not None else np.zeros(0)
+    sidx = np.flatnonzero(staged)          # the tasks that stage a norm's parameters
+    staged = staged[sidx]
+
+    def latencies(staged_weight):
+        """(trips' time, first bytes' latency, compute, hide) per task, the staged parameters of the
+        tasks `sidx` at the chip's busy weight as each starts (`staged_weight`: staged_trip_us)."""
+        if not len(sidx):
+            return trip0, lat0, compute0, hide0
+        per = staged_trip_us(staged_weight, dev)
+        extra = np.zeros(n)
+        extra[sidx] = staged * (per - dev.mem_latency_us)
+        hide = hide0
+        if hops == "ll":     # staged before the polls: while the SM waits for the inputs
+            hide = np.full(n, hide0)
+            hide[sidx] += staged * per
+        return trip0 + extra, lat0 + extra, compute0 + extra, hide
+
+    staged_w = np.ones(len(sidx))
+    trip_a, lat_us, compute, hide = latencies(staged_w)
     need_csr, add_csr, gsize = _wait_csr(plan, hops)
     fixed = dev.task_overhead_us + dev.counter_us * np.diff(need_csr[0]).astype(float)
     # each group's producers still to finish and their latest finish: a task may start once every
@@ -1065,7 +1151,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
         plain_us = plain / (stream_rate(spread, dev.plain_gbs, dev.hbm_gbs) * 1e3)
         start, finish, preloaded, busy, left = list_schedule(
             queues, need_csr, add_csr, gsize, wb, rate, wb, trip_a, lat_us + plain_us, compute,
-            fixed, hop, FREE_BYTES * fill, RING_BYTES * fill, polled_latency(dev, hops), pre_rate=pre_rate)
+            fixed, hop, FREE_BYTES * fill, RING_BYTES * fill, hide, pre_rate=pre_rate)
         if left:
             raise ValueError("the plan deadlocks: validate it before predicting")
         if round_ < SPREAD_ROUNDS:     # the SMs that streamed beside each task share the chip's HBM with it
@@ -1076,9 +1162,12 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
                 prev[queues[1][1:]] = finish[queues[1][:-1]]
                 prev[firsts] = 0.0
                 preload_to = prev + np.divide(preloaded, pre_rate, out=np.zeros(n), where=pre_rate > 0)
-                new_w = busy_hop_weight(start, finish, streams, prev, preload_to, dev)
+                new_w, new_s = busy_hop_weight(start, finish, streams, prev, preload_to, dev, finish, start[sidx])
                 weight = new_w if not round_ else keep * weight + (1 - keep) * new_w
                 hop = busy_hops(hop0, weight, dev)
+                if len(sidx):
+                    staged_w = new_s if not round_ else keep * staged_w + (1 - keep) * new_s
+                    trip_a, lat_us, compute, hide = latencies(staged_w)
     floor = max(float(nbytes.sum()) / (dev.hbm_gbs * 1e3), float(flops.sum()) / (dev.tflops * 1e6))
     latency = (float(finish.max()) if n else 0.0) + dev.launch_us
     return Prediction(dev.name, latency, floor, busy.tolist(), start.tolist(), finish.tolist(), preloaded.tolist(),
@@ -1089,6 +1178,6 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
-           "box_loop_trips", "norm_trips", "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
+           "box_loop_trips", "norm_trips", "norm_staged", "task_staged", "staged_trip_us", "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
            "own_caps", "ring_share", "copies_busy", "COPIES_BUSY", "attended_positions", "attention_work", "costs_at",
            "compute_us", "positions_input", "fed_positions"]
