@@ -524,3 +524,23 @@ def test_a_ring_cap_never_makes_a_schedule_faster_and_more_copies_cost(big):
     more = predict(apply_edits(base, "inflight layers.*.mlp.gate_proj n=4\ninflight layers.*.mlp.up_proj n=4").plan(), dev)
     assert more.latency_us > plain + 16                                   # a us a layer
     assert predict(apply_edits(base, "ahead layers.*.mlp.down_proj n=5").plan(), dev).latency_us > plain + 1
+
+
+def test_any_ahead_cap_costs_every_task_the_kernels_ahead_path(big):
+    """costmodel.ahead_path / ahead_path_us: an `ahead` cap on any op turns on codegen's kernel-wide
+    WS_AHEAD path, and every task pays for it: an H200 ran llama-1b's default 1.2% slower with a cap of 2
+    (the compiler's own inflight cap) on one o_proj, Qwen3's 5.3% (megakernel_edits_ahead_mode.json),
+    where the sim had moved by nothing. A cap of 0 removes the op's cap, and with it the path."""
+    from dataclasses import replace
+
+    from megakernel_gym.compiler.costmodel import ahead_path
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    base = make_ir(big, num_sms=132)
+    one = apply_edits(base, "ahead layers.0.attn.o_proj n=2")
+    gone = apply_edits(one, "ahead layers.0.attn.o_proj n=0")
+    assert not ahead_path(base.plan()) and ahead_path(one.plan()) and not ahead_path(gone.plan())
+    d = predict(base.plan(), "H200").latency_us
+    assert 1.005 * d < predict(one.plan(), "H200").latency_us < 1.03 * d
+    assert predict(gone.plan(), "H200").latency_us == pytest.approx(d)
+    free = replace(DEVICES["H200"], ahead_path_us=0.0)
+    assert predict(one.plan(), free).latency_us == pytest.approx(predict(base.plan(), free).latency_us, rel=1e-3)

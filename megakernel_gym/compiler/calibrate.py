@@ -518,9 +518,10 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     predict() re-run at each round's optimum (see the module doc); the first round also starts
     from `starts` random constants (seeded by `seed`) within 10x of base's. The constants returned
     are the best that predict() itself scored, with the kernel's `hops` (costmodel.wait_groups).
-    base's staged_us (a norm's staged loads on a busy chip) is kept, not fitted, and the critical-path
-    model takes those loads at the memory latency: with one set, only predict() at each round's
-    optimum sees them (fit from a base without it for the surrogate's exact terms).
+    base's staged_us (a norm's staged loads on a busy chip) and ahead_path_us are kept, not fitted, and
+    the critical-path model takes those loads at the memory latency and no ahead path: with them set,
+    only predict() at each round's optimum sees them (fit from a base without them for the
+    surrogate's exact terms).
 
     Returns (the fitted DeviceSpec, a report: the constants before and after, agreement() before
     and after, and predictions per plan before and after).
@@ -614,6 +615,7 @@ def spec_literal(dev: DeviceSpec) -> str:
             + f', plain_gbs={dev.plain_gbs:.1f}'
             + (f', quiet_wait_us={dev.quiet_wait_us:.3g}, busy_power={dev.busy_power:.3g}' if dev.quiet_wait_us is not None else '')
             + (f', staged_us={dev.staged_us:.3g}' if dev.staged_us is not None else '')
+            + (f', ahead_path_us={dev.ahead_path_us:.3g}' if dev.ahead_path_us else '')
             + '),')
 
 

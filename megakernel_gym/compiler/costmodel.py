@@ -71,6 +71,7 @@ class DeviceSpec:
     attn_gbs: float = 35.0      # a decode attention's attended K and V rows an SM, GB/s ... (compute_us)
     attn_gflops: float = 290.0  # ... plus its flops (CUDA cores, not tensor cores), GFLOP/s
     staged_us: float | None = None  # a norm's weight (or bias) staged from HBM while every SM streams (staged_trip_us); None: mem_latency_us
+    ahead_path_us: float = 0.0  # every task's extra time in a kernel with any `ahead` cap (AHEAD_PATH)
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -160,10 +161,10 @@ DATASHEET = {
 # searched against it on an H100.
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
-                       sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0),
+                       sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, ahead_path_us=0.1),
     "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 2.31, 3.95, 0.483,
                        sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26,
-                       staged_us=3.0),
+                       staged_us=3.0, ahead_path_us=0.1),
 }
 
 
@@ -1073,6 +1074,21 @@ def _task_trip_array(plan: Plan) -> np.ndarray:
 # sim where an H200 took ~1.2 (SmolLM2's default schedule, task_probe_default_*.json: its layer
 # 41.8 us predicted, 32 measured). Under counter hops a task loads its inputs after its counters
 # are full: no overlap.
+# An `ahead` cap on any op turns on the kernel-wide WS_AHEAD path (codegen's ahead_on: the control
+# warp and every matmul mark when a task's input is on chip, the producer checks each stage against
+# it), whatever op the cap is on and whatever it is. On an H200 (megakernel_edits_ahead_mode.json) a
+# cap of 2, the compiler's own inflight cap, on one o_proj made Qwen3's default 5.3% slower
+# (1,244.7 -> 1,310.6 us; on every o_proj 1,312.0) and llama-1b's default 1.2% (981.4 -> 993.4), the
+# 1B expert 0.6% (796.0 -> 801.0), where the sim moved by nothing: so an adversary's `ahead` edits
+# cost 5-7% in context on the GPU and under 1% in the sim (sim_bisect.json, run 3). Priced as a
+# fixed cost of every task: 0.06 us fits llama-1b, 0.17 Qwen3; ahead_path_us takes 0.1 (a per-task
+# cost is a guess at the mechanism, which is not yet probed). The H100 takes the H200's (the same
+# GH100 SM and kernel).
+def ahead_path(plan: Plan) -> bool:
+    """Whether the plan's kernel runs the WS_AHEAD path: any op with an `ahead` cap (see above)."""
+    return bool(plan.knobs and plan.knobs.ahead)
+
+
 def polled_latency(dev: DeviceSpec, hops: str = "ll") -> float:
     """How much of a task's time its SM's wait for its inputs takes in under `hops` (see above)."""
     return dev.mem_latency_us if hops == "ll" else 0.0
@@ -1129,7 +1145,8 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     staged_w = np.ones(len(sidx))
     trip_a, lat_us, compute, hide = latencies(staged_w)
     need_csr, add_csr, gsize = _wait_csr(plan, hops)
-    fixed = dev.task_overhead_us + dev.counter_us * np.diff(need_csr[0]).astype(float)
+    fixed = (dev.task_overhead_us + (dev.ahead_path_us if ahead_path(plan) else 0.0)
+             + dev.counter_us * np.diff(need_csr[0]).astype(float))
     # each group's producers still to finish and their latest finish: a task may start once every
     # group it waits on is complete (full waits only: the validator's rule), at the latest of their
     # last producers' finishes plus the wait latency (simloop.list_schedule, compiled)
@@ -1178,6 +1195,6 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
-           "box_loop_trips", "norm_trips", "norm_staged", "task_staged", "staged_trip_us", "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
+           "box_loop_trips", "norm_trips", "norm_staged", "task_staged", "staged_trip_us", "ahead_path", "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
            "own_caps", "ring_share", "copies_busy", "COPIES_BUSY", "attended_positions", "attention_work", "costs_at",
            "compute_us", "positions_input", "fed_positions"]
