@@ -70,8 +70,8 @@ class DeviceSpec:
     busy_power: float = 1.0     # how a hop's latency grows with the share of SMs streaming (busy_hop_weight)
     attn_gbs: float = 35.0      # a decode attention's attended K and V rows an SM, GB/s ... (compute_us)
     attn_gflops: float = 290.0  # ... plus its flops (CUDA cores, not tensor cores), GFLOP/s
-    staged_us: float | None = None  # a norm's weight (or bias) staged from HBM while every SM streams (staged_trip_us); None: mem_latency_us
-    ahead_path_us: float = 0.0  # every task's extra time in a kernel with any `ahead` cap (AHEAD_PATH)
+    staged_us: float | None = None  # a norm's weight (or bias) staged from HBM, every SM streaming (staged_trip_us)
+    ahead_path_us: float = 0.0  # every task's extra time in a kernel with any `ahead` cap (ahead_path)
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -147,7 +147,8 @@ DATASHEET = {
 # slower: a quiet wait far below the chip's rewards a schedule for delaying its hops' readers.
 # H200 staged_us 3.0 (the note above norm_staged): the best of 2.0-4.0 on the adversary's 56 rows and
 # the bisect's 98, chosen by hand (fit_device does not fit it); the other constants kept. The H100 has
-# none (a norm's staged loads at its memory latency): no adversary has been timed on one.
+# none (a norm's staged loads at its memory latency): no adversary has been timed on one. Both take
+# ahead_path_us 0.1 (the note above ahead_path).
 # H100 since 2026-11-29: its attention takes the H200's per-SM rates (the same GH100 SM and clocks),
 # and every constant was refitted as before, from the datasheet, to the same 47 schedules under the
 # model with the attention by positions (`megakernel_schedules.py --refit ... --near ...`,
@@ -507,7 +508,8 @@ def busy_hop_us(weight, dev: DeviceSpec):
 def staged_trip_us(weight, dev: DeviceSpec):
     """A norm's staged parameter load (one trip from HBM) at busy weight `weight`: the memory latency
     on a quiet chip, staged_us with every SM streaming (see norm_staged)."""
-    return dev.mem_latency_us + (dev.staged_us - dev.mem_latency_us) * np.minimum(np.asarray(weight, dtype=float), 1.0)
+    busy = np.minimum(np.asarray(weight, dtype=float), 1.0)
+    return dev.mem_latency_us + (dev.staged_us - dev.mem_latency_us) * busy
 
 
 def busy_hops(hop, weight, dev: DeviceSpec) -> np.ndarray:
@@ -989,10 +991,11 @@ def box_loop_trips(kind: str, box) -> int:
 # inputs takes them into that wait (hide, simloop). GPT-2 large's ln_2 fused into mlp.fc stages its
 # weight and bias in each of the 128 fc tasks as their rings start together: the sim called the
 # fusion 5.1% faster than the expert at L2's latency and 3.0% slower at this, where an H200 ran it
-# 6.2% slower (sim_bisect.json); the four families' 56 adversary rows (sim_adversary.json) go from
-# 11 / 11 / 11 / 18% worst searched speedup off to 9 / 13 / 7 / 13% (Spearman 0.60 / 0.86 / 0.83 /
-# 0.77 to 0.75 / 0.81 / 0.90 / 0.89), the bisect's 98 variants from 6.8% mean error over their
-# starts to 5.5%, attention_positions' 60 runs from 6.7% median error to 6.3%. An rmsnorm a matmul
+# 6.2% slower (sim_bisect.json); the 56 rows of that morning's adversary file (sim_adversary.json of
+# 2026-11-29T04:58) go from 11 / 11 / 11 / 18% worst searched speedup off to 9 / 13 / 7 / 13%
+# (Spearman 0.60 / 0.86 / 0.83 / 0.77 to 0.75 / 0.81 / 0.90 / 0.89), the bisect's 98 variants from
+# 6.8% mean error over their starts to 5.5%, attention_positions' 60 runs from 6.7% median error to
+# 6.3%. An rmsnorm a matmul
 # computes on chip loads its weight to registers before its input as well; priced so, the SmolLM2
 # and Qwen3 experts, which do that in every layer, read 15-17% slower than measured (not charged).
 def norm_staged(op) -> int:
@@ -1066,14 +1069,6 @@ def _task_trip_array(plan: Plan) -> np.ndarray:
     return cached
 
 
-# Under LL hops (the default kernel) a task that reaches the head of its SM's queue before its inputs
-# are there polls the words it reads: its first loads are those polls, so the memory latency of its
-# first trip is spent while it waits, and the hop's wait latency is when the polls see the data. A
-# task whose SM waited for its inputs takes up to one memory latency of its time into that wait
-# (simloop's hide). Charging it again after the hop made each small op of a chain ~2.1 us in the
-# sim where an H200 took ~1.2 (SmolLM2's default schedule, task_probe_default_*.json: its layer
-# 41.8 us predicted, 32 measured). Under counter hops a task loads its inputs after its counters
-# are full: no overlap.
 # An `ahead` cap on any op turns on the kernel-wide WS_AHEAD path (codegen's ahead_on: the control
 # warp and every matmul mark when a task's input is on chip, the producer checks each stage against
 # it), whatever op the cap is on and whatever it is. On an H200 (megakernel_edits_ahead_mode.json) a
@@ -1089,6 +1084,14 @@ def ahead_path(plan: Plan) -> bool:
     return bool(plan.knobs and plan.knobs.ahead)
 
 
+# Under LL hops (the default kernel) a task that reaches the head of its SM's queue before its inputs
+# are there polls the words it reads: its first loads are those polls, so the memory latency of its
+# first trip is spent while it waits, and the hop's wait latency is when the polls see the data. A
+# task whose SM waited for its inputs takes up to one memory latency of its time into that wait
+# (simloop's hide). Charging it again after the hop made each small op of a chain ~2.1 us in the
+# sim where an H200 took ~1.2 (SmolLM2's default schedule, task_probe_default_*.json: its layer
+# 41.8 us predicted, 32 measured). Under counter hops a task loads its inputs after its counters
+# are full: no overlap.
 def polled_latency(dev: DeviceSpec, hops: str = "ll") -> float:
     """How much of a task's time its SM's wait for its inputs takes in under `hops` (see above)."""
     return dev.mem_latency_us if hops == "ll" else 0.0
@@ -1122,7 +1125,8 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     spread = np.divide(shared_a, own_a, out=np.ones(n), where=own_a > 0)
     trip0 = trips * dev.mem_latency_us
     lat0 = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip0
-    compute0 = compute_us(plan, dev, flops, attn) + trip0   # the rows wait for a prologue's trips, an epilogue's for the rows (NORM_KINDS)
+    # the rows wait for a prologue's trips, an epilogue's for the rows (NORM_KINDS)
+    compute0 = compute_us(plan, dev, flops, attn) + trip0
     hide0 = polled_latency(dev, hops)
     staged = np.asarray(task_staged(plan), dtype=float) if dev.staged_us is not None else np.zeros(0)
     sidx = np.flatnonzero(staged)          # the tasks that stage a norm's parameters
@@ -1179,7 +1183,8 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
                 prev[queues[1][1:]] = finish[queues[1][:-1]]
                 prev[firsts] = 0.0
                 preload_to = prev + np.divide(preloaded, pre_rate, out=np.zeros(n), where=pre_rate > 0)
-                new_w, new_s = busy_hop_weight(start, finish, streams, prev, preload_to, dev, finish, start[sidx])
+                new_w, new_s = busy_hop_weight(start, finish, streams, prev, preload_to, dev,
+                                               finish, start[sidx])
                 weight = new_w if not round_ else keep * weight + (1 - keep) * new_w
                 hop = busy_hops(hop0, weight, dev)
                 if len(sidx):
@@ -1195,6 +1200,7 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
-           "box_loop_trips", "norm_trips", "norm_staged", "task_staged", "staged_trip_us", "ahead_path", "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
+           "box_loop_trips", "norm_trips", "norm_staged", "task_staged", "staged_trip_us", "ahead_path",
+           "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
            "own_caps", "ring_share", "copies_busy", "COPIES_BUSY", "attended_positions", "attention_work", "costs_at",
            "compute_us", "positions_input", "fed_positions"]
