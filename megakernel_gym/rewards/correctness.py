@@ -124,6 +124,33 @@ def _atol_text(a: float, scale: float) -> str:
 
 
 _pinned: dict = {}
+# One write() or readinto() moves at most 0x7ffff000 bytes on Linux (so an output over 2 GiB used to
+# come back short: issue 41); the channel's files move in pieces of this size until done.
+IO_CHUNK = 1 << 30
+
+
+def _write_all(f, view: memoryview) -> None:
+    """Write all of `view`'s bytes to the unbuffered file `f`, however many write() calls it takes."""
+    view = view.cast("B")
+    off = 0
+    while off < len(view):
+        n = f.write(view[off:off + IO_CHUNK])
+        if not n:
+            raise OSError(f"writing {getattr(f, 'name', 'an output file')} stopped at byte {off} of {len(view)}")
+        off += n
+
+
+def _read_all(f, view: memoryview) -> int:
+    """Fill `view` from the unbuffered file `f` (readinto in pieces); the bytes read (fewer at the end
+    of the file)."""
+    view = view.cast("B")
+    off = 0
+    while off < len(view):
+        n = f.readinto(view[off:off + IO_CHUNK])
+        if not n:
+            break
+        off += n
+    return off
 
 
 def _staging(torch, nbytes: int, device):
@@ -147,9 +174,12 @@ def write_outputs(torch, outs: list, channel: str, prefix: str) -> list[dict[str
         nbytes = src.numel() * src.element_size()
         with open(os.path.join(channel, name), "wb", buffering=0) as f:
             if nbytes:
-                host = _staging(torch, nbytes, src.device)
-                host.view(src.dtype).copy_(src)
-                f.write(memoryview(host.numpy()))
+                if src.device.type == "cpu":      # its own bytes, no copy (a 3 GiB output is 3 GiB once)
+                    host = src.view(torch.uint8)
+                else:
+                    host = _staging(torch, nbytes, src.device)
+                    host.view(src.dtype).copy_(src)
+                _write_all(f, memoryview(host.numpy()))
         descs.append(desc)
     return descs
 
@@ -176,9 +206,12 @@ def read_output(torch, desc: dict, channel: str, device) -> Any:
         raise ValueError(f"output file {name} holds {os.path.getsize(path)} bytes, expected {nbytes}")
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype, device=device)
-    host = _staging(torch, nbytes, torch.device(device) if isinstance(device, str) else device)
+    dev = torch.device(device) if isinstance(device, str) else device
+    host = _staging(torch, nbytes, dev)      # on the CPU a buffer of its own, returned as it is
     with open(path, "rb", buffering=0) as f:
-        got = f.readinto(memoryview(host.numpy()))
+        got = _read_all(f, memoryview(host.numpy()))
     if got != nbytes:
-        raise ValueError(f"output file {name}: short read")
+        raise ValueError(f"output file {name}: short read ({got} of {nbytes} bytes)")
+    if dev is None or dev.type == "cpu":
+        return host.view(dtype).view(shape)
     return host.view(dtype).to(device, copy=True).view(shape)
