@@ -178,6 +178,47 @@ def test_kernelbench_layout_loads_and_judges(kb_dir, cpu_judge):
     assert cpu_judge.evaluate(suite.get("level1/1_ScaleAdd"), wrong).status == "incorrect"
 
 
+def test_the_kernelbench_suite_is_found_by_name_or_its_absence_says_how_to_point_at_it(kb_dir, monkeypatch, tmp_path):
+    """load_suite("kernelbench") (`--suite kernelbench`): KernelBench's files where $MKGYM_KERNELBENCH
+    points, else a clone in or beside the working directory, else shared/kernelbench beside the checkout;
+    where none holds level1/, an error that says where it looked and what to set."""
+    from megakernel_gym.curriculum import suite as suite_mod
+    monkeypatch.setenv("MKGYM_KERNELBENCH", str(kb_dir))
+    assert load_suite("kernelbench").names() == ["level1/1_ScaleAdd", "level1/2_Tanh", "level2/1_TanhScale"]
+    monkeypatch.setenv("MKGYM_KERNELBENCH", str(tmp_path / "nowhere"))
+    with pytest.raises(SuiteError, match="MKGYM_KERNELBENCH=.*nowhere.* holds no level1/"):
+        load_suite("kernelbench")
+    monkeypatch.delenv("MKGYM_KERNELBENCH")
+    monkeypatch.setattr(suite_mod, "kernelbench_dirs", lambda: [tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(SuiteError, match=r"not found \(looked in .*/a, .*/b\)\. Clone https://github.com/"
+                                         r"ScalingIntelligence/KernelBench and set MKGYM_KERNELBENCH"):
+        load_suite("kernelbench")
+    with pytest.raises(SuiteError, match="pass 'builtin', 'kernelbench', a KernelBench-layout folder"):
+        load_suite("kernelbnch")
+
+
+def test_kernelbench_as_it_ships_loads_whole_by_name():
+    """KernelBench's 250 problems (levels 1-3, unchanged, at their real sizes) as the `kernelbench` suite,
+    every file loading, and `mkgym problems list --suite kernelbench` listing them by level."""
+    import json
+    import subprocess
+    import sys
+    from megakernel_gym.curriculum.suite import kernelbench_dir
+    try:
+        kernelbench_dir()
+    except SuiteError as e:
+        pytest.skip(f"no KernelBench checkout here: {e}")
+    suite = load_suite("kernelbench")
+    assert not suite.errors, suite.errors[:3]
+    assert [sum(p.level == lv for p in suite) for lv in (1, 2, 3)] == [100, 100, 50]
+    assert "level1/19_ReLU" in suite.names()
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "problems", "list", "--suite", "kernelbench",
+                        "--level", "3", "--json"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(r.stdout)
+    assert len(rows) == 50 and all(row["name"].startswith("level3/") for row in rows)
+
+
 def test_kernelbench_layout_errors(tmp_path):
     with pytest.raises(SuiteError, match="not a directory"):
         load_kernelbench_dir(tmp_path / "missing")

@@ -317,3 +317,32 @@ def test_feedback_figures_are_readable():
                     timing={"predicted_us": 0.0412, "floor_us": 0.00931})
     text = feedback(ok, 1, 10, 0.0, 0.0)
     assert "predicted: 0.0412 us (bandwidth/compute floor 0.00931 us, 23% of it)" in text
+
+
+def test_reset_can_draw_from_another_suite_by_name(cpu_env, sim_env, tmp_path, monkeypatch):
+    """env.reset(options={"suite": NAME, "level": N}) draws a problem of that suite at that level (or
+    {"suite": NAME, "problem": P} names one), as `--suite` does on the command line; the curriculum's
+    own suite and level stay as they were. A level the backend cannot score is refused with why."""
+    kb = tmp_path / "kb"
+    for level, name, body in ((1, "1_Tanh", "torch.tanh(x)"), (2, "1_TanhScale", "torch.tanh(x) * 3.0 - x")):
+        (kb / f"level{level}").mkdir(parents=True, exist_ok=True)
+        (kb / f"level{level}" / f"{name}.py").write_text(
+            "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+            f"        return {body}\n\ndef get_inputs():\n    return [torch.randn(64)]\n\n"
+            "def get_init_inputs():\n    return []\n")
+    monkeypatch.setenv("MKGYM_KERNELBENCH", str(kb))
+    before = (cpu_env.curriculum.suite, cpu_env.curriculum.level)
+    cpu_env.reset(seed=0, options={"suite": "kernelbench", "level": 2})
+    assert cpu_env.problem.name == "level2/1_TanhScale"
+    cpu_env.reset(seed=0, options={"suite": str(kb), "problem": "level1/1_Tanh"})
+    assert cpu_env.problem.name == "level1/1_Tanh"
+    assert (cpu_env.curriculum.suite, cpu_env.curriculum.level) == before
+    with pytest.raises(ValueError, match="no problems at level 3 that the cpu backend can score .*levels \\[1, 2\\]"):
+        cpu_env.reset(options={"suite": "kernelbench", "level": 3})
+    with pytest.raises(ValueError, match="no level-5 megakernels, the only problems the sim backend scores"):
+        sim_env.reset(options={"suite": "kernelbench", "level": 1})
+    with pytest.raises(ValueError, match="must be a suite name or path"):
+        cpu_env.reset(options={"suite": 3})
+    with pytest.raises(ValueError, match="unknown reset option"):
+        cpu_env.reset(options={"suit": "kernelbench"})
+    cpu_env.reset(seed=0, options={"problem": "softmax"})       # the curriculum's own suite again

@@ -18,6 +18,7 @@ other problems are in the suite, so adding problems never moves existing ones.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -270,12 +271,48 @@ def load_dataset_suite(dataset: Any, code_column: str = "code", name_column: str
     return Suite(unique, errors, where)
 
 
+# Where `--suite kernelbench` finds KernelBench's problem files (level1/ ... level3/, unchanged; the
+# project does not ship them): $MKGYM_KERNELBENCH, else a clone of KernelBench in or beside the
+# working directory (its problems are in KernelBench/KernelBench/), else the `shared/kernelbench`
+# folder beside this checkout (the layout CI runs in).
+KERNELBENCH_ENV = "MKGYM_KERNELBENCH"
+
+
+def kernelbench_dirs() -> list[Path]:
+    """The folders `kernelbench` may name, in the order they are tried ($MKGYM_KERNELBENCH alone where set:
+    an explicit folder is not silently passed over)."""
+    env = os.environ.get(KERNELBENCH_ENV)
+    if env:
+        return [Path(env).expanduser()]
+    cwd = Path.cwd()
+    return [cwd / "KernelBench" / "KernelBench", cwd.parent / "KernelBench" / "KernelBench",
+            Path(__file__).resolve().parents[2].parent / "shared" / "kernelbench"]
+
+
+def kernelbench_dir() -> Path:
+    """The KernelBench problem folder (kernelbench_dirs' first that holds level1/), or SuiteError saying
+    where it looked and how to point at one."""
+    tried = kernelbench_dirs()
+    for d in tried:
+        if (d / "level1").is_dir():
+            return d
+    if os.environ.get(KERNELBENCH_ENV):
+        raise SuiteError(f"{KERNELBENCH_ENV}={os.environ[KERNELBENCH_ENV]!r} holds no level1/ folder: point it at "
+                         "the folder with level1/ level2/ level3/ (in a clone of KernelBench, KernelBench/KernelBench)")
+    raise SuiteError("suite 'kernelbench': KernelBench's problem files were not found (looked in "
+                     + ", ".join(str(d) for d in tried) + "). Clone https://github.com/ScalingIntelligence/KernelBench "
+                     f"and set {KERNELBENCH_ENV} to its KernelBench/KernelBench folder (the one with level1/)")
+
+
 def load_suite(spec: str | None, tolerance: str | None = None) -> Suite:
-    """'builtin' (or None), a KernelBench-layout folder, a saved `datasets` folder, or a .py file;
-    `tolerance` a preset for an imported suite (see load_kernelbench_dir)."""
+    """'builtin' (or None), 'kernelbench' (KernelBench's levels 1-3 as they ship: kernelbench_dir), a
+    KernelBench-layout folder, a saved `datasets` folder, or a .py file; `tolerance` a preset for an
+    imported suite (see load_kernelbench_dir)."""
     tolerance = _check_tolerance(tolerance)
     if spec in (None, "", "builtin"):
         return _all_with_tolerance(builtin_suite(), tolerance)
+    if spec == "kernelbench":
+        return load_kernelbench_dir(kernelbench_dir(), tolerance=tolerance)
     p = Path(spec)
     if p.is_file():
         return _all_with_tolerance(Suite.from_files([p], name=str(p)), tolerance)
@@ -283,9 +320,10 @@ def load_suite(spec: str | None, tolerance: str | None = None) -> Suite:
         if (p / "dataset_info.json").is_file() or (p / "dataset_dict.json").is_file():
             return load_dataset_suite(p, tolerance=tolerance)
         return load_kernelbench_dir(p, tolerance=tolerance)
-    raise SuiteError(f"no suite {spec!r}: pass 'builtin', a KernelBench-layout folder, a folder written by "
-                     "datasets' save_to_disk, or a .py problem file")
+    raise SuiteError(f"no suite {spec!r}: pass 'builtin', 'kernelbench', a KernelBench-layout folder, a folder "
+                     "written by datasets' save_to_disk, or a .py problem file")
 
 
 __all__ = ["HELDOUT_FRACTION", "LoadError", "SPLITS", "Suite", "SuiteError", "builtin_suite", "hash_split",
-           "load_dataset_suite", "load_kernelbench_dir", "load_suite", "split_of"]
+           "load_dataset_suite", "load_kernelbench_dir", "load_suite", "split_of", "kernelbench_dir",
+           "kernelbench_dirs", "KERNELBENCH_ENV"]

@@ -29,7 +29,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from megakernel_gym.curriculum import Suite
+from megakernel_gym.curriculum import Suite, load_suite
 from megakernel_gym.curriculum.curriculum import Curriculum
 from megakernel_gym.ir_exposure.observe import CHARSET, feedback, printable, prompt, read_action
 from megakernel_gym.rewards import Candidate, EvalResult, ProblemError
@@ -274,9 +274,12 @@ class MegaKernelEnv(gym.Env):
     def _draw(self, options: dict | None):
         suite = self.curriculum.suite
         options = options or {}
-        unknown = set(options) - {"problem", "level"}
+        unknown = set(options) - {"problem", "level", "suite"}
         if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; use {{'problem': NAME}} or {{'level': N}}")
+            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; use {{'problem': NAME}}, {{'level': N}} "
+                             "or {'suite': NAME} (with either)")
+        if "suite" in options:
+            return self._draw_from(options["suite"], options)
         if "problem" in options:
             problem = suite.get(options["problem"])
             if problem.level not in self._levels() and problem.level is not None:
@@ -293,6 +296,37 @@ class MegaKernelEnv(gym.Env):
         if level not in levels:
             raise ValueError(f"level {level} is not one the {self.backend} backend serves ({levels})")
         return suite.get(self.curriculum.sample(level=level, rng=self.np_random).problem)
+
+    def _draw_from(self, name, options: dict):
+        """A problem of another suite (load_suite's names: 'kernelbench', a folder, ...), by name or at a
+        level (uniformly among that level's problems the backend can score); the curriculum's own state
+        is left as it is."""
+        if not isinstance(name, str):
+            raise ValueError(f"reset option 'suite' must be a suite name or path, not {type(name).__name__}")
+        suites = self.__dict__.setdefault("_other_suites", {})
+        if name not in suites:
+            suites[name] = load_suite(name)
+        suite = suites[name]
+        if "problem" in options:
+            problem = suite.get(options["problem"])
+            levels = [problem.level]
+        else:
+            level = options.get("level")
+            served = [p for p in suite.problems if self.backend != "sim" or p.level == 5]
+            if not served:
+                raise ValueError(f"suite {name!r} has no level-5 megakernels, the only problems the sim backend "
+                                 "scores; use backend='cpu' or 'gpu'")
+            levels = sorted({p.level for p in served if p.level is not None})
+            pool = [p for p in served if level is None or p.level == level]
+            if not pool:
+                raise ValueError(f"suite {name!r} has no problems at level {level} that the {self.backend} backend "
+                                 f"can score (it serves levels {levels})")
+            problem = pool[int(self.np_random.integers(len(pool)))]
+            levels = [problem.level]
+        if self.backend == "sim" and levels != [5]:
+            raise ValueError(f"problem {problem.name!r} (level {problem.level}) cannot be scored on the sim backend, "
+                             "which serves only level-5 megakernels; use backend='cpu' or 'gpu'")
+        return problem
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
