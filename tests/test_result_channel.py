@@ -54,6 +54,17 @@ def test_partial_writes_and_reads_are_carried_on_until_every_byte_has_moved(monk
         _write_all(Full(), memoryview(data))
 
 
+def test_outputs_of_every_layout_come_back_as_their_values(tmp_path):
+    """Whatever view an output is (strided, 0-d, empty, a complex conjugate or negated view, bf16), the
+    judge reads back its values in C order."""
+    outs = [torch.randn(3, 5, dtype=torch.bfloat16), torch.tensor(True), torch.arange(7.0).reshape(7, 1)[::2],
+            torch.zeros(0, 4), torch.randn(2, 3, dtype=torch.complex64).conj(), torch._neg_view(torch.randn(4))]
+    descs = write_outputs(torch, outs, str(tmp_path), "s0")
+    for o, d in zip(outs, descs):
+        back = read_output(torch, d, str(tmp_path), torch.device("cpu"))
+        assert back.shape == o.shape and torch.equal(back, o.resolve_conj().resolve_neg().contiguous())
+
+
 def test_a_short_file_is_refused_with_the_counts(tmp_path):
     descs = write_outputs(torch, [torch.arange(10, dtype=torch.float32)], str(tmp_path), "s0")
     with open(tmp_path / descs[0]["file"], "r+b") as f:

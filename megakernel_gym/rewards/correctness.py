@@ -170,7 +170,7 @@ def write_outputs(torch, outs: list, channel: str, prefix: str) -> list[dict[str
         name = f"{prefix}_{j}.bin"
         desc = {"file": name, "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
                 "stride": list(t.stride())}
-        src = t.detach().contiguous().reshape(-1)
+        src = t.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)   # its values, not a lazy view's bits
         nbytes = src.numel() * src.element_size()
         with open(os.path.join(channel, name), "wb", buffering=0) as f:
             if nbytes:
