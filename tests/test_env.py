@@ -341,6 +341,8 @@ def test_reset_can_draw_from_another_suite_by_name(cpu_env, sim_env, tmp_path, m
         cpu_env.reset(options={"suite": "kernelbench", "level": 3})
     with pytest.raises(ValueError, match="no level-5 megakernels, the only problems the sim backend scores"):
         sim_env.reset(options={"suite": "kernelbench", "level": 1})
+    with pytest.raises(ValueError, match="level1/1_Tanh.*cannot be scored on the sim backend"):
+        sim_env.reset(options={"suite": "kernelbench", "problem": "level1/1_Tanh"})
     with pytest.raises(ValueError, match="must be a suite name or path"):
         cpu_env.reset(options={"suite": 3})
     with pytest.raises(ValueError, match="unknown reset option"):

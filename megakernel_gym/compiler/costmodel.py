@@ -1069,6 +1069,20 @@ def _task_trip_array(plan: Plan) -> np.ndarray:
     return cached
 
 
+def _staged_tasks(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """(the tasks that stage a norm's parameters, how many each: task_staged), read-only arrays kept on
+    the task graph, so a prediction does not convert every task's count again."""
+    tg = plan.tg
+    cached = tg.__dict__.get("_staged_tasks")
+    if cached is None:
+        staged = np.asarray(task_staged(plan), dtype=float)
+        idx = np.flatnonzero(staged)
+        cached = tg.__dict__["_staged_tasks"] = (idx, staged[idx])
+        for a in cached:
+            a.flags.writeable = False
+    return cached
+
+
 # An `ahead` cap on any op turns on the kernel-wide WS_AHEAD path (codegen's ahead_on: the control
 # warp and every matmul mark when a task's input is on chip, the producer checks each stage against
 # it), whatever op the cap is on and whatever it is. On an H200 (megakernel_edits_ahead_mode.json) a
@@ -1128,9 +1142,8 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     # the rows wait for a prologue's trips, an epilogue's for the rows (NORM_KINDS)
     compute0 = compute_us(plan, dev, flops, attn) + trip0
     hide0 = polled_latency(dev, hops)
-    staged = np.asarray(task_staged(plan), dtype=float) if dev.staged_us is not None else np.zeros(0)
-    sidx = np.flatnonzero(staged)          # the tasks that stage a norm's parameters
-    staged = staged[sidx]
+    # the tasks that stage a norm's parameters, and how many each
+    sidx, staged = _staged_tasks(plan) if dev.staged_us is not None else (np.zeros(0, np.int64), np.zeros(0))
 
     def latencies(staged_weight):
         """(trips' time, first bytes' latency, compute, hide) per task, the staged parameters of the

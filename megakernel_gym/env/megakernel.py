@@ -264,12 +264,13 @@ class MegaKernelEnv(gym.Env):
         self.problem = None
 
     # -- episodes ------------------------------------------------------------------------
+    def _serves(self, level) -> bool:
+        """Whether this backend can score a problem of `level`: sim only megakernels, cpu and gpu all."""
+        return self.backend != "sim" or level == 5
+
     def _levels(self) -> list[int]:
-        """Levels this backend can score: sim only megakernels, cpu and gpu all."""
-        active = self.curriculum.active
-        if self.backend == "sim":
-            return [lv for lv in active if lv == 5]
-        return active
+        """The curriculum's active levels this backend can score (_serves)."""
+        return [lv for lv in self.curriculum.active if self._serves(lv)]
 
     def _draw(self, options: dict | None):
         suite = self.curriculum.suite
@@ -309,24 +310,21 @@ class MegaKernelEnv(gym.Env):
         suite = suites[name]
         if "problem" in options:
             problem = suite.get(options["problem"])
-            levels = [problem.level]
-        else:
-            level = options.get("level")
-            served = [p for p in suite.problems if self.backend != "sim" or p.level == 5]
-            if not served:
-                raise ValueError(f"suite {name!r} has no level-5 megakernels, the only problems the sim backend "
-                                 "scores; use backend='cpu' or 'gpu'")
+            if not self._serves(problem.level):
+                raise ValueError(f"problem {problem.name!r} (level {problem.level}) cannot be scored on the sim "
+                                 "backend, which serves only level-5 megakernels; use backend='cpu' or 'gpu'")
+            return problem
+        served = [p for p in suite.problems if self._serves(p.level)]
+        if not served:
+            raise ValueError(f"suite {name!r} has no level-5 megakernels, the only problems the sim backend "
+                             "scores; use backend='cpu' or 'gpu'")
+        level = options.get("level")
+        pool = [p for p in served if level is None or p.level == level]
+        if not pool:
             levels = sorted({p.level for p in served if p.level is not None})
-            pool = [p for p in served if level is None or p.level == level]
-            if not pool:
-                raise ValueError(f"suite {name!r} has no problems at level {level} that the {self.backend} backend "
-                                 f"can score (it serves levels {levels})")
-            problem = pool[int(self.np_random.integers(len(pool)))]
-            levels = [problem.level]
-        if self.backend == "sim" and levels != [5]:
-            raise ValueError(f"problem {problem.name!r} (level {problem.level}) cannot be scored on the sim backend, "
-                             "which serves only level-5 megakernels; use backend='cpu' or 'gpu'")
-        return problem
+            raise ValueError(f"suite {name!r} has no problems at level {level} that the {self.backend} backend "
+                             f"can score (it serves levels {levels})")
+        return pool[int(self.np_random.integers(len(pool)))]
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
