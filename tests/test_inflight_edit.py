@@ -152,13 +152,19 @@ def test_codegen_gives_ahead_matmuls_calls_their_cap_while_waiting_and_compiles(
     tasks = {n: len(ids) for n, ids in ir.plan().tg.by_op.items()}
     assert marked.count(1) == 2 * sum(v for n, v in tasks.items() if n.endswith("mlp.silu_mul"))   # gate and up
     assert set(marked) == {0, 1}
-    # each task's calls word carries its ring segments, the same count the ring has per queue
-    words, p = [], 0
-    while p < len(table.q_stream):
-        _, nw, nc, ns, npf = table.q_stream[p:p + 5]
-        words.append(nc >> 16)
-        p += 5 + 2 * nw + 5 * (nc & 0xffff) + ns + 4 * npf
-    assert sum(words) == len(table.ws_rows)
+    # a task with capped stages (gate/up's, run by silu_mul's tasks) carries where its ring segments end in
+    # its queue's stream; every other task carries 0 and its body does not open anything (MK_OPEN)
+    tasks_of = ahead.plan().tg.tasks
+    for q in range(len(table.qs_start) - 1):
+        ends, p = [], table.qs_start[q]
+        while p < table.qs_start[q + 1]:
+            t, nw, nc, ns, npf = table.q_stream[p:p + 5]
+            assert bool(nc >> 16) == tasks_of[t].op.endswith("mlp.silu_mul"), (q, t)
+            if nc >> 16:
+                ends.append(nc >> 16)
+            p += 5 + 2 * nw + 5 * (nc & 0xffff) + ns + 4 * npf
+        assert ends == sorted(set(ends)) and all(0 < e <= table.ws_start[q + 1] - table.ws_start[q] for e in ends)
+    assert src.count("MK_OPEN();   // its input") == 1   # the one body gate/up/silu_mul share
     assert compile_cuda(src, "ahead_edit.cu", arch="sm_90")
 
 

@@ -366,6 +366,10 @@ class _Emitter:
         self.weights = weights
         self.bulk_ops: set[str] = set()
         self.epilogues: dict[str, list[Op]] = {}   # elementwise op -> its matmuls, run as one call (set by _emit)
+        # ops whose bodies open their task's ring stages once the input is staged (MK_OPEN): those with an
+        # `ahead` cap, or every op under emit_cuda's inflight_ahead (None; set by _emit)
+        self.open_ops: frozenset[str] | None = frozenset()
+        self._open = False   # the op being emitted is one of them (op_body)
         self.base = _bases(self.g)
         names = sorted({self.base[t] for t in self.g.tensors})
         self.slots = {t: i for i, t in enumerate(names)}
@@ -704,6 +708,7 @@ class _Emitter:
             raise CodegenError(f"op {op.name}: primitive {op.kind!r} is not emitted yet")
         self._args: list[str] = []
         self._kind = op.kind
+        self._open = self.open_ops is None or op.name in self.open_ops
         self._hold = next((str(n) if n == 0 else f"min({n}, WS_STAGES - 1)" for pat, n in self.hold_ops
                            if re.search(pat, op.name)), "WS_HOLD")
         prods = self.epilogues.get(op.name)
@@ -1155,6 +1160,12 @@ class _Emitter:
                  f"  }}\n")
         return body
 
+    def _open_text(self) -> str:
+        """A matmul whose task has stages to open (an `ahead` cap): once its input is staged, its ring
+        stages go at their own cap (WS_AHEAD); any other body says nothing, so its tasks pay nothing."""
+        return "  MK_OPEN();   // its input is on chip: its ring stages go at their own cap (WS_AHEAD)\n" \
+            if self._open else ""
+
     def _stage_x(self, op: Op, m: int, k: int, again: bool = False, split: bool = False, half: bool = False) -> str:
         """The matmul's input vector(s) into shared memory as float. When the vector is a fused
         rmsnorm's output (self.onchip), the norm's input is staged instead and normalized in place
@@ -1168,7 +1179,7 @@ class _Emitter:
         planes = k if split else 0
         if norm is None:
             return ("  float* xs = sm;\n" + guard[0] + self.stage(op.inputs[0], "0", m * k, "xs", planes=planes, half=half)
-                    + "  MK_SYNC();\n  MK_PROBE(PROBE_INPUT);\n  MK_OPEN();\n" + guard[1])
+                    + "  MK_SYNC();\n  MK_PROBE(PROBE_INPUT);\n" + self._open_text() + guard[1])
         self.smem = max(self.smem, m * k * 4 + 4 * WARPS)
         per = -(-k // THREADS)          # norm weight elements per thread, loaded before the vector is staged
         has_w = len(norm.inputs) > 1
@@ -1193,7 +1204,7 @@ class _Emitter:
                 f"  }}\n"
                 f"  MK_SYNC();\n"
                 f"  MK_PROBE(PROBE_INPUT);\n"
-                f"  MK_OPEN();   // its input is on chip: its ring stages go at their own cap (WS_AHEAD)\n" + guard[1])
+                + self._open_text() + guard[1])
 
     def _rmsnorm(self, op: Op, axis: int) -> str:
         """A row (and the weight) staged in shared memory in batched 16-byte loads, a block-wide sum
@@ -1966,9 +1977,9 @@ _RING = r"""
 #define WS_AHEAD %(ahead_on)d            // producer warp: stages of a task not yet past its waits have caps of their own
 #define WS_AHEAD_CAP %(ahead)d        // ... at most this many in flight (emit_cuda inflight_ahead; 0: none), or the call's (`ahead` edit)
 #if WS_AHEAD
-__shared__ volatile unsigned ws_open;   // ring segments of the tasks whose inputs are on chip (the control warp adds each task's)
-__shared__ unsigned ws_opens;           // the running task's, added once its input vector is staged (MK_OPEN) or at its end
-#define MK_OPEN() do { if (threadIdx.x == 32 * MK_CONTROL_WARP && ws_opens) { ws_open += ws_opens; ws_opens = 0; } } while (0)
+__shared__ volatile unsigned ws_open;   // the stream's segment where the opened tasks end: one before it is on chip's
+__shared__ unsigned ws_opens;           // the running task's end, stored there once its input vector is staged (MK_OPEN) or at its end
+#define MK_OPEN() do { if (threadIdx.x == 32 * MK_CONTROL_WARP && ws_opens) { ws_open = ws_opens; ws_opens = 0; } } while (0)
 #else
 #define MK_OPEN() do { } while (0)
 #endif
@@ -2151,6 +2162,9 @@ __device__ void ws_idle_l2(int f, int s, unsigned g, unsigned& li) {
 // buffer, so while the ring is full (its tasks wait for their inputs) the memory pipe still works.
 __device__ void ws_produce() {
   int f = 0, s = 0;
+#if WS_INFLIGHT_OPS || WS_AHEAD
+  unsigned landed = 0;   // every stage before it has landed (the per-op caps' waits)
+#endif
 #if WS_CLAIMS
   int k = -1, g0 = 0, g1 = 0;   // the tile a claim group streams (-1: none yet), the group's first segment and its end
   unsigned ahead = 0;           // a claim in flight for the group at f (taken as the stage before it went out)
@@ -2185,17 +2199,20 @@ __device__ void ws_produce() {
 #if WS_INFLIGHT_OPS || WS_AHEAD   // the call's own cap (0: WS_INFLIGHT): every stage from g - cap back has landed
     {
       // with per-op caps the rows word's bits 16-20 hold the call's cap, 21-23 its cap while its task waits
-      const int own = WS_INFLIGHT_OPS ? (ws.seg[f].rows >> 16) & 0x1f : 0;
+      const int rw = WS_INFLIGHT_OPS ? ws.seg[f].rows : 0;
+      const int own = (rw >> 16) & 0x1f;
       int cap = own ? own : WS_INFLIGHT;
 #if WS_AHEAD   // a stage of a task still waiting for its inputs (or further on): its own cap for that, else WS_AHEAD_CAP
-      if ((unsigned)f >= ws_open) {
-        const int own_ahead = WS_INFLIGHT_OPS ? (ws.seg[f].rows >> 21) & 7 : 0;
-        const int ahead = own_ahead ? own_ahead : WS_AHEAD_CAP;
-        if (ahead) cap = ahead;   // below its cap once running (fewer copies in the chain's way) or above it
-      }
+      const int own_ahead = (rw >> 21) & 7, ahead = own_ahead ? own_ahead : WS_AHEAD_CAP;
+      // (ws_open, which the control warp moves, is read only for a call that has such a cap)
+      if (ahead && (unsigned)f >= ws_open) cap = ahead;   // below its cap once running (fewer copies in the chain's way) or above it
 #endif
-      for (int k = cap; k < WS_STAGES; ++k)
-        if (g >= (unsigned)k) ws_wait_bar(smem_addr(&ws_bar[(g - k) %% WS_STAGES]), ((g - k) / WS_STAGES) & 1u);
+      // each stage is waited for once, oldest first (`landed`: every stage before it has landed), so a
+      // cap below the ring costs one barrier wait a stage, as the single cap's does, not one per stage
+      // between the cap and the ring's depth (H200, megakernel_edits_inflight_cost.json); a stage
+      // WS_STAGES back was released, so it had landed
+      if (landed + WS_STAGES <= g) landed = g + 1 - WS_STAGES;
+      for (; landed + cap <= g; ++landed) ws_wait_bar(smem_addr(&ws_bar[landed %% WS_STAGES]), (landed / WS_STAGES) & 1u);
     }
 #elif WS_INFLIGHT < WS_STAGES
     if (g >= WS_INFLIGHT) ws_wait_bar(smem_addr(&ws_bar[(g - WS_INFLIGHT) %% WS_STAGES]), ((g - WS_INFLIGHT) / WS_STAGES) & 1u);
@@ -2271,7 +2288,7 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
   for (int p = 0; p < qn;) {
     const int t = QS[p], nw = QS[p + 1], nc = QS[p + 2] & MK_CALLS_MASK, ns = QS[p + 3], npf = QS[p + 4];
 #if WS_AHEAD
-    const unsigned opens = (unsigned)QS[p + 2] >> 16;   // the ring segments this task's calls stream
+    const unsigned opens = (unsigned)QS[p + 2] >> 16;   // where this task's ring segments end, if it has capped ones (else 0)
 #endif
     const int* W = QS + p + 5;
     const int* C = W + 2 * nw;
@@ -2302,7 +2319,7 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
       }
       __syncwarp();
 #if WS_AHEAD   // its counters are full: its stages go at their own caps once its input is staged (LL polls) too
-      if (threadIdx.x == 32 * MK_CONTROL_WARP) ws_opens = opens;
+      if (opens && threadIdx.x == 32 * MK_CONTROL_WARP) ws_opens = opens;
 #endif
       if (trace && threadIdx.x == 32 * MK_CONTROL_WARP) {
         unsigned long long g; asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g)); trace[PROBE_WORDS * t] = g;
@@ -2320,7 +2337,9 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
       }
       MK_SYNC();
     }
-    MK_OPEN();   // (a task whose calls staged no input vector)
+#if WS_AHEAD
+    if (opens) MK_OPEN();   // (a task whose calls staged no input vector)
+#endif
     if (threadIdx.x == 32 * MK_CONTROL_WARP) {   // the block's writes are ordered by the barrier above, published by this release
 #if MK_SIGNAL_RELEASE   // each counter's add a release of its own
       for (int k = 0; k < ns; ++k)
@@ -2670,10 +2689,10 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     a pattern here comes first where both name a call. `inflight_ahead` (0: off, else 1 to 16): the
     most stages in flight for a ring call whose task's input is not yet on chip (the ring filling
     for a task still waiting for its inputs, or one further on), instead of the call's own cap; once the
-    task's input is on chip its stages go at their own cap: each task's calls word carries its ring
-    segments in its high half, which the control warp adds to ws_open once the task's counters are
-    full and a matmul has staged its input vector (MK_OPEN; with LL words a task polls its input
-    there, not at its counters), or at the task's end. The aim: during the
+    task's input is on chip its stages go at their own cap: each such task's calls word carries where
+    its ring segments end in its queue's stream in its high half, which the control warp stores in
+    ws_open once the task's counters are full and its matmul has staged its input vector (MK_OPEN;
+    with LL words a task polls its input there, not at its counters), or at the task's end. The aim: during the
     attention half almost every SM fills its ring for o_proj and gate/up while it waits, at 2 in
     flight, and every dependency poll of the chain waits behind those copies; at 1 they waited
     0.26 us against 1.0 in bench/poll_probe.py, a chip-wide effect (with half the SMs streaming, a
@@ -2835,6 +2854,9 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
         prods = em.epilogue_producers(ops[name]) if ids and name not in impls else None
         if prods and not any(p.name in impls for p in prods):
             em.epilogues[name] = prods
+    ahead = dict(plan.knobs.ahead) if plan.knobs else {}
+    em.open_ops = None if b.inflight_ahead else frozenset(
+        name for name in ops if name in ahead or any(p.name in ahead for p in em.epilogues.get(name, ())))
     prologues = [[] if t.op in em.epilogues else em.prologue_calls(t) for t in plan.tg.tasks]
     em.called = {pname for calls in prologues for pname, _ in calls}
     for calls in prologues:
@@ -2951,10 +2973,14 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
     ahead_caps = dict(plan.knobs.ahead) if own_caps else {}
     per_op = bool(b.inflight_ops or knob_caps or ahead_caps)
     ahead_on = bool(b.inflight_ahead or ahead_caps)   # the producer tells waiting tasks' stages apart
-    task_segs = {}   # per task, its ring segments (inflight_ahead: the stream's stages a task opens as it starts)
+    # per task with stages capped while it waits (an `ahead` cap, or inflight_ahead: any stage), where its
+    # ring segments end in its queue's stream: the control warp stores it in ws_open as the task opens,
+    # and the producer takes a stage before it for one whose task's input is on chip. A task with no such
+    # stage carries 0 and touches nothing (ws_open orders only the capped tasks, which open in queue order)
+    open_end = {}
     for q in plan.queues:
         for t in q:
-            seg0 = len(ws_slot)
+            seg0, capped = len(ws_slot), False
             for c in range(call_start[t], call_start[t + 1]):
                 pool = pool_of.get(call_names[c], -1)
                 rows = pools[call_names[c]][2] if pool >= 0 else call_hi[c] - call_lo[c]
@@ -2972,6 +2998,7 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                             raise CodegenError(f"inflight_ops: {call_names[c]}'s ring call streams {rows} rows; with "
                                                "per-op caps a call streams at most 65,535 (retile it)")
                         ahead = ahead_caps.get(name, 0)
+                        capped = capped or bool(ahead or b.inflight_ahead)
                         if not (0 <= ahead <= MAX_AHEAD and 0 <= cap <= MAX_INFLIGHT):
                             raise CodegenError(f"{name}: caps of {cap} (1-{MAX_INFLIGHT}) and {ahead} while waiting "
                                                f"(1-{MAX_AHEAD}) do not fit the ring's rows word")
@@ -2979,7 +3006,11 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                         ws_rowb.append(nb // rows)
                 if pool >= 0:
                     ws_rows[first] |= (len(ws_slot) - first) << 24
-            task_segs[t] = len(ws_slot) - seg0
+            if capped and len(ws_slot) > seg0:
+                open_end[t] = len(ws_slot) - ws_start[-1]
+                if open_end[t] >= 1 << 16:
+                    raise CodegenError(f"ahead caps: queue {len(ws_start) - 1} streams {open_end[t]} ring segments; "
+                                       "a task's end in its queue's stream must fit 16 bits (retile, or fewer calls)")
         ws_start.append(len(ws_slot))
     # each queue's tasks as one stream of words (the kernel's main loop reads nothing else per task)
     q_stream, qs_start = [], [0]
@@ -2990,8 +3021,8 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
             c0, c1 = call_start[t], call_start[t + 1]
             s0, s1 = signal_start[t], signal_start[t + 1]
             f0, f1 = pf_start[i], pf_start[i + 1]
-            # inflight_ahead / ahead edits: the task's ring segments in the calls word's high half (its calls in the low)
-            q_stream += [t, w1 - w0, (c1 - c0) | (task_segs.get(t, 0) << 16 if ahead_on else 0), s1 - s0, f1 - f0]
+            # inflight_ahead / ahead edits: where the task's capped stages end in the calls word's high half (its calls in the low)
+            q_stream += [t, w1 - w0, (c1 - c0) | (open_end.get(t, 0) << 16 if ahead_on else 0), s1 - s0, f1 - f0]
             for w in range(w0, w1):
                 q_stream += [wait_counter[w], wait_target[w]]
             for c in range(c0, c1):
