@@ -245,6 +245,29 @@ def search(targets, num_sms: int, device: str, budget_s: float, restarts: int, f
     return done
 
 
+_CLIMB_LABEL = re.compile(r"climb (\d+) from (\w+)(?: after (\d+)%)?$")
+
+
+def climbs_of_run(doc: dict, name: str) -> dict:
+    """A sim_adversary.json's climbs as --save-search writes them, from its rows (each climb's best and
+    its snapshots, by label: schedules_of names them so), so that a later run measures the same schedules."""
+    climbs: dict[str, dict[int, dict]] = {}
+    for r in doc["rows"]:
+        m = _CLIMB_LABEL.match(r["label"])
+        if not m:
+            continue
+        k = int(m.group(1))
+        c = climbs.setdefault(r["target"], {}).setdefault(
+            k, {"target": r["target"], "climb": k, "start": m.group(2), "path": [], "counts": {"snapshots": []}})
+        if m.group(3):
+            c["counts"]["snapshots"].append([int(m.group(3)) / 100, r["edits_from_start"], None])
+        else:
+            c["path"] = r["edits_from_start"]
+    return {"climbs": {t: [cs[k] for k in sorted(cs)] for t, cs in climbs.items()},
+            "note": f"the schedules of {name} ({doc['date']}; its search: {doc.get('search')}) measured again",
+            "num_sms": doc["num_sms"], "device": doc["sim_device"]}
+
+
 def schedules_of(target: str, num_sms: int, climbs: list[dict], device: str, sampled: tuple = ()) -> list[tuple]:
     """(label, edit text from the default IR, IR, the start it was searched from, the edits from there): the
     default, the expert, the known moves on the expert, the sampled schedules where sampled = (n, seed) asks
@@ -454,7 +477,10 @@ def main() -> None:
                     help="the constants the sim searches with (default: from the GPU's name; H100 on a CPU)")
     ap.add_argument("--search-only", action="store_true", help="no GPU: search and predict only")
     ap.add_argument("--save-search", default=None, help="write the climbs (JSON) here")
-    ap.add_argument("--searched", default=None, help="the climbs of an earlier --save-search instead of a search")
+    ap.add_argument("--searched", default=None,
+                    help="the climbs of an earlier --save-search, or of a sim_adversary.json (its schedules measured "
+                         "again, say after a codegen change), instead of a search; --targets picks among them "
+                         "where given")
     ap.add_argument("--merge", nargs="+", default=None,
                     help="sim_adversary.json files of GPU runs over different targets: scored again as one file")
     ap.add_argument("--rescore", default=None, metavar="RUN.json",
@@ -486,7 +512,11 @@ def main() -> None:
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
         if a.searched:
             saved = json.loads(Path(a.searched).read_text())
+            if "rows" in saved:   # a GPU run's file: its climbs again, from its rows
+                saved = climbs_of_run(saved, a.searched)
             climbs, search_note = saved["climbs"], saved["note"]
+            if "--targets" in sys.argv:
+                climbs = {t: c for t, c in climbs.items() if t in a.targets}
             if saved["num_sms"] != num_sms or saved["device"] != device:
                 search_note += (f"; searched on {saved['num_sms']} SMs with {saved['device']} constants, measured on "
                                 f"{num_sms} SMs and predicted with {device}'s")

@@ -147,24 +147,32 @@ def main() -> None:
 def merge(paths: list[Path], out_dir: Path) -> None:
     """One sim_bisect.json of several runs (say, one GPU call each): their rows, each with its run's
     number, every run's command, date, targets and the date of the adversary run it took apart; the
-    latest date is the file's."""
+    latest date is the file's. A file merged before counts as its runs, numbered on from the runs before it."""
     docs = [json.loads(p.read_text()) for p in paths]
     if len({d["device"] for d in docs}) != 1:
         raise SystemExit(f"runs on different devices: {sorted({d['device'] for d in docs})}")
+    runs = []   # (run entry, its rows, its targets), in order
+    for d in docs:
+        if "runs" in d:
+            for r in d["runs"]:
+                runs.append((r, [x for x in d["rows"] if x.get("run") == r["run"]],
+                             [t for t in d["targets"] if t.get("run") == r["run"]]))
+        else:
+            runs.append(({"date": d["date"], "command": d["command"], "wall_s": d.get("wall_s"),
+                          "adversary_date": d.get("adversary_date")}, d["rows"], d["targets"]))
     out = dict(docs[-1])
-    out["rows"] = [dict(r, run=i) for i, d in enumerate(docs, 1) for r in d["rows"]]
-    out["date"] = max(d["date"] for d in docs)
-    out["command"] = "; ".join(f"run {i}: {d['command']}" for i, d in enumerate(docs, 1)) \
+    out["rows"] = [dict(x, run=i) for i, (_, rows, _) in enumerate(runs, 1) for x in rows]
+    out["date"] = max(r["date"] for r, _, _ in runs)
+    out["command"] = "; ".join(f"run {i}: {r['command']}" for i, (r, _, _) in enumerate(runs, 1)) \
         + "; merged: python " + " ".join(sys.argv)
-    out["targets"] = [dict(t, run=i) for i, d in enumerate(docs, 1) for t in d["targets"]]
-    out["runs"] = [{"run": i, "date": d["date"], "command": d["command"], "wall_s": d.get("wall_s"),
-                    "adversary_date": d.get("adversary_date")} for i, d in enumerate(docs, 1)]
+    out["targets"] = [dict(t, run=i) for i, (_, _, ts) in enumerate(runs, 1) for t in ts]
+    out["runs"] = [{"run": i, "date": r["date"], "command": r["command"], "wall_s": r.get("wall_s"),
+                    "adversary_date": r.get("adversary_date")} for i, (r, _, _) in enumerate(runs, 1)]
     for k in ("wall_s", "adversary_date"):
         out.pop(k, None)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "sim_bisect.json").write_text(json.dumps(out, indent=1))
-    log(f"merged {len(out['rows'])} rows of {len(docs)} runs into {out_dir / 'sim_bisect.json'}")
-
+    log(f"merged {len(out['rows'])} rows of {len(runs)} runs into {out_dir / 'sim_bisect.json'}")
 
 if __name__ == "__main__":
     main()

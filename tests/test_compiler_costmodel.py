@@ -526,21 +526,28 @@ def test_a_ring_cap_never_makes_a_schedule_faster_and_more_copies_cost(big):
     assert predict(apply_edits(base, "ahead layers.*.mlp.down_proj n=5").plan(), dev).latency_us > plain + 1
 
 
-def test_any_ahead_cap_costs_every_task_the_kernels_ahead_path(big):
-    """costmodel.ahead_path / ahead_path_us: an `ahead` cap on any op turns on codegen's kernel-wide
-    WS_AHEAD path, and every task pays for it: an H200 ran llama-1b's default 1.2% slower with a cap of 2
-    (the compiler's own inflight cap) on one o_proj, Qwen3's 5.3% (megakernel_edits_ahead_mode.json),
-    where the sim had moved by nothing. A cap of 0 removes the op's cap, and with it the path."""
+def test_any_ring_cap_costs_every_task_the_kernels_caps_path_and_ahead_more(big):
+    """costmodel.caps_path / ahead_path: an `inflight` or `ahead` cap on any op turns on codegen's
+    kernel-wide per-op caps, an `ahead` cap the WS_AHEAD path as well, and every task pays for them:
+    an H200 ran llama-1b's default 0.7% / 1.3% slower with an inflight / ahead cap of 2 (the compiler's
+    own) on one o_proj, Qwen3's 1.0% / 1.7% (megakernel_edits_caps_path.json), where the sim had moved
+    by nothing. A cap of 0 removes the op's cap, and with it the path."""
     from dataclasses import replace
 
-    from megakernel_gym.compiler.costmodel import ahead_path
+    from megakernel_gym.compiler.costmodel import ahead_path, caps_path
     from megakernel_gym.ir_exposure import apply_edits, make_ir
     base = make_ir(big, num_sms=132)
+    inf = apply_edits(base, "inflight layers.0.attn.o_proj n=2")
     one = apply_edits(base, "ahead layers.0.attn.o_proj n=2")
     gone = apply_edits(one, "ahead layers.0.attn.o_proj n=0")
-    assert not ahead_path(base.plan()) and ahead_path(one.plan()) and not ahead_path(gone.plan())
+    assert not caps_path(base.plan()) and caps_path(inf.plan()) and caps_path(one.plan())
+    assert not ahead_path(inf.plan()) and ahead_path(one.plan()) and not ahead_path(gone.plan())
     d = predict(base.plan(), "H200").latency_us
-    assert 1.005 * d < predict(one.plan(), "H200").latency_us < 1.03 * d
+    i, a = predict(inf.plan(), "H200").latency_us, predict(one.plan(), "H200").latency_us
+    assert 1.002 * d < i < a < 1.03 * d
     assert predict(gone.plan(), "H200").latency_us == pytest.approx(d)
-    free = replace(DEVICES["H200"], ahead_path_us=0.0)
+    free = replace(DEVICES["H200"], caps_path_us=0.0, ahead_path_us=0.0)
     assert predict(one.plan(), free).latency_us == pytest.approx(predict(base.plan(), free).latency_us, rel=1e-3)
+    assert predict(inf.plan(), free).latency_us == pytest.approx(predict(base.plan(), free).latency_us, rel=1e-3)
+
+

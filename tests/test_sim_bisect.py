@@ -132,6 +132,35 @@ def test_bisect_runs_merge_into_one_file_that_names_each_rows_run(tmp_path):
     assert out["date"] == "d2" and [t["run"] for t in out["targets"]] == [1, 2]
     assert [r["command"] for r in out["runs"]] == ["bisect d1", "bisect d2"] and "wall_s" not in out
     assert [r["adversary_date"] for r in out["runs"]] == ["a1", None]
+    # a merged file merges again as its runs, numbered on: a third run's rows come after them as run 3
+    later = tmp_path / "run3.json"
+    later.write_text(json.dumps(dict(run("H200", "d4", ["c: start"]), adversary_date="a3")))
+    merge([tmp_path / "out" / "sim_bisect.json", later], tmp_path / "again")
+    again = json.loads((tmp_path / "again" / "sim_bisect.json").read_text())
+    assert [(r["label"], r["run"]) for r in again["rows"]] == [("a: start", 1), ("a: whole", 1), ("b: start", 2),
+                                                               ("c: start", 3)]
+    assert [r["command"] for r in again["runs"]] == ["bisect d1", "bisect d2", "bisect d4"]
+    assert [r["adversary_date"] for r in again["runs"]] == ["a1", None, "a3"] and again["date"] == "d4"
+    assert [t["run"] for t in again["targets"]] == [1, 2, 3]
     paths[1].write_text(json.dumps(run("H100", "d3", ["c: start"])))
     with pytest.raises(SystemExit, match="different devices"):
         merge(paths, tmp_path / "out2")
+
+
+def test_an_adversary_file_gives_back_its_climbs_to_measure_again():
+    """sim_adversary --searched FILE.json (a GPU run's file): each climb's best and its snapshots come back
+    from the rows by label, as --save-search wrote them, so the same schedules are measured again (the
+    default, the expert and known moves are rebuilt anyway)."""
+    from sim_adversary import climbs_of_run
+    doc = {"date": "d", "search": "s", "num_sms": 132, "sim_device": "H200", "rows": [
+        {"target": "m", "label": "default", "edits_from_start": []},
+        {"target": "m", "label": "known: siblings", "edits_from_start": ["a"]},
+        {"target": "m", "label": "climb 4 from default after 10%", "edits_from_start": ["x"]},
+        {"target": "m", "label": "climb 4 from default", "edits_from_start": ["x", "y"]},
+        {"target": "m", "label": "climb 0 from expert", "edits_from_start": ["z"]},
+        {"target": "n", "label": "climb 1 from expert", "edits_from_start": ["w"]}]}
+    out = climbs_of_run(doc, "f.json")
+    assert out["num_sms"] == 132 and out["device"] == "H200" and "f.json" in out["note"]
+    assert [(c["climb"], c["start"], c["path"], c["counts"]["snapshots"]) for c in out["climbs"]["m"]] == [
+        (0, "expert", ["z"], []), (4, "default", ["x", "y"], [[0.1, ["x"], None]])]
+    assert [c["path"] for c in out["climbs"]["n"]] == [["w"]]

@@ -518,8 +518,8 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     predict() re-run at each round's optimum (see the module doc); the first round also starts
     from `starts` random constants (seeded by `seed`) within 10x of base's. The constants returned
     are the best that predict() itself scored, with the kernel's `hops` (costmodel.wait_groups).
-    base's staged_us (a norm's staged loads on a busy chip) and ahead_path_us are kept, not fitted, and
-    the critical-path model takes those loads at the memory latency and no ahead path: with them set,
+    base's staged_us (a norm's staged loads on a busy chip), caps_path_us and ahead_path_us are kept, not
+    fitted, and the critical-path model takes those loads at the memory latency and no caps paths: with them set,
     only predict() at each round's optimum sees them (fit from a base without them for the
     surrogate's exact terms).
 
@@ -615,6 +615,7 @@ def spec_literal(dev: DeviceSpec) -> str:
             + f', plain_gbs={dev.plain_gbs:.1f}'
             + (f', quiet_wait_us={dev.quiet_wait_us:.3g}, busy_power={dev.busy_power:.3g}' if dev.quiet_wait_us is not None else '')
             + (f', staged_us={dev.staged_us:.3g}' if dev.staged_us is not None else '')
+            + (f', caps_path_us={dev.caps_path_us:.3g}' if dev.caps_path_us else '')
             + (f', ahead_path_us={dev.ahead_path_us:.3g}' if dev.ahead_path_us else '')
             + '),')
 

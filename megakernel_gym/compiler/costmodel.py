@@ -71,7 +71,8 @@ class DeviceSpec:
     attn_gbs: float = 35.0      # a decode attention's attended K and V rows an SM, GB/s ... (compute_us)
     attn_gflops: float = 290.0  # ... plus its flops (CUDA cores, not tensor cores), GFLOP/s
     staged_us: float | None = None  # a norm's weight (or bias) staged from HBM, every SM streaming (staged_trip_us)
-    ahead_path_us: float = 0.0  # every task's extra time in a kernel with any `ahead` cap (ahead_path)
+    caps_path_us: float = 0.0   # every task's extra time in a kernel with per-op ring caps (caps_path) ...
+    ahead_path_us: float = 0.0  # ... and more in one with any `ahead` cap (ahead_path)
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -148,7 +149,7 @@ DATASHEET = {
 # H200 staged_us 3.0 (the note above norm_staged): the best of 2.0-4.0 on the adversary's 56 rows and
 # the bisect's 98, chosen by hand (fit_device does not fit it); the other constants kept. The H100 has
 # none (a norm's staged loads at its memory latency): no adversary has been timed on one. Both take
-# ahead_path_us 0.1 (the note above ahead_path).
+# caps_path_us 0.03 and ahead_path_us 0.025 (the note above caps_path).
 # H100 since 2026-11-29: its attention takes the H200's per-SM rates (the same GH100 SM and clocks),
 # and every constant was refitted as before, from the datasheet, to the same 47 schedules under the
 # model with the attention by positions (`megakernel_schedules.py --refit ... --near ...`,
@@ -162,10 +163,11 @@ DATASHEET = {
 # searched against it on an H100.
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
-                       sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, ahead_path_us=0.1),
+                       sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, caps_path_us=0.03,
+                       ahead_path_us=0.025),
     "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 2.31, 3.95, 0.483,
                        sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26,
-                       staged_us=3.0, ahead_path_us=0.1),
+                       staged_us=3.0, caps_path_us=0.03, ahead_path_us=0.025),
 }
 
 
@@ -1083,18 +1085,27 @@ def _staged_tasks(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     return cached
 
 
-# An `ahead` cap on any op turns on the kernel-wide WS_AHEAD path (codegen's ahead_on: the control
-# warp and every matmul mark when a task's input is on chip, the producer checks each stage against
-# it), whatever op the cap is on and whatever it is. On an H200 (megakernel_edits_ahead_mode.json) a
-# cap of 2, the compiler's own inflight cap, on one o_proj made Qwen3's default 5.3% slower
-# (1,244.7 -> 1,310.6 us; on every o_proj 1,312.0) and llama-1b's default 1.2% (981.4 -> 993.4), the
-# 1B expert 0.6% (796.0 -> 801.0), where the sim moved by nothing: so an adversary's `ahead` edits
-# cost 5-7% in context on the GPU and under 1% in the sim (sim_bisect.json, run 3). Priced as a
-# fixed cost of every task: 0.06 us fits llama-1b, 0.17 Qwen3; ahead_path_us takes 0.1 (a per-task
-# cost is a guess at the mechanism, which is not yet probed). The H100 takes the H200's (the same
-# GH100 SM and kernel).
+# A ring cap on any op (an `inflight` or `ahead` edit) turns on codegen's kernel-wide per-op caps
+# (WS_INFLIGHT_OPS: the producer reads each stage's caps from its call's rows word), and an `ahead`
+# cap the WS_AHEAD path too (the producer tells the stages of a task still waiting for its inputs
+# from those of one whose input is on chip), whatever op the cap is on. Each costs the producer
+# time on every stage, and a ring at the compiler's cap of 2 has its next copy wait on the producer:
+# every task's stream is that much slower. On an H200 (megakernel_edits_caps_path.json, a cap of 2,
+# the compiler's own, on one o_proj, so no stage's cap changes), Qwen3's default ran 1.0% slower
+# with the inflight cap and 1.7% with the ahead cap (12.0 and 21.1 us), llama-1b's 0.7% and 1.3%
+# (7.0 and 12.3 us). Before codegen waited for each stage once (the per-op path had waited for
+# every stage between the cap and the ring's depth, and every task had stored its ring segments
+# for the producer) the same caps cost 2.2% and 5.3% on Qwen3, and the experts, which have inflight
+# caps, ran 4.0% (Qwen3) and 1.2% (llama-1b) slower. Priced as a fixed cost of every task in such a
+# kernel: caps_path_us 0.03 fits both models' inflight cap, ahead_path_us 0.025 more their ahead
+# cap. The H100 takes the H200's (the same GH100 SM and kernel).
+def caps_path(plan: Plan) -> bool:
+    """Whether the plan's kernel runs per-op ring caps: any op with an `inflight` or `ahead` cap (see above)."""
+    return bool(plan.knobs and (plan.knobs.inflight or plan.knobs.ahead))
+
+
 def ahead_path(plan: Plan) -> bool:
-    """Whether the plan's kernel runs the WS_AHEAD path: any op with an `ahead` cap (see above)."""
+    """Whether the plan's kernel runs the WS_AHEAD path: any op with an `ahead` cap (see caps_path)."""
     return bool(plan.knobs and plan.knobs.ahead)
 
 
@@ -1162,7 +1173,8 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     staged_w = np.ones(len(sidx))
     trip_a, lat_us, compute, hide = latencies(staged_w)
     need_csr, add_csr, gsize = _wait_csr(plan, hops)
-    fixed = (dev.task_overhead_us + (dev.ahead_path_us if ahead_path(plan) else 0.0)
+    fixed = (dev.task_overhead_us + (dev.caps_path_us if caps_path(plan) else 0.0)
+             + (dev.ahead_path_us if ahead_path(plan) else 0.0)
              + dev.counter_us * np.diff(need_csr[0]).astype(float))
     # each group's producers still to finish and their latest finish: a task may start once every
     # group it waits on is complete (full waits only: the validator's rule), at the latest of their
@@ -1213,7 +1225,7 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
-           "box_loop_trips", "norm_trips", "norm_staged", "task_staged", "staged_trip_us", "ahead_path",
+           "box_loop_trips", "norm_trips", "norm_staged", "task_staged", "staged_trip_us", "caps_path", "ahead_path",
            "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
            "own_caps", "ring_share", "copies_busy", "COPIES_BUSY", "attended_positions", "attention_work", "costs_at",
            "compute_us", "positions_input", "fed_positions"]
