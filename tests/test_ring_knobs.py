@@ -139,7 +139,25 @@ def test_inflight_ahead_refuses_bad_values_and_other_producers(graphs):
 RING_KNOBS = [({"l2_idle": r"mlp\.silu_mul$:2;attn\.add$:1"}, {}), ({"inflight": 1}, {"inflight": 16}),
               ({"inflight": 2}, {"inflight": 16}), ({"inflight": 3}, {"inflight": 16}),
               ({"inflight_ops": r"mlp:3;attn:1"}, {}), ({"inflight_ahead": 1}, {}), ({"inflight_ahead": 2}, {}),
-              ({"inflight_ahead": 1, "inflight_ops": r"mlp:3"}, {})]
+              ({"inflight_ahead": 1, "inflight_ops": r"mlp:3"}, {}), ({"distinct_ops": "."}, {})]
+
+
+def test_distinct_ops_gives_matching_ops_functions_of_their_own_and_compiles(graphs):
+    """distinct_ops (a probe of the kernel's instruction footprint): the ops it names get a function of
+    their own instead of one they share with other layers' same bodies; the task table (calls by
+    function id aside) and the ring are the plain build's. A pattern that is no regular expression is refused."""
+    plan = expert_plan(graphs["llama-tiny"])
+    plain_src, plain = emit_cuda(plan)
+    src, table = emit_cuda(plan, distinct_ops=r"layers\.1\.")
+    funcs = lambda s: s.count("__device__ __forceinline__ void op_")   # noqa: E731
+    assert funcs(src) > funcs(plain_src)
+    assert "// used by 1 op(s): layers.1." in src and "// used by 1 op(s): layers.1." not in plain_src
+    assert table.ws_rows == plain.ws_rows and table.qs_start == plain.qs_start and table.slot_args != []
+    assert len(table.q_stream) == len(plain.q_stream)
+    assert funcs(emit_cuda(plan, distinct_ops="")[0]) == funcs(plain_src)
+    with pytest.raises(CodegenError, match="distinct_ops .* is not a regular expression"):
+        emit_cuda(plan, distinct_ops="layers.(")
+    assert compile_cuda(src, "distinct_ops.cu", arch="sm_90")
 
 
 @pytest.mark.gpu

@@ -2569,6 +2569,7 @@ class Build:
     ring_l2: str = RING_L2_DEFAULT
     v_prefetch: str = "none"
     inflight_ahead: int = 0
+    distinct_ops: str = ""
 
 
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
@@ -2580,7 +2581,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None,
               claim_split: int = 1, l2_idle=None, inflight: int | None = None,
               inflight_ops=None, x_bf16: bool = X_BF16, ring_l2: str = RING_L2_DEFAULT,
-              v_prefetch: str = "none", inflight_ahead: int = 0) -> tuple[str, TaskTable]:
+              v_prefetch: str = "none", inflight_ahead: int = 0, distinct_ops: str = "") -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -2731,8 +2732,15 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     key row's loads, so p.V's round trip overlaps the scores; the same bits and the same time on
     the 1B expert (976.8 against 976.8 us: ab_knobs_s21_evict2.json), so "none" stays. `signal` (SIGNALS): how a task publishes its writes
     before its counters' adds: "fence" (fence.acq_rel.gpu, then relaxed adds) or "release" (each
-    add a release); they measured the same."""
+    add a release); they measured the same. `distinct_ops` (a regular expression; "": none): a probe of
+    the kernel's instruction footprint, not a schedule's knob. Each op whose name it matches gets a
+    function of its own where it would share one with ops whose bodies are the same text (the layers of
+    a model), so the kernel's code grows with the same schedule, waits and bits."""
     impls = impls or {}
+    try:
+        re.compile(distinct_ops)
+    except (re.error, TypeError) as e:
+        raise CodegenError(f"distinct_ops {distinct_ops!r} is not a regular expression: {e}") from None
     if impls:
         from megakernel_gym.compiler.impl_guard import impl_size_problem
         problem = impl_size_problem(impls)
@@ -2817,7 +2825,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
                       combine=combine, producer=producer, signal=signal, hold=hold, kv_prefetch=kv_prefetch,
                       ll_poll_ns=ll_poll_ns, hold_ops=hold_ops, step_inputs=step_inputs, kv_pre=kv_pre, claim=claim,
                       claim_split=claim_split, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops,
-                      x_bf16=bool(x_bf16), ring_l2=ring_l2, v_prefetch=v_prefetch, inflight_ahead=inflight_ahead)
+                      x_bf16=bool(x_bf16), ring_l2=ring_l2, v_prefetch=v_prefetch, inflight_ahead=inflight_ahead,
+                      distinct_ops=distinct_ops)
         source, table = _emit(plan, impls, build)
         if table.ws_stages >= 2:
             return source, table
@@ -2825,7 +2834,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     return _emit(plan, impls, Build(prefetch_mode, "regs", stream, probes=probes, control_warp=control_warp,
                                     hops=regs_hops, combine=combine, producer="thread", signal=signal,
                                     kv_prefetch=kv_prefetch, ll_poll_ns=ll_poll_ns, step_inputs=step_inputs,
-                                    kv_pre=kv_pre, v_prefetch=v_prefetch))
+                                    kv_pre=kv_pre, v_prefetch=v_prefetch, distinct_ops=distinct_ops))
 
 
 def _emit(plan: Plan, impls: dict[str, str], b: "Build") -> tuple[str, TaskTable]:
@@ -2871,7 +2880,9 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
     for name in used:
         em.prewait = ""
         body, slot_list = em.impl_body(ops[name], impls[name]) if name in impls else em.op_body(ops[name])
-        fid = bodies.setdefault((body, em.prewait), len(bodies))
+        # (distinct_ops: a function of its own, its name beside its text)
+        own = name if b.distinct_ops and re.search(b.distinct_ops, name) else ""
+        fid = bodies.setdefault((body, em.prewait, own), len(bodies))
         op_ids[name], op_slots[name] = fid, slot_list
         users.setdefault(fid, []).append(name)
     functions = [f"// used by {len(users[fid])} op(s): {', '.join(users[fid][:4])}{' ...' if len(users[fid]) > 4 else ''}\n"
@@ -2881,7 +2892,7 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                  + (f"// op_{fid}'s work that needs no input of this step, run before the task's waits\n"
                     f"__device__ __forceinline__ void pre_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, "
                     f"int part) {{\n{pre}}}\n" if pre else "")
-                 for (body, pre), fid in bodies.items()]
+                 for (body, pre, _), fid in bodies.items()]
 
     op_slot_start, slot_args = {}, []
     for name in used:
@@ -3063,7 +3074,7 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                        "break;"
                        for i in range(len(bodies)))
     pre_cases = "\n".join(f"        case {fid}: pre_{fid}(T, slot_args + cc[4], cc[1], cc[2], cc[3]); break;"
-                           for (_, pre), fid in bodies.items() if pre)
+                           for (_, pre, _), fid in bodies.items() if pre)
     def pre_calls(calls: str, count: str, note: str) -> str:   # the pre_N work of `count` calls at `calls`
         return (f"    for (int c = 0; c < {count}; ++c) {{   // {note}\n"
                 f"      const int* cc = {calls} + 5 * c;\n"
