@@ -551,3 +551,46 @@ def test_any_ring_cap_costs_every_task_the_kernels_caps_path_and_ahead_more(big)
     assert predict(inf.plan(), free).latency_us == pytest.approx(predict(base.plan(), free).latency_us, rel=1e-3)
 
 
+
+
+def test_an_attention_whose_fused_chain_codegen_cannot_absorb_pays_a_trip_per_call():
+    """costmodel._absorbs / codegen.attention_inputs: an attention stages its fused ropes and cache writes
+    in its own body (one trip for all) only where nothing else is fused into them; a norm fused into
+    k's rope (Qwen3's k_norm into rope_1) makes the kernel run each producer as a call of its own, and
+    the sim now counts a trip per call, as the emitter runs them (H200: one layer of Qwen3-0.6B's
+    expert so took 3.1% longer; sim_bisect.json run 4)."""
+    from megakernel_gym.compiler.codegen import emit_cuda
+    from megakernel_gym.compiler.costmodel import task_trips
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    m, inputs = ZOO["qwen3-tiny"]()
+    g = capture(m, inputs, "qwen3-tiny")
+    ir = make_ir(g, num_sms=8)
+    expert = apply_edits(ir, expert_edits(ir))
+    fused = apply_edits(expert, "fuse model.layers.0.self_attn.k_norm into model.layers.0.self_attn.rope_1")
+    attn = "model.layers.0.self_attn.decode_attention"
+
+    def trips(plan):
+        tr = task_trips(plan)
+        return [tr[t] for t in plan.tg.by_op[attn]]
+
+    (ep, fp) = expert.plan(), fused.plan()
+    # the expert's attention tasks stage q's rope, k's rope and both cache writes together: one trip;
+    # with k_norm in k's chain each of its five producers is a call, and a norm's rows a trip each
+    assert all(f >= e + 4 for e, f in zip(trips(ep), trips(fp)))
+    other = "model.layers.1.self_attn.decode_attention"
+    assert [task_trips(ep)[t] for t in ep.tg.by_op[other]] == [task_trips(fp)[t] for t in fp.tg.by_op[other]]
+    # the emitter agrees: the expert's layer-0 attention is one call, the other's six
+    calls = {}
+    for name, plan in (("expert", ep), ("fused", fp)):
+        _, table = emit_cuda(plan)
+        t0 = plan.tg.by_op[attn][0]
+        for q in range(len(table.qs_start) - 1):
+            p = table.qs_start[q]
+            while p < table.qs_start[q + 1]:
+                t, nw, nc, ns, npf = table.q_stream[p:p + 5]
+                if t == t0:
+                    calls[name] = nc & 0xffff
+                p += 5 + 2 * nw + 5 * (nc & 0xffff) + ns + 4 * npf
+    assert calls == {"expert": 1, "fused": 6}
+    assert predict(fp, "H200").latency_us > predict(ep, "H200").latency_us

@@ -325,6 +325,47 @@ def _strides(shape) -> list[int]:
     return out[::-1]
 
 
+def attention_inputs(g: Graph, op: Op, fused: dict[str, str], writer: dict[str, Op],
+                     impls: dict[str, str]) -> dict | None:
+    """How a decode attention whose producers are fused into it reads this step's q, k and v in
+    its own body, instead of through prologue calls that each poll their input, write memory
+    and sync before the next: q's rope, and each cache write with k's rope, fused into it. The
+    body stages the projections' rows at once (one poll for all three), ropes them on chip,
+    stores the new k and v rows to the caches and then reads the caches as ever. Returns
+    {"q": (tensor staged, rope op or None), "kc"/"vc": (cache_write op, tensor staged, rope op
+    or None) for each fused cache write, "ops": the producers absorbed}, or None where any
+    producer fused into it is not of these forms (the prologue calls then run as they are). The cost
+    model asks the same of a task's fused chain (costmodel._call_trips)."""
+    into = [n for n, c in fused.items() if c == op.name]
+    if not into or any(n in impls for n in into):
+        return None
+    q, kc, vc, _ = op.inputs
+    if g.tensors[op.outputs[0]].shape[-1] % 4 or not _attention_parallel(g, op):
+        return None        # head rows staged as float4s, in the parallel body (_step_inputs)
+    out: dict = {"ops": set()}
+
+    def roped(t: str, consumer: str):
+        """(tensor to stage, the rope fused into `consumer` that makes t, or None)."""
+        r = writer.get(t)
+        if r is not None and r.kind == "rope" and fused.get(r.name) == consumer and r.name not in impls \
+                and len(g.tensors[t].shape) == 3 and g.tensors[t].shape[-1] % 2 == 0 \
+                and r.name not in fused.values():
+            out["ops"].add(r.name)
+            return r.inputs[0], r
+        return t, None
+
+    out["q"] = roped(q, op.name)
+    for key, cache in (("kc", kc), ("vc", vc)):
+        cw = writer.get(cache)
+        if cw is not None and cw.kind == "cache_write" and fused.get(cw.name) == op.name:
+            out["ops"].add(cw.name)
+            src, rope = roped(cw.inputs[1], cw.name)
+            if any(c == cw.name and n != (rope.name if rope else None) for n, c in fused.items()):
+                return None
+            out[key] = (cw, src, rope)
+    return out if set(into) <= out["ops"] else None
+
+
 class _Emitter:
     def __init__(self, plan: Plan, impls: dict[str, str] | None = None, weights: str = "smem",
                  ll: frozenset[str] = frozenset(), combine: str = "last", producer: str = "thread",
@@ -401,42 +442,8 @@ class _Emitter:
 
     def attention_inputs(self, op: Op, fused: dict[str, str], writer: dict[str, Op],
                          impls: dict[str, str]) -> dict | None:
-        """How a decode attention whose producers are fused into it reads this step's q, k and v in
-        its own body, instead of through prologue calls that each poll their input, write memory
-        and sync before the next: q's rope, and each cache write with k's rope, fused into it. The
-        body stages the projections' rows at once (one poll for all three), ropes them on chip,
-        stores the new k and v rows to the caches and then reads the caches as ever. Returns
-        {"q": (tensor staged, rope op or None), "kc"/"vc": (cache_write op, tensor staged, rope op
-        or None) for each fused cache write, "ops": the producers absorbed}, or None where any
-        producer fused into it is not of these forms (the prologue calls then run as they are)."""
-        into = [n for n, c in fused.items() if c == op.name]
-        if not into or any(n in impls for n in into):
-            return None
-        q, kc, vc, _ = op.inputs
-        if self.g.tensors[op.outputs[0]].shape[-1] % 4 or not _attention_parallel(self.g, op):
-            return None        # head rows staged as float4s, in the parallel body (_step_inputs)
-        out: dict = {"ops": set()}
-
-        def roped(t: str, consumer: str):
-            """(tensor to stage, the rope fused into `consumer` that makes t, or None)."""
-            r = writer.get(t)
-            if r is not None and r.kind == "rope" and fused.get(r.name) == consumer and r.name not in impls \
-                    and len(self.g.tensors[t].shape) == 3 and self.g.tensors[t].shape[-1] % 2 == 0 \
-                    and r.name not in fused.values():
-                out["ops"].add(r.name)
-                return r.inputs[0], r
-            return t, None
-
-        out["q"] = roped(q, op.name)
-        for key, cache in (("kc", kc), ("vc", vc)):
-            cw = writer.get(cache)
-            if cw is not None and cw.kind == "cache_write" and fused.get(cw.name) == op.name:
-                out["ops"].add(cw.name)
-                src, rope = roped(cw.inputs[1], cw.name)
-                if any(c == cw.name and n != (rope.name if rope else None) for n, c in fused.items()):
-                    return None
-                out[key] = (cw, src, rope)
-        return out if set(into) <= out["ops"] else None
+        """attention_inputs of this emitter's graph."""
+        return attention_inputs(self.g, op, fused, writer, impls)
 
     def reader_combined(self, impls: dict[str, str]) -> dict[str, str]:
         """Base tensor -> split attention op, for each split output that only streamed matmuls read, as

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from megakernel_gym.compiler.codegen import (INFLIGHT, THREADS, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, _streams,
-                                             onchip_norm_problem, ring_packed)
+                                             attention_inputs, onchip_norm_problem, ring_packed)
 from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
@@ -967,8 +967,24 @@ def _per_task_kept(plan: Plan, name: str, fn) -> list[int]:
 
 def task_trips(plan: Plan) -> list[int]:
     """Per task, its dependent memory round trips past the first (TRIPS); kept on the task graph."""
+    fused = dict(plan.knobs.fused) if plan.knobs else {}
+    writer: dict = {}
     return _per_task_kept(plan, "trips", lambda tg, t, ops, on_chip: (
-        TRIPS.get(ops[t.op].kind, 0) + (SPLIT_TRIPS if t.parts > 1 else 0) + _call_trips(tg, t, ops, on_chip)))
+        TRIPS.get(ops[t.op].kind, 0) + (SPLIT_TRIPS if t.parts > 1 else 0)
+        + _call_trips(tg, t, ops, on_chip, _absorbs(tg, t, ops, fused, writer))))
+
+
+def _absorbs(tg, t, ops: dict, fused: dict, writer: dict) -> bool:
+    """Whether task t is a decode attention that stages its fused ropes and cache writes in its own
+    body (codegen.attention_inputs: only where every producer fused into it is q's rope, a cache write
+    or k's rope, with nothing fused into those). Where one is not (say a norm fused into k's rope),
+    the kernel runs each producer as a call of its own, and each call is a trip. `writer`: filled on
+    first use (each tensor's op)."""
+    if ops[t.op].kind != "decode_attention" or not t.prologue:
+        return False
+    if not writer:
+        writer.update({o.outputs[0]: o for o in ops.values() if o.kind != "view"})
+    return attention_inputs(tg.graph, ops[t.op], fused, writer, {}) is not None
 
 
 def box_loop_trips(kind: str, box) -> int:
@@ -1027,15 +1043,16 @@ def _on_chip_readers(g, ops: dict) -> dict[str, set[str]]:
             for n in ops.values() if n.kind == "rmsnorm"}
 
 
-def _call_trips(tg, t, ops: dict, on_chip: dict[str, set[str]]) -> int:
+def _call_trips(tg, t, ops: dict, on_chip: dict[str, set[str]], absorbs: bool = True) -> int:
     """A task's trips past its first that its fused producers and its body make: one per producer run as a
     call of its own (not a matmul epilogue, nor an rmsnorm a matmul of the task computes on chip:
     `on_chip`, _on_chip_readers), but one in all for a decode attention's ropes and cache writes
-    (staged together in its body); and each element-wise or norm body's trips past its first
-    (box_loop_trips, norm_trips), its own op's and its calls'."""
+    where it stages them together in its body (`absorbs`: _absorbs); and each element-wise or norm
+    body's trips past its first (box_loop_trips, norm_trips), its own op's and its calls'."""
     chain = {p for p, _ in t.prologue} | {t.op}
     calls = [(p, box) for p, box in t.prologue if ops[p].kind != "matmul" and not on_chip.get(p, set()) & chain]
-    staged = [p for p, _ in calls if ops[t.op].kind == "decode_attention" and ops[p].kind in STEP_INPUT_KINDS]
+    staged = [p for p, _ in calls if absorbs and ops[t.op].kind == "decode_attention"
+              and ops[p].kind in STEP_INPUT_KINDS]
     trips = len(calls) - len(staged) + (1 if staged else 0)
     bodies = [(p, box) for p, box in calls if p not in staged and ops[p].kind in BOX_KINDS + NORM_KINDS]
     if ops[t.op].kind in BOX_KINDS + NORM_KINDS:
