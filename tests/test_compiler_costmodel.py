@@ -576,7 +576,17 @@ def test_an_attention_whose_fused_chain_codegen_cannot_absorb_pays_a_trip_per_ca
 
     (ep, fp) = expert.plan(), fused.plan()
     # the expert's attention tasks stage q's rope, k's rope and both cache writes together: one trip;
-    # with k_norm in k's chain each of its five producers is a call, and a norm's rows a trip each
+    # with k_norm in k's chain each of its five producers is a call of its own, a trip each
+    from megakernel_gym.compiler.costmodel import SPLIT_TRIPS, TRIPS, _call_trips, _on_chip_readers
+    ops = {o.name: o for o in g.ops}
+    on_chip = _on_chip_readers(g, ops)
+    for plan, absorbs in ((ep, True), (fp, False)):
+        for t, n in zip(plan.tg.by_op[attn], trips(plan)):
+            task = plan.tg.tasks[t]
+            own = TRIPS["decode_attention"] + (SPLIT_TRIPS if task.parts > 1 else 0)
+            assert n == own + _call_trips(plan.tg, task, ops, on_chip, absorbs)
+            # four producers staged in one trip, or four calls
+            assert _call_trips(plan.tg, task, ops, on_chip, False) >= _call_trips(plan.tg, task, ops, on_chip, True) + 3
     assert all(f >= e + 4 for e, f in zip(trips(ep), trips(fp)))
     other = "model.layers.1.self_attn.decode_attention"
     assert [task_trips(ep)[t] for t in ep.tg.by_op[other]] == [task_trips(fp)[t] for t in fp.tg.by_op[other]]
