@@ -250,6 +250,11 @@ def handle_meta(env: Env, msg: dict, workdir: str) -> dict:
         for k in ("atol", "rtol", "flops", "bytes"):
             if meta[k] is not None and not isinstance(meta[k], (int, float)):
                 raise TypeError(f"{k.upper()} must be a number, got {type(meta[k]).__name__}")
+        meta["footprint"] = fp = footprint(env.torch, mod)
+        if fp is not None and env.backend == "cpu":
+            over = _over_host(fp)
+            if over:
+                return {"ok": False, "error": "too_large", "message": over}
         if msg.get("spec"):
             # run the reference once: a problem that cannot produce outputs fails here, as a
             # problem error, before any candidate is blamed for it
@@ -257,6 +262,50 @@ def handle_meta(env: Env, msg: dict, workdir: str) -> dict:
         return {"ok": True, "meta": meta}
     except BaseException:  # noqa: BLE001 - the problem file is untrusted input
         return {"ok": False, "error": "problem_load", "message": _tb()}
+
+
+def footprint(torch, mod) -> dict | None:
+    """A problem's bytes at its sizes, found without allocating them: its Model built and run on the
+    meta device (shapes and dtypes only). {"inputs", "params" (parameters and buffers), "outputs"},
+    or None where the problem cannot run there (data-dependent code, host tensors in __init__...)."""
+    def nbytes(ts) -> int:
+        return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+    try:
+        torch.manual_seed(0)
+        with torch.device("meta"):
+            model = mod.Model(*list(mod.get_init_inputs()))
+            xs = list(mod.get_inputs())
+            with torch.no_grad():
+                outs = as_outputs(torch, model(*xs))
+        if any(isinstance(t, torch.Tensor) and not t.is_meta for t in [*xs, *outs]):
+            return None
+        return {"inputs": nbytes(xs), "params": nbytes([*model.parameters(), *model.buffers()]),
+                "outputs": nbytes(outs)}
+    except Exception:  # noqa: BLE001 - the problem's own code; its real run reports its errors
+        return None
+
+
+# What the cpu backend's reference worker holds at once for one seed: the inputs and their scaled copy,
+# the parameters, its outputs and the candidate's read back beside them (intermediates not counted).
+def host_need(fp: dict) -> int:
+    return 2 * fp["inputs"] + fp["params"] + 2 * fp["outputs"]
+
+
+def _over_host(fp: dict) -> str:
+    """Why a problem cannot run on this CPU worker (its address-space cap, _limit_memory), or ""."""
+    try:
+        import resource
+        cap = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, ValueError, OSError):
+        return ""
+    need = host_need(fp)
+    if cap == resource.RLIM_INFINITY or need <= cap:
+        return ""
+    gib = 1 << 30
+    return (f"this problem needs about {need / gib:.1f} GiB on the host at its sizes (inputs "
+            f"{fp['inputs'] / gib:.2f} GiB twice, parameters {fp['params'] / gib:.2f} GiB, outputs "
+            f"{fp['outputs'] / gib:.2f} GiB twice), over the cpu backend's {cap / gib:.1f} GiB per worker: "
+            "judge it with backend='gpu', or give the problem CPU_SIZES (smaller sizes the cpu backend uses)")
 
 
 def _spec_key(sha: str, spec: dict) -> str:
