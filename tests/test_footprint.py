@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import HERE
-from megakernel_gym.rewards import Candidate, Problem, ProblemError
+from megakernel_gym.rewards import Candidate, Problem, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.sandbox import footprint, host_need
 
 SMALL = '''
@@ -99,9 +99,40 @@ def test_the_cpu_backend_refuses_a_problem_too_large_for_its_workers_and_judges_
     path = kernelbench_dir() / "level1" / "4_Matrix_vector_multiplication_.py"
     big = Problem.from_file(path)
     answer = MATVEC
-    with pytest.raises(ProblemError, match=r"(?s)needs about 16\.0 GiB on the host.*backend='gpu'.*CPU_SIZES"):
+    with pytest.raises(ProblemUnservable, match=r"(?s)needs about 16\.0 GiB on the host.*backend='gpu'.*CPU_SIZES"):
         cpu_judge.evaluate(big, Candidate(answer, "mv.py"))
+    assert issubclass(ProblemUnservable, ProblemError)
     from test_candidate_formats import MODELNEW_CODE   # an honest Triton ReLU
     relu = Problem.from_file(HERE / "fixtures" / "kernelbench" / "level1" / "19_ReLU.py")
     res = cpu_judge.evaluate(relu, Candidate(MODELNEW_CODE, "relu.py"))
     assert res.status == "correct", res.reason
+
+
+def test_the_env_ends_an_episode_the_judge_cannot_serve_with_no_reward_and_draws_it_no_more(tmp_path):
+    """A suite's problem too large for the cpu backend: the step that submits a kernel ends the episode
+    (truncated, reward 0: not the kernel's doing), says why, and the env does not draw it again. A pool
+    reports it the same way (pool.judge_one: status not_run, category unservable)."""
+    from megakernel_gym.curriculum.suite import kernelbench_dir
+    from megakernel_gym.env.megakernel import MegaKernelEnv
+    from megakernel_gym.rewards.pool import judge_one
+    src = kernelbench_dir() / "level1"
+    (tmp_path / "level1").mkdir()
+    for name in ("4_Matrix_vector_multiplication_.py", "19_ReLU.py"):
+        (tmp_path / "level1" / name).write_text((src / name).read_text())
+    env = MegaKernelEnv(backend="cpu")
+    try:
+        obs, info = env.reset(seed=0, options={"suite": str(tmp_path), "problem": "level1/4_Matrix_vector_multiplication_"})
+        obs, reward, terminated, truncated, info = env.step(MATVEC)
+        assert (reward, terminated, truncated) == (0.0, False, True)
+        assert "needs about 16.0 GiB" in info["problem_error"] and "no reward" in obs["feedback"]
+        assert info["eval"]["status"] == "not_run" and info["eval"]["category"] == "unservable"
+        for k in range(12):   # the folder's other level-1 problem, every time
+            obs, info = env.reset(seed=k, options={"suite": str(tmp_path), "level": 1})
+            assert info["problem"] == "level1/19_ReLU", k
+        res, stored = judge_one(env._get_judge(), env._other_suites[str(tmp_path)].get(
+            "level1/4_Matrix_vector_multiplication_"), Candidate(MATVEC), "cpu")
+        assert (res.status, res.category, stored) == ("not_run", "unservable", False)
+        from megakernel_gym.rewards.reward_fns import gated_log_speedup
+        assert gated_log_speedup(res) == 0.0   # the TRL reward's too: no candidate's doing
+    finally:
+        env.close()

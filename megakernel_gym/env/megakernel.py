@@ -32,7 +32,7 @@ from gymnasium import spaces
 from megakernel_gym.curriculum import Suite, load_suite
 from megakernel_gym.curriculum.curriculum import Curriculum
 from megakernel_gym.ir_exposure.observe import CHARSET, feedback, printable, prompt, read_action
-from megakernel_gym.rewards import Candidate, EvalResult, ProblemError
+from megakernel_gym.rewards import Candidate, EvalResult, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.reward_fns import TurnRewards, gated_log_speedup, kevin_reward, log_speedup_score
 
 BACKENDS = ("sim", "cpu", "gpu")
@@ -245,6 +245,7 @@ class MegaKernelEnv(gym.Env):
         self.backend = _resolve_backend(backend)
         self._pool_kind = pool_kind(pool)
         self._pool = None if isinstance(pool, str) else pool   # a pool object is the caller's: never closed here
+        self._refused: set[str] = set()   # problems (sha256) the judge could not run: not drawn again
         if reward not in REWARDS:
             raise ValueError(f"unknown reward {reward!r}; use one of {', '.join(REWARDS)}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -296,7 +297,12 @@ class MegaKernelEnv(gym.Env):
                                                                                         self.backend == "sim" else 0]
         if level not in levels:
             raise ValueError(f"level {level} is not one the {self.backend} backend serves ({levels})")
-        return suite.get(self.curriculum.sample(level=level, rng=self.np_random).problem)
+        for _ in range(64):   # a problem the judge could not run (_refused) is drawn again
+            problem = suite.get(self.curriculum.sample(level=level, rng=self.np_random).problem)
+            if problem.sha256 not in self._refused:
+                return problem
+        raise ValueError(f"level {level}'s problems that were drawn could not be run by the {self.backend} "
+                         f"backend's judge ({len(self._refused)} refused); use another level or backend")
 
     def _draw_from(self, name, options: dict):
         """A problem of another suite (load_suite's names: 'kernelbench', a folder, ...), by name or at a
@@ -319,7 +325,7 @@ class MegaKernelEnv(gym.Env):
             raise ValueError(f"suite {name!r} has no level-5 megakernels, the only problems the sim backend "
                              "scores; use backend='cpu' or 'gpu'")
         level = options.get("level")
-        pool = [p for p in served if level is None or p.level == level]
+        pool = [p for p in served if (level is None or p.level == level) and p.sha256 not in self._refused]
         if not pool:
             levels = sorted({p.level for p in served if p.level is not None})
             raise ValueError(f"suite {name!r} has no problems at level {level} that the {self.backend} backend "
@@ -370,7 +376,11 @@ class MegaKernelEnv(gym.Env):
         pending = self.begin_step(action)
         res = pending.result
         if pending.job is not None:
-            res = self._get_judge().evaluate(*pending.job)
+            try:
+                res = self._get_judge().evaluate(*pending.job)
+            except ProblemUnservable as e:   # as a pool reports it (pool.judge_one): the problem's, not the agent's
+                problem, cand = pending.job
+                res = EvalResult.failure("not_run", str(e), problem, cand.sha256, self.backend, category="unservable")
         return self.end_step(pending, res)
 
     # A step in two halves, so a vector env can judge many envs' kernels at once on a pool:
@@ -398,6 +408,19 @@ class MegaKernelEnv(gym.Env):
             obs = self._obs()
             return obs, reward, True, False, self._info(obs, None, act)
         res.elapsed_s = None   # wall time is not part of what an agent is told or scored on
+        if res.category == "unservable":
+            # the judge cannot run the problem on this backend at all (say, too large for its host), known before
+            # any kernel ran: nothing the agent did. The episode ends with no reward, and the problem is not drawn
+            # again. (Any other problem error stays what it was: a judge-side failure.)
+            self._refused.add(self.problem.sha256)
+            self._done = True
+            self.rewards.append(0.0)
+            self.last = (f"the judge could not run this problem on the {self.backend} backend, so the episode "
+                         f"ends with no reward (not the kernel's doing):\n{res.reason}")
+            obs = self._obs()
+            info = self._info(obs, res, act)
+            info["problem_error"] = res.reason
+            return obs, 0.0, False, True, info
         score = gated_log_speedup(res)
         truncated = self.turn >= self.turns
         if score > self.best:

@@ -15,7 +15,7 @@ from typing import Any
 
 from megakernel_gym.rewards import anticheat
 from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
-from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError
+from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.result import EvalResult, Flag
 from megakernel_gym.rewards.store import ResultsStore, as_store
 from megakernel_gym.rewards.sandbox import timed_spec
@@ -142,6 +142,8 @@ class Judge:
             tail = self.ref.log_tail()
             self.ref.restart()
             raise ProblemError(f"problem {msg['problem_name']!r}: the reference crashed: {e}\n{tail}") from e
+        if not header.get("ok") and header.get("error") == "too_large":   # sandbox.footprint, before any candidate
+            raise ProblemUnservable(f"problem {msg['problem_name']!r}: {header.get('message', '')}")
         if not header.get("ok"):
             raise ProblemError(f"problem {msg['problem_name']!r} failed while computing its reference "
                                f"({header.get('error')}):\n{header.get('message', '')}")

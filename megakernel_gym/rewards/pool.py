@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from megakernel_gym.rewards.judge import Judge, resolve_backend
-from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError
+from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.result import EvalResult
 from megakernel_gym.rewards.store import ResultsStore, as_store
 
@@ -52,6 +52,8 @@ def judge_one(judge: Judge, problem: Problem, candidate: Candidate, backend: str
     made the result (only those belong in the results store)."""
     try:
         return judge.evaluate(problem, candidate), True
+    except ProblemUnservable as e:   # the same for every candidate: the env ends such an episode with no reward
+        return EvalResult.failure("not_run", str(e), problem, candidate.sha256, backend, category="unservable"), False
     except ProblemError as e:
         return EvalResult.failure("runtime_error", f"problem error: {e}", problem, candidate.sha256, backend,
                                   category="problem"), False

@@ -23,6 +23,11 @@ class ProblemError(ValueError):
     """The problem file itself is unusable; the message names the file and the fix."""
 
 
+class ProblemUnservable(ProblemError):
+    """The problem cannot run on this judge's backend at all, known before any candidate runs (say, its
+    footprint is over what a cpu worker may hold): no candidate's doing, and the same for every one."""
+
+
 class CandidateError(ValueError):
     """The candidate text is unusable before anything runs (not a module, no ModelNew...)."""
 

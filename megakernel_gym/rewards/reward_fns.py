@@ -21,8 +21,11 @@ def gated_log_speedup(r: EvalResult, clip: tuple[float, float] = (-0.4, 3.0)) ->
     """Default reward: failure tiers, then ln(speedup vs the best baseline), clipped.
 
     The lower clip (-0.4) stays above the `incorrect` tier, so a correct kernel always
-    beats a wrong one, however slow. With no speedup measured (cpu backend), correct = 0.
+    beats a wrong one, however slow. With no speedup measured (cpu backend), correct = 0. A problem
+    the backend cannot run at all (category "unservable", the same for every candidate) scores 0.
     """
+    if r.category == "unservable":
+        return 0.0
     if r.status != "correct":
         return _TIER.get(r.status, FAILURE_REWARD)
     return log_speedup_score(r.speedup, clip)
