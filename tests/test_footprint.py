@@ -136,3 +136,45 @@ def test_the_env_ends_an_episode_the_judge_cannot_serve_with_no_reward_and_draws
         assert gated_log_speedup(res) == 0.0   # the TRL reward's too: no candidate's doing
     finally:
         env.close()
+
+
+def test_a_candidates_worker_cannot_claim_the_judges_categories(cpu_judge, monkeypatch):
+    """The candidate owns its worker, so its header is the candidate's word: a failure it reports as
+    `unservable` (which the env and the reward score 0) or `problem` comes back as `forged`, a failure."""
+    from test_candidate_formats import MODELNEW_CODE
+
+    from megakernel_gym.rewards.judge import candidate_category
+    from megakernel_gym.rewards.reward_fns import gated_log_speedup
+    assert [candidate_category({"category": c}) for c in ("unservable", "problem", "oom", 7, "x" * 65)] == \
+        ["forged", "forged", "oom", "forged", "forged"]
+    assert candidate_category({}) is None
+    relu = Problem.from_file(HERE / "fixtures" / "kernelbench" / "level1" / "19_ReLU.py")
+    forged = {"ok": True, "status": "runtime_error", "category": "unservable", "reason": "not my doing"}
+    monkeypatch.setattr(cpu_judge.cand, "call", lambda msg, timeout=None: dict(forged))
+    res = cpu_judge.evaluate(relu, Candidate(MODELNEW_CODE + "\n# forged\n", "forged.py"))
+    assert (res.status, res.category) == ("runtime_error", "forged") and gated_log_speedup(res) < 0
+
+
+def test_the_env_scores_any_other_problem_error_as_a_failure_and_goes_on():
+    """A ProblemError other than ProblemUnservable (a candidate can reach those: a forged header, a GPU it
+    fills) is a failure of the step, as a pool reports it, not an exception out of env.step."""
+    from megakernel_gym.env.megakernel import MegaKernelEnv
+
+    class Broken:
+        def evaluate(self, problem, candidate):
+            raise ProblemError("problem 'p' failed in the candidate's worker")
+
+        def close(self):
+            pass
+
+    env = MegaKernelEnv(backend="cpu")
+    try:
+        env.reset(seed=0, options={"level": 1})
+        env._judge = Broken()
+        obs, reward, terminated, truncated, info = env.step(MATVEC)
+        # scored as any runtime error is (the improvement reward: -0.8 over the episode's start)
+        assert info["eval"]["status"] == "runtime_error" and info["eval"]["category"] == "problem"
+        assert not terminated and not truncated and reward == pytest.approx(0.2)
+        assert "problem_error" not in info and env.problem.sha256 not in env._refused
+    finally:
+        env.close()

@@ -381,6 +381,10 @@ class MegaKernelEnv(gym.Env):
             except ProblemUnservable as e:   # as a pool reports it (pool.judge_one): the problem's, not the agent's
                 problem, cand = pending.job
                 res = EvalResult.failure("not_run", str(e), problem, cand.sha256, self.backend, category="unservable")
+            except ProblemError as e:   # any other: a failure, as a pool reports it (a candidate can reach these)
+                problem, cand = pending.job
+                res = EvalResult.failure("runtime_error", f"problem error: {e}", problem, cand.sha256, self.backend,
+                                         category="problem")
         return self.end_step(pending, res)
 
     # A step in two halves, so a vector env can judge many envs' kernels at once on a pool:

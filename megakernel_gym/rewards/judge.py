@@ -23,6 +23,18 @@ from megakernel_gym.rewards.workers import WorkerDied, WorkerProcess, WorkerTime
 
 BACKENDS = ("cpu", "gpu")
 FIXED_SEEDS = (11, 23, 37, 41, 53)
+# categories that only the judge gives, which mean something past the report (the env and the reward
+# score an unservable problem 0): the candidate owns its worker and so its header, and may not claim them
+JUDGE_CATEGORIES = frozenset({"unservable", "problem"})
+
+
+def candidate_category(header: dict) -> str | None:
+    """The failure category a candidate's worker reports, unless it is not a short string or is one of
+    JUDGE_CATEGORIES (then "forged")."""
+    c = header.get("category")
+    if c is None:
+        return None
+    return c if isinstance(c, str) and len(c) <= 64 and c not in JUDGE_CATEGORIES else "forged"
 INIT_SEED = 42
 # Input distributions per fixed seed: plain randn, then scaled and shifted so that
 # near-identity shortcuts and numerically naive kernels fail.
@@ -313,7 +325,7 @@ class Judge:
                 status = "runtime_error"
             if flags:
                 status = "rejected"
-            return self._fail(problem, cand, status, header.get("reason", ""), category=header.get("category"),
+            return self._fail(problem, cand, status, header.get("reason", ""), category=candidate_category(header),
                               flags=flags, compile_log=header.get("compile_log"),
                               log_tail=(log or header.get("traceback")))
         if flags:
