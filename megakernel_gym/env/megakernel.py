@@ -32,7 +32,8 @@ from gymnasium import spaces
 from megakernel_gym.curriculum import Suite, load_suite
 from megakernel_gym.curriculum.curriculum import Curriculum
 from megakernel_gym.ir_exposure.observe import CHARSET, feedback, printable, prompt, read_action
-from megakernel_gym.rewards import Candidate, EvalResult, ProblemError, ProblemUnservable
+from megakernel_gym.rewards import Candidate, EvalResult, ProblemError
+from megakernel_gym.rewards.pool import problem_failure
 from megakernel_gym.rewards.reward_fns import TurnRewards, gated_log_speedup, kevin_reward, log_speedup_score
 
 BACKENDS = ("sim", "cpu", "gpu")
@@ -378,13 +379,8 @@ class MegaKernelEnv(gym.Env):
         if pending.job is not None:
             try:
                 res = self._get_judge().evaluate(*pending.job)
-            except ProblemUnservable as e:   # as a pool reports it (pool.judge_one): the problem's, not the agent's
-                problem, cand = pending.job
-                res = EvalResult.failure("not_run", str(e), problem, cand.sha256, self.backend, category="unservable")
-            except ProblemError as e:   # any other: a failure, as a pool reports it (a candidate can reach these)
-                problem, cand = pending.job
-                res = EvalResult.failure("runtime_error", f"problem error: {e}", problem, cand.sha256, self.backend,
-                                         category="problem")
+            except ProblemError as e:   # as a pool reports it (pool.judge_one)
+                res = problem_failure(e, *pending.job, self.backend)
         return self.end_step(pending, res)
 
     # A step in two halves, so a vector env can judge many envs' kernels at once on a pool:

@@ -23,6 +23,17 @@ from megakernel_gym.rewards.workers import WorkerDied, WorkerProcess, WorkerTime
 
 BACKENDS = ("cpu", "gpu")
 FIXED_SEEDS = (11, 23, 37, 41, 53)
+INIT_SEED = 42
+# Input distributions per fixed seed: plain randn, then scaled and shifted so that
+# near-identity shortcuts and numerically naive kernels fail.
+TRANSFORMS = (("plain", 1.0, 0.0), ("scale", 16.0, 0.0), ("shift", 1.0, 6.0), ("scale", 1 / 16, 0.0),
+              ("scale_shift", 4.0, -3.0))
+# Multipliers that give the baselines' timed calls fresh inputs (exact in floating point). The candidate's
+# timed calls get inputs of their own instead (sandbox.timed_spec), re-checked on a secret sample.
+TIMING_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0, 0.75, 1.5)
+RECHECKED = 3
+DEFAULT_TIMING = {"min_iters": 30, "max_iters": 300, "max_seconds": 3.0, "target_rel_err": 0.005, "warmup": 3}
+SUSPICIOUS_SPEEDUP = 10.0
 # categories that only the judge gives, which mean something past the report (the env and the reward
 # score an unservable problem 0): the candidate owns its worker and so its header, and may not claim them
 JUDGE_CATEGORIES = frozenset({"unservable", "problem"})
@@ -35,17 +46,6 @@ def candidate_category(header: dict) -> str | None:
     if c is None:
         return None
     return c if isinstance(c, str) and len(c) <= 64 and c not in JUDGE_CATEGORIES else "forged"
-INIT_SEED = 42
-# Input distributions per fixed seed: plain randn, then scaled and shifted so that
-# near-identity shortcuts and numerically naive kernels fail.
-TRANSFORMS = (("plain", 1.0, 0.0), ("scale", 16.0, 0.0), ("shift", 1.0, 6.0), ("scale", 1 / 16, 0.0),
-              ("scale_shift", 4.0, -3.0))
-# Multipliers that give the baselines' timed calls fresh inputs (exact in floating point). The candidate's
-# timed calls get inputs of their own instead (sandbox.timed_spec), re-checked on a secret sample.
-TIMING_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0, 0.75, 1.5)
-RECHECKED = 3
-DEFAULT_TIMING = {"min_iters": 30, "max_iters": 300, "max_seconds": 3.0, "target_rel_err": 0.005, "warmup": 3}
-SUSPICIOUS_SPEEDUP = 10.0
 
 
 class GPUUnavailableError(RuntimeError):

@@ -250,11 +250,11 @@ def handle_meta(env: Env, msg: dict, workdir: str) -> dict:
         for k in ("atol", "rtol", "flops", "bytes"):
             if meta[k] is not None and not isinstance(meta[k], (int, float)):
                 raise TypeError(f"{k.upper()} must be a number, got {type(meta[k]).__name__}")
-        meta["footprint"] = fp = footprint(env.torch, mod)
-        if fp is not None and env.backend == "cpu":
-            over = _over_host(fp)
-            if over:
-                return {"ok": False, "error": "too_large", "message": over}
+        # (sized where it is used: the cpu backend's host limit; a GPU's admission is not built yet)
+        fp = meta["footprint"] = footprint(env.torch, mod) if env.backend == "cpu" else None
+        over = _over_host(fp) if fp is not None else ""
+        if over:
+            return {"ok": False, "error": "too_large", "message": over}
         if msg.get("spec"):
             # run the reference once: a problem that cannot produce outputs fails here, as a
             # problem error, before any candidate is blamed for it
@@ -264,12 +264,17 @@ def handle_meta(env: Env, msg: dict, workdir: str) -> dict:
         return {"ok": False, "error": "problem_load", "message": _tb()}
 
 
+def tensor_bytes(ts) -> int:
+    """The bytes of a list of tensors' elements."""
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
 def footprint(torch, mod) -> dict | None:
     """A problem's bytes at its sizes, found without allocating them: its Model built and run on the
     meta device (shapes and dtypes only). {"inputs", "params" (parameters and buffers), "outputs"},
     or None where the problem cannot run there (data-dependent code, host tensors in __init__...)."""
     def nbytes(ts) -> int:
-        return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+        return tensor_bytes([t for t in ts if isinstance(t, torch.Tensor)])
     try:
         torch.manual_seed(0)
         with torch.device("meta"):
@@ -332,10 +337,10 @@ def _reference_outputs(env: Env, mod, sha: str, spec: dict) -> list:
         outs = [t.detach() for t in as_outputs(torch, model(*xs))]
     if spec.get("cache", True):
         env.refs[key] = outs
-        env.ref_bytes += sum(t.numel() * t.element_size() for t in outs)
+        env.ref_bytes += tensor_bytes(outs)
         while env.ref_bytes > env.ref_limit and len(env.refs) > 1:
             _, old = env.refs.popitem(last=False)
-            env.ref_bytes -= sum(t.numel() * t.element_size() for t in old)
+            env.ref_bytes -= tensor_bytes(old)
     return outs
 
 
