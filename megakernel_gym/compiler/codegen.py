@@ -650,10 +650,15 @@ class _Emitter:
     def prologue_calls(self, task) -> list[tuple[str, tuple]]:
         """The task's fused producers that run as calls of their own: all but the norms that each
         reader of theirs in this task computes on chip."""
+        return [task.prologue[i] for i in self._prologue_kept(task)]
+
+    def _prologue_kept(self, task) -> list[int]:
+        """Where prologue_calls' entries sit in the task's prologue. It depends on the names alone,
+        so it is the same for every task of an op (tasks._lower_op expands names, not boxes)."""
         chain = [p for p, _ in task.prologue] + [task.op]
         out = []
         absorbed = self.absorbed[task.op]["ops"] if task.op in self.absorbed else ()
-        for i, (pname, pbox) in enumerate(task.prologue):
+        for i, (pname, _) in enumerate(task.prologue):
             if pname in absorbed:      # the attention's body does these (attention_inputs)
                 continue
             if pname in self.onchip_norms:
@@ -661,7 +666,7 @@ class _Emitter:
                 readers = [c for c in chain[i + 1:] if produced in self.g.op(c).inputs]
                 if readers and all(self.onchip.get(c) is not None and self.onchip[c].name == pname for c in readers):
                     continue
-            out.append((pname, pbox))
+            out.append(i)
         return out
 
     # -- one device function per op, over [lo, hi) along its tile axis ----------------------
@@ -1093,17 +1098,20 @@ class _Emitter:
             return None
         if any(self.g.tensors[t].shape != oshape for t in op.inputs):
             return None
-        names = None
-        for tid in self.plan.tg.by_op[op.name]:
-            task = self.plan.tg.tasks[tid]
-            calls = self.prologue_calls(task)
-            obox = task_boxes(self.plan.tg, task, op)[0]
-            if not calls or any(pbox[-1] != obox[-1] for _, pbox in calls):
-                return None
-            these = [p for p, _ in calls]
-            if names is None:
-                names = these
-            elif these != names:
+        # every task of the op calls the same producers (_prologue_kept): the first task's calls
+        # name them, and each task's own boxes are checked against its tile
+        tasks = self.plan.tg.tasks
+        ids = self.plan.tg.by_op[op.name]
+        kept = self._prologue_kept(tasks[ids[0]])
+        if not kept:
+            return None
+        names = [tasks[ids[0]].prologue[i][0] for i in kept]
+        axis, _, size = self.plan.tg.tiling[op.name]
+        last = len(oshape) - 1
+        for tid in ids:
+            task = tasks[tid]
+            span = (task.tile * size, (task.tile + 1) * size) if axis == last else (0, oshape[last])   # tile_box's
+            if any(task.prologue[i][1][-1] != span for i in kept):
                 return None
         prods = [self.g.op(n) for n in names]
         if any(p.inputs[0] != prods[0].inputs[0] for p in prods):
@@ -2858,28 +2866,36 @@ def _emit(plan: Plan, impls: dict[str, str], b: "Build") -> tuple[str, TaskTable
     return source, table
 
 
-def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
-               ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
+def _op_functions(plan: Plan, impls: dict[str, str], b: "Build", ll: frozenset[str],
+                  prologue_names, epilogues: dict | None = None) -> tuple["_Emitter", list, dict, dict, dict, dict]:
+    """The device functions a build of the plan emits: (the emitter, the ops whose bodies are
+    emitted in order, {(body, pre-wait body, own): id}, op -> id, op -> its slots, id -> its ops).
+    Ops whose bodies read alike (the same projection in every layer) share one function.
+    `prologue_names(em)` gives the names of every op that runs as a prologue call in some task;
+    `epilogues`: the emitter's epilogues of an earlier pass over the plan (they do not depend on
+    the LL tensors), else found."""
     em = _Emitter(plan, impls, b.weights, ll, b.combine, b.producer if b.weights == "smem" else "thread", b.kv_prefetch,
                   b.hold_ops, b.step_inputs, b.kv_pre, b.claim, b.x_bf16, b.v_prefetch)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
     # elementwise ops whose fused producers are ring-fed matmuls run them as a real epilogue: one call
-    for name, ids in plan.tg.by_op.items():
-        prods = em.epilogue_producers(ops[name]) if ids and name not in impls else None
-        if prods and not any(p.name in impls for p in prods):
-            em.epilogues[name] = prods
+    if epilogues is not None:
+        em.epilogues = dict(epilogues)
+    else:
+        for name, ids in plan.tg.by_op.items():
+            prods = em.epilogue_producers(ops[name]) if ids and name not in impls else None
+            if prods and not any(p.name in impls for p in prods):
+                em.epilogues[name] = prods
     ahead = dict(plan.knobs.ahead) if plan.knobs else {}
     em.open_ops = None if b.inflight_ahead else frozenset(
         name for name in ops if name in ahead or any(p.name in ahead for p in em.epilogues.get(name, ())))
-    prologues = [[] if t.op in em.epilogues else em.prologue_calls(t) for t in plan.tg.tasks]
-    em.called = {pname for calls in prologues for pname, _ in calls}
-    for calls in prologues:
-        for pname, _ in calls:
-            if pname not in used:
-                used.append(pname)
-    bodies: dict[str, int] = {}
+    called = prologue_names(em)
+    em.called = set(called)
+    for pname in called:
+        if pname not in used:
+            used.append(pname)
+    bodies: dict[tuple, int] = {}
     op_ids, op_slots, users = {}, {}, {}
     unknown = [n for n in impls if n not in ops]
     if unknown:
@@ -2892,6 +2908,55 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
         fid = bodies.setdefault((body, em.prewait, own), len(bodies))
         op_ids[name], op_slots[name] = fid, slot_list
         users.setdefault(fid, []).append(name)
+    return em, used, bodies, op_ids, op_slots, users
+
+
+def function_calls(plan: Plan, impls: dict[str, str] | None = None, distinct_ops: str = "") -> dict[str, tuple[int, ...]]:
+    """Per op with tasks, the ids of the device functions each of its tasks calls (its prologue
+    calls', then its own), as emit_cuda emits the plan with its defaults (the LL pass included;
+    weights in registers with impls): ops whose ids match run the same code. What the cost model
+    prices the kernel's code by (costmodel.cold_code). Where emit_cuda falls back to weights in
+    registers for want of shared memory, the ring's build is the one counted. `distinct_ops`: as
+    emit_cuda's (a probe)."""
+    impls = impls or {}
+    b = Build(weights="regs" if impls else "smem", producer="thread" if impls else "warp", distinct_ops=distinct_ops)
+    prologue: dict[str, list[str]] = {}
+
+    def prologue_names(em):
+        # every task of an op expands the same fused producers (tasks._lower_op follows names, not
+        # boxes), so its first task's calls are every task's
+        names = []
+        prologue.clear()
+        for op, ids in plan.tg.by_op.items():
+            if ids:
+                prologue[op] = [] if op in em.epilogues else [p for p, _ in em.prologue_calls(plan.tg.tasks[ids[0]])]
+                names += [p for p in prologue[op] if p not in names]
+        return names
+
+    em, _, _, op_ids, _, _ = _op_functions(plan, impls, b, frozenset(), prologue_names)
+    if not impls:
+        ll = ll_tensors(plan, em.access, em.base, em.called)
+        if ll:
+            op_ids = _op_functions(plan, impls, b, ll, prologue_names, em.epilogues)[3]
+    return {op: tuple(op_ids[p] for p in calls) + (op_ids[op],) for op, calls in prologue.items()}
+
+
+def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
+               ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
+    g = plan.tg.graph
+    ops = {o.name: o for o in g.ops}
+    prologues: list = []
+
+    def prologue_names(em):
+        prologues[:] = [[] if t.op in em.epilogues else em.prologue_calls(t) for t in plan.tg.tasks]
+        names = []
+        for calls in prologues:
+            for pname, _ in calls:
+                if pname not in names:
+                    names.append(pname)
+        return names
+
+    em, used, bodies, op_ids, op_slots, users = _op_functions(plan, impls, b, ll, prologue_names)
     functions = [f"// used by {len(users[fid])} op(s): {', '.join(users[fid][:4])}{' ...' if len(users[fid]) > 4 else ''}\n"
                  f"__device__ __forceinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, "
                  f"int part, float* sm) {{\n"

@@ -88,9 +88,16 @@ class Graph:
     outputs: list[str]
 
     def op(self, name: str) -> Op:
-        for o in self.ops:
-            if o.name == name:
-                return o
+        # an index by name, built on first use and checked on every hit, so a list changed since
+        # still answers right (codegen and the cost model look ops up by name tens of thousands of
+        # times a plan: a scan of the list was a fifth of emit_cuda's time)
+        index = self.__dict__.get("_op_index")
+        i = index.get(name) if index is not None else None
+        if i is not None and i < len(self.ops) and self.ops[i].name == name:
+            return self.ops[i]
+        self.__dict__["_op_index"] = index = {o.name: i for i, o in enumerate(self.ops)}
+        if name in index:
+            return self.ops[index[name]]
         raise KeyError(f"no op named {name!r}; ops: {', '.join(o.name for o in self.ops[:20])}"
                        + (" ..." if len(self.ops) > 20 else ""))
 
