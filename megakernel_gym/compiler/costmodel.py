@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from megakernel_gym.compiler.codegen import (INFLIGHT, THREADS, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, _streams,
-                                             attention_inputs, onchip_norm_problem, ring_packed)
+                                             attention_inputs, function_calls, onchip_norm_problem, ring_packed)
 from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
@@ -73,6 +73,7 @@ class DeviceSpec:
     staged_us: float | None = None  # a norm's weight (or bias) staged from HBM, every SM streaming (staged_trip_us)
     caps_path_us: float = 0.0   # every task's extra time in a kernel with per-op ring caps (caps_path) ...
     ahead_path_us: float = 0.0  # ... and more in one with any `ahead` cap (ahead_path)
+    cold_code_us: float = 0.0   # a device function's first calls in the step: its code from memory (cold_code)
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -149,7 +150,8 @@ DATASHEET = {
 # H200 staged_us 3.0 (the note above norm_staged): the best of 2.0-4.0 on the adversary's 56 rows and
 # the bisect's 98, chosen by hand (fit_device does not fit it); the other constants kept. The H100 has
 # none (a norm's staged loads at its memory latency): no adversary has been timed on one. Both take
-# caps_path_us 0.03 and ahead_path_us 0.025 (the note above caps_path).
+# caps_path_us 0.03 and ahead_path_us 0.025 (the note above caps_path), and cold_code_us 5.5 (the
+# note above cold_code; measured on an H200 only).
 # H100 since 2026-11-29: its attention takes the H200's per-SM rates (the same GH100 SM and clocks),
 # and every constant was refitted as before, from the datasheet, to the same 47 schedules under the
 # model with the attention by positions (`megakernel_schedules.py --refit ... --near ...`,
@@ -164,10 +166,10 @@ DATASHEET = {
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
                        sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, caps_path_us=0.03,
-                       ahead_path_us=0.025),
+                       ahead_path_us=0.01, cold_code_us=5.5),
     "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 2.31, 3.95, 0.483,
                        sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26,
-                       staged_us=3.0, caps_path_us=0.03, ahead_path_us=0.025),
+                       staged_us=3.0, caps_path_us=0.03, ahead_path_us=0.01, cold_code_us=5.5),
 }
 
 
@@ -1114,8 +1116,69 @@ def _staged_tasks(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
 # every stage between the cap and the ring's depth, and every task had stored its ring segments
 # for the producer) the same caps cost 2.2% and 5.3% on Qwen3, and the experts, which have inflight
 # caps, ran 4.0% (Qwen3) and 1.2% (llama-1b) slower. Priced as a fixed cost of every task in such a
-# kernel: caps_path_us 0.03 fits both models' inflight cap, ahead_path_us 0.025 more their ahead
-# cap. The H100 takes the H200's (the same GH100 SM and kernel).
+# kernel: caps_path_us 0.03 fits both models' inflight cap, ahead_path_us 0.01 more their ahead cap
+# beside the cold code of the capped op's own body (an ahead cap on one layer's op gives it a function
+# of its own that opens its ring stages: cold_code): +20.8 and +13.9 us predicted against 21.1 and
+# 12.3 measured (0.025 before the cold code, which priced both). The H100 takes the H200's (the same
+# GH100 SM and kernel).
+# The kernel's code is one function whose task bodies are device functions, one per body that
+# reads alike (codegen: the same projection in every layer shares one), so the step's code is a few
+# of them, each run layer after layer. The first op in the step to call a function waits for its
+# code to come from memory on every SM that runs it, at once, so once on the step's path; later
+# calls find it on chip. An edit that gives some layers a body of their own (a fusion, a tile or an
+# `ahead` cap on one layer's op) adds functions that each pay it, and the layer after them pays for
+# the shared functions it now calls first. On an H200 (ab_knobs_distinct.json: codegen's
+# distinct_ops probe, the same schedule, waits and bits) Qwen3-0.6B's expert ran 775.6 us, and
+# +27.9 / +64.8 / +131.0 us with layer 0 / 0-1 / 0-3 in functions of their own (sm_90 .text 142 ->
+# 270 / 397 / 648 KB), where the sim had said +0. cold_code_us 5.5 a call says +32.2 / +64.5 /
+# +128.9, and takes the adversary's worst searched speedup error from 14.2% to 9.9% (the rows of
+# sim_adversary.json as they were). Out of sample, the same probe with layer 0 / 0-3 of their own
+# (ab_knobs_distinct_llama.json, ab_knobs_distinct_gpt2.json): llama-1b's expert +4.0% / +20.1%
+# measured, +3.2% / +13.1% predicted; GPT-2 large's +1.4% / +8.4%, +3.1% / +12.6%. One op of
+# Qwen3's layer 0 at a time (ab_knobs_distinct_ops.json): its attention / adds / q, k and v / mlp
+# +7.6 / +5.7 / +8.6 / +5.8 us measured, +5.5 / +10.2 / +5.5 / +5.5 predicted; but the attention of
+# layers 0-3 +86.3 against +22.0: more distinct code costs more than its first calls (llama-1b's
+# layers 0-3 say so too), which this does not price yet. Two other forms
+# fit the probe and scored worse on the adversary's rows: a cost by
+# the function's size (1 us per 1,000 characters of its source, which the sm_90 code grows with at
+# 2.3-5.2 bytes a character): 12.5%, the defaults 2-4% better; and every SM's first call of a
+# function (its own instruction cache), which made the defaults, whose layers share more functions
+# than the experts', 5-11% slower than measured at 1 us a call.
+def cold_code(plan: Plan) -> np.ndarray:
+    """Per task, how many of the device functions its calls run (codegen.function_calls) it is among
+    the first to call in the step: a first call on its SM, in the first op in the graph's order that
+    calls the function (see above). Kept on the task graph per split and `ahead` knobs, the plan's
+    only parts besides the task graph that a body's text reads."""
+    tg, knobs = plan.tg, plan.knobs
+    key = tuple(tuple(sorted(((getattr(knobs, k, None) or {}) if knobs else {}).items())) for k in ("splits", "ahead"))
+    cache = tg.__dict__.setdefault("_function_calls", {})
+    if key not in cache:
+        calls = function_calls(plan)
+        names, _ = _op_index(tg)
+        per_op = [calls.get(op, ()) for op in names]
+        cache[key] = (np.array([len(c) for c in per_op], dtype=np.int64),
+                      np.array([f for c in per_op for f in c], dtype=np.int64))
+    ncalls, fids = cache[key]
+    _, idx = _op_index(tg)
+    ptr, flat = _queue_csr(plan)
+    n = len(tg.tasks)
+    if not len(flat) or not len(fids):
+        return np.zeros(n)
+    nf = int(fids.max()) + 1
+    op_at = idx[flat]
+    counts = ncalls[op_at]
+    pos = np.repeat(np.arange(len(flat)), counts)                   # each call's queue position
+    starts = (np.cumsum(ncalls) - ncalls)[op_at]
+    within = np.arange(len(pos)) - np.repeat(np.cumsum(counts) - counts, counts)
+    fid = fids[np.repeat(starts, counts) + within]
+    queue = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))[pos]
+    _, first = np.unique(queue * nf + fid, return_index=True)      # each SM's first call of each function
+    opi, f1 = op_at[pos[first]], fid[first]
+    first_op = np.full(nf, np.iinfo(np.int64).max)
+    np.minimum.at(first_op, f1, opi)                                # the first op (graph order) to call it
+    return np.bincount(flat[pos[first]][opi == first_op[f1]], minlength=n).astype(float)
+
+
 def caps_path(plan: Plan) -> bool:
     """Whether the plan's kernel runs per-op ring caps: any op with an `inflight` or `ahead` cap (see above)."""
     return bool(plan.knobs and (plan.knobs.inflight or plan.knobs.ahead))
@@ -1192,6 +1255,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     need_csr, add_csr, gsize = _wait_csr(plan, hops)
     fixed = (dev.task_overhead_us + (dev.caps_path_us if caps_path(plan) else 0.0)
              + (dev.ahead_path_us if ahead_path(plan) else 0.0)
+             + (dev.cold_code_us * cold_code(plan) if dev.cold_code_us else 0.0)
              + dev.counter_us * np.diff(need_csr[0]).astype(float))
     # each group's producers still to finish and their latest finish: a task may start once every
     # group it waits on is complete (full waits only: the validator's rule), at the latest of their
@@ -1242,7 +1306,7 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
-           "box_loop_trips", "norm_trips", "norm_staged", "task_staged", "staged_trip_us", "caps_path", "ahead_path",
+           "box_loop_trips", "norm_trips", "norm_staged", "task_staged", "staged_trip_us", "caps_path", "ahead_path", "cold_code",
            "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
            "own_caps", "ring_share", "copies_busy", "COPIES_BUSY", "attended_positions", "attention_work", "costs_at",
            "compute_us", "positions_input", "fed_positions"]
