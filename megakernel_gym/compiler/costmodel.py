@@ -150,7 +150,7 @@ DATASHEET = {
 # H200 staged_us 3.0 (the note above norm_staged): the best of 2.0-4.0 on the adversary's 56 rows and
 # the bisect's 98, chosen by hand (fit_device does not fit it); the other constants kept. The H100 has
 # none (a norm's staged loads at its memory latency): no adversary has been timed on one. Both take
-# caps_path_us 0.03 and ahead_path_us 0.025 (the note above caps_path), and cold_code_us 5.5 (the
+# caps_path_us 0.03 and ahead_path_us 0.01 (the note above caps_path), and cold_code_us 5.5 (the
 # note above cold_code; measured on an H200 only).
 # H100 since 2026-11-29: its attention takes the H200's per-SM rates (the same GH100 SM and clocks),
 # and every constant was refitted as before, from the datasheet, to the same 47 schedules under the
