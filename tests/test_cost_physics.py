@@ -210,3 +210,19 @@ def test_an_ahead_cap_of_one_preloads_at_half_the_share_and_costs(onebee):
     base_gate = base.tg.by_op["layers.5.mlp.gate_proj"]
     assert np.median(np.asarray(p.preloaded)[gate]) < np.median(np.asarray(q.preloaded)[base_gate])
     assert p.latency_us > q.latency_us + 5
+
+
+def test_a_ring_cap_takes_no_share_from_a_task_with_fewer_stages_than_the_compilers_cap(onebee):
+    """ring_share: a task keeps no more copies in flight than it has ring stages, so a cap of 1 costs a
+    one-stage task nothing (an H200 ran Qwen3's expert, whose o_proj tasks are one 32 KB stage each at
+    a cap of 1, at the same time with the cap at 2: ab_knobs_attn_caps.json), and a two-stage task
+    half its share, as before."""
+    ir0, _ = onebee
+    cap = "\ninflight layers.*.attn.o_proj n=1"
+    one, two = (apply_edits(ir0, f"tile layers.*.attn.o_proj n={n}{cap}").plan() for n in (8, 16))
+    assert set(ring_share(one)[one.tg.by_op["layers.5.attn.o_proj"]]) == {1.0}
+    assert set(ring_share(two)[two.tg.by_op["layers.5.attn.o_proj"]]) == {0.5}
+    uncapped = apply_edits(ir0, "tile layers.*.attn.o_proj n=8").plan()
+    assert predict(one, "H200").latency_us == pytest.approx(predict(uncapped, "H200").latency_us, rel=0.002)
+    assert predict(two, "H200").latency_us > predict(
+        apply_edits(ir0, "tile layers.*.attn.o_proj n=16").plan(), "H200").latency_us

@@ -310,8 +310,16 @@ def ring_share(plan: Plan, waiting: bool = False) -> np.ndarray:
     ~20 GB/s an SM of part-filled rows did not move with twice the copies (see ring_fill_array), and
     an adversary searched against shares up to 2.5 (5 copies) found caps of 3 the sim called 5%
     faster than the expert (llama-1b's climb 3 from the expert, 2026-11-29) where an H200 ran them
-    at the expert's time; at most 1, the sim agrees (886 us against the expert's 884)."""
-    return np.clip(own_caps(plan)[1 if waiting else 0], 1, INFLIGHT) / INFLIGHT
+    at the expert's time; at most 1, the sim agrees (886 us against the expert's 884). A task keeps
+    no more copies in flight than it has stages, whatever its cap: its share is of the copies it
+    could keep at the compiler's cap, so a one-stage task (Qwen3's expert's o_proj tasks, each
+    32 KB) loses nothing at a cap of 1. The sim had read the expert's o_proj caps of 1 raised to 2
+    2.1% faster (ahead: 2.0%) where an H200 ran them at the expert's time (0.999; ahead 0.989:
+    ab_knobs_attn_caps.json); now 1.000 and 0.998, and the adversary's worst searched speedup on
+    Qwen3 10.0% -> 7.5% off (sim_adversary.json; the other families' unchanged)."""
+    caps = np.clip(own_caps(plan)[1 if waiting else 0], 1, INFLIGHT)
+    stages = np.maximum(1.0, np.ceil(_ring_stage_terms(plan)[0] / WS_STAGE))
+    return np.minimum(caps, stages) / np.minimum(INFLIGHT, stages)
 
 
 def ring_caps(plan: Plan) -> np.ndarray:
