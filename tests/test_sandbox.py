@@ -59,6 +59,19 @@ def test_workers_are_isolated(raw_judge):
         assert info["isolation"].startswith("pid"), info
 
 
+def test_a_workers_ready_header_says_where_its_start_went(raw_judge):
+    """Issue 41 (a one-off `mkgym judge` spends most of its seconds starting workers): each worker
+    times its start's phases, and the judge side the whole start from spawn to ready."""
+    raw_judge.warm()
+    for w in (raw_judge.ref, raw_judge.cand):
+        s = w.info["startup_s"]
+        assert {"isolate", "import_torch", "cuda_init", "import_triton", "import_dynamo", "spawn_to_ready"} <= set(s)
+        assert s["import_torch"] > 0 and all(v >= 0 for v in s.values())
+        # the worker's own phases fit inside the start the judge saw
+        assert sum(v for k, v in s.items() if k != "spawn_to_ready") <= s["spawn_to_ready"]
+    assert "launch_counter" in raw_judge.cand.info["startup_s"]
+
+
 def test_workers_outlive_the_thread_that_started_them(tmp_path):
     """A pool starts workers from threads that end; the workers must stay up (PR_SET_PDEATHSIG
     would kill them with the thread)."""

@@ -1172,6 +1172,15 @@ def _function_name(kernel: str) -> str:
 
 def worker_main(conn, role: str, backend: str, device_index: int, log_path: str, workdir: str,
                 drop_privileges: bool, hide: list[str] | None = None, slot: int = 0) -> None:
+    import time as _time
+    phases, t_phase = {}, _time.perf_counter()
+
+    def phase(name: str) -> None:     # seconds since the last phase (the ready header's startup_s)
+        nonlocal t_phase
+        now = _time.perf_counter()
+        phases[name] = round(now - t_phase, 3)
+        t_phase = now
+
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
     os.dup2(log_fd, 1)  # nothing a candidate prints can reach the judge's stdout
     os.dup2(log_fd, 2)
@@ -1187,6 +1196,7 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
     layers, missing = iso.isolate(role, backend, workdir, store_paths, judge_pid,
                                   become_nobody=role == "candidate" and drop_privileges)
     del hide, store_paths
+    phase("isolate")
     _forget_spawn_arguments()
     if not layers:
         _watch_parent(judge_pid)
@@ -1204,7 +1214,9 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
     else:
         os.environ["CUDA_VISIBLE_DEVICES"] = visible_device(device_index, parent_visible)
     _limit_memory(backend)
+    phase("setup")
     import torch
+    phase("import_torch")
     if backend == "cpu":
         torch.set_num_threads(1)
     env = Env(backend)
@@ -1219,11 +1231,15 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
             info["device"] = torch.cuda.get_device_name(0)
         else:
             info["device"] = "cpu"
+        phase("cuda_init")
         import triton  # noqa: F401  (imported before the candidate, so hooks are in place)
+        phase("import_triton")
         import torch._dynamo  # noqa: F401  (it wraps torch.manual_seed on import; settle that first)
+        phase("import_dynamo")
         if role == "candidate":
             counter = LaunchCounter(torch)
             snap = _integrity_snapshot(torch)
+            phase("launch_counter")
             os.makedirs(os.path.join(workdir, "triton"), exist_ok=True)
             os.makedirs(os.path.join(workdir, "cubin"), exist_ok=True)
             os.makedirs(os.path.join(workdir, "torch_extensions"), exist_ok=True)
@@ -1233,6 +1249,8 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
                     layers.append(iso.forbid_new_tasks())
                 except (OSError, ImportError, RuntimeError) as e:
                     missing.append(f"seccomp-cpu ({type(e).__name__}: {e})")
+        phase("rest")
+        info["startup_s"] = phases
         info["isolation"] = ", ".join(layers) or "none"
         info["isolation_missing"] = missing
         info["dropped_privileges"] = any(layer.startswith("no-caps (nobody") for layer in layers)

@@ -8,6 +8,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 import threading
 import warnings
 import weakref
@@ -118,6 +119,7 @@ class WorkerProcess:
         self.proc = ctx.Process(target=sandbox.worker_main, name=f"mkgym-{self.role}",
                                 args=(child, self.role, self.backend, self.device_index, self.log_path,
                                       self.workdir, self.drop_privileges, self.hide, self.slot))
+        self._spawned_at = time.perf_counter()
         start_process(self.proc)
         child.close()
         self.conn = parent
@@ -132,6 +134,10 @@ class WorkerProcess:
         if not header.get("ok"):
             self.kill()
             raise RuntimeError(f"{self.role} worker failed to start:\n{header.get('message', '')}")
+        # where a start's seconds go (issue 41: `mkgym judge` spends most of its time here): the worker
+        # times its own phases (sandbox.worker_main); the rest is the interpreter's start and imports
+        header["startup_s"] = dict(header.get("startup_s") or {},
+                                   spawn_to_ready=round(time.perf_counter() - self._spawned_at, 3))
         self.info = header
         _warn_missing_layers(self.role, header.get("isolation_missing") or [])
         return header
