@@ -438,12 +438,7 @@ class _Emitter:
         # decode attentions that take their fused producers (q's rope, the cache writes and k's rope)
         # into their own body: attention op -> its step inputs (attention_inputs)
         self.absorbed = {o.name: a for o in self.g.ops if o.kind == "decode_attention" and o.name not in (impls or {})
-                         and step_inputs == "body" for a in [self.attention_inputs(o, fused, writer, impls or {})] if a}
-
-    def attention_inputs(self, op: Op, fused: dict[str, str], writer: dict[str, Op],
-                         impls: dict[str, str]) -> dict | None:
-        """attention_inputs of this emitter's graph."""
-        return attention_inputs(self.g, op, fused, writer, impls)
+                         and step_inputs == "body" for a in [attention_inputs(self.g, o, fused, writer, impls or {})] if a}
 
     def reader_combined(self, impls: dict[str, str]) -> dict[str, str]:
         """Base tensor -> split attention op, for each split output that only streamed matmuls read, as
@@ -2911,15 +2906,14 @@ def _op_functions(plan: Plan, impls: dict[str, str], b: "Build", ll: frozenset[s
     return em, used, bodies, op_ids, op_slots, users
 
 
-def function_calls(plan: Plan, impls: dict[str, str] | None = None, distinct_ops: str = "") -> dict[str, tuple[int, ...]]:
+def function_calls(plan: Plan, distinct_ops: str = "") -> dict[str, tuple[int, ...]]:
     """Per op with tasks, the ids of the device functions each of its tasks calls (its prologue
-    calls', then its own), as emit_cuda emits the plan with its defaults (the LL pass included;
-    weights in registers with impls): ops whose ids match run the same code. What the cost model
-    prices the kernel's code by (costmodel.cold_code). Where emit_cuda falls back to weights in
-    registers for want of shared memory, the ring's build is the one counted. `distinct_ops`: as
-    emit_cuda's (a probe)."""
-    impls = impls or {}
-    b = Build(weights="regs" if impls else "smem", producer="thread" if impls else "warp", distinct_ops=distinct_ops)
+    calls', then its own), as emit_cuda emits the plan with its defaults and no impls (the LL pass
+    included): ops whose ids match run the same code. What the cost model prices the kernel's code
+    by (costmodel.cold_code; the sim scores no plan with impls). Where emit_cuda falls back to
+    weights in registers for want of shared memory, the ring's build is the one counted.
+    `distinct_ops`: as emit_cuda's (a probe)."""
+    b = Build(distinct_ops=distinct_ops)      # the ring's build: weights in shared memory, the producer warp
     prologue: dict[str, list[str]] = {}
 
     def prologue_names(em):
@@ -2933,11 +2927,10 @@ def function_calls(plan: Plan, impls: dict[str, str] | None = None, distinct_ops
                 names += [p for p in prologue[op] if p not in names]
         return names
 
-    em, _, _, op_ids, _, _ = _op_functions(plan, impls, b, frozenset(), prologue_names)
-    if not impls:
-        ll = ll_tensors(plan, em.access, em.base, em.called)
-        if ll:
-            op_ids = _op_functions(plan, impls, b, ll, prologue_names, em.epilogues)[3]
+    em, _, _, op_ids, _, _ = _op_functions(plan, {}, b, frozenset(), prologue_names)
+    ll = ll_tensors(plan, em.access, em.base, em.called)
+    if ll:
+        op_ids = _op_functions(plan, {}, b, ll, prologue_names, em.epilogues)[3]
     return {op: tuple(op_ids[p] for p in calls) + (op_ids[op],) for op, calls in prologue.items()}
 
 

@@ -1129,13 +1129,23 @@ def _staged_tasks(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
 # of its own that opens its ring stages: cold_code): +20.8 and +13.9 us predicted against 21.1 and
 # 12.3 measured (0.025 before the cold code, which priced both). The H100 takes the H200's (the same
 # GH100 SM and kernel).
+def caps_path(plan: Plan) -> bool:
+    """Whether the plan's kernel runs per-op ring caps: any op with an `inflight` or `ahead` cap (see above)."""
+    return bool(plan.knobs and (plan.knobs.inflight or plan.knobs.ahead))
+
+
+def ahead_path(plan: Plan) -> bool:
+    """Whether the plan's kernel runs the WS_AHEAD path: any op with an `ahead` cap (see caps_path)."""
+    return bool(plan.knobs and plan.knobs.ahead)
+
+
 # The kernel's code is one function whose task bodies are device functions, one per body that
 # reads alike (codegen: the same projection in every layer shares one), so the step's code is a few
 # of them, each run layer after layer. The first op in the step to call a function waits for its
 # code to come from memory on every SM that runs it, at once, so once on the step's path; later
-# calls find it on chip. An edit that gives some layers a body of their own (a fusion, a tile or an
-# `ahead` cap on one layer's op) adds functions that each pay it, and the layer after them pays for
-# the shared functions it now calls first. On an H200 (ab_knobs_distinct.json: codegen's
+# calls find it on chip. An edit that gives some layers a body of their own (a fusion or an `ahead`
+# cap on one layer's op; not a tile size, the body's bounds) adds functions that each pay it, and
+# the layer after them pays for the shared functions it now calls first. On an H200 (ab_knobs_distinct.json: codegen's
 # distinct_ops probe, the same schedule, waits and bits) Qwen3-0.6B's expert ran 775.6 us, and
 # +27.9 / +64.8 / +131.0 us with layer 0 / 0-1 / 0-3 in functions of their own (sm_90 .text 142 ->
 # 270 / 397 / 648 KB), where the sim had said +0. cold_code_us 5.5 a call says +32.2 / +64.5 /
@@ -1185,16 +1195,6 @@ def cold_code(plan: Plan) -> np.ndarray:
     first_op = np.full(nf, np.iinfo(np.int64).max)
     np.minimum.at(first_op, f1, opi)                                # the first op (graph order) to call it
     return np.bincount(flat[pos[first]][opi == first_op[f1]], minlength=n).astype(float)
-
-
-def caps_path(plan: Plan) -> bool:
-    """Whether the plan's kernel runs per-op ring caps: any op with an `inflight` or `ahead` cap (see above)."""
-    return bool(plan.knobs and (plan.knobs.inflight or plan.knobs.ahead))
-
-
-def ahead_path(plan: Plan) -> bool:
-    """Whether the plan's kernel runs the WS_AHEAD path: any op with an `ahead` cap (see caps_path)."""
-    return bool(plan.knobs and plan.knobs.ahead)
 
 
 # Under LL hops (the default kernel) a task that reaches the head of its SM's queue before its inputs

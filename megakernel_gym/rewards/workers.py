@@ -8,8 +8,8 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 import threading
+import time
 import warnings
 import weakref
 from typing import Any
