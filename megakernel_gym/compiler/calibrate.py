@@ -34,10 +34,10 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
-from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hops, compute_us, hop_scale, polled_latency,
-                                                predict, prefetched, ring_caps, ring_fed_bytes, ring_fill_array,
-                                                ring_share, stream_rate, task_bandwidth_terms, task_costs, task_trips,
-                                                wait_groups)
+from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hops, compute_us, hop_scale,
+                                                onchip_norm_loads, polled_latency, predict, prefetched, ring_caps,
+                                                ring_fed_bytes, ring_fill_array, ring_share, stream_rate,
+                                                task_bandwidth_terms, task_costs, task_trips, wait_groups)
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
 from megakernel_gym.compiler.tasks import INLINE
@@ -326,7 +326,8 @@ class _PlanTerms:
     its op's SM spread: costmodel.task_bandwidth_terms), its compute time (at the fixed tensor-core
     rate, or its compute warps' time through its ring stages, costmodel.ring_consume_us, at
     the base's constants: neither is fitted), whether it pays the memory latency (no prefetch), its further round trips
-    (costmodel.task_trips), how many counters it
+    (costmodel.task_trips, and an on-chip norm's weight: costmodel.onchip_norm_loads), how many of them its
+    SM's wait for its inputs may take in (the first, and an on-chip norm's), how many counters it
     polls, its SM predecessor, the producers it waits for, the copies in flight its ring allows
     as it signals (costmodel.ring_caps: what its readers' hop from it costs) and the share of its
     ring stages its weight rows fill (costmodel.ring_fill_array: that share of sm_gbs) and its ring-fed
@@ -336,6 +337,7 @@ class _PlanTerms:
     compute_us: np.ndarray
     pays_latency: np.ndarray
     trips: np.ndarray
+    hides: np.ndarray
     counters: np.ndarray
     prev: list[int]
     needs: list[list[int]]
@@ -349,7 +351,8 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
     nbytes, flops = costs[0], costs[1]
     n = len(plan.tg.tasks)
     pays = np.array([0.0 if p else 1.0 for p in prefetched(plan)])
-    trips = np.array(task_trips(plan), dtype=float)
+    onchip = np.array(onchip_norm_loads(plan), dtype=float)
+    trips = np.array(task_trips(plan), dtype=float) + onchip
     prev = [-1] * n
     for q in plan.queues:
         for a, b in zip(q, q[1:]):
@@ -359,7 +362,7 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
     own, shared = task_bandwidth_terms(plan, nbytes)
     polls = np.array([len(w) for w in waits], dtype=float)
     compute = compute_us(plan, dev, flops, costs[2] if len(costs) > 2 else None)
-    return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips, polls,
+    return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips, 1.0 + onchip, polls,
                       prev, needs, ring_caps(plan).astype(np.int64), np.asarray(ring_fill_array(plan), dtype=float),
                       ring_fed_bytes(plan, own), ring_share(plan))
 
@@ -372,7 +375,7 @@ def _critical_path(terms: _PlanTerms, pred: Prediction, hop, hide: float = 0.0) 
     producer signalled (Prediction.hop_busy: costmodel.busy_hop_weight), and again at MAX_INFLIGHT
     + 1 + c by how quiet (1 - that); and how many memory latencies its tasks' waits took
     in (`hide`: costmodel.polled_latency; a task whose SM idled g before it started takes in
-    min(g, hide), counted here as that share of one memory latency)."""
+    min(g, hide times its terms.hides), counted here in memory latencies)."""
     finish, start = pred.finish_us, pred.start_us
     hops = np.broadcast_to(np.asarray(hop, dtype=float), (len(finish),))
     t = max(range(len(finish)), key=finish.__getitem__)
@@ -382,7 +385,7 @@ def _critical_path(terms: _PlanTerms, pred: Prediction, hop, hide: float = 0.0) 
 
     def took_in(t: int) -> float:
         idle = start[t] - (finish[terms.prev[t]] if terms.prev[t] >= 0 else 0.0)
-        return min(max(idle, 0.0), hide) / hide if hide > 0 else 0.0
+        return min(max(idle, 0.0), hide * terms.hides[t]) / hide if hide > 0 else 0.0
 
     hidden += took_in(t)
     while True:

@@ -1044,6 +1044,32 @@ def norm_trips(op, box) -> int:
     return norm_staged(op) + max(0, box[0][1] - box[0][0])
 
 
+# A matmul that computes an rmsnorm on chip (codegen's onchip: Qwen3's and SmolLM2's experts fuse each
+# layer's norms into q/k/v and gate/up) loads the norm's weight to registers before it stages its
+# input: one trip more before its rows, priced at the memory latency (every task of the op reads the
+# same weight, in L2 after the first), which a task whose SM waits for its inputs takes into that wait
+# (the loads go before the polls: hide). Unpriced, a second such task on an SM was free: Qwen3's
+# expert with v_proj in 8-row tiles (some SMs running two q/k/v tasks) read 0.1% faster in the sim and
+# ran 4.3% slower on an H200 (ab_knobs_tiles_qwen3.json; a q/k/v task's input phase ~1.2 us,
+# task_probe_qwen3_v8.json); priced, 3.4% slower. Over sim_adversary.json's rows the worst searched
+# speedup off the GPU's went 4.3 / 3.8 / 7.5 / 4.8% -> 3.2 / 3.0 / 5.6 / 4.8% (llama-1b, SmolLM2,
+# Qwen3, GPT-2 large; Spearman 0.60 / 0.86 / 0.89 / 0.98 -> 0.74 / 0.98 / 0.93 / 0.98), and
+# sim_bisect.json's 150 variants from 4.5% mean error over their starts to 4.0% (median 3.3 -> 2.2%);
+# the experts move by under 0.5 us (their tasks wait). The ring is not credited with loading during
+# the trip: as a round trip (task_trips) a task that waited would have been faster for it (the ring
+# counted as loading through the wait and the trip both); so priced the scores were about the same
+# (Qwen3 5.2%, llama-1b's Spearman 0.60). Session 34 priced the load at staged_us (a norm's own
+# cold stage, 3.0 us) and the experts read 15-17% slow.
+def onchip_norm_loads(plan: Plan) -> list[int]:
+    """Per task, the rmsnorms with a weight that a matmul of the task computes on chip (_on_chip_readers),
+    each a trip before its rows (see above); kept on the task graph."""
+    def count(tg, t, ops, on_chip):
+        chain = {p for p, _ in t.prologue} | {t.op}
+        return len({p for p, _ in t.prologue if ops[p].kind == "rmsnorm" and len(ops[p].inputs) > 1
+                    and on_chip.get(p, set()) & chain})
+    return _per_task_kept(plan, "onchip", count)
+
+
 def _on_chip_readers(g, ops: dict) -> dict[str, set[str]]:
     """Per rmsnorm, the matmuls that compute it on chip when it is fused into their task (codegen's
     onchip: a matmul reading it as its input stages the norm's input and normalises it in place, its
@@ -1088,14 +1114,24 @@ def _staged_loads(t, ops: dict, on_chip: dict[str, set[str]]) -> int:
     return sum(norm_staged(ops[n]) for n in names + [t.op])
 
 
-def _task_trip_array(plan: Plan) -> np.ndarray:
-    """task_trips as a float array (read-only; kept on the task graph)."""
-    tg = plan.tg
-    cached = tg.__dict__.get("_task_trip_array")
+def _kept_float_array(plan: Plan, fn) -> np.ndarray:
+    """fn(plan), a per-task count, as a float array (read-only; kept on the task graph under fn's name)."""
+    tg, key = plan.tg, "_array_" + fn.__name__
+    cached = tg.__dict__.get(key)
     if cached is None:
-        cached = tg.__dict__["_task_trip_array"] = np.asarray(task_trips(plan), dtype=float)
+        cached = tg.__dict__[key] = np.asarray(fn(plan), dtype=float)
         cached.flags.writeable = False
     return cached
+
+
+def _task_trip_array(plan: Plan) -> np.ndarray:
+    """task_trips as a float array (read-only; kept on the task graph)."""
+    return _kept_float_array(plan, task_trips)
+
+
+def _onchip_array(plan: Plan) -> np.ndarray:
+    """onchip_norm_loads as a float array (read-only; kept on the task graph)."""
+    return _kept_float_array(plan, onchip_norm_loads)
 
 
 def _staged_tasks(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
@@ -1237,10 +1273,11 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     # once the bytes the ring loaded while its SM waited are known
     spread = np.divide(shared_a, own_a, out=np.ones(n), where=own_a > 0)
     trip0 = trips * dev.mem_latency_us
-    lat0 = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip0
+    onchip = _onchip_array(plan) * dev.mem_latency_us     # an on-chip norm's weight: a trip before the rows
+    lat0 = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip0 + onchip
     # the rows wait for a prologue's trips, an epilogue's for the rows (NORM_KINDS)
-    compute0 = compute_us(plan, dev, flops, attn) + trip0
-    hide0 = polled_latency(dev, hops)
+    compute0 = compute_us(plan, dev, flops, attn) + trip0 + onchip
+    hide0 = polled_latency(dev, hops) + (onchip if hops == "ll" else 0.0)    # (loaded before the polls)
     # the tasks that stage a norm's parameters, and how many each
     sidx, staged = _staged_tasks(plan) if dev.staged_us is not None else (np.zeros(0, np.int64), np.zeros(0))
 
@@ -1314,7 +1351,7 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
-           "box_loop_trips", "norm_trips", "norm_staged", "task_staged", "staged_trip_us", "caps_path", "ahead_path", "cold_code",
+           "box_loop_trips", "norm_trips", "onchip_norm_loads", "norm_staged", "task_staged", "staged_trip_us", "caps_path", "ahead_path", "cold_code",
            "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
            "own_caps", "ring_share", "copies_busy", "COPIES_BUSY", "attended_positions", "attention_work", "costs_at",
            "compute_us", "positions_input", "fed_positions"]
