@@ -94,11 +94,12 @@ def test_fit_recovers_known_constants(sampled):
     fitted, report = fit_device(pc, measured, base, prior=0.0, fields=fields)
     # constants from 24 schedules of a tiny model on 8 SMs: some trade against each other (the launch
     # against the overhead; its 128-byte weight rows fill a sixteenth of each ring stage, so its ring,
-    # not HBM, sets most matmuls' time, and HBM is pinned only loosely), so the test asks for what the
-    # data pin down: the predictions, the latencies every chain of tasks pays, and the bandwidth roughly
+    # not HBM, sets most matmuls' time: HBM from 200 to 2,400 GB/s moves no prediction by more than 0.6%, and
+    # half of it by 0.6%), so the test asks for what the data pin down: the predictions, the latencies
+    # every chain of tasks pays, and HBM not below what would slow the rings
     assert fitted.mem_latency_us == pytest.approx(true.mem_latency_us, rel=0.05)
     assert fitted.wait_latency_us == pytest.approx(true.wait_latency_us, rel=0.05)
-    assert fitted.hbm_gbs == pytest.approx(true.hbm_gbs, rel=0.2)
+    assert fitted.hbm_gbs >= 0.5 * true.hbm_gbs
     # (quiet_wait_us is fitted only from a base that has one: costmodel.busy_hop_us)
     assert set(report["fitted"]) == set(FIT_FIELDS) - {"quiet_wait_us"} and fitted.plain_gbs == base.plain_gbs
     assert fitted.tflops == base.tflops and fitted.num_sms == base.num_sms

@@ -2861,6 +2861,21 @@ def _emit(plan: Plan, impls: dict[str, str], b: "Build") -> tuple[str, TaskTable
     return source, table
 
 
+def _emitter(plan: Plan, impls: dict[str, str], b: "Build", ll: frozenset[str]) -> "_Emitter":
+    """The emitter of build `b` of the plan."""
+    return _Emitter(plan, impls, b.weights, ll, b.combine, b.producer if b.weights == "smem" else "thread",
+                    b.kv_prefetch, b.hold_ops, b.step_inputs, b.kv_pre, b.claim, b.x_bf16, b.v_prefetch)
+
+
+def epilogue_ops(plan: Plan) -> frozenset[str]:
+    """The ops whose fused matmuls emit_cuda (its defaults, no impls) runs as a real epilogue, in one
+    call with the op (epilogue_producers); any other task runs each fused matmul as a call of its own
+    that stores its rows, which the task's body then reads back (costmodel._call_trips prices that)."""
+    em = _emitter(plan, {}, Build(), frozenset())
+    ops = {o.name: o for o in plan.tg.graph.ops}
+    return frozenset(name for name, ids in plan.tg.by_op.items() if ids and em.epilogue_producers(ops[name]))
+
+
 def _op_functions(plan: Plan, impls: dict[str, str], b: "Build", ll: frozenset[str],
                   prologue_names, epilogues: dict | None = None) -> tuple["_Emitter", list, dict, dict, dict, dict]:
     """The device functions a build of the plan emits: (the emitter, the ops whose bodies are
@@ -2869,8 +2884,7 @@ def _op_functions(plan: Plan, impls: dict[str, str], b: "Build", ll: frozenset[s
     `prologue_names(em)` gives the names of every op that runs as a prologue call in some task;
     `epilogues`: the emitter's epilogues of an earlier pass over the plan (they do not depend on
     the LL tensors), else found."""
-    em = _Emitter(plan, impls, b.weights, ll, b.combine, b.producer if b.weights == "smem" else "thread", b.kv_prefetch,
-                  b.hold_ops, b.step_inputs, b.kv_pre, b.claim, b.x_bf16, b.v_prefetch)
+    em = _emitter(plan, impls, b, ll)
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     used = [name for name, ids in plan.tg.by_op.items() if ids]   # fused producers: where a task calls them
@@ -3206,4 +3220,4 @@ def _check_impl_names(source: str, impls: dict[str, str]) -> None:
 
 
 __all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PRODUCERS", "PREFETCH_MODES", "WEIGHT_PATHS", "IMPL_CONTRACT",
-           "impl_code_problem", "SMEM_LIMIT", "onchip_norm_problem", "attention_split_problem"]
+           "impl_code_problem", "SMEM_LIMIT", "onchip_norm_problem", "epilogue_ops", "attention_split_problem"]

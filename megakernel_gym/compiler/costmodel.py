@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from megakernel_gym.compiler.codegen import (INFLIGHT, THREADS, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, _streams,
-                                             attention_inputs, function_calls, onchip_norm_problem, ring_packed)
+                                             attention_inputs, epilogue_ops, function_calls, onchip_norm_problem,
+                                             ring_packed)
 from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
@@ -975,13 +976,30 @@ def _per_task_kept(plan: Plan, name: str, fn) -> list[int]:
     return cached
 
 
+# A matmul fused into another op's task runs in one call with it only as a real epilogue
+# (codegen.epilogue_ops: the bias-free projections of Llama, Qwen3, SmolLM2); elsewhere (GPT-2's
+# projections have a bias) it is a call of its own that stores its rows, and the task's body reads
+# them back: a trip. On an H200 GPT-2 large's fused tasks spend 0.8-1.0 us from their last weight row
+# to their signal where Qwen3's real epilogues spend 0.25-0.34 (task_probe_dump_*_tasks.json), and
+# its expert with five fc+GELU tasks an SM (`tile transformer.h.*.mlp.act n=8`) ran 16.6% slower
+# where the sim, charging nothing, read 0.3% faster (ab_knobs_tiles_gpt2.json); now 5.1% slower.
+# GPT-2's worst searched row in sim_adversary.json went 18.4% -> 12.3% off the GPU's speedup
+# (Spearman 0.90 -> 0.96; the default over the expert 0.757 -> 0.773, 0.770 measured), the bisect's
+# 182 variants 4.5% -> 4.2% mean error (sim_bisect.json); the rows of the search before (in git)
+# went 4.8% -> 6.2% on GPT-2, its climbs from the default that fuse fewer matmuls than the expert
+# now reading 1-2% faster than they ran. The other families' plans have no such calls.
 def task_trips(plan: Plan) -> list[int]:
     """Per task, its dependent memory round trips past the first (TRIPS); kept on the task graph."""
     fused = dict(plan.knobs.fused) if plan.knobs else {}
     writer: dict = {}
-    return _per_task_kept(plan, "trips", lambda tg, t, ops, on_chip: (
-        TRIPS.get(ops[t.op].kind, 0) + (SPLIT_TRIPS if t.parts > 1 else 0)
-        + _call_trips(tg, t, ops, on_chip, _absorbs(tg, t, ops, fused, writer))))
+    epilogues: list = []      # codegen.epilogue_ops, found on first use (the trips are kept on the task graph)
+
+    def trips(tg, t, ops, on_chip):
+        if not epilogues:
+            epilogues.append(epilogue_ops(plan))
+        return (TRIPS.get(ops[t.op].kind, 0) + (SPLIT_TRIPS if t.parts > 1 else 0)
+                + _call_trips(tg, t, ops, on_chip, _absorbs(tg, t, ops, fused, writer), epilogues[0]))
+    return _per_task_kept(plan, "trips", trips)
 
 
 def _absorbs(tg, t, ops: dict, fused: dict, writer: dict) -> bool:
@@ -1079,14 +1097,17 @@ def _on_chip_readers(g, ops: dict) -> dict[str, set[str]]:
             for n in ops.values() if n.kind == "rmsnorm"}
 
 
-def _call_trips(tg, t, ops: dict, on_chip: dict[str, set[str]], absorbs: bool = True) -> int:
+def _call_trips(tg, t, ops: dict, on_chip: dict[str, set[str]], absorbs: bool = True,
+                epilogues: frozenset | None = None) -> int:
     """A task's trips past its first that its fused producers and its body make: one per producer run as a
-    call of its own (not a matmul epilogue, nor an rmsnorm a matmul of the task computes on chip:
+    call of its own (not a matmul of an op in `epilogues`, codegen.epilogue_ops: a real epilogue, one
+    call with the op; None: every matmul; nor an rmsnorm a matmul of the task computes on chip:
     `on_chip`, _on_chip_readers), but one in all for a decode attention's ropes and cache writes
     where it stages them together in its body (`absorbs`: _absorbs); and each element-wise or norm
     body's trips past its first (box_loop_trips, norm_trips), its own op's and its calls'."""
     chain = {p for p, _ in t.prologue} | {t.op}
-    calls = [(p, box) for p, box in t.prologue if ops[p].kind != "matmul" and not on_chip.get(p, set()) & chain]
+    calls = [(p, box) for p, box in t.prologue if not on_chip.get(p, set()) & chain
+             and (ops[p].kind != "matmul" or (epilogues is not None and t.op not in epilogues))]
     staged = [p for p, _ in calls if absorbs and ops[t.op].kind == "decode_attention"
               and ops[p].kind in STEP_INPUT_KINDS]
     trips = len(calls) - len(staged) + (1 if staged else 0)
