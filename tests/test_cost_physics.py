@@ -267,3 +267,11 @@ def test_an_onchip_norms_weight_is_a_trip_that_a_waiting_sm_takes_in():
     assert np.allclose(d1[took_in], d0[took_in])
     assert np.allclose(d1[pays] - d0[pays], trip)
     assert with_it.latency_us > without.latency_us
+    # a task that calls several matmuls each computing the norm on chip loads its weight in each call
+    # (codegen's _stage_x); a real epilogue's matmuls stage it once for all (gate/up above: 1)
+    qwen2 = make_ir(capture(*ZOO["qwen2-tiny"](), "qwen2-tiny"), num_sms=8)
+    chain = apply_edits(apply_edits(qwen2, expert_edits(qwen2)), "\n".join(
+        f"fuse model.layers.*.self_attn.{m}_proj into model.layers.*.self_attn.{c}"
+        for m, c in (("q", "q_rope"), ("k", "k_rope"), ("v", "v_cache_write")))).plan()
+    loads = onchip_norm_loads(chain)
+    assert {loads[t.id] for t in chain.tg.tasks if t.op.endswith("decode_attention")} == {3}

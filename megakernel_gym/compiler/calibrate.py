@@ -362,7 +362,7 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
     own, shared = task_bandwidth_terms(plan, nbytes)
     polls = np.array([len(w) for w in waits], dtype=float)
     compute = compute_us(plan, dev, flops, costs[2] if len(costs) > 2 else None)
-    return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips, 1.0 + onchip, polls,
+    return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips, 1.0 + np.minimum(onchip, 1.0), polls,
                       prev, needs, ring_caps(plan).astype(np.int64), np.asarray(ring_fill_array(plan), dtype=float),
                       ring_fed_bytes(plan, own), ring_share(plan))
 

@@ -2870,7 +2870,9 @@ def _emitter(plan: Plan, impls: dict[str, str], b: "Build", ll: frozenset[str]) 
 def epilogue_ops(plan: Plan) -> frozenset[str]:
     """The ops whose fused matmuls emit_cuda (its defaults, no impls) runs as a real epilogue, in one
     call with the op (epilogue_producers); any other task runs each fused matmul as a call of its own
-    that stores its rows, which the task's body then reads back (costmodel._call_trips prices that)."""
+    that stores its rows, which the task's body then reads back (costmodel._call_trips prices that).
+    The ring's build, as function_calls counts it: where emit_cuda falls back to weights in registers
+    for want of shared memory, it makes no epilogues."""
     em = _emitter(plan, {}, Build(), frozenset())
     ops = {o.name: o for o in plan.tg.graph.ops}
     return frozenset(name for name, ids in plan.tg.by_op.items() if ids and em.epilogue_producers(ops[name]))

@@ -987,7 +987,9 @@ def _per_task_kept(plan: Plan, name: str, fn) -> list[int]:
 # (Spearman 0.90 -> 0.96; the default over the expert 0.757 -> 0.773, 0.770 measured), the bisect's
 # 182 variants 4.5% -> 4.2% mean error (sim_bisect.json); the rows of the search before (in git)
 # went 4.8% -> 6.2% on GPT-2, its climbs from the default that fuse fewer matmuls than the expert
-# now reading 1-2% faster than they ran. The other families' plans have no such calls.
+# now reading 1-2% faster than they ran. The other families' experts have no such calls (their
+# matmuls fused into element-wise ops are real epilogues); a matmul fused into a rope or a cache
+# write is one in any family.
 def task_trips(plan: Plan) -> list[int]:
     """Per task, its dependent memory round trips past the first (TRIPS); kept on the task graph."""
     fused = dict(plan.knobs.fused) if plan.knobs else {}
@@ -1066,7 +1068,7 @@ def norm_trips(op, box) -> int:
 # layer's norms into q/k/v and gate/up) loads the norm's weight to registers before it stages its
 # input: one trip more before its rows, priced at the memory latency (every task of the op reads the
 # same weight, in L2 after the first), which a task whose SM waits for its inputs takes into that wait
-# (the loads go before the polls: hide). Unpriced, a second such task on an SM was free: Qwen3's
+# (the first call's loads go before the polls: hide). Unpriced, a second such task on an SM was free: Qwen3's
 # expert with v_proj in 8-row tiles (some SMs running two q/k/v tasks) read 0.1% faster in the sim and
 # ran 4.3% slower on an H200 (ab_knobs_tiles_qwen3.json; a q/k/v task's input phase ~1.2 us,
 # task_probe_qwen3_v8.json); priced, 3.4% slower. Over sim_adversary.json's rows the worst searched
@@ -1079,12 +1081,21 @@ def norm_trips(op, box) -> int:
 # (Qwen3 5.2%, llama-1b's Spearman 0.60). Session 34 priced the load at staged_us (a norm's own
 # cold stage, 3.0 us) and the experts read 15-17% slow.
 def onchip_norm_loads(plan: Plan) -> list[int]:
-    """Per task, the rmsnorms with a weight that a matmul of the task computes on chip (_on_chip_readers),
-    each a trip before its rows (see above); kept on the task graph."""
+    """Per task, how many times its matmuls load an rmsnorm's weight to compute the norm on chip
+    (_on_chip_readers; norms with a weight): once per matmul call that stages its input so, and once
+    for all the matmuls of a real epilogue (codegen.epilogue_ops), which stage it together; each a trip
+    before its rows (see above). Kept on the task graph."""
+    epilogues: list = []      # found on first use
+
     def count(tg, t, ops, on_chip):
         chain = {p for p, _ in t.prologue} | {t.op}
-        return len({p for p, _ in t.prologue if ops[p].kind == "rmsnorm" and len(ops[p].inputs) > 1
-                    and on_chip.get(p, set()) & chain})
+        n = 0
+        for norm in {p for p, _ in t.prologue if ops[p].kind == "rmsnorm" and len(ops[p].inputs) > 1}:
+            readers = on_chip.get(norm, set()) & chain
+            if readers and not epilogues:
+                epilogues.append(epilogue_ops(plan))
+            n += min(1, len(readers)) if readers and t.op in epilogues[0] else len(readers)
+        return n
     return _per_task_kept(plan, "onchip", count)
 
 
@@ -1298,7 +1309,8 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     lat0 = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip0 + onchip
     # the rows wait for a prologue's trips, an epilogue's for the rows (NORM_KINDS)
     compute0 = compute_us(plan, dev, flops, attn) + trip0 + onchip
-    hide0 = polled_latency(dev, hops) + (onchip if hops == "ll" else 0.0)    # (loaded before the polls)
+    # (the first call's load goes before the task's polls; a later call's after them)
+    hide0 = polled_latency(dev, hops) + (np.minimum(onchip, dev.mem_latency_us) if hops == "ll" else 0.0)
     # the tasks that stage a norm's parameters, and how many each
     sidx, staged = _staged_tasks(plan) if dev.staged_us is not None else (np.zeros(0, np.int64), np.zeros(0))
 
