@@ -994,14 +994,18 @@ def task_trips(plan: Plan) -> list[int]:
     """Per task, its dependent memory round trips past the first (TRIPS); kept on the task graph."""
     fused = dict(plan.knobs.fused) if plan.knobs else {}
     writer: dict = {}
-    epilogues: list = []      # codegen.epilogue_ops, found on first use (the trips are kept on the task graph)
+    return _per_task_kept(plan, "trips", lambda tg, t, ops, on_chip: (
+        TRIPS.get(ops[t.op].kind, 0) + (SPLIT_TRIPS if t.parts > 1 else 0)
+        + _call_trips(tg, t, ops, on_chip, _absorbs(tg, t, ops, fused, writer), _epilogues(plan))))
 
-    def trips(tg, t, ops, on_chip):
-        if not epilogues:
-            epilogues.append(epilogue_ops(plan))
-        return (TRIPS.get(ops[t.op].kind, 0) + (SPLIT_TRIPS if t.parts > 1 else 0)
-                + _call_trips(tg, t, ops, on_chip, _absorbs(tg, t, ops, fused, writer), epilogues[0]))
-    return _per_task_kept(plan, "trips", trips)
+
+def _epilogues(plan: Plan) -> frozenset[str]:
+    """codegen.epilogue_ops, kept on the task graph (it reads the task graph alone: its fusions and
+    tiles), so task_trips and onchip_norm_loads build the emitter for it once."""
+    cached = plan.tg.__dict__.get("_epilogue_ops")
+    if cached is None:
+        cached = plan.tg.__dict__["_epilogue_ops"] = epilogue_ops(plan)
+    return cached
 
 
 def _absorbs(tg, t, ops: dict, fused: dict, writer: dict) -> bool:
@@ -1085,16 +1089,12 @@ def onchip_norm_loads(plan: Plan) -> list[int]:
     (_on_chip_readers; norms with a weight): once per matmul call that stages its input so, and once
     for all the matmuls of a real epilogue (codegen.epilogue_ops), which stage it together; each a trip
     before its rows (see above). Kept on the task graph."""
-    epilogues: list = []      # found on first use
-
     def count(tg, t, ops, on_chip):
         chain = {p for p, _ in t.prologue} | {t.op}
         n = 0
         for norm in {p for p, _ in t.prologue if ops[p].kind == "rmsnorm" and len(ops[p].inputs) > 1}:
             readers = on_chip.get(norm, set()) & chain
-            if readers and not epilogues:
-                epilogues.append(epilogue_ops(plan))
-            n += min(1, len(readers)) if readers and t.op in epilogues[0] else len(readers)
+            n += min(1, len(readers)) if readers and t.op in _epilogues(plan) else len(readers)
         return n
     return _per_task_kept(plan, "onchip", count)
 
