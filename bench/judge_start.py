@@ -5,7 +5,8 @@ starting workers). Run on a GPU host (or --backend cpu here):
 
 Starts a fresh Judge `--starts` times, each in a new process of its own (as `mkgym judge` does), and
 reads each worker's ready header: the phases the worker times itself (sandbox.worker_main: isolation,
-import torch, CUDA's start, import triton, import torch._dynamo, the candidate's launch counter) and
+import torch, CUDA's start, import triton, the candidate's launch counter; until 11-29 also
+import torch._dynamo) and
 the judge's whole spawn-to-ready. Each process then evaluates the softmax problem's Triton reference
 answer (its baselines computed by the first and found in the results store by the rest, the issue's
 case; `--no-evaluate` skips it: the cpu backend's torch.compile baseline takes minutes). Writes
@@ -32,22 +33,28 @@ t0 = time.perf_counter()
 from megakernel_gym.curriculum import get_problem, reference_candidates
 from megakernel_gym.rewards import Judge
 t_import = time.perf_counter() - t0
+t_j = time.perf_counter()
 j = Judge(backend=sys.argv[1])
 t1 = time.perf_counter()
 j.warm()
 t_warm = time.perf_counter() - t1
-out = {"import_s": round(t_import, 3), "warm_s": round(t_warm, 3),
+out = {"import_s": round(t_import, 3), "judge_s": round(t1 - t_j, 3), "warm_s": round(t_warm, 3),
        "ref": j.ref.info.get("startup_s"), "cand": j.cand.info.get("startup_s")}
 if sys.argv[2] == "1":
+    t_p = time.perf_counter()
     p = get_problem("softmax")
+    answer = reference_candidates("softmax")["triton"]
+    out["problem_s"] = round(time.perf_counter() - t_p, 3)
     t2 = time.perf_counter()
     j.baselines(p)
     out["baselines_s"] = round(time.perf_counter() - t2, 3)
     t3 = time.perf_counter()
-    r = j.evaluate(p, reference_candidates("softmax")["triton"])
+    r = j.evaluate(p, answer)
     out["evaluate_s"] = round(time.perf_counter() - t3, 3)
     out["status"] = r.status
+t_c = time.perf_counter()
 j.close()
+out["close_s"] = round(time.perf_counter() - t_c, 3)
 out["process_s"] = round(time.perf_counter() - t0, 3)
 print("RESULT " + json.dumps(out), flush=True)
 """
@@ -83,10 +90,10 @@ def main():
     for role in ("ref", "cand"):
         phases = sorted({k for r in runs for k in (r[role] or {})})
         rows.append({"worker": role, "phases_s": {k: spread([r[role][k] for r in runs if k in r[role]]) for k in phases}})
-    rows.append({"judge": "process", **{k: spread([r[k] for r in runs]) for k in ("import_s", "warm_s", "process_s",
-                                                                              "command_s")}})
+    rows.append({"judge": "process", **{k: spread([r[k] for r in runs]) for k in ("import_s", "judge_s", "warm_s",
+                                                                              "close_s", "process_s", "command_s")}})
     if not a.no_evaluate:
-        rows.append({"judge": "evaluations", "baselines_s": [r["baselines_s"] for r in runs],
+        rows.append({"judge": "evaluations", "problem_s": [r["problem_s"] for r in runs], "baselines_s": [r["baselines_s"] for r in runs],
                      "evaluate_s": [r["evaluate_s"] for r in runs], "status": [r["status"] for r in runs]})
     later = [r["command_s"] for r in runs[1:]] or [runs[0]["command_s"]]
     targets = [{"target": "a one-off judge in at most 3 s, command to result, baselines in the store (issue 41, "

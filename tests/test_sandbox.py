@@ -65,11 +65,40 @@ def test_a_workers_ready_header_says_where_its_start_went(raw_judge):
     raw_judge.warm()
     for w in (raw_judge.ref, raw_judge.cand):
         s = w.info["startup_s"]
-        assert {"isolate", "import_torch", "cuda_init", "import_triton", "import_dynamo", "spawn_to_ready"} <= set(s)
+        assert {"isolate", "import_torch", "cuda_init", "import_triton", "spawn_to_ready"} <= set(s)
+        assert "import_dynamo" not in s   # 3.8-5.9 s of a GPU worker's start on an H200; see the next test
         assert s["import_torch"] > 0 and all(v >= 0 for v in s.values())
         # the worker's own phases fit inside the start the judge saw
         assert sum(v for k, v in s.items() if k != "spawn_to_ready") <= s["spawn_to_ready"]
     assert "launch_counter" in raw_judge.cand.info["startup_s"]
+
+
+def test_torch_dynamos_wrap_of_manual_seed_is_not_tampering_but_a_candidates_is():
+    """The worker no longer imports torch._dynamo before its integrity snapshot; an import later (a torch
+    call an honest kernel makes may import it lazily) wraps torch.manual_seed, which must not read as the
+    candidate's monkeypatch, while a function of the candidate's own, however it dresses, still does."""
+    import functools
+
+    import torch
+
+    from megakernel_gym.rewards import sandbox
+    real = torch.manual_seed
+    try:
+        torch.manual_seed = original = torch.random.manual_seed
+        snap = sandbox._integrity_snapshot(torch)
+        assert sandbox._tampered(torch, snap) == []
+        torch.manual_seed = torch._disable_dynamo(original)       # what importing torch._dynamo does
+        assert sandbox._tampered(torch, snap) == []
+
+        @functools.wraps(original)
+        def fixed_inputs(seed):                                   # the candidate's: same name, __wrapped__
+            return original(0)
+        torch.manual_seed = fixed_inputs
+        assert sandbox._tampered(torch, snap) == ["manual_seed"]
+        torch.manual_seed = torch._disable_dynamo(fixed_inputs)   # dynamo's wrap, of the wrong function
+        assert sandbox._tampered(torch, snap) == ["manual_seed"]
+    finally:
+        torch.manual_seed = real
 
 
 def test_workers_outlive_the_thread_that_started_them(tmp_path):

@@ -733,7 +733,27 @@ def _integrity_snapshot(torch) -> dict[str, Any]:
 
 def _tampered(torch, snap: dict[str, Any]) -> list[str]:
     now = _integrity_snapshot(torch)
-    return [k for k, v in snap.items() if now.get(k) is not v]
+    return [k for k, v in snap.items() if now.get(k) is not v
+            and not (k == "manual_seed" and _dynamo_seed_wrap(torch, now[k], v))]
+
+
+def _dynamo_seed_wrap(torch, now, before) -> bool:
+    """Whether torch.manual_seed is torch._dynamo's wrap of the function the snapshot took. Importing
+    torch._dynamo wraps it (torch/_dynamo/__init__.py), and a torch call an honest candidate makes may
+    import it lazily; the worker no longer imports it at start (3.8-5.9 s of a GPU worker's 7.5-12.3 s
+    start on an H200, judge_start.json) to settle the wrap before the snapshot. The wrap is told apart
+    from a candidate's own function by its code object (torch._disable_dynamo's inner, which nothing
+    else has) and the function it closes over."""
+    make = getattr(torch, "_disable_dynamo", None)
+    if make is None or getattr(now, "__wrapped__", None) is not before:
+        return False
+    code = getattr(now, "__code__", None)
+    return code is make(_no_op).__code__ and any(
+        getattr(c, "cell_contents", None) is before for c in (getattr(now, "__closure__", None) or ()))
+
+
+def _no_op():
+    return None
 
 
 def _tensors_of(torch, model) -> list:
@@ -1234,8 +1254,6 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
         phase("cuda_init")
         import triton  # noqa: F401  (imported before the candidate, so hooks are in place)
         phase("import_triton")
-        import torch._dynamo  # noqa: F401  (it wraps torch.manual_seed on import; settle that first)
-        phase("import_dynamo")
         if role == "candidate":
             counter = LaunchCounter(torch)
             snap = _integrity_snapshot(torch)
@@ -1264,8 +1282,10 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
         except (EOFError, OSError, ValueError):
             return
         cmd = msg.get("cmd")
-        if cmd == "exit":
-            return
+        if cmd == "exit":   # no interpreter teardown (torch's and CUDA's took a one-off judge ~1 s here)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         handlers = {"meta": handle_meta, "compare": handle_compare, "baselines": handle_baselines,
                     "check": handle_check}
         try:
