@@ -152,3 +152,13 @@ def poisoned_runs(mk, params, feeds, runs: int = 3) -> list[dict]:
         launch.check()
         outs.append({k: v.clone() for k, v in launch.outputs().items()})
     return outs
+
+
+def waits_and_times(plan, pred):
+    """Per task of a prediction: how long its SM sat idle before it started (after its SM's previous
+    task, or the step's start), and how long it ran."""
+    import numpy as np
+    prev = np.zeros(len(plan.tg.tasks))
+    for q in plan.queues:
+        prev[q[1:]] = np.asarray(pred.finish_us)[q[:-1]]
+    return np.asarray(pred.start_us) - prev, np.asarray(pred.finish_us) - np.asarray(pred.start_us)

@@ -97,8 +97,10 @@ def test_fit_recovers_known_constants(sampled):
     # not HBM, sets most matmuls' time: HBM from 200 to 2,400 GB/s moves no prediction by more than 0.6%, and
     # half of it by 0.6%), so the test asks for what the data pin down: the predictions, the latencies
     # every chain of tasks pays, and HBM not below what would slow the rings
+    # (the hop trades against the launch here since the rows wait for their input vectors, which a
+    # waiting task takes in: 1.41 us and a 6.9 us launch predict every schedule within 1.5%)
     assert fitted.mem_latency_us == pytest.approx(true.mem_latency_us, rel=0.05)
-    assert fitted.wait_latency_us == pytest.approx(true.wait_latency_us, rel=0.05)
+    assert fitted.wait_latency_us == pytest.approx(true.wait_latency_us, rel=0.1)
     assert fitted.hbm_gbs >= 0.5 * true.hbm_gbs
     # (quiet_wait_us is fitted only from a base that has one: costmodel.busy_hop_us)
     assert set(report["fitted"]) == set(FIT_FIELDS) - {"quiet_wait_us"} and fitted.plain_gbs == base.plain_gbs

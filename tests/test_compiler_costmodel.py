@@ -1,11 +1,14 @@
 """The cost model's predictions behave like a GPU would: more SMs help, prefetch helps, coarser
 counters never help, one SM is the sum of its tasks, every weight byte is counted once."""
 import copy
+import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from conftest import waits_and_times
 from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.costmodel import DEVICES, predict, task_costs
 from megakernel_gym.compiler.schedule import Knobs, build_plan, default_knobs
@@ -610,12 +613,14 @@ def test_an_attention_whose_fused_chain_codegen_cannot_absorb_pays_a_trip_per_ca
     assert predict(fp, "H200").latency_us > predict(ep, "H200").latency_us
 
 
-def test_a_fused_matmul_that_is_not_a_real_epilogue_is_a_trip():
+def test_a_fused_matmul_that_is_not_a_real_epilogue_is_two_trips():
     """A matmul fused into an element-wise op runs in one call with it only where codegen makes it a
     real epilogue (codegen.epilogue_ops: Llama's bias-free projections); GPT-2's have a bias, so each
-    runs as a call of its own that stores its rows and the op's body reads them back: a trip
-    (costmodel._call_trips). On an H200 GPT-2 large's expert with five fc+GELU tasks an SM ran 16.6%
-    slower where the sim, charging nothing, read 0.3% faster (ab_knobs_tiles_gpt2.json)."""
+    runs as a call of its own that stores its rows and the op's body reads them back: two trips, into
+    the call and back (costmodel._call_trips). On an H200 GPT-2 large's expert with five fc+GELU tasks
+    an SM ran 16.6% slower where the sim, charging nothing, read 0.3% faster (ab_knobs_tiles_gpt2.json);
+    its fc call stages x 0.4 us slower than a k_proj task and takes 0.6 us longer to signal than a
+    plain matmul (task_probe_gpt2_act_tiles_tasks.json)."""
     from megakernel_gym.compiler.codegen import epilogue_ops
     from megakernel_gym.compiler.costmodel import task_trips
     from megakernel_gym.ir_exposure import apply_edits, make_ir
@@ -629,10 +634,63 @@ def test_a_fused_matmul_that_is_not_a_real_epilogue_is_a_trip():
         assert fused and (fused <= epilogues if real else not fused & epilogues), name
         trips = task_trips(plan)
         # (the ops' own bodies are one trip of elements a task here: box_loop_trips 1, none past it)
-        assert {trips[t.id] for t in plan.tg.tasks if t.op in fused} == ({0} if real else {1}), name
-    # finer tiles of GPT-2's fc+GELU cost each task that trip, where Llama's finer silu_mul tiles do not
+        assert {trips[t.id] for t in plan.tg.tasks if t.op in fused} == ({0} if real else {2}), name
+    # finer tiles of GPT-2's fc+GELU cost each task those trips, where Llama's finer silu_mul tiles do not
     base = make_ir(capture(*ZOO["gpt2-tiny"](), "gpt2-tiny"), num_sms=8)
     expert = apply_edits(base, expert_edits(base))
     finer = apply_edits(expert, "tile transformer.h.*.mlp.act n=8")
     dev = DEVICES["H200"]
     assert predict(finer.plan(), dev).latency_us > predict(expert.plan(), dev).latency_us
+
+
+def test_a_matmul_stages_its_input_before_its_rows_and_a_waiting_sm_takes_it_in():
+    """Each matmul call stages its input vector before its compute warps take a weight row
+    (costmodel.input_stagings: a memory latency and x's bytes as LL words at plain_gbs, in the task's
+    compute path); a real epilogue's matmuls stage one x, a call of its own another. A task whose SM
+    waits for its inputs stages them as it polls, so the wait takes them in; one that starts as its
+    SM's previous task ends pays. On an H200 GPT-2 large's expert with its fc+GELU in 8-column tiles
+    ran 16.7% slower, which the sim read as 5.1% (task_probe_gpt2_act_tiles.json), now 15.3%."""
+    from dataclasses import replace
+    from unittest import mock
+
+    from megakernel_gym.compiler import costmodel
+    from megakernel_gym.compiler.costmodel import input_stagings
+    from megakernel_gym.compiler.hops import LL_WORD_BYTES
+    from megakernel_gym.compiler.interpret import torch_dtype
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    llama = make_ir(capture(*ZOO["llama-tiny"](), "llama-tiny"), num_sms=8)
+    plan = apply_edits(llama, expert_edits(llama)).plan()
+    g = plan.tg.graph
+    ops = {o.name: o for o in g.ops}
+    st = input_stagings(plan)
+    for t in plan.tg.tasks:
+        mats = [n for n in [t.op] + [p for p, _ in t.prologue] if ops[n].kind == "matmul"]
+        if not mats:
+            assert st[t.id] == (0, 0, 0), t.op
+            continue
+        k = g.tensors[ops[mats[0]].inputs[1]].shape[-1]
+        m = math.prod(g.tensors[ops[mats[0]].outputs[0]].shape[:-1])
+        dt = g.tensors[ops[mats[0]].inputs[0]].dtype         # (LL words carry a value and its epoch)
+        assert st[t.id] == (1, LL_WORD_BYTES[dt] * m * k, torch_dtype(dt).itemsize * m * k), t.op   # gate and up: one x
+    assert any(len(t.prologue) > 1 and st[t.id][0] == 1 for t in plan.tg.tasks)
+    gpt2 = make_ir(capture(*ZOO["gpt2-tiny"](), "gpt2-tiny"), num_sms=8)
+    finer = apply_edits(apply_edits(gpt2, expert_edits(gpt2)), "tile transformer.h.*.mlp.act n=8").plan()
+    st = input_stagings(finer)
+    acts = [t for t in finer.tg.tasks if t.op.endswith("mlp.act")]
+    assert acts and {st[t.id][0] for t in acts} == {1}          # fc, a call of its own, stages its x
+    dev = replace(DEVICES["H200"], wait_latency_us=3.0, quiet_wait_us=3.0)   # (tiny's 8 SMs' hops are short)
+    with_it = predict(finer, dev)
+    with mock.patch.object(costmodel, "_input_arrays", lambda plan, hops: (np.zeros(len(plan.tg.tasks)),) * 2):
+        without = predict(finer, dev)
+    (w1, d1), (w0, d0) = waits_and_times(finer, with_it), waits_and_times(finer, without)
+    rows, nbytes = costmodel._input_arrays(finer, "ll")
+    staging = rows * dev.mem_latency_us + nbytes / (dev.plain_gbs * 1e3)
+    took_in = (rows > 0) & (w1 >= staging + 1.0) & (w0 >= staging + 1.0)
+    pays = (rows > 0) & (w1 == 0) & (w0 == 0)
+    assert took_in.sum() >= 4 and pays.sum() >= 4 and np.all(staging[took_in] > dev.mem_latency_us)
+    # a waiting task's rows start once its inputs are in: its compute path is its rows and trips, where
+    # without the staging the wait took the polled latency (one memory latency) off them too
+    assert np.all(d1[took_in] - d0[took_in] <= dev.mem_latency_us + 1e-9)
+    assert np.all(d1[pays] > d0[pays]) and np.all(d1[pays] - d0[pays] <= staging[pays] + 1e-9)
+    assert with_it.latency_us > without.latency_us

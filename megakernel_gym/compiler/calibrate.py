@@ -34,7 +34,7 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
-from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, busy_hops, compute_us, hop_scale,
+from megakernel_gym.compiler.costmodel import (DeviceSpec, _input_arrays, Prediction, busy_hops, compute_us, hop_scale,
                                                 onchip_norm_loads, polled_latency, predict, prefetched, ring_caps,
                                                 ring_fed_bytes, ring_fill_array, ring_share, stream_rate,
                                                 task_bandwidth_terms, task_costs, task_trips, wait_groups)
@@ -331,7 +331,8 @@ class _PlanTerms:
     polls, its SM predecessor, the producers it waits for, the copies in flight its ring allows
     as it signals (costmodel.ring_caps: what its readers' hop from it costs) and the share of its
     ring stages its weight rows fill (costmodel.ring_fill_array: that share of sm_gbs) and its ring-fed
-    weight bytes (the rest of its bytes stream at plain_gbs)."""
+    weight bytes (the rest of its bytes stream at plain_gbs), and the input vectors its matmul calls
+    stage before their rows (costmodel.input_stagings: calls, each a memory latency, and bytes at plain_gbs)."""
     nbytes: np.ndarray
     shared_bytes: np.ndarray
     compute_us: np.ndarray
@@ -345,6 +346,8 @@ class _PlanTerms:
     fill: np.ndarray
     ring: np.ndarray
     share: np.ndarray
+    x_calls: np.ndarray
+    x_bytes: np.ndarray
 
 
 def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
@@ -362,9 +365,14 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
     own, shared = task_bandwidth_terms(plan, nbytes)
     polls = np.array([len(w) for w in waits], dtype=float)
     compute = compute_us(plan, dev, flops, costs[2] if len(costs) > 2 else None)
-    return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips, 1.0 + np.minimum(onchip, 1.0), polls,
+    x_calls, x_bytes = _input_arrays(plan, hops)
+    # a waiting task takes its input stagings into its wait (predict's compute path), counted here in
+    # memory latencies at `dev`'s constants
+    staged_x = (x_calls * dev.mem_latency_us + x_bytes / (dev.plain_gbs * 1e3)) / dev.mem_latency_us
+    return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips,
+                      np.maximum(1.0, staged_x) + np.minimum(onchip, 1.0), polls,
                       prev, needs, ring_caps(plan).astype(np.int64), np.asarray(ring_fill_array(plan), dtype=float),
-                      ring_fed_bytes(plan, own), ring_share(plan))
+                      ring_fed_bytes(plan, own), ring_share(plan), x_calls, x_bytes)
 
 
 def _critical_path(terms: _PlanTerms, pred: Prediction, hop, hide: float = 0.0) -> tuple[tuple[int, ...], np.ndarray, float]:
@@ -441,7 +449,7 @@ class _PathModel:
         # the ring-fed bytes still to stream past what the ring had in, and the task's own loads
         self.paths[i].append((np.maximum(ring - got, 0.0), own - ring, spread, terms.compute_us[idx],
                               terms.pays_latency[idx], terms.trips[idx], float(terms.counters[idx].sum()), len(path),
-                              waits, terms.fill[idx], hidden, terms.share[idx]))
+                              waits, terms.fill[idx], hidden, terms.share[idx], terms.x_calls[idx], terms.x_bytes[idx]))
         self._flat = None
         return True
 
@@ -449,7 +457,8 @@ class _PathModel:
         """Per task of every path: ring bytes left, own loads' bytes, spread, compute, memory latencies
         (the first and each round trip), round trips alone (serial with the compute too), prefetches,
         ring fill; per path: where it starts, its plan, polls, task count, waits (one
-        row per path) and the memory latencies its waits took in."""
+        row per path) and the memory latencies its waits took in; per task again: its ring share and the
+        input vectors it stages (calls, bytes)."""
         rows = [(i, p) for i, paths in enumerate(self.paths) for p in paths if p[7] > 0]
         if not rows:
             return None
@@ -459,7 +468,7 @@ class _PathModel:
         return (cat(0), cat(1), cat(2), cat(3), pays + trips, trips, 1 - pays, cat(9), starts, np.array([i for i, _ in rows]),
                 np.array([p[6] for _, p in rows]), np.array([p[7] for _, p in rows], dtype=float),
                 np.vstack([p[8] for _, p in rows]).astype(float), np.array([p[10] for _, p in rows], dtype=float),
-                cat(11))
+                cat(11), cat(12), cat(13))
 
     def latency(self, v: dict) -> np.ndarray:
         """Each plan's modelled latency at constants `v`: its slowest path, plus the launch."""
@@ -468,14 +477,15 @@ class _PathModel:
             self._flat = self._flatten()
         if self._flat is not None:
             (ring, plain, spread, compute, latencies, trips, prefetches, fill, starts, plan, polls, count, waits,
-             hidden, share) = self._flat
+             hidden, share, x_calls, x_bytes) = self._flat
             scale = hop_scale(_CAPS, v["capped_wait"])      # busy hops, then quiet ones (_critical_path)
             quiet = v["quiet_wait_us"] if v.get("quiet_wait_us") is not None else v["wait_latency_us"]
             hop = np.concatenate([v["wait_latency_us"] * scale, quiet * scale])
             mem = (ring / (share * stream_rate(spread, v["sm_gbs"] * fill, v["hbm_gbs"]) * 1e3)
                    + plain / (stream_rate(spread, v["plain_gbs"], v["hbm_gbs"]) * 1e3) + latencies * v["mem_latency_us"]
                    + prefetches * v["prefetch_us"])
-            total = (np.add.reduceat(np.maximum(mem, compute + trips * v["mem_latency_us"]), starts)
+            serial = compute + (trips + x_calls) * v["mem_latency_us"] + x_bytes / (v["plain_gbs"] * 1e3)
+            total = (np.add.reduceat(np.maximum(mem, serial), starts)
                      + count * v["task_overhead_us"] + waits @ hop
                      + polls * v["counter_us"] - hidden * v["mem_latency_us"])
             np.maximum.at(best, plan, total)
@@ -523,7 +533,8 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     are the best that predict() itself scored, with the kernel's `hops` (costmodel.wait_groups).
     base's staged_us (a norm's staged loads on a busy chip), caps_path_us, ahead_path_us and cold_code_us are
     kept, not fitted, and the critical-path model takes those loads at the memory latency and no caps paths or
-    cold code: with them set,
+    cold code (and a waiting task's input stagings, costmodel.input_stagings, as many memory latencies as
+    they take at base's constants, from its whole time): with them set,
     only predict() at each round's optimum sees them (fit from a base without them for the
     surrogate's exact terms).
 

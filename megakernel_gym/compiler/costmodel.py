@@ -42,7 +42,7 @@ import numpy as np
 from megakernel_gym.compiler.codegen import (INFLIGHT, THREADS, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, _streams,
                                              attention_inputs, epilogue_ops, function_calls, onchip_norm_problem,
                                              ring_packed)
-from megakernel_gym.compiler.hops import HOPS
+from megakernel_gym.compiler.hops import HOPS, LL_WORD_BYTES
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
 from megakernel_gym.compiler.schedule import Plan
@@ -979,17 +979,14 @@ def _per_task_kept(plan: Plan, name: str, fn) -> list[int]:
 # A matmul fused into another op's task runs in one call with it only as a real epilogue
 # (codegen.epilogue_ops: the bias-free projections of Llama, Qwen3, SmolLM2); elsewhere (GPT-2's
 # projections have a bias) it is a call of its own that stores its rows, and the task's body reads
-# them back: a trip. On an H200 GPT-2 large's fused tasks spend 0.8-1.0 us from their last weight row
-# to their signal where Qwen3's real epilogues spend 0.25-0.34 (task_probe_dump_*_tasks.json), and
-# its expert with five fc+GELU tasks an SM (`tile transformer.h.*.mlp.act n=8`) ran 16.6% slower
-# where the sim, charging nothing, read 0.3% faster (ab_knobs_tiles_gpt2.json); now 5.1% slower.
-# GPT-2's worst searched row in sim_adversary.json went 18.4% -> 12.3% off the GPU's speedup
-# (Spearman 0.90 -> 0.96; the default over the expert 0.757 -> 0.773, 0.770 measured), the bisect's
-# 182 variants 4.5% -> 4.2% mean error (sim_bisect.json); the rows of the search before (in git)
-# went 4.8% -> 6.2% on GPT-2, its climbs from the default that fuse fewer matmuls than the expert
-# now reading 1-2% faster than they ran. The other families' experts have no such calls (their
-# matmuls fused into element-wise ops are real epilogues); a matmul fused into a rope or a cache
-# write is one in any family.
+# them back: two trips, one into the call and one back. On an H200 GPT-2 large's fused tasks spend
+# 0.8-1.0 us from their last weight row to their signal where Qwen3's real epilogues spend 0.25-0.34
+# (task_probe_dump_*_tasks.json), and its fc call stages x in 1.14 us where its k_proj, an op of its
+# own, takes 0.75 (task_probe_gpt2_act_tiles_tasks.json; input_stagings prices the staging itself).
+# Its expert with five fc+GELU tasks an SM (`tile transformer.h.*.mlp.act n=8`) ran 16.6% slower;
+# the sim read 0.3% faster charging nothing, 5.1% slower with one trip a call, 15.3% with two and
+# the staging. The other families' experts have no such calls (their matmuls fused into element-wise
+# ops are real epilogues); a matmul fused into a rope or a cache write is one in any family.
 def task_trips(plan: Plan) -> list[int]:
     """Per task, its dependent memory round trips past the first (TRIPS); kept on the task graph."""
     fused = dict(plan.knobs.fused) if plan.knobs else {}
@@ -1099,6 +1096,50 @@ def onchip_norm_loads(plan: Plan) -> list[int]:
     return _per_task_kept(plan, "onchip", count)
 
 
+# A matmul's rows wait for its input vector: each call stages x (its batch rows of K) into shared
+# memory before its compute warps take a weight row (codegen._stage_x), while the ring streams the
+# weights beside it. An H200's task dumps time it from a task's start to its input on chip, in tasks
+# whose inputs were long ready (an op's second task on an SM, or a task after another op's): 0.57-0.65
+# us for Qwen3's and SmolLM2's projections (x of 1,024-2,048), 0.62-0.90 for llama-1b's k/v/up (2,048),
+# 1.14-1.26 for its down_proj (8,192), 0.75 for GPT-2 large's k/v (2 rows of 1,280): about a memory
+# latency and x's bytes as the kernel keeps them (LL words) at plain_gbs. The sim ran it beside the
+# rows; the GPU runs it before them. A waiting SM stages x as it polls, so the wait takes it in from
+# the task's compute path. GPT-2's fc+GELU in 8-column tiles (five tasks an SM, each staging x again)
+# read 5.1% slower than the expert in the sim and ran 16.7% slower (task_probe_gpt2_act_tiles.json);
+# with this and the second trip of a matmul's call (task_trips), 15.3% slower.
+def input_stagings(plan: Plan) -> list[tuple[int, int, int]]:
+    """Per task, (calls, bytes as LL words, bytes in x's dtype) of the input vectors its matmul calls
+    stage: its own op's and each fused matmul run as a call of its own; the matmuls of a real
+    epilogue (codegen.epilogue_ops) share one. Kept on the task graph."""
+    epi = _epilogues(plan)
+
+    def count(tg, t, ops, on_chip):
+        g = tg.graph
+        mats = [n for n in [t.op] + [p for p, _ in t.prologue] if ops[n].kind == "matmul"]
+        if t.op in epi:
+            mats = mats[:1]
+        ll = plain = 0
+        for n in mats:
+            op = ops[n]
+            elems = math.prod(g.tensors[op.outputs[0]].shape[:-1]) * g.tensors[op.inputs[1]].shape[-1]
+            dt = g.tensors[op.inputs[0]].dtype
+            plain += elems * torch_dtype(dt).itemsize
+            ll += elems * LL_WORD_BYTES.get(dt, torch_dtype(dt).itemsize)
+        return len(mats), ll, plain
+    return _per_task_kept(plan, "inputs", count)
+
+
+def _input_arrays(plan: Plan, hops: str) -> tuple[np.ndarray, np.ndarray]:
+    """(calls, bytes) of input_stagings as float arrays, the bytes as the kernel keeps x under `hops`
+    (LL words, or x's dtype); read-only, kept on the task graph."""
+    tg, key = plan.tg, "_input_arrays_" + hops
+    cached = tg.__dict__.get(key)
+    if cached is None:
+        st = np.array(input_stagings(plan), dtype=float).reshape(-1, 3)
+        cached = tg.__dict__[key] = (_frozen_floats(st[:, 0]), _frozen_floats(st[:, 1 if hops == "ll" else 2]))
+    return cached
+
+
 def _on_chip_readers(g, ops: dict) -> dict[str, set[str]]:
     """Per rmsnorm, the matmuls that compute it on chip when it is fused into their task (codegen's
     onchip: a matmul reading it as its input stages the norm's input and normalises it in place, its
@@ -1121,7 +1162,8 @@ def _call_trips(tg, t, ops: dict, on_chip: dict[str, set[str]], absorbs: bool = 
              and (ops[p].kind != "matmul" or (epilogues is not None and t.op not in epilogues))]
     staged = [p for p, _ in calls if absorbs and ops[t.op].kind == "decode_attention"
               and ops[p].kind in STEP_INPUT_KINDS]
-    trips = len(calls) - len(staged) + (1 if staged else 0)
+    # (a matmul's call makes two: see the note above task_trips)
+    trips = len(calls) - len(staged) + (1 if staged else 0) + sum(1 for p, _ in calls if ops[p].kind == "matmul")
     bodies = [(p, box) for p, box in calls if p not in staged and ops[p].kind in BOX_KINDS + NORM_KINDS]
     if ops[t.op].kind in BOX_KINDS + NORM_KINDS:
         bodies.append((t.op, task_boxes(tg, t, ops[t.op])[0]))
@@ -1308,28 +1350,36 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     onchip = _onchip_array(plan) * dev.mem_latency_us     # an on-chip norm's weight: a trip before the rows
     lat0 = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip0 + onchip
     # the rows wait for a prologue's trips, an epilogue's for the rows (NORM_KINDS)
-    compute0 = compute_us(plan, dev, flops, attn) + trip0 + onchip
+    # the rows wait for their input vectors too (input_stagings), which a waiting SM stages as it polls
+    x_calls, x_bytes = _input_arrays(plan, hops)
+    staging = x_calls * dev.mem_latency_us + x_bytes / (dev.plain_gbs * 1e3)
+    compute0 = compute_us(plan, dev, flops, attn) + trip0 + onchip + staging
     # (the first call's load goes before the task's polls; a later call's after them)
     hide0 = polled_latency(dev, hops) + (np.minimum(onchip, dev.mem_latency_us) if hops == "ll" else 0.0)
+    # a waiting SM stages its input vectors as it polls: the wait takes them in, from the compute path
+    chide0 = np.maximum(hide0, staging + (np.minimum(onchip, dev.mem_latency_us) if hops == "ll" else 0.0)
+                        ) if hops == "ll" else hide0
     # the tasks that stage a norm's parameters, and how many each
     sidx, staged = _staged_tasks(plan) if dev.staged_us is not None else (np.zeros(0, np.int64), np.zeros(0))
 
     def latencies(staged_weight):
-        """(trips' time, first bytes' latency, compute, hide) per task, the staged parameters of the
-        tasks `sidx` at the chip's busy weight as each starts (`staged_weight`: staged_trip_us)."""
+        """(trips' time, first bytes' latency, compute, hide, compute's hide) per task, the staged
+        parameters of the tasks `sidx` at the chip's busy weight as each starts (`staged_weight`:
+        staged_trip_us)."""
         if not len(sidx):
-            return trip0, lat0, compute0, hide0
+            return trip0, lat0, compute0, hide0, chide0
         per = staged_trip_us(staged_weight, dev)
         extra = np.zeros(n)
         extra[sidx] = staged * (per - dev.mem_latency_us)
-        hide = hide0
+        hide, chide = hide0, chide0
         if hops == "ll":     # staged before the polls: while the SM waits for the inputs
-            hide = np.full(n, hide0)
+            hide, chide = np.full(n, hide0), np.full(n, chide0)
             hide[sidx] += staged * per
-        return trip0 + extra, lat0 + extra, compute0 + extra, hide
+            chide[sidx] += staged * per
+        return trip0 + extra, lat0 + extra, compute0 + extra, hide, chide
 
     staged_w = np.ones(len(sidx))
-    trip_a, lat_us, compute, hide = latencies(staged_w)
+    trip_a, lat_us, compute, hide, chide = latencies(staged_w)
     need_csr, add_csr, gsize = _wait_csr(plan, hops)
     fixed = (dev.task_overhead_us + (dev.caps_path_us if caps_path(plan) else 0.0)
              + (dev.ahead_path_us if ahead_path(plan) else 0.0)
@@ -1356,7 +1406,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
         plain_us = plain / (stream_rate(spread, dev.plain_gbs, dev.hbm_gbs) * 1e3)
         start, finish, preloaded, busy, left = list_schedule(
             queues, need_csr, add_csr, gsize, wb, rate, wb, trip_a, lat_us + plain_us, compute,
-            fixed, hop, FREE_BYTES * fill, RING_BYTES * fill, hide, pre_rate=pre_rate)
+            fixed, hop, FREE_BYTES * fill, RING_BYTES * fill, hide, pre_rate=pre_rate, chide=chide)
         if left:
             raise ValueError("the plan deadlocks: validate it before predicting")
         if round_ < SPREAD_ROUNDS:     # the SMs that streamed beside each task share the chip's HBM with it
@@ -1373,7 +1423,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
                 hop = busy_hops(hop0, weight, dev)
                 if len(sidx):
                     staged_w = new_s if not round_ else keep * staged_w + (1 - keep) * new_s
-                    trip_a, lat_us, compute, hide = latencies(staged_w)
+                    trip_a, lat_us, compute, hide, chide = latencies(staged_w)
     floor = max(float(nbytes.sum()) / (dev.hbm_gbs * 1e3), float(flops.sum()) / (dev.tflops * 1e6))
     latency = (float(finish.max()) if n else 0.0) + dev.launch_us
     return Prediction(dev.name, latency, floor, busy.tolist(), start.tolist(), finish.tolist(), preloaded.tolist(),
@@ -1384,7 +1434,7 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "stream_rate", "streaming_concurrency", "SPREAD_ROUNDS", "ring_caps", "hop_us", "hop_scale", "HOP_FLOOR",
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
-           "box_loop_trips", "norm_trips", "onchip_norm_loads", "norm_staged", "task_staged", "staged_trip_us", "caps_path", "ahead_path", "cold_code",
+           "box_loop_trips", "norm_trips", "onchip_norm_loads", "input_stagings", "norm_staged", "task_staged", "staged_trip_us", "caps_path", "ahead_path", "cold_code",
            "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
            "own_caps", "ring_share", "copies_busy", "COPIES_BUSY", "attended_positions", "attention_work", "costs_at",
            "compute_us", "positions_input", "fed_positions"]

@@ -26,14 +26,16 @@ except ImportError:
 
 def _list_schedule(q_ptr, q_tasks, need_ptr, need_idx, add_ptr, add_idx, gsize,
                    own, rate, wb, trip_us, lat_us, compute, fixed,
-                   hop, free_bytes, ring_bytes, hide, pre_rate, start, finish, preloaded, busy):
+                   hop, free_bytes, ring_bytes, hide, pre_rate, chide, start, finish, preloaded, busy):
     """Fill start/finish/preloaded (per task) and busy (per SM); return how many tasks could not
     start (0 unless the plan deadlocks). Queues, needs and group members are CSR arrays:
     q_tasks[q_ptr[s]:q_ptr[s+1]] is SM s's queue, need_idx[need_ptr[t]:need_ptr[t+1]] the groups
     task t waits on, add_idx[add_ptr[t]:add_ptr[t+1]] the groups t is a producer of, gsize[g] a
     group's producer count; hop[t]: how long after task t finishes its readers see it; hide[t]: how
     much of task t's time its SM's wait for its inputs may take in (its first loads are its polls);
-    pre_rate[t]: how fast its ring loads its weights while its SM waits (rate[t] once it runs)."""
+    pre_rate[t]: how fast its ring loads its weights while its SM waits (rate[t] once it runs);
+    chide[t]: how much of its compute path the wait takes in (at least hide[t]: the loads of its
+    input vectors are its polls too)."""
     nsm = len(q_ptr) - 1
     left = [0] * len(gsize)
     last = [0.0] * len(gsize)
@@ -67,8 +69,12 @@ def _list_schedule(q_ptr, q_tasks, need_ptr, need_idx, add_ptr, add_idx, gsize,
                     got = min(wb[t], free_bytes[t] + (ready - sm_free[s]) * pre_rate[t] + trip_us[t] * rate[t],
                               ring_bytes[t])
                 preloaded[t] = got
-                dur = max((own[t] - got) / rate[t] + lat_us[t], compute[t]) + fixed[t]
-                dur -= min(ready - sm_free[s], hide[t], dur)
+                waited = ready - sm_free[s]
+                taken = min(waited, hide[t])
+                dur = max((own[t] - got) / rate[t] + lat_us[t] - taken,
+                          compute[t] - max(taken, min(waited, chide[t]))) + fixed[t]
+                if dur < 0.0:
+                    dur = 0.0
                 f = ready + dur
                 finish[t] = f
                 seen = f + hop[t]
@@ -102,19 +108,21 @@ def csr(lists) -> tuple[np.ndarray, np.ndarray]:
 
 
 def list_schedule(queues, needs, adds, gsize, own, rate, wb, trip_us, lat_us, compute, fixed,
-                  hop, free_bytes, ring_bytes, hide=0.0, compiled: bool | None = None, pre_rate=None):
+                  hop, free_bytes, ring_bytes, hide=0.0, compiled: bool | None = None, pre_rate=None, chide=None):
     """(start, finish, preloaded, busy, tasks left) for the plan's queues and per-task terms. `queues`,
     `needs` and `adds` are CSR pairs (csr()); the per-task terms are float arrays. `hop`: how long
     after each task finishes its readers see it; `free_bytes`, `ring_bytes`: the weight bytes a task's
     ring takes in before the task before it signals, and in all; `hide`: the part of each task's time a
     wait of its SM for its inputs takes in (each per task, or a number for every task); `pre_rate`: how
-    fast each task's ring loads while its SM waits (default `rate`). `compiled`: None picks numba where
+    fast each task's ring loads while its SM waits (default `rate`); `chide`: the part of each task's
+    compute path a wait takes in (default `hide`; never less). `compiled`: None picks numba where
     it imports; False runs the same function as Python (the reference)."""
     n = len(own)
     nsm = len(queues[0]) - 1
     hop, free_bytes, ring_bytes, hide = (np.broadcast_to(np.asarray(a, dtype=np.float64), (n,))
                                          for a in (hop, free_bytes, ring_bytes, hide))
     pre_rate = rate if pre_rate is None else pre_rate
+    chide = hide if chide is None else np.broadcast_to(np.asarray(chide, dtype=np.float64), (n,))
     use = COMPILED if compiled is None else compiled
     if use and not COMPILED:
         raise RuntimeError("numba is not installed: pip install numba (or pass compiled=None)")
@@ -123,13 +131,13 @@ def list_schedule(queues, needs, adds, gsize, own, rate, wb, trip_us, lat_us, co
         ints = [np.require(a, np.int64, ["C", "W"]) for a in (*queues, *needs, *adds, gsize)]
         floats = [np.require(a, np.float64, ["C", "W"])
                   for a in (own, rate, wb, trip_us, lat_us, compute, fixed, hop, free_bytes, ring_bytes, hide,
-                            pre_rate)]
+                            pre_rate, chide)]
         start, finish, preloaded, busy = np.zeros(n), np.full(n, -1.0), np.zeros(n), np.zeros(nsm)
         left = _compiled(*ints, *floats, start, finish, preloaded, busy)
         return start, finish, preloaded, busy, int(left)
     lists = [a.tolist() if isinstance(a, np.ndarray) else list(a)
              for a in (*queues, *needs, *adds, gsize, own, rate, wb, trip_us, lat_us, compute, fixed, hop,
-                       free_bytes, ring_bytes, hide, pre_rate)]
+                       free_bytes, ring_bytes, hide, pre_rate, chide)]
     start, finish, preloaded, busy = [0.0] * n, [-1.0] * n, [0.0] * n, [0.0] * nsm
     left = _list_schedule(*lists, start, finish, preloaded, busy)
     return (np.asarray(start), np.asarray(finish), np.asarray(preloaded), np.asarray(busy), left)
