@@ -52,18 +52,34 @@ class GPUUnavailableError(RuntimeError):
     pass
 
 
+NO_GPU = ("backend 'gpu' needs a CUDA GPU, and none is visible here; use --backend cpu for correctness "
+          "checks without one")
+
+
+def cuda_devices() -> int:
+    """The CUDA devices the driver shows this process (CUDA_VISIBLE_DEVICES applies), asked of the driver
+    itself (libcuda's cuInit and cuDeviceGetCount through ctypes) rather than by importing torch, which
+    took a one-off judge 3-4 s on an H200 host before its workers started (judge_start.json); torch
+    is imported once the workers are starting (Judge.warm). 0 where there is no driver."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
 def resolve_backend(backend: str | None) -> str:
     if backend is None or backend == "auto":
-        import torch
-        return "gpu" if torch.cuda.is_available() else "cpu"
+        return "gpu" if cuda_devices() else "cpu"
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; use one of: {', '.join(BACKENDS)} "
                          "(or leave it out to pick gpu when a CUDA device is present)")
-    if backend == "gpu":
-        import torch
-        if not torch.cuda.is_available():
-            raise GPUUnavailableError("backend 'gpu' needs a CUDA GPU, and none is visible here; "
-                                      "use --backend cpu for correctness checks without one")
+    if backend == "gpu" and not cuda_devices():
+        raise GPUUnavailableError(NO_GPU)
     return backend
 
 
@@ -134,6 +150,13 @@ class Judge:
         for w in down:
             w.kill()
             w.spawn()
+        if self.backend == "gpu" and down:   # this process's torch, while the workers start (cuda_devices)
+            import torch
+            if not torch.cuda.is_available():
+                for w in down:
+                    w.kill()
+                raise GPUUnavailableError(NO_GPU + f" (the driver shows {cuda_devices()} device(s), but torch "
+                                          f"{torch.__version__} here has no CUDA)")
         for w in down:
             w.wait_ready()
         if not self.device:
