@@ -259,3 +259,34 @@ def test_models_are_built_on_the_judges_device_or_else_on_the_host():
     # on the host, the same seed gives the same weights, as before
     env.device = torch.device("cpu")
     assert torch.equal(env.model(Plain, _Mod, 3).weight, env.model(Plain, _Mod, 3).weight)
+
+
+def test_the_backend_is_resolved_by_asking_the_driver_not_torch(monkeypatch):
+    """Issue 41 (a one-off judge): the judge asks libcuda for its devices (judge.cuda_devices) instead of
+    importing torch before its workers start; no driver is no GPU, and the count the driver gives picks
+    the backend."""
+    import ctypes
+
+    from megakernel_gym.rewards import GPUUnavailableError
+    from megakernel_gym.rewards.judge import cuda_devices, resolve_backend
+
+    def no_driver(name):
+        raise OSError(f"{name}: cannot open shared object file")
+    monkeypatch.setattr(ctypes, "CDLL", no_driver)
+    assert cuda_devices() == 0 and resolve_backend(None) == "cpu" and resolve_backend("cpu") == "cpu"
+    with pytest.raises(GPUUnavailableError, match="--backend cpu"):
+        resolve_backend("gpu")
+
+    class Driver:
+        def __init__(self, n, init=0):
+            self.n, self.init = n, init
+
+        def cuInit(self, flags):
+            return self.init
+
+        def cuDeviceGetCount(self, ref):
+            ref._obj.value = self.n
+            return 0
+    for n, init, want in ((2, 0, "gpu"), (0, 0, "cpu"), (2, 100, "cpu")):   # 100: CUDA_ERROR_NO_DEVICE
+        monkeypatch.setattr(ctypes, "CDLL", lambda name, d=Driver(n, init): d)
+        assert resolve_backend(None) == want
