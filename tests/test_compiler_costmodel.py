@@ -667,13 +667,26 @@ def test_a_matmul_stages_its_input_before_its_rows_and_a_waiting_sm_takes_it_in(
     for t in plan.tg.tasks:
         mats = [n for n in [t.op] + [p for p, _ in t.prologue] if ops[n].kind == "matmul"]
         if not mats:
-            assert st[t.id] == (0, 0, 0), t.op
+            assert st[t.id] == (0, 0, 0, 0), t.op
             continue
-        k = g.tensors[ops[mats[0]].inputs[1]].shape[-1]
-        m = math.prod(g.tensors[ops[mats[0]].outputs[0]].shape[:-1])
-        dt = g.tensors[ops[mats[0]].inputs[0]].dtype         # (LL words carry a value and its epoch)
-        assert st[t.id] == (1, LL_WORD_BYTES[dt] * m * k, torch_dtype(dt).itemsize * m * k), t.op   # gate and up: one x
+        x = g.tensors[ops[mats[0]].inputs[0]]                 # x: its batch rows of K, staged whole
+        n = math.prod(x.shape)
+        ll = LL_WORD_BYTES[x.dtype] * n                       # (LL words carry a value and its epoch)
+        assert st[t.id] == (1, ll, torch_dtype(x.dtype).itemsize * n, ll), t.op   # gate and up: one x
     assert any(len(t.prologue) > 1 and st[t.id][0] == 1 for t in plan.tg.tasks)
+    # a matmul the streamed body does not take (a KN weight: codegen._streams) runs the generic body,
+    # which stages nothing
+    import torch
+
+    class KN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(16, 256))
+
+        def forward(self, x):
+            return torch.relu(x @ self.w)
+    kn = capture(KN(), (torch.randn(2, 16),), "kn")
+    assert set(input_stagings(build_plan(kn, default_knobs(kn, 8)))) == {(0, 0, 0, 0)}
     gpt2 = make_ir(capture(*ZOO["gpt2-tiny"](), "gpt2-tiny"), num_sms=8)
     finer = apply_edits(apply_edits(gpt2, expert_edits(gpt2)), "tile transformer.h.*.mlp.act n=8").plan()
     st = input_stagings(finer)
@@ -681,10 +694,10 @@ def test_a_matmul_stages_its_input_before_its_rows_and_a_waiting_sm_takes_it_in(
     assert acts and {st[t.id][0] for t in acts} == {1}          # fc, a call of its own, stages its x
     dev = replace(DEVICES["H200"], wait_latency_us=3.0, quiet_wait_us=3.0)   # (tiny's 8 SMs' hops are short)
     with_it = predict(finer, dev)
-    with mock.patch.object(costmodel, "_input_arrays", lambda plan, hops: (np.zeros(len(plan.tg.tasks)),) * 2):
+    with mock.patch.object(costmodel, "_input_arrays", lambda plan, hops: (np.zeros(len(plan.tg.tasks)),) * 3):
         without = predict(finer, dev)
     (w1, d1), (w0, d0) = waits_and_times(finer, with_it), waits_and_times(finer, without)
-    rows, nbytes = costmodel._input_arrays(finer, "ll")
+    rows, nbytes, _ = costmodel._input_arrays(finer, "ll")
     staging = rows * dev.mem_latency_us + nbytes / (dev.plain_gbs * 1e3)
     took_in = (rows > 0) & (w1 >= staging + 1.0) & (w0 >= staging + 1.0)
     pays = (rows > 0) & (w1 == 0) & (w0 == 0)

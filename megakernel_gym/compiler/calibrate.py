@@ -365,12 +365,8 @@ def _terms(plan: Plan, costs, dev: DeviceSpec, hops: str = "ll") -> _PlanTerms:
     own, shared = task_bandwidth_terms(plan, nbytes)
     polls = np.array([len(w) for w in waits], dtype=float)
     compute = compute_us(plan, dev, flops, costs[2] if len(costs) > 2 else None)
-    x_calls, x_bytes = _input_arrays(plan, hops)
-    # a waiting task takes its input stagings into its wait (predict's compute path), counted here in
-    # memory latencies at `dev`'s constants
-    staged_x = (x_calls * dev.mem_latency_us + x_bytes / (dev.plain_gbs * 1e3)) / dev.mem_latency_us
-    return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips,
-                      np.maximum(1.0, staged_x) + np.minimum(onchip, 1.0), polls,
+    x_calls, x_bytes, _ = _input_arrays(plan, hops)
+    return _PlanTerms(np.asarray(own), np.asarray(shared), compute, pays, trips, 1.0 + np.minimum(onchip, 1.0), polls,
                       prev, needs, ring_caps(plan).astype(np.int64), np.asarray(ring_fill_array(plan), dtype=float),
                       ring_fed_bytes(plan, own), ring_share(plan), x_calls, x_bytes)
 
@@ -533,8 +529,8 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     are the best that predict() itself scored, with the kernel's `hops` (costmodel.wait_groups).
     base's staged_us (a norm's staged loads on a busy chip), caps_path_us, ahead_path_us and cold_code_us are
     kept, not fitted, and the critical-path model takes those loads at the memory latency and no caps paths or
-    cold code (and a waiting task's input stagings, costmodel.input_stagings, as many memory latencies as
-    they take at base's constants, from its whole time): with them set,
+    cold code (and of a waiting task's input stagings, costmodel.input_stagings, only the polled latency
+    taken into its wait): with them set,
     only predict() at each round's optimum sees them (fit from a base without them for the
     surrogate's exact terms).
 

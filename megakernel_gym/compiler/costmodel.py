@@ -1107,36 +1107,48 @@ def onchip_norm_loads(plan: Plan) -> list[int]:
 # the task's compute path. GPT-2's fc+GELU in 8-column tiles (five tasks an SM, each staging x again)
 # read 5.1% slower than the expert in the sim and ran 16.7% slower (task_probe_gpt2_act_tiles.json);
 # with this and the second trip of a matmul's call (task_trips), 15.3% slower.
-def input_stagings(plan: Plan) -> list[tuple[int, int, int]]:
-    """Per task, (calls, bytes as LL words, bytes in x's dtype) of the input vectors its matmul calls
-    stage: its own op's and each fused matmul run as a call of its own; the matmuls of a real
+def input_stagings(plan: Plan) -> list[tuple[int, int, int, int]]:
+    """Per task, (calls, bytes as LL words, bytes in x's dtype, the first call's bytes as LL words) of
+    the input vectors its matmul calls stage (the streamed body's, codegen._streams: the generic body
+    stages none): its own op's and each fused matmul run as a call of its own; the matmuls of a real
     epilogue (codegen.epilogue_ops) share one. Kept on the task graph."""
     epi = _epilogues(plan)
+    seen: dict[tuple, tuple[int, int, int, int]] = {}   # (every task of an op with the same fusions stages alike)
 
     def count(tg, t, ops, on_chip):
-        g = tg.graph
-        mats = [n for n in [t.op] + [p for p, _ in t.prologue] if ops[n].kind == "matmul"]
-        if t.op in epi:
-            mats = mats[:1]
-        ll = plain = 0
-        for n in mats:
-            op = ops[n]
-            elems = math.prod(g.tensors[op.outputs[0]].shape[:-1]) * g.tensors[op.inputs[1]].shape[-1]
-            dt = g.tensors[op.inputs[0]].dtype
-            plain += elems * torch_dtype(dt).itemsize
-            ll += elems * LL_WORD_BYTES.get(dt, torch_dtype(dt).itemsize)
-        return len(mats), ll, plain
+        key = (t.op, *(p for p, _ in t.prologue))
+        got = seen.get(key)
+        if got is None:
+            got = seen[key] = _stagings(tg.graph, t, ops, t.op in epi)
+        return got
     return _per_task_kept(plan, "inputs", count)
 
 
-def _input_arrays(plan: Plan, hops: str) -> tuple[np.ndarray, np.ndarray]:
-    """(calls, bytes) of input_stagings as float arrays, the bytes as the kernel keeps x under `hops`
-    (LL words, or x's dtype); read-only, kept on the task graph."""
+def _stagings(g, t, ops: dict, epilogue: bool) -> tuple[int, int, int, int]:
+    """input_stagings of one task (`epilogue`: its op is a real epilogue). The prologue's matmuls are
+    called first (its producers), the op's own last."""
+    mats = [n for n in [p for p, _ in t.prologue] + [t.op] if ops[n].kind == "matmul" and _streams(g, ops[n])]
+    if epilogue:
+        mats = mats[:1]
+    ll = plain = first = 0
+    for n in mats:
+        x = g.tensors[ops[n].inputs[0]]
+        elems = math.prod(g.tensors[ops[n].outputs[0]].shape[:-1]) * x.shape[-1]
+        plain += elems * torch_dtype(x.dtype).itemsize
+        ll += elems * LL_WORD_BYTES.get(x.dtype, torch_dtype(x.dtype).itemsize)
+        first = first or ll
+    return len(mats), ll, plain, first
+
+
+def _input_arrays(plan: Plan, hops: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(calls, bytes, the first call's bytes) of input_stagings as float arrays, the bytes as the kernel
+    keeps x under `hops` (LL words, or x's dtype); read-only, kept on the task graph."""
     tg, key = plan.tg, "_input_arrays_" + hops
     cached = tg.__dict__.get(key)
     if cached is None:
-        st = np.array(input_stagings(plan), dtype=float).reshape(-1, 3)
-        cached = tg.__dict__[key] = (_frozen_floats(st[:, 0]), _frozen_floats(st[:, 1 if hops == "ll" else 2]))
+        st = np.array(input_stagings(plan), dtype=float).reshape(-1, 4)
+        cached = tg.__dict__[key] = (_frozen_floats(st[:, 0]), _frozen_floats(st[:, 1 if hops == "ll" else 2]),
+                                     _frozen_floats(st[:, 3]))
     return cached
 
 
@@ -1351,14 +1363,15 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     lat0 = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip0 + onchip
     # the rows wait for a prologue's trips, an epilogue's for the rows (NORM_KINDS)
     # the rows wait for their input vectors too (input_stagings), which a waiting SM stages as it polls
-    x_calls, x_bytes = _input_arrays(plan, hops)
+    x_calls, x_bytes, x_first = _input_arrays(plan, hops)
     staging = x_calls * dev.mem_latency_us + x_bytes / (dev.plain_gbs * 1e3)
     compute0 = compute_us(plan, dev, flops, attn) + trip0 + onchip + staging
     # (the first call's load goes before the task's polls; a later call's after them)
     hide0 = polled_latency(dev, hops) + (np.minimum(onchip, dev.mem_latency_us) if hops == "ll" else 0.0)
-    # a waiting SM stages its input vectors as it polls: the wait takes them in, from the compute path
-    chide0 = np.maximum(hide0, staging + (np.minimum(onchip, dev.mem_latency_us) if hops == "ll" else 0.0)
-                        ) if hops == "ll" else hide0
+    # a waiting SM stages its first call's input vectors as it polls: the wait takes them in, from the
+    # compute path (a later call stages its own after the rows before it)
+    chide0 = (np.maximum(hide0, np.where(x_calls > 0, dev.mem_latency_us, 0.0) + x_first / (dev.plain_gbs * 1e3)
+                         + np.minimum(onchip, dev.mem_latency_us)) if hops == "ll" else hide0)
     # the tasks that stage a norm's parameters, and how many each
     sidx, staged = _staged_tasks(plan) if dev.staged_us is not None else (np.zeros(0, np.int64), np.zeros(0))
 
