@@ -98,7 +98,7 @@ def test_fit_recovers_known_constants(sampled):
     # half of it by 0.6%), so the test asks for what the data pin down: the predictions, the latencies
     # every chain of tasks pays, and HBM not below what would slow the rings
     # (the hop trades against the launch here since the rows wait for their input vectors, which a
-    # waiting task takes in: 1.41 us and a 6.9 us launch predict every schedule within 1.5%)
+    # waiting task takes in: 1.41 us and a 6.6 us launch predict every schedule within 1%)
     assert fitted.mem_latency_us == pytest.approx(true.mem_latency_us, rel=0.05)
     assert fitted.wait_latency_us == pytest.approx(true.wait_latency_us, rel=0.1)
     assert fitted.hbm_gbs >= 0.5 * true.hbm_gbs
