@@ -5,10 +5,9 @@ starting workers). Run on a GPU host (or --backend cpu here):
 
 Starts a fresh Judge `--starts` times, each in a new process of its own (as `mkgym judge` does), and
 reads each worker's ready header: the phases the worker times itself (sandbox.worker_main: isolation,
-import torch, CUDA's start, import triton, the candidate's launch counter; until 11-29 also
-import torch._dynamo) and
-the judge's whole spawn-to-ready. Each process then evaluates the softmax problem's Triton reference
-answer (its baselines computed by the first and found in the results store by the rest, the issue's
+import torch, CUDA's start, import triton, the candidate's launch counter; until 11-29 also import
+torch._dynamo) and the judge's whole spawn-to-ready. Each process then evaluates the softmax
+problem's Triton reference answer (its baselines computed by the first and found in the results store by the rest, the issue's
 case; `--no-evaluate` skips it: the cpu backend's torch.compile baseline takes minutes). Writes
 bench/results/judge_start.json: per phase the median and range over the starts, and the target's
 measured value (a one-off judge in at most 3 s, command to result, baselines in the store).

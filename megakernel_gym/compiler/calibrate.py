@@ -34,7 +34,7 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
-from megakernel_gym.compiler.costmodel import (DeviceSpec, _input_arrays, Prediction, busy_hops, compute_us, hop_scale,
+from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, _input_arrays, busy_hops, compute_us, hop_scale,
                                                 onchip_norm_loads, polled_latency, predict, prefetched, ring_caps,
                                                 ring_fed_bytes, ring_fill_array, ring_share, stream_rate,
                                                 task_bandwidth_terms, task_costs, task_trips, wait_groups)

@@ -1367,11 +1367,12 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     staging = x_calls * dev.mem_latency_us + x_bytes / (dev.plain_gbs * 1e3)
     compute0 = compute_us(plan, dev, flops, attn) + trip0 + onchip + staging
     # (the first call's load goes before the task's polls; a later call's after them)
-    hide0 = polled_latency(dev, hops) + (np.minimum(onchip, dev.mem_latency_us) if hops == "ll" else 0.0)
+    first_norm = np.minimum(onchip, dev.mem_latency_us) if hops == "ll" else 0.0
+    hide0 = polled_latency(dev, hops) + first_norm
     # a waiting SM stages its first call's input vectors as it polls: the wait takes them in, from the
     # compute path (a later call stages its own after the rows before it)
     chide0 = (np.maximum(hide0, np.where(x_calls > 0, dev.mem_latency_us, 0.0) + x_first / (dev.plain_gbs * 1e3)
-                         + np.minimum(onchip, dev.mem_latency_us)) if hops == "ll" else hide0)
+                         + first_norm) if hops == "ll" else hide0)
     # the tasks that stage a norm's parameters, and how many each
     sidx, staged = _staged_tasks(plan) if dev.staged_us is not None else (np.zeros(0, np.int64), np.zeros(0))
 
