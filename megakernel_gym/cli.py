@@ -79,17 +79,35 @@ def _print_result(res) -> None:
         print("compiler:\n" + res.compile_log.rstrip(), file=out)
 
 
-def cmd_judge(args) -> int:
-    from megakernel_gym.curriculum import load_problem
-    from megakernel_gym.rewards import CandidateError, GPUUnavailableError, Judge, ProblemError, RayPool, RayPoolError
-    from megakernel_gym.rewards.reward_fns import gated_log_speedup
+def _judge_on_server(args, problem, candidate):
+    """The EvalResult from the user's judge server for this backend and store (started on first use:
+    rewards/judge_server.py), or an exit code."""
+    from megakernel_gym.rewards import judge_server
+    from megakernel_gym.rewards.judge import GPUUnavailableError, resolve_backend
+    from megakernel_gym.rewards.problem import ProblemError
+    from megakernel_gym.rewards.store import default_path
     try:
-        problem = load_problem(args.problem)
-        if args.tolerance:
-            problem = dataclasses.replace(problem, tolerance=args.tolerance)
-        candidate = _resolve_candidate(args.candidate, problem.name)
-    except (ProblemError, CandidateError, FileNotFoundError) as e:
+        backend = resolve_backend(args.backend)
+    except (ValueError, GPUUnavailableError) as e:
         return _err(str(e))
+    store = None if args.no_store else str(Path(args.store).resolve() if args.store else default_path().resolve())
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    print(f"judging {args.candidate} on {problem.name} ({backend} backend)...", file=sys.stderr)
+    try:
+        res = judge_server.evaluate(problem, candidate, backend, store, timeout_s=args.timeout,
+                                    use_cache=not args.no_cache, log=log)
+        if res.category == "problem":
+            raise ProblemError(res.reason)
+    except ProblemError as e:
+        return _err(str(e))
+    except judge_server.JudgeServerError as e:
+        return _err(f"{e} (--no-server judges in this process instead)")
+    return res
+
+
+def _judge_here(args, problem, candidate):
+    """The EvalResult of a judge in this process (or a Ray actor), closed afterwards, or an exit code."""
+    from megakernel_gym.rewards import GPUUnavailableError, Judge, ProblemError, RayPool, RayPoolError
     store = False if args.no_store else args.store
     try:
         if args.pool == "ray":   # one judge in an actor on the cluster: the same result, judged there
@@ -108,6 +126,26 @@ def cmd_judge(args) -> int:
         return _err(str(e))
     finally:
         judge.close()
+    return res
+
+
+def cmd_judge(args) -> int:
+    from megakernel_gym.curriculum import load_problem
+    from megakernel_gym.rewards.problem import CandidateError, ProblemError
+    from megakernel_gym.rewards.reward_fns import gated_log_speedup
+    try:
+        problem = load_problem(args.problem)
+        if args.tolerance:
+            problem = dataclasses.replace(problem, tolerance=args.tolerance)
+        candidate = _resolve_candidate(args.candidate, problem.name)
+    except (ProblemError, CandidateError, FileNotFoundError) as e:
+        return _err(str(e))
+    if args.pool == "local" and not args.no_server and os.environ.get("MKGYM_JUDGE_SERVER", "1") != "0":
+        res = _judge_on_server(args, problem, candidate)
+    else:
+        res = _judge_here(args, problem, candidate)
+    if isinstance(res, int):
+        return res
     if args.json:
         d = res.to_dict()
         d["reward"] = gated_log_speedup(res)
@@ -115,6 +153,26 @@ def cmd_judge(args) -> int:
     else:
         _print_result(res)
         print(f"reward:    {gated_log_speedup(res):+.4f} (gated log-speedup)")
+    return 0
+
+
+def cmd_judge_server(args) -> int:
+    from megakernel_gym.rewards import judge_server
+    try:
+        rows = judge_server.servers() if args.action == "list" else judge_server.stop_all()
+    except judge_server.JudgeServerError as e:
+        return _err(str(e))
+    if args.json:
+        print(json.dumps(rows))
+    elif args.action == "list":
+        for r in rows:
+            state = (f"pid {r['pid']}, {r['backend']} backend on {r['device'] or '?'}, {r['served']} judged, "
+                     f"store {r['store']}") if r["running"] else "not answering (stale)"
+            print(f"{r['socket']}: {state}")
+        if not rows:
+            print("no judge servers running")
+    else:
+        print(f"stopped {len(rows)} judge server(s)")
     return 0
 
 
@@ -597,10 +655,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tolerance preset where the problem sets no ATOL/RTOL: kernelbench (fp32 1e-4, bf16/fp16 "
                         "1e-2) or kbv3 (1e-2 for every dtype); default: the judge's own")
     j.add_argument("--pool", choices=["local", "ray"], default="local",
-                   help="local: a judge in this process (default); ray: a judge actor on a Ray cluster")
+                   help="local: the user's judge server for this backend and store, started on first use and "
+                        "left running until idle (default); ray: a judge actor on a Ray cluster")
+    j.add_argument("--no-server", action="store_true",
+                   help="with --pool local: judge in this process, starting its workers and closing them after "
+                        "(also MKGYM_JUDGE_SERVER=0)")
     j.add_argument("--ray-address", default=None, help="with --pool ray: the cluster (HOST:PORT or "
                                                        "ray://HOST:10001; default RAY_ADDRESS, else a local Ray)")
     j.set_defaults(func=cmd_judge)
+
+    js = sub.add_parser("judge-server", help="the judge servers `mkgym judge` starts: list them or stop them")
+    js.add_argument("action", choices=["list", "stop"])
+    js.add_argument("--json", action="store_true", help="print exactly one JSON value on stdout")
+    js.set_defaults(func=cmd_judge_server)
 
     sv = sub.add_parser("serve", help="serve the judge over HTTP for remote trainers (POST /evaluate, GET /health)")
     sv.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1; 0.0.0.0 for all)")

@@ -47,6 +47,24 @@ def cpu_judge(store_path):
     j.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _judge_servers(tmp_path_factory):
+    """`mkgym judge` starts judge servers that outlive the command (rewards/judge_server.py): the tests'
+    live in a directory of this session's, leave when idle, and are stopped when the session ends."""
+    import os
+    old = {k: os.environ.get(k) for k in ("MKGYM_RUN_DIR", "MKGYM_JUDGE_IDLE")}
+    os.environ["MKGYM_RUN_DIR"] = str(tmp_path_factory.mktemp("run"))
+    os.environ["MKGYM_JUDGE_IDLE"] = "120"
+    yield
+    from megakernel_gym.rewards import judge_server
+    judge_server.stop_all()
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture(autouse=True)
 def _no_user_cache(tmp_path_factory, monkeypatch):
     # never touch the real user cache dir from tests

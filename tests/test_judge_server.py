@@ -1,0 +1,197 @@
+"""The judge server `mkgym judge` starts on first use (issue 41, item 4): later calls find it, concurrent
+first calls start one between them, a dead or idle one is replaced, bad requests leave it up, and a
+server only the user can reach. CPU backend; conftest gives the session its own run dir."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CORPUS
+
+STARTING = "starting a judge server"
+
+
+def mkgym(*args, env=None, stdin=None):
+    return subprocess.run([sys.executable, "-m", "megakernel_gym.cli", *args], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **(env or {})}, input=stdin)
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """A run dir of this test's own (a fresh server), its servers stopped afterwards."""
+    d = tmp_path / "run"
+    yield d
+    mkgym("judge-server", "stop", env={"MKGYM_RUN_DIR": str(d)})
+
+
+def judge(run_dir, store, *extra, env=None):
+    return mkgym("judge", "softmax", "reference", "--backend", "cpu", "--json", "--store", str(store), *extra,
+                 env={"MKGYM_RUN_DIR": str(run_dir), **(env or {})})
+
+
+def servers(run_dir):
+    r = mkgym("judge-server", "list", "--json", env={"MKGYM_RUN_DIR": str(run_dir)})
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_later_call_finds_the_server_and_stop_ends_it(run_dir, tmp_path):
+    first = judge(run_dir, tmp_path / "r.sqlite")
+    assert first.returncode == 0, first.stderr
+    assert STARTING in first.stderr and json.loads(first.stdout)["status"] == "correct"
+    t0 = time.monotonic()
+    second = judge(run_dir, tmp_path / "r.sqlite", "--no-cache")
+    warm_s = time.monotonic() - t0
+    assert second.returncode == 0, second.stderr
+    assert STARTING not in second.stderr and json.loads(second.stdout)["status"] == "correct"
+    (srv,) = servers(run_dir)
+    assert srv["running"] and srv["served"] == 2 and srv["backend"] == "cpu"
+    assert srv["store"] == str((tmp_path / "r.sqlite").resolve())
+    assert Path(srv["socket"]).stat().st_mode & 0o777 == 0o600 and run_dir.stat().st_mode & 0o777 == 0o700
+    assert warm_s < 30, f"a call to a running server took {warm_s:.1f} s"
+    r = mkgym("judge-server", "stop", env={"MKGYM_RUN_DIR": str(run_dir)})
+    assert r.returncode == 0 and "stopped 1" in r.stdout
+    deadline = time.monotonic() + 30
+    while Path(srv["socket"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(srv["socket"]).exists() and servers(run_dir) == []
+
+
+def test_concurrent_first_calls_start_one_server(run_dir, tmp_path):
+    env = {**os.environ, "MKGYM_RUN_DIR": str(run_dir)}
+    cmd = [sys.executable, "-m", "megakernel_gym.cli", "judge", "softmax", "reference", "--backend", "cpu", "--json",
+           "--store", str(tmp_path / "r.sqlite"), "--no-cache"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(4)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    assert all(json.loads(o)["status"] == "correct" for o, _ in outs)
+    assert sum(STARTING in e for _, e in outs) == 1
+    (srv,) = servers(run_dir)
+    assert srv["served"] == 4
+
+
+def test_a_killed_server_is_replaced(run_dir, tmp_path):
+    assert judge(run_dir, tmp_path / "r.sqlite").returncode == 0
+    (srv,) = servers(run_dir)
+    os.kill(srv["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{srv['pid']}"):
+        time.sleep(0.1)
+    (stale,) = servers(run_dir)
+    assert not stale["running"]          # its socket is left behind, and nothing answers on it
+    again = judge(run_dir, tmp_path / "r.sqlite", "--no-cache")
+    assert again.returncode == 0 and STARTING in again.stderr, again.stderr
+    (new,) = servers(run_dir)
+    assert new["running"] and new["pid"] != srv["pid"]
+
+
+def test_an_idle_server_leaves(run_dir, tmp_path):
+    r = judge(run_dir, tmp_path / "r.sqlite", env={"MKGYM_JUDGE_IDLE": "1"})
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 60
+    while list(run_dir.glob("*.sock")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not list(run_dir.glob("*.sock"))
+    assert "idle for 1 s: leaving" in next(run_dir.glob("*.log")).read_text()
+
+
+def test_each_store_and_backend_gets_its_own_server(run_dir, tmp_path):
+    from megakernel_gym.rewards import judge_server
+    os.environ["MKGYM_RUN_DIR"], old = str(run_dir), os.environ["MKGYM_RUN_DIR"]
+    try:
+        a = judge_server.socket_path("cpu", "/x/a.sqlite")
+        assert a == judge_server.socket_path("cpu", "/x/a.sqlite")
+        assert len({a, judge_server.socket_path("cpu", "/x/b.sqlite"), judge_server.socket_path("cpu", None),
+                    judge_server.socket_path("gpu", "/x/a.sqlite")}) == 4
+    finally:
+        os.environ["MKGYM_RUN_DIR"] = old
+
+
+def _raw(sock: str, payload: bytes) -> dict:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(60)
+        s.connect(sock)
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := s.recv(1 << 16):
+            data += chunk
+    return json.loads(data)
+
+
+def test_bad_requests_get_an_answer_and_the_server_stays_up(run_dir, tmp_path):
+    assert judge(run_dir, tmp_path / "r.sqlite").returncode == 0
+    (srv,) = servers(run_dir)
+    sock = srv["socket"]
+    for payload, needle in ((b"not json\n", "bad request"), (b"[1, 2]\n", "one JSON object"),
+                            (b'{"op": "format_disk"}\n', "unknown op"),
+                            (b'{"op": "evaluate", "problem": {}}\n', "bad request"),
+                            (b'{"op": "evaluate", "problem": {"name": "p", "source": "x = ("}, '
+                             b'"candidate": {"source": ""}}\n', "syntax error")):
+        reply = _raw(sock, payload)
+        assert needle in reply["error"], (payload, reply)
+    assert _raw(sock, b'{"op": "ping"}\n')["ok"]
+    r = judge(run_dir, tmp_path / "r.sqlite", "--no-cache")
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "correct"
+
+
+def test_candidate_outcomes_through_the_server(run_dir, tmp_path):
+    bad = CORPUS / "adversarial" / "torch_softmax.py"
+    r = mkgym("judge", "softmax", str(bad), "--backend", "cpu", "--json", "--store", str(tmp_path / "r.sqlite"),
+              env={"MKGYM_RUN_DIR": str(run_dir)})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "rejected"
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                      "        return x\ndef get_inputs():\n    raise ValueError('bad sizes')\n"
+                      "def get_init_inputs():\n    return []\n")
+    r = mkgym("judge", str(broken), str(CORPUS / "legit" / "relu_kernelbench.py"), "--backend", "cpu", "--no-store",
+              env={"MKGYM_RUN_DIR": str(run_dir)})
+    assert r.returncode == 2 and "bad sizes" in r.stderr
+
+
+def test_no_server_judges_in_the_process(run_dir, tmp_path):
+    r = judge(run_dir, tmp_path / "r.sqlite", "--no-server")
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "correct"
+    assert STARTING not in r.stderr
+    assert not run_dir.exists() or not list(run_dir.glob("*.sock"))
+    r = judge(run_dir, tmp_path / "r.sqlite", env={"MKGYM_JUDGE_SERVER": "0"})
+    assert r.returncode == 0 and STARTING not in r.stderr
+
+
+def test_a_server_that_cannot_start_says_why(run_dir, tmp_path):
+    r = judge(run_dir, tmp_path / "r.sqlite", env={"MKGYM_JUDGE_IDLE": "soon"})
+    assert r.returncode == 2 and "MKGYM_JUDGE_IDLE='soon'" in r.stderr
+
+
+def test_the_run_dir_is_made_private(tmp_path):
+    from megakernel_gym.rewards import judge_server
+    d = tmp_path / "open"
+    d.mkdir(mode=0o777)
+    os.chmod(d, 0o777)
+    os.environ["MKGYM_RUN_DIR"], old = str(d), os.environ["MKGYM_RUN_DIR"]
+    try:
+        assert judge_server.run_dir() == d and d.stat().st_mode & 0o777 == 0o700
+    finally:
+        os.environ["MKGYM_RUN_DIR"] = old
+
+
+def test_a_deep_run_dir_keeps_its_socket(tmp_path):
+    """sun_path holds 108 bytes: a longer run dir is reached through /proc/self/fd, and the socket stays in it."""
+    deep = tmp_path / ("d" * 90) / "run"
+    try:
+        r = judge(deep, tmp_path / "r.sqlite")
+        assert r.returncode == 0, r.stderr
+        (sock,) = deep.glob("judge-cpu-*.sock")
+        assert len(str(sock)) > 108
+        (srv,) = servers(deep)
+        assert srv["running"] and srv["socket"] == str(sock)
+    finally:
+        mkgym("judge-server", "stop", env={"MKGYM_RUN_DIR": str(deep)})
