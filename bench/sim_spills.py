@@ -10,7 +10,8 @@ one-off bodies (one layer's attention split, or with one cache write fused in) c
 and the spills then slow every layer's tasks, not only the new body's. The sim prices tasks one by one
 and cannot see this. This script builds each row of a sim_adversary run (its start and its edits) with
 emit_cuda, compiles it with NVRTC for sm_90 with `--ptxas-options=-v` (no GPU needed), and sets ptxas's
-registers and spill bytes beside the row's measured sim/GPU ratio. Writes sim_spills.json.
+registers and spill bytes beside the row's measured sim/GPU ratio, and the same with codegen's maxnreg
+(the compute warps take 216 registers through setmaxnreg, sm_90a). Writes sim_spills.json.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+MAXNREG = 216   # codegen's maxnreg: the compute warps' registers through setmaxnreg
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -59,8 +61,11 @@ def build_row(job: tuple) -> dict:
     _, base = target_ir(target, 132)
     text = "\n".join(([expert_edits(base)] if start == "expert" else []) + list(edits))
     ir = apply_edits(base, text) if text.strip() else base
-    source, _ = emit_cuda(ir.plan())
-    return {"target": target, "label": label, "op_bodies": source.count("void op_"), **ptxas_report(source)}
+    plan = ir.plan()
+    source, _ = emit_cuda(plan)
+    with_max = ptxas_report(emit_cuda(plan, maxnreg=MAXNREG)[0], "sm_90a")   # the knob that removes them
+    return {"target": target, "label": label, "op_bodies": source.count("void op_"), **ptxas_report(source),
+            f"maxnreg_{MAXNREG}": with_max}
 
 
 def main() -> None:
@@ -93,10 +98,13 @@ def main() -> None:
 
     def worst(rs):
         return max((round(abs(r["sim_over_gpu"] - 1), 4) for r in rs if r.get("sim_over_gpu")), default=None)
+    still = [r for r in rows if r[f"maxnreg_{MAXNREG}"]["spill_store_bytes"] or r[f"maxnreg_{MAXNREG}"]["spill_load_bytes"]]
     targets = [{"target": "no searched schedule's megakernel spills registers (the sim cannot price spills)",
                 "measured": f"{len(spilling)}/{len(rows)} spill: "
                             + ", ".join(f"{r['target']} {r['label']} ({r['spill_store_bytes']} B)" for r in spilling),
-                "met": not spilling}]
+                "met": not spilling},
+               {"target": f"... with emit_cuda(maxnreg={MAXNREG}) (sm_90a)", "measured": f"{len(still)}/{len(rows)} spill",
+                "met": not still}]
     from judge_bench import write
     out = write("spills", rows, targets, Path(a.out), prefix="sim_", quiet=True,
                 notes=f"rows of {os.path.relpath(a.runs, ROOT)} (adversary run of {doc.get('date')}) built with emit_cuda's defaults and "

@@ -213,6 +213,47 @@ def test_a_producer_warp_feeds_the_ring_and_the_bodies_never_wait_for_it(graphs,
     assert compile_cuda(src, f"{name}-producer-warp.cu", arch="sm_90")[:4] == b"\x7fELF"
 
 
+def test_maxnreg_gives_the_compute_warps_the_producers_registers(graphs, monkeypatch):
+    """maxnreg (issue 39): 288 threads put three warps on one of the SM's four register files, so ptxas
+    caps the kernel at 168 registers, and one-off op bodies made GPT-2's searched schedules spill
+    (sim_spills.json). With maxnreg the producer's warp comes with a whole warpgroup, which gives its
+    registers back (setmaxnreg.dec to 504 - 2 * maxnreg) before the compute warps take maxnreg
+    (setmaxnreg.inc); sm_90a only, so the kernel is compiled for it on an sm_90 GPU and keeps the cap
+    on any other arch. Off by default (0)."""
+    from megakernel_gym.compiler import codegen, runtime
+    from megakernel_gym.rewards import nvrtc
+    base = make_ir(graphs["llama-tiny"], num_sms=8)
+    plan = apply_edits(base, expert_edits(base)).plan()
+    src, table = emit_cuda(plan, maxnreg=216)
+    assert table.threads == THREADS + 128 and table.maxnreg == 216
+    assert f"__launch_bounds__({THREADS + 128}, 1)" in src
+    assert "#define MK_MAXNREG 216" in src and "#define MK_PRODUCER_REGS 72" in src
+    main = src[src.index("megakernel("):]
+    assert main.index("setmaxnreg.dec") < main.index("ws_produce();") < main.index("setmaxnreg.inc") \
+        < main.index("for (int p = 0; p < qn;)")
+    monkeypatch.setattr(nvrtc, "_default_arch", lambda: "sm_90")
+    assert runtime.megakernel_arch(table) == "sm_90a"
+    for arch in ("sm_90a", "sm_90"):    # the setmaxnreg lines are compiled only where the arch has them
+        assert compile_cuda(src, f"llama-tiny-maxnreg-{arch}.cu", arch=arch)[:4] == b"\x7fELF"
+    monkeypatch.setattr(nvrtc, "_default_arch", lambda: "sm_80")
+    assert runtime.megakernel_arch(table) == "sm_80"
+    # the default: the producer's warp alone, ptxas's cap, the GPU's own arch
+    src0, table0 = emit_cuda(plan)
+    assert table0.threads == THREADS + 32 and table0.maxnreg == 0 and "#define MK_MAXNREG 0" in src0
+    monkeypatch.setattr(nvrtc, "_default_arch", lambda: "sm_90")
+    assert runtime.megakernel_arch(table0) == "sm_90"
+    # no producer warp (thread 0's ring or no ring): nothing to give registers back, so maxnreg is moot
+    assert emit_cuda(plan, maxnreg=216, producer="thread", hops="ll")[1].maxnreg == 0
+    with pytest.raises(CodegenError, match=r"maxnreg=220: the compute warps take 0 \(ptxas's 168\) or one of 176"):
+        emit_cuda(plan, maxnreg=220)
+    assert codegen.MAXNREG == 0 and 504 - 2 * max(codegen.MAXNREGS) == 72
+
+
+@pytest.mark.gpu
+def test_maxnreg_computes_the_same_bits():
+    assert_1b_expert_same_bits(3, maxnreg=216)
+
+
 def test_a_producer_warp_sums_a_row_over_several_warps_among_those_warps(llama_1b_graph):
     """The 1B's down_proj rows (16 KB: four segments, four warps) are summed by the row's last warp
     after a named barrier of just those four warps (2 + row), in segment order, as thread 0's ring

@@ -65,6 +65,11 @@ COMBINES = ("last", "reader")
 # who issues the weight ring's bulk copies: thread 0, between a call's stages and after a task's signal,
 # or a warp of its own beside the WARPS that run task bodies (full and empty barriers per stage)
 PRODUCERS = ("thread", "warp")
+# setmaxnreg's register counts for the compute warps (multiples of 8); two of their warps and one of the
+# producer's warpgroup share a register file of 512 a lane, so the producer keeps 504 - 2 * maxnreg,
+# and its ws_produce needs ~72 not to spill (ptxas -v, sm_90a): 216 at most
+MAXNREGS = (176, 184, 192, 200, 208, 216)
+MAXNREG = 0
 # how a task publishes its writes before it adds to its counters: a fence, then relaxed adds, or
 # release adds
 SIGNALS = ("fence", "release")
@@ -288,6 +293,7 @@ class TaskTable:
     #                                                                 runs first (a real epilogue fusion)
     trace_words: int = 2                                     # trace words per task (PROBE_WORDS with probes)
     threads: int = THREADS                                   # threads per block (THREADS, plus a producer warp)
+    maxnreg: int = 0                                         # the compute warps' registers via setmaxnreg (sm_90a), or 0
     ll: list[str] = field(default_factory=list)              # base tensors kept as LL words (hops.py): 4 bytes
     #                                                          per element, zeroed when bound, the epoch per launch
 
@@ -1773,6 +1779,17 @@ __shared__ unsigned long long* mk_probe;   // the running task's trace row (null
 """
 
 _THREADS = r"""#define WS_PRODUCER_WARP %(producer_warp)d   // a warp of its own issues the weight ring's copies
+// maxnreg: the producer's warp comes with a whole warpgroup (warps 8-11), which gives registers back
+// (setmaxnreg.dec, to MK_PRODUCER_REGS) so that the compute warps can take MK_MAXNREG (setmaxnreg.inc)
+// where ptxas otherwise caps the kernel at 168 (three warps share each of the SM's four register files).
+// Hopper's arch-specific sm_90a only; compiled for another arch the kernel runs with the cap.
+#define MK_MAXNREG %(maxnreg)d
+#define MK_PRODUCER_REGS %(producer_regs)d
+#if MK_MAXNREG && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MK_SETMAXNREG 1
+#else
+#define MK_SETMAXNREG 0
+#endif
 #if WS_PRODUCER_WARP   // task bodies run on the block less that warp, and sync on barrier 1 alone
 #define MK_NT %(nt)d
 #define MK_SYNC() asm volatile("bar.sync 1, %(nt)d;" ::: "memory")
@@ -2291,9 +2308,15 @@ extern "C" __global__ void __launch_bounds__(%(threads)d, 1) megakernel(
 %(ring_init)s
 #if WS_PRODUCER_WARP
   if (threadIdx.x >= MK_NT) {   // the producer warp: the weight ring's copies, nothing else
+#if MK_SETMAXNREG   // its whole warpgroup gives its registers back, then all but one thread leave
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %%0;" :: "n"(MK_PRODUCER_REGS));
+#endif
     if (threadIdx.x == MK_NT) ws_produce();
     return;
   }
+#if MK_SETMAXNREG
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %%0;" :: "n"(MK_MAXNREG));
+#endif
 #endif
   for (int p = 0; p < qn;) {
     const int t = QS[p], nw = QS[p + 1], nc = QS[p + 2] & MK_CALLS_MASK, ns = QS[p + 3], npf = QS[p + 4];
@@ -2580,6 +2603,7 @@ class Build:
     v_prefetch: str = "none"
     inflight_ahead: int = 0
     distinct_ops: str = ""
+    maxnreg: int = 0
 
 
 def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | None = None,
@@ -2591,7 +2615,8 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
               step_inputs: str = "body", kv_pre: int = 0, claim: str | None = None,
               claim_split: int = 1, l2_idle=None, inflight: int | None = None,
               inflight_ops=None, x_bf16: bool = X_BF16, ring_l2: str = RING_L2_DEFAULT,
-              v_prefetch: str = "none", inflight_ahead: int = 0, distinct_ops: str = "") -> tuple[str, TaskTable]:
+              v_prefetch: str = "none", inflight_ahead: int = 0, distinct_ops: str = "",
+              maxnreg: int = MAXNREG) -> tuple[str, TaskTable]:
     """The megakernel's CUDA C source and its task table, for a plan the validator accepted.
     `impls` (op -> task body, the IR's `impl` edits) replace those ops' generated bodies.
     `weights`: how streamed matmuls get their weights: "smem" (the weight ring, bulk copies into
@@ -2745,7 +2770,14 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     add a release); they measured the same. `distinct_ops` (a regular expression; "": none): a probe of
     the kernel's instruction footprint, not a schedule's knob. Each op whose name it matches gets a
     function of its own where it would share one with ops whose bodies are the same text (the layers of
-    a model), so the kernel's code grows with the same schedule, waits and bits."""
+    a model), so the kernel's code grows with the same schedule, waits and bits. `maxnreg` (0 or one of
+    MAXNREGS): the compute warps' registers. With the producer warp the block has 288 threads, three
+    warps share one of the SM's four register files and ptxas caps the kernel at 168; one-off op bodies
+    (one layer's attention split, or with a cache write fused in) then spill, and every task slows
+    (GPT-2's searched climb 6: 52 bytes, 4.8% on an H200; bench/sim_spills.py). With maxnreg the
+    producer's warp comes with a whole warpgroup (384 threads) that gives its registers back, and the
+    compute warps take maxnreg (setmaxnreg, sm_90a: runtime.megakernel_arch). The same bits; the
+    experts within 0.45% (ab_knobs_maxnreg_*.json), so it is off until the GPU suite has run with it."""
     impls = impls or {}
     try:
         re.compile(distinct_ops)
@@ -2812,6 +2844,9 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"step_inputs {step_inputs!r} is not one of {', '.join(STEP_INPUTS)}")
     if producer not in PRODUCERS:
         raise CodegenError(f"producer {producer!r} is not one of {', '.join(PRODUCERS)}")
+    if maxnreg and maxnreg not in MAXNREGS:
+        raise CodegenError(f"maxnreg={maxnreg!r}: the compute warps take 0 (ptxas's 168) or one of "
+                           f"{', '.join(map(str, MAXNREGS))} registers (the producer's warpgroup keeps 504 less twice that)")
     if producer == "warp" and l2_wait:
         raise CodegenError("l2_wait is thread 0's prefetch: it takes producer='thread'")
     if combine not in COMBINES:
@@ -2836,7 +2871,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
                       ll_poll_ns=ll_poll_ns, hold_ops=hold_ops, step_inputs=step_inputs, kv_pre=kv_pre, claim=claim,
                       claim_split=claim_split, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops,
                       x_bf16=bool(x_bf16), ring_l2=ring_l2, v_prefetch=v_prefetch, inflight_ahead=inflight_ahead,
-                      distinct_ops=distinct_ops)
+                      distinct_ops=distinct_ops, maxnreg=maxnreg)
         source, table = _emit(plan, impls, build)
         if table.ws_stages >= 2:
             return source, table
@@ -3150,7 +3185,8 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                       ws_stages=stages, q_stream=q_stream, qs_start=qs_start,
                       qs_in_smem=qs_smem, epilogues={e: [p.name for p in ps] for e, ps in em.epilogues.items()},
                       trace_words=PROBE_WORDS if b.probes else 2, ll=sorted(ll),
-                      threads=THREADS + 32 if stages > 0 and em.producer == "warp" else THREADS)
+                      threads=(THREADS + (128 if b.maxnreg else 32)) if stages > 0 and em.producer == "warp" else THREADS,
+                      maxnreg=b.maxnreg if stages > 0 and em.producer == "warp" else 0)
     cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + cc[4], cc[1], cc[2], cc[3], sm); "
                        "break;"
                        for i in range(len(bodies)))
@@ -3186,7 +3222,8 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
     source = (f"#define MK_PROBES {int(b.probes)}\n#define MK_CONTROL_WARP {b.control_warp}\n"
               f"#define MK_LL_POLL_NS {b.ll_poll_ns}   // ns before a staged LL vector not yet there is loaded again\n"
               f"#define MK_SIGNAL_RELEASE {int(b.signal == 'release')}\n"
-              + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS}
+              + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS, "maxnreg": table.maxnreg,
+                            "producer_regs": 504 - 2 * table.maxnreg if table.maxnreg else 0}
               + _PRELUDE + _PROBES + claims + ring + (_impl_preamble() if impls else "")
               + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
               + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"

@@ -28,6 +28,14 @@ class ImplFaultError(MegakernelError):
     performed, the kernel ran on, and the CUDA context is intact."""
 
 
+def megakernel_arch(table) -> str:
+    """The arch to compile a megakernel for: the GPU's, made Hopper's arch-specific sm_90a where the kernel
+    gives its compute warps more registers with setmaxnreg (codegen's maxnreg), which only sm_90a has."""
+    from megakernel_gym.rewards.nvrtc import _default_arch
+    arch = _default_arch()
+    return arch + "a" if table.maxnreg and arch == "sm_90" else arch
+
+
 class Megakernel:
     def __init__(self, plan: Plan, spin_budget: int = DEFAULT_SPIN_BUDGET, prefetch_mode: str = "bulk",
                  impls: dict[str, str] | None = None, weights: str = "smem", stream: str = "smem",
@@ -43,8 +51,8 @@ class Megakernel:
         # the source includes nothing, so NVRTC gets no include path; agent code compiles in a process
         # of its own under a time limit
         try:
-            self.module = load_cuda(self.source, "megakernel.cu", host_includes=False,
-                                    timeout_s=IMPL_COMPILE_TIMEOUT_S if self.impls else None)
+            self.module = load_cuda(self.source, "megakernel.cu", arch=megakernel_arch(self.table),
+                                    host_includes=False, timeout_s=IMPL_COMPILE_TIMEOUT_S if self.impls else None)
         except CudaCompileError as e:
             e.source = self.source      # for compile_log_for_agent: which lines are whose
             raise
