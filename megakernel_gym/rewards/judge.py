@@ -8,12 +8,14 @@ The judge process itself never runs problem or candidate code, and never holds t
 """
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
 from typing import Any
 
 from megakernel_gym.rewards import anticheat
+from megakernel_gym.rewards.admission import GpuMemory, gpu_need
 from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.result import EvalResult, Flag
@@ -103,7 +105,8 @@ class Judge:
                  timeout_s: float | None = None, device_index: int = 0, use_cache: bool = True,
                  drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
                  static_checks: bool = True, gpu_lock: threading.Lock | None = None, slot: int = 0,
-                 fast_inline: bool = True, compile_timeout_s: float = 600.0, python_guard: bool = True):
+                 fast_inline: bool = True, compile_timeout_s: float = 600.0, python_guard: bool = True,
+                 memory: GpuMemory | None = None):
         self.backend = resolve_backend(backend)
         self.store = as_store(store)
         self.timeout_s = timeout_s or (180.0 if self.backend == "cpu" else 90.0)
@@ -125,6 +128,11 @@ class Judge:
         # Held while anything is timed on this judge's GPU. Judges sharing a GPU share the lock,
         # so compiling and checking one candidate overlaps with timing another, never timing.
         self.gpu_lock = gpu_lock or threading.Lock()
+        # The memory of this judge's GPU, shared with the judges beside it (a LocalPool's slots): each
+        # evaluation holds what its problem needs there while it runs (rewards/admission.py). None: no
+        # admission (a judge alone on its device).
+        self.memory = memory
+        self._reference_ran: set[str] = set()
         hide = [str(self.store.path)] if self.store is not None else []
         self.ref = WorkerProcess("reference", self.backend, device_index, drop_privileges=False, hide=hide,
                                  slot=slot)
@@ -184,13 +192,29 @@ class Judge:
                                f"({header.get('error')}):\n{header.get('message', '')}")
         return header
 
-    def _problem_meta(self, problem: Problem, spec: dict) -> dict:
+    def _problem_meta(self, problem: Problem) -> dict:
+        """What the problem allows and its footprint, found on the meta device: nothing is built on the GPU
+        yet (cached per problem)."""
         meta = self._meta.get(problem.sha256)
         if meta is None:
             header = self._ref_call({"cmd": "meta", "problem_source": problem.source,
-                                        "problem_name": problem.name, "spec": spec})
+                                        "problem_name": problem.name, "spec": None})
             meta = self._meta[problem.sha256] = header["meta"]
         return meta
+
+    def _reference_once(self, problem: Problem) -> None:
+        """The reference run once on seed 0, the first time this judge sees the problem: a problem that
+        cannot produce outputs fails here, as a problem error, before any candidate is blamed for it."""
+        if problem.sha256 not in self._reference_ran:
+            self._ref_call({"cmd": "meta", "problem_source": problem.source, "problem_name": problem.name,
+                            "spec": self._specs(())[0], "footprint": False})   # seed 0 is plain whatever is allowed
+            self._reference_ran.add(problem.sha256)
+
+    def _admitted(self, meta: dict):
+        """Hold what the problem needs of this judge's GPU while the block runs (no-op without a budget)."""
+        if self.memory is None:
+            return contextlib.nullcontext()
+        return self.memory.hold(gpu_need(meta.get("footprint")))
 
     def _compare(self, problem: Problem, specs: list[dict], outputs: list, meta: dict) -> list[dict]:
         """Per-spec comparison, done in the reference worker next to the reference outputs."""
@@ -260,10 +284,17 @@ class Judge:
             if hit is not None:
                 return hit
 
-        # 2. what the problem allows (reference worker; cached per problem)
+        # 2. what the problem allows and needs (reference worker, on the meta device; cached per problem),
+        # then its turn on the GPU's memory beside the other judges' evaluations
         self.warm()
         self._phase("start_workers")
-        meta = self._problem_meta(problem, self._specs(())[0])  # seed 0 is plain whatever is allowed
+        meta = self._problem_meta(problem)
+        with self._admitted(meta):
+            self._phase("wait_memory")
+            self._reference_once(problem)
+            return self._run(problem, cand, cls, meta)
+
+    def _run(self, problem: Problem, cand: Candidate, cls: str, meta: dict) -> EvalResult:
         specs = self._specs(meta.get("input_transforms", ()))
 
         # 3. the candidate (candidate worker): outputs go to the file channel, not through here
@@ -451,12 +482,14 @@ class Judge:
         input transforms this judge uses. Returns {"meta": ..., "checks": [...], "outputs": ...};
         raises ProblemError when the problem cannot run at all."""
         self.warm()
-        meta = self._problem_meta(problem, self._specs(())[0])
+        meta = self._problem_meta(problem)
         specs = [s for s in self._specs(meta.get("input_transforms", ())) if not s.get("secret")]
-        header = self._ref_call({"cmd": "check", "problem_source": problem.source, "problem_name": problem.name,
-                                 "specs": specs, "atol": meta.get("atol"), "rtol": meta.get("rtol"),
-                                 "tolerance": problem.tolerance},
-                               timeout=max(self.timeout_s, 600))   # dozens of forwards plus a float64 one
+        with self._admitted(meta):
+            self._reference_once(problem)
+            header = self._ref_call({"cmd": "check", "problem_source": problem.source, "problem_name": problem.name,
+                                     "specs": specs, "atol": meta.get("atol"), "rtol": meta.get("rtol"),
+                                     "tolerance": problem.tolerance},
+                                    timeout=max(self.timeout_s, 600))   # dozens of forwards plus a float64 one
         return {"meta": meta, **header["report"]}
 
     def _floor_ms(self, meta: dict) -> float | None:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from megakernel_gym.rewards.admission import gpu_budgets
 from megakernel_gym.rewards.judge import Judge, resolve_backend
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.result import EvalResult
@@ -81,9 +82,10 @@ def warm_all(judges: Sequence[Judge]) -> None:
 
 class LocalPool:
     """`slots_per_gpu` judges share each GPU (default 4): the others compile and check candidates
-    while one times, and a per-GPU lock keeps timing exclusive. New CUDA kernels are bound by
-    NVRTC compiles on the host; 4 slots ran 1.6-1.9x the evaluations/s of 2 on an H200
-    (bench/results/judge_throughput.json)."""
+    while one times, and a per-GPU lock keeps timing exclusive. Their evaluations hold the GPU's memory
+    in turn (`memory`, one GpuMemory per GPU): a problem runs beside others only while their needs fit.
+    New CUDA kernels are bound by NVRTC compiles on the host; 4 slots ran 1.6-1.9x the evaluations/s of
+    2 on an H200 (bench/results/judge_throughput.json)."""
 
     def __init__(self, backend: str | None = None, num_workers: int | None = None,
                  store: ResultsStore | str | None | bool = None, slots_per_gpu: int = 4, **judge_kw):
@@ -94,11 +96,14 @@ class LocalPool:
             import torch
             gpus = num_workers or torch.cuda.device_count()
             locks = [threading.Lock() for _ in range(gpus)]
+            # each GPU's memory, held in turn by its slots' evaluations (rewards/admission.py)
+            self.memory = gpu_budgets(gpus, slots_per_gpu)
             self.judges = [Judge("gpu", store=st, device_index=g, gpu_lock=locks[g], slot=g * slots_per_gpu + k,
-                                 **judge_kw)
+                                 memory=self.memory[g], **judge_kw)
                            for g in range(gpus) for k in range(slots_per_gpu)]
         else:
             n = num_workers or max(1, min(os.cpu_count() or 1, 8))
+            self.memory = []
             self.judges = [Judge("cpu", store=st, slot=i, **judge_kw) for i in range(n)]
 
     @property

@@ -250,9 +250,9 @@ def handle_meta(env: Env, msg: dict, workdir: str) -> dict:
         for k in ("atol", "rtol", "flops", "bytes"):
             if meta[k] is not None and not isinstance(meta[k], (int, float)):
                 raise TypeError(f"{k.upper()} must be a number, got {type(meta[k]).__name__}")
-        # (sized where it is used: the cpu backend's host limit; a GPU's admission is not built yet)
-        fp = meta["footprint"] = footprint(env.torch, mod) if env.backend == "cpu" else None
-        over = _over_host(fp) if fp is not None else ""
+        # sized on the meta device: the cpu backend's host limit, and a GPU's admission (rewards/admission.py)
+        fp = meta["footprint"] = footprint(env.torch, mod) if msg.get("footprint", True) else None
+        over = _over_host(fp) if fp is not None and env.backend == "cpu" else ""
         if over:
             return {"ok": False, "error": "too_large", "message": over}
         if msg.get("spec"):

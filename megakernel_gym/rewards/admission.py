@@ -1,0 +1,103 @@
+"""Admission by memory (issue 41, item 2): the judges that share a GPU take its memory in turn, so that
+evaluations running side by side never add up to more than the card holds.
+
+KernelBench as it ships has problems with 4-16 GiB inputs; four judges on one GPU each building such a
+problem's inputs, references and baselines at once ran out of memory (5 of 30 leaderboard answers judged
+`runtime_error` for it). Each evaluation now says what it needs before it builds anything on the GPU
+(`gpu_need`, from the problem's footprint on the meta device: sandbox.footprint) and holds that much of
+its GPU's `GpuMemory` while it runs. One that needs more than the whole budget runs alone: it waits for
+the GPU to empty, and nothing else is admitted beside it. Requests are served first come, first served,
+so a large problem is not passed over forever by a stream of small ones.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+
+GIB = 1 << 30
+CONTEXT_BYTES = 600 << 20     # a worker's CUDA context and torch's allocator, before it holds a tensor
+MARGIN = 1.25                 # what the footprint does not count: intermediates, the allocator's rounding
+
+
+def gpu_need(fp: dict | None) -> int:
+    """Bytes of GPU memory one evaluation holds at its peak, both workers together, from a problem's
+    footprint ({"inputs", "params", "outputs"} bytes; sandbox.footprint). The reference worker holds a
+    seed's inputs and their scaled copy, the parameters and its outputs; the candidate worker its own
+    copy of the inputs, parameters and outputs, and the compare reads its outputs back beside the
+    reference's. 0 where the footprint is unknown (the problem does not run on the meta device): such a
+    problem is admitted as small, as before."""
+    if not fp:
+        return 0
+    return int(MARGIN * (3 * fp["inputs"] + 2 * fp["params"] + 3 * fp["outputs"]))
+
+
+class GpuMemory:
+    """One GPU's memory as the judges sharing it see it: `capacity` bytes, taken and given back by
+    evaluations (`hold`). Thread-safe; one per GPU, shared by its LocalPool slots."""
+
+    def __init__(self, capacity: int, name: str = "gpu"):
+        if capacity <= 0:
+            raise ValueError(f"{name}: a GPU memory budget must be positive, got {capacity} bytes")
+        self.capacity = int(capacity)
+        self.name = name
+        self.used = 0
+        self.running = 0
+        self.peak = 0                 # the most bytes ever held at once (what tests and benches read)
+        self.alone = False            # an evaluation that needs more than the capacity is running
+        self._cond = threading.Condition()
+        self._queue: collections.deque = collections.deque()
+
+    def _fits(self, need: int) -> bool:
+        if self.alone:
+            return False              # one that needs more than the whole GPU has it to itself
+        if self.running == 0:
+            return True               # alone on the GPU, whatever it needs
+        return need <= self.capacity - self.used
+
+    @contextlib.contextmanager
+    def hold(self, need: int, timeout: float | None = None):
+        """Hold `need` bytes for the block, in turn (first come, first served). A need over the capacity
+        waits for the GPU to empty and holds all of it, alone. TimeoutError after `timeout` seconds of
+        waiting (None: as long as it takes)."""
+        need = max(0, int(need))
+        alone = need > self.capacity
+        ticket = object()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._queue.append(ticket)
+            try:
+                while self._queue[0] is not ticket or not self._fits(need):
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise TimeoutError(f"{self.name}: waited {timeout:.0f} s for {need / GIB:.2f} GiB "
+                                           f"({self.used / GIB:.2f} of {self.capacity / GIB:.2f} GiB held)")
+                    self._cond.wait(left)
+            finally:
+                self._queue.remove(ticket)
+                self._cond.notify_all()
+            taken = self.capacity if alone else need
+            self.used += taken
+            self.running += 1
+            self.alone = alone
+            self.peak = max(self.peak, self.used)
+        try:
+            yield taken
+        finally:
+            with self._cond:
+                self.used -= taken
+                self.running -= 1
+                if alone:
+                    self.alone = False
+                self._cond.notify_all()
+
+
+def gpu_budgets(devices: int, slots_per_gpu: int) -> list[GpuMemory]:
+    """One GpuMemory per visible GPU: its total memory less every slot's two workers' contexts."""
+    import torch
+    out = []
+    for g in range(devices):
+        total = torch.cuda.get_device_properties(g).total_memory
+        out.append(GpuMemory(max(GIB, total - 2 * slots_per_gpu * CONTEXT_BYTES), name=f"cuda:{g}"))
+    return out

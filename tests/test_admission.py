@@ -1,0 +1,155 @@
+"""Admission by memory (issue 41, item 2): evaluations sharing a GPU hold its memory in turn, never more
+than it has between them; one that needs more than the whole GPU runs alone; first come, first served."""
+import random
+import threading
+import time
+
+import pytest
+
+from megakernel_gym.rewards.admission import GIB, MARGIN, GpuMemory, gpu_need
+
+
+def test_the_need_counts_both_workers_copies():
+    fp = {"inputs": 1 * GIB, "params": 2 * GIB, "outputs": 1 * GIB}
+    assert gpu_need(fp) == int(MARGIN * (3 + 4 + 3) * GIB)
+    assert gpu_need(None) == 0 and gpu_need({}) == 0
+
+
+def _start(mem, need, log, name, hold_s=0.2, started=None):
+    def run():
+        with mem.hold(need) as taken:
+            log.append(("in", name, taken, mem.used))
+            if started:
+                started.set()
+            time.sleep(hold_s)
+        log.append(("out", name))
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def test_two_that_do_not_fit_together_take_turns():
+    mem, log = GpuMemory(10 * GIB), []
+    first = threading.Event()
+    a = _start(mem, 6 * GIB, log, "a", started=first)
+    first.wait(5)
+    b = _start(mem, 6 * GIB, log, "b")
+    a.join(), b.join()
+    assert [e[:2] for e in log] == [("in", "a"), ("out", "a"), ("in", "b"), ("out", "b")]
+    assert mem.peak == 6 * GIB and mem.used == 0 and mem.running == 0
+    # two that fit run side by side
+    mem2, log2 = GpuMemory(10 * GIB), []
+    ts = [_start(mem2, 4 * GIB, log2, n, hold_s=0.3) for n in "xy"]
+    for t in ts:
+        t.join()
+    assert mem2.peak == 8 * GIB and [e[0] for e in log2][:2] == ["in", "in"]
+
+
+def test_one_larger_than_the_gpu_runs_alone_and_in_its_turn():
+    mem, log = GpuMemory(10 * GIB), []
+    small_in = threading.Event()
+    s1 = _start(mem, 1 * GIB, log, "s1", hold_s=0.3, started=small_in)
+    small_in.wait(5)
+    big = _start(mem, 40 * GIB, log, "big", hold_s=0.3)
+    time.sleep(0.05)
+    s2 = _start(mem, 1 * GIB, log, "s2", hold_s=0.1)    # after the big one: it waits behind it
+    for t in (s1, big, s2):
+        t.join()
+    order = [e[:2] for e in log]
+    assert order.index(("out", "s1")) < order.index(("in", "big")) < order.index(("out", "big")) \
+        < order.index(("in", "s2"))
+    big_in = next(e for e in log if e[:2] == ("in", "big"))
+    assert big_in[2] == mem.capacity and big_in[3] == mem.capacity    # it holds the whole GPU, alone
+    assert not mem.alone and mem.used == 0
+
+
+def test_nothing_unknown_slips_in_beside_one_that_runs_alone():
+    mem, log = GpuMemory(10 * GIB), []
+    big_in = threading.Event()
+    big = _start(mem, 40 * GIB, log, "big", hold_s=0.3, started=big_in)
+    big_in.wait(5)
+    zero = _start(mem, 0, log, "zero", hold_s=0.05)      # a problem whose footprint is unknown
+    big.join(), zero.join()
+    assert [e[:2] for e in log] == [("in", "big"), ("out", "big"), ("in", "zero"), ("out", "zero")]
+
+
+def test_a_wait_past_its_timeout_says_what_it_waited_for():
+    mem = GpuMemory(10 * GIB, name="cuda:0")
+    with mem.hold(8 * GIB):
+        with pytest.raises(TimeoutError, match=r"cuda:0: waited 0 s for 4.00 GiB \(8.00 of 10.00 GiB held\)"):
+            with mem.hold(4 * GIB, timeout=0.1):
+                pass
+    with mem.hold(4 * GIB):          # the one that timed out left the queue
+        assert mem.used == 4 * GIB
+    with pytest.raises(ValueError, match="must be positive"):
+        GpuMemory(0)
+
+
+def test_many_holders_never_exceed_the_gpu():
+    mem = GpuMemory(16 * GIB)
+    bad = []
+    rng = random.Random(0)
+    sizes = [rng.choice([0, 1, 3, 7, 12, 20]) * GIB for _ in range(160)]
+
+    def worker(chunk):
+        for need in chunk:
+            with mem.hold(need) as taken:
+                if mem.used > mem.capacity or (mem.alone and mem.running != 1):
+                    bad.append((need, mem.used, mem.running))
+                time.sleep(0.001 * (taken // GIB))
+    ts = [threading.Thread(target=worker, args=(sizes[i::8],)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad and mem.used == 0 and mem.running == 0 and mem.peak <= mem.capacity
+
+
+def test_a_judge_holds_what_its_problem_needs_while_it_runs(store_path):
+    """Through a real (cpu) judge: the evaluation holds gpu_need(footprint) of the budget, sized on the
+    meta device before the reference runs; a budget smaller than the need still judges it, alone."""
+    from megakernel_gym.curriculum import get_problem, reference_candidates
+    from megakernel_gym.rewards import Judge
+    problem = get_problem("softmax")
+    answer = reference_candidates("softmax")["triton"]
+    mem = GpuMemory(64 * GIB)
+    with Judge(backend="cpu", store=False, memory=mem) as j:
+        r = j.evaluate(problem, answer)
+        assert r.status == "correct", r.reason
+        fp = j._meta[problem.sha256]["footprint"]
+        assert fp and fp["inputs"] > 0 and fp["outputs"] > 0
+        assert mem.peak == gpu_need(fp) > 0 and mem.used == 0
+        assert "wait_memory" in r.phases
+        j.memory = small = GpuMemory(1)
+        assert j.evaluate(problem, answer).status == "correct"
+        assert small.peak == small.capacity and not small.alone
+
+
+def test_judges_sharing_a_gpu_take_turns_when_their_needs_do_not_fit(store_path):
+    from megakernel_gym.curriculum import get_problem, reference_candidates
+    from megakernel_gym.rewards import Judge
+    problem = get_problem("softmax")
+    answer = reference_candidates("softmax")["triton"]
+    judges = [Judge(backend="cpu", store=False) for _ in range(2)]
+    try:
+        for j in judges:
+            j.evaluate(problem, answer)          # warm, and learn the need
+        need = gpu_need(judges[0]._meta[problem.sha256]["footprint"])
+        mem = GpuMemory(need + need // 2)        # one fits, two do not
+        spans = []
+        for j in judges:
+            j.memory = mem
+
+        def run(j):
+            t0 = time.monotonic()
+            assert j.evaluate(problem, answer).status == "correct"
+            spans.append((t0, time.monotonic()))
+        ts = [threading.Thread(target=run, args=(j,)) for j in judges]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert len(spans) == 2 and mem.peak == need and mem.used == 0
+    finally:
+        for j in judges:
+            j.close()
