@@ -171,16 +171,50 @@ def test_a_server_that_cannot_start_says_why(run_dir, tmp_path):
     assert r.returncode == 2 and "MKGYM_JUDGE_IDLE='soon'" in r.stderr
 
 
-def test_the_run_dir_is_made_private(tmp_path):
+def test_a_run_dir_others_may_write_to_is_refused(tmp_path):
+    """A socket planted in a directory others may write to could answer for a judge."""
     from megakernel_gym.rewards import judge_server
     d = tmp_path / "open"
-    d.mkdir(mode=0o777)
+    d.mkdir()
     os.chmod(d, 0o777)
     os.environ["MKGYM_RUN_DIR"], old = str(d), os.environ["MKGYM_RUN_DIR"]
     try:
-        assert judge_server.run_dir() == d and d.stat().st_mode & 0o777 == 0o700
+        with pytest.raises(judge_server.JudgeServerError, match=r"may be written by others \(mode 777\); `chmod go-w"):
+            judge_server.run_dir()
+        os.chmod(d, 0o755)
+        assert judge_server.run_dir() == d
+        fresh = tmp_path / "fresh" / "run"
+        os.environ["MKGYM_RUN_DIR"] = str(fresh)
+        assert judge_server.run_dir() == fresh and fresh.stat().st_mode & 0o777 == 0o700
     finally:
         os.environ["MKGYM_RUN_DIR"] = old
+
+
+def test_a_server_of_older_code_is_stopped_when_a_new_one_starts(run_dir, tmp_path):
+    """After the package changes, the server that starts for the same backend and store stops the one that
+    runs the old code, rather than leave it holding the GPU's memory until it idles out."""
+    from megakernel_gym.rewards import judge_server
+    assert judge(run_dir, tmp_path / "r.sqlite").returncode == 0
+    (old,) = servers(run_dir)
+    os.environ["MKGYM_RUN_DIR"], saved = str(run_dir), os.environ["MKGYM_RUN_DIR"]
+    try:
+        judge_server._stop_older("cpu", old["store"], run_dir / "judge-cpu-new.sock")   # the same code: kept
+        (same,) = servers(run_dir)
+        assert same["running"] and same["pid"] == old["pid"]
+        judge_server._stop_older("cpu", "/elsewhere.sqlite", run_dir / "judge-cpu-new.sock")  # another store
+        assert servers(run_dir)[0]["running"]
+        real = judge_server.code_fingerprint
+        judge_server.code_fingerprint = lambda: "newer"
+        try:
+            judge_server._stop_older("cpu", old["store"], run_dir / "judge-cpu-new.sock")
+        finally:
+            judge_server.code_fingerprint = real
+        deadline = time.monotonic() + 30
+        while Path(old["socket"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not Path(old["socket"]).exists()
+    finally:
+        os.environ["MKGYM_RUN_DIR"] = saved
 
 
 def test_a_deep_run_dir_keeps_its_socket(tmp_path):

@@ -54,7 +54,7 @@ class JudgeServerError(RuntimeError):
 # -- where a server lives ---------------------------------------------------------------------
 def run_dir() -> Path:
     """The user's directory of judge servers (sockets, logs, start locks), created 0700. Refuses one that
-    someone else owns or others can enter: a socket there could be another user's server."""
+    someone else owns or others may write to: a socket planted there could answer for a judge."""
     root = os.environ.get("MKGYM_RUN_DIR")
     if root:
         d = Path(root)
@@ -68,8 +68,9 @@ def run_dir() -> Path:
     if st.st_uid != os.getuid():
         raise JudgeServerError(f"the judge servers' directory {d} belongs to another user; set MKGYM_RUN_DIR "
                                "to a directory of your own")
-    if st.st_mode & 0o077:
-        os.chmod(d, 0o700)
+    if st.st_mode & 0o022:
+        raise JudgeServerError(f"the judge servers' directory {d} may be written by others (mode "
+                               f"{st.st_mode & 0o777:o}); `chmod go-w {d}`, or set MKGYM_RUN_DIR to a private one")
     return d
 
 
@@ -192,6 +193,7 @@ def ensure_server(backend: str, store: str | None, start_timeout_s: float = STAR
                 return path
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()                    # a dead server's socket
+            _stop_older(backend, store, path)
             if log:
                 log(f"starting a judge server ({backend} backend; it stays up {idle_seconds():.0f} s after "
                     f"its last call; log: {_log_path(path)})")
@@ -217,6 +219,16 @@ def ensure_server(backend: str, store: str | None, start_timeout_s: float = STAR
                                    f"{_log_path(path)}")
         finally:
             fcntl.flock(lf, fcntl.LOCK_UN)
+
+
+def _stop_older(backend: str, store: str | None, path: Path) -> None:
+    """Stop this backend and store's servers that run other code (the package changed since they started):
+    each would hold its GPU's memory beside the new one until it idled out."""
+    for s in servers():
+        if (s["running"] and s["socket"] != str(path) and s.get("backend") == backend and s.get("store") == store
+                and s.get("python") == sys.executable and s.get("code") != code_fingerprint()):
+            with contextlib.suppress(OSError, JudgeServerError, ValueError):
+                _call(Path(s["socket"]), {"op": "stop"}, timeout=30.0)
 
 
 def _failure(path: Path) -> str:
@@ -286,6 +298,7 @@ class _Server:
     def __init__(self, backend: str, store: str | None, path: Path, idle_s: float):
         from megakernel_gym.rewards.judge import Judge
         self.path, self.idle_s = path, idle_s
+        self.code = code_fingerprint()           # the code it runs, as the package stood when it started
         self.judge = Judge(backend=backend, store=store if store else False)
         self.judge.warm()
         self.jobs: queue.Queue = queue.Queue()
@@ -309,7 +322,8 @@ class _Server:
     def info(self) -> dict:
         return {"pid": os.getpid(), "backend": self.judge.backend, "device": self.judge.device,
                 "store": str(self.judge.store.path) if self.judge.store else None, "served": self.served,
-                "started": self.started, "idle_s": self.idle_s, "pending": self.pending}
+                "started": self.started, "idle_s": self.idle_s, "pending": self.pending, "python": sys.executable,
+                "code": self.code}
 
     # connection threads
     def accept_loop(self) -> None:
