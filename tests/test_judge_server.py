@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -229,3 +230,39 @@ def test_a_deep_run_dir_keeps_its_socket(tmp_path):
         assert srv["running"] and srv["socket"] == str(sock)
     finally:
         mkgym("judge-server", "stop", env={"MKGYM_RUN_DIR": str(deep)})
+
+
+def test_descends_from_follows_the_parent_chain():
+    from megakernel_gym.rewards.judge_server import descends_from
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert descends_from(child.pid, os.getpid())
+        assert not descends_from(os.getpid(), child.pid) and not descends_from(os.getppid(), os.getpid())
+        assert not descends_from(2 ** 22 + 12345, os.getpid())      # no such process
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_process_the_server_started_is_refused(tmp_path, monkeypatch):
+    """A worker of the server's (any process descended from it) may not hand it work, whatever it sends:
+    the kernel names the peer (SO_PEERCRED). Here the server runs in this process and a child connects."""
+    from megakernel_gym.rewards import judge_server
+    monkeypatch.setenv("MKGYM_RUN_DIR", str(tmp_path / "run"))
+    path = judge_server.socket_path("cpu", None)
+    srv = judge_server._Server("cpu", None, path, idle_s=60)
+    t = threading.Thread(target=srv.serve, daemon=True)
+    t.start()
+    try:
+        assert judge_server.ping(path)["ok"]                  # this process is the server itself: let in
+        child = subprocess.run([sys.executable, "-c", (
+            "import json, socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "s.sendall(json.dumps({'op': 'stop'}).encode() + b'\\n'); s.shutdown(socket.SHUT_WR)\n"
+            "print(s.recv(4096).decode())\n"), str(path)], capture_output=True, text=True, timeout=60)
+        reply = json.loads(child.stdout)
+        assert reply["kind"] == "refused" and "may not hand it work" in reply["error"], child
+        assert judge_server.ping(path)["ok"]                  # the stop it sent was not obeyed
+    finally:
+        srv.stopping.set()
+        t.join(30)

@@ -4,11 +4,13 @@ the operating system's walls stand) tries to unmount, remount, read and forge th
 write the package and files outside its scratch folder, trace and signal the judge, make namespaces,
 raise privileges, and start threads and processes. Each attempt must be refused, the store must stay
 intact, and nothing may be written outside the scratch folder."""
+import contextlib
 import hashlib
 import json
 import os
 import re
 import secrets
+import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import megakernel_gym
+from megakernel_gym.cache_paths import judge_run_dir
 from megakernel_gym.curriculum import get_problem, reference_candidates
 from megakernel_gym.rewards import Candidate, Judge, Problem
 
@@ -123,6 +126,16 @@ def daemon_sockets():
     raise FileNotFoundError(errno.ENOENT, "no daemon socket")
 
 
+def judge_server_socket():
+    """The user's judge servers' sockets in sight (rewards/judge_server.py)? A server judges problem files,
+    whose code its reference worker runs with the user's privileges."""
+    import stat
+    seen = [f for f in os.listdir(RUN_DIR) if stat.S_ISSOCK(os.lstat(os.path.join(RUN_DIR, f)).st_mode)]
+    if seen:
+        return seen[:2]
+    raise FileNotFoundError(errno.ENOENT, "no judge server socket")
+
+
 def mount_setattr_rw():
     attr = (ctypes.c_uint64 * 4)(0, 1, 0, 0)        # clear MOUNT_ATTR_RDONLY
     return c(libc.syscall(442, -100, b"/", 0x8000, ctypes.byref(attr), 32))
@@ -156,6 +169,7 @@ ATTACKS = {
     "raise_privileges": raise_caps,
     "unix_socket": lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close(),
     "daemon_sockets": daemon_sockets,
+    "judge_server_socket": judge_server_socket,
     "tcp_socket": lambda: socket.create_connection(("127.0.0.1", 22), timeout=1),
     "thread": thread,
     "fork": fork,
@@ -234,18 +248,39 @@ def bare_judge(tmp_path_factory):
     j.close()
 
 
+def _attack_source(judge, nonce: str) -> str:
+    store = str(judge.store.path)
+    return ATTACKS.replace("import torch\n", "import torch\n"
+                           f"STORE_REVERSED = {store[::-1]!r}\nJUDGE_PID = {os.getpid()}\n"
+                           f"RUN_DIR = {str(judge_run_dir())!r}\n"
+                           f"PACKAGE_FILE = {PACKAGE_FILE!r}\nNONCE = {nonce!r}\n", 1)
+
+
+@contextlib.contextmanager
+def _a_judge_server_socket(nonce: str):
+    """A listening socket in the judge servers' folder, as a running server leaves one."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = judge_run_dir() / f"judge-cpu-lp{nonce}.sock"
+    server.bind(str(sock))
+    server.listen(1)
+    try:
+        yield sock
+    finally:
+        server.close()
+        sock.unlink()
+
+
 @pytest.fixture(scope="module")
 def attack_report(bare_judge):
     """Every attack, run once from inside a candidate; the store and the files outside scratch checked."""
     nonce = secrets.token_hex(6)
     store = str(bare_judge.store.path)
-    source = ATTACKS.replace("import torch\n", "import torch\n"
-                             f"STORE_REVERSED = {store[::-1]!r}\nJUDGE_PID = {os.getpid()}\n"
-                             f"PACKAGE_FILE = {PACKAGE_FILE!r}\nNONCE = {nonce!r}\n", 1)
+    source = _attack_source(bare_judge, nonce)
     bare_judge.warm()
     before = bare_judge.store.count()
     package_sha = _sha(PACKAGE_FILE)
-    res = bare_judge.evaluate(get_problem("softmax"), Candidate(source))
+    with _a_judge_server_socket(nonce):
+        res = bare_judge.evaluate(get_problem("softmax"), Candidate(source))
     assert res.status == "runtime_error" and res.category == "exception", (res.status, res.category, res.reason)
     # the judge survived (we are here), the store kept every row and took this one, nothing outside scratch
     assert _integrity(bare_judge.store.path) == ("ok", before + 1)
@@ -259,7 +294,7 @@ SECCOMP_DENIED = ["umount_store_cover", "umount_root", "remount_root_rw", "mount
                   "ptrace_pid1", "ptrace_judge", "vm_readv_pid1", "vm_readv_judge", "unshare_user",
                   "unshare_mount", "unix_socket", "tcp_socket", "fork", "subprocess"]
 OTHER_DENIED = ["read_store", "write_store", "create_store_sidecar", "store_path_in_memory", "secret_in_environ",
-                "daemon_sockets", "write_package", "write_tmp", "write_root", "write_proc_sys", "write_sysrq",
+                "daemon_sockets", "judge_server_socket", "write_package", "write_tmp", "write_root", "write_proc_sys", "write_sysrq",
                 "open_block_device", "signal_judge", "signal_parent", "raise_privileges", "thread"]
 
 
@@ -269,6 +304,8 @@ def test_attack_is_denied(attack_report, attack):
     assert got.startswith("denied"), f"{attack}: {got}"
     if attack in SECCOMP_DENIED:   # the filter answers EPERM: a Python error, a clear failure, no kill
         assert got == "denied EPERM", got
+    if attack == "judge_server_socket":   # its folder is covered: nothing there to find
+        assert got == "denied ENOENT", got
 
 
 def test_every_attack_was_tried(attack_report):
@@ -406,13 +443,12 @@ def test_gpu_candidate_runs_without_privileges(bare_gpu_judge):
 @pytest.mark.gpu
 def test_gpu_attacks_are_denied(bare_gpu_judge):
     nonce = secrets.token_hex(6)
-    store = str(bare_gpu_judge.store.path)
-    source = ATTACKS.replace("import torch\n", "import torch\n"
-                             f"STORE_REVERSED = {store[::-1]!r}\nJUDGE_PID = {os.getpid()}\n"
-                             f"PACKAGE_FILE = {PACKAGE_FILE!r}\nNONCE = {nonce!r}\n", 1)
+    source = _attack_source(bare_gpu_judge, nonce)
     before = bare_gpu_judge.store.count()
-    res = bare_gpu_judge.evaluate(get_problem("softmax"), Candidate(source))
+    with _a_judge_server_socket(nonce):     # the gpu worker may make unix sockets: only hiding keeps it out
+        res = bare_gpu_judge.evaluate(get_problem("softmax"), Candidate(source))
     report = _report(res)
+    assert report["judge_server_socket"] == "denied ENOENT", report
     for attack, got in report.items():
         if attack in GPU_ALLOWED:
             assert got.startswith("ALLOWED"), (attack, got)   # and what they start holds no more than the worker
@@ -428,3 +464,27 @@ def test_gpu_honest_triton_candidate_correct_and_timed(bare_gpu_judge):
     res = bare_gpu_judge.evaluate(get_problem("softmax"), reference_candidates("softmax")["triton"])
     assert res.status == "correct", res.reason
     assert res.speedup and res.timing["samples"] >= 30
+
+
+def test_the_judge_servers_folder_is_covered_outside_tmp_too(tmp_path, monkeypatch):
+    """The judge servers' folder is covered whole in both workers wherever it is (here under the home
+    directory, which neither /tmp's nor /run's cover reaches): a candidate finds no server to hand work."""
+    run = Path.home() / ".cache" / f"mkgym-lp-{secrets.token_hex(4)}" / "run"
+    monkeypatch.setenv("MKGYM_RUN_DIR", str(run))
+    j = Judge(backend="cpu", store=tmp_path / "r.sqlite", timeout_s=60, use_cache=False, static_checks=False,
+              python_guard=False)
+    try:
+        j.warm()
+        for w in (j.cand, j.ref):
+            assert "store-hidden (1 folder(s), 0 file(s), 1 covered whole)" in w.info["isolation"], w.info
+        (run / "judge-cpu-probe.sock").write_text("")    # stands for a server's socket
+        look = ("import os\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                "    def forward(self, x):\n"
+                f"        raise RuntimeError('REPORT ' + repr(os.listdir({str(run)!r})))\n")
+        res = j.evaluate(get_problem("softmax"), Candidate(look))
+        assert "REPORT []" in res.reason, res.reason
+        assert (run / "judge-cpu-probe.sock").exists()   # the judge's own view is untouched
+    finally:
+        j.close()
+        import shutil
+        shutil.rmtree(run.parent, ignore_errors=True)

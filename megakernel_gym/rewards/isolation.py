@@ -220,9 +220,11 @@ def hide_store(libc: _Libc, store_paths: list[str], workdir: str) -> str:
     folder's other entries (the graph and kernel caches beside the default store) are bound back.
     Where the folder holds what the worker needs (the store in the repo root, say), the store's
     files are covered one by one with /dev/null instead."""
-    dirs, files = 0, 0
+    dirs, files, whole = 0, 0, 0
     need = _needed_paths(workdir)
-    for path in store_paths:
+    # a path ending in a separator is a folder to cover whole, nothing bound back (the judge servers'),
+    # covered after the store's folder, which may hold it
+    for path in [p for p in store_paths if not p.endswith(os.sep)]:
         folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
         if not os.path.isdir(folder):
             continue
@@ -236,9 +238,14 @@ def hide_store(libc: _Libc, store_paths: list[str], workdir: str) -> str:
             if os.path.exists(p):
                 libc.mount("/dev/null", p, None, MS_BIND)
                 files += 1
+    for path in [p for p in store_paths if p.endswith(os.sep)]:
+        folder = os.path.realpath(path)
+        if os.path.isdir(folder) and folder != "/" and not any(_beneath(p, folder) for p in need):
+            _cover(libc, folder, lambda n: False)
+            whole += 1
     if not store_paths:
         return "store-hidden (no store)"
-    return f"store-hidden ({dirs} folder(s), {files} file(s))"
+    return f"store-hidden ({dirs} folder(s), {files} file(s)" + (f", {whole} covered whole)" if whole else ")")
 
 
 SOCKET_FOLDERS = ("/run", "/var/run", "/tmp")

@@ -9,11 +9,13 @@ The judge process itself never runs problem or candidate code, and never holds t
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import threading
 import time
 from typing import Any
 
+from megakernel_gym.cache_paths import judge_run_dir
 from megakernel_gym.rewards import anticheat
 from megakernel_gym.rewards.admission import GpuMemory, gpu_need
 from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
@@ -134,6 +136,12 @@ class Judge:
         self.memory = memory
         self._reference_ran: set[str] = set()
         hide = [str(self.store.path)] if self.store is not None else []
+        # and the judge servers' folder, whole: a worker that reached a server's socket could hand it a
+        # problem file, whose code its reference worker runs with the user's privileges
+        run = judge_run_dir()
+        with contextlib.suppress(OSError):
+            run.mkdir(parents=True, exist_ok=True, mode=0o700)   # covered even if a server starts later
+            hide.append(str(run) + os.sep)
         self.ref = WorkerProcess("reference", self.backend, device_index, drop_privileges=False, hide=hide,
                                  slot=slot)
         self.cand = WorkerProcess("candidate", self.backend, device_index, drop_privileges=drop_privileges,

@@ -38,6 +38,8 @@ import threading
 import time
 from pathlib import Path
 
+from megakernel_gym.cache_paths import judge_run_dir
+
 IDLE_S = 900.0                  # a build server's usual patience: long enough for a session of calls
 START_TIMEOUT_S = 300.0         # a cold GPU host: workers import torch and start CUDA (5-15 s seen)
 MAX_REQUEST_BYTES = 64 << 20    # a problem file and a candidate, with room for an LLM's whole answer
@@ -55,14 +57,7 @@ class JudgeServerError(RuntimeError):
 def run_dir() -> Path:
     """The user's directory of judge servers (sockets, logs, start locks), created 0700. Refuses one that
     someone else owns or others may write to: a socket planted there could answer for a judge."""
-    root = os.environ.get("MKGYM_RUN_DIR")
-    if root:
-        d = Path(root)
-    elif os.environ.get("XDG_RUNTIME_DIR") and Path(os.environ["XDG_RUNTIME_DIR"]).is_dir():
-        d = Path(os.environ["XDG_RUNTIME_DIR"]) / "megakernel-gym"
-    else:
-        from megakernel_gym.cache_paths import user_cache_path
-        d = user_cache_path("MKGYM_RUN_DIR", "run")
+    d = judge_run_dir()
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = d.stat()
     if st.st_uid != os.getuid():
@@ -288,6 +283,41 @@ def stop_all() -> list[str]:
 
 
 # -- the server --------------------------------------------------------------------------------
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether `ancestor` is among pid's parents (their chain in /proc, as this process's PID namespace
+    numbers them)."""
+    for _ in range(256):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            return False
+        pid = int(stat[stat.rindex(b")") + 2:].split()[1])   # the field after the state: the parent
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+    return False
+
+
+def _peer_refused(conn: socket.socket) -> str:
+    """Why this connection may not hand the server work, from what the kernel says of its peer
+    (SO_PEERCRED, which the peer cannot forge), or "". Another user is refused (the socket is 0600 in a
+    private folder besides), and so is any process this server started: its workers run candidates
+    and the problem files they are given, and are kept from the socket's folder by their mount
+    namespace; this is the wall behind that one."""
+    import struct
+    try:
+        pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    except OSError as e:
+        return f"refused: the peer's credentials could not be read ({e})"
+    if uid != os.getuid():
+        return f"refused: uid {uid} is not this server's user"
+    if pid <= 0 or descends_from(pid, os.getpid()):
+        return "refused: a process this judge server started (one of its workers) may not hand it work"
+    return ""
+
+
 class _Server:
     """Evaluations run on the main thread, the one that started the workers: a worker's parent-death
     signal follows the thread that spawned it (isolation._die_with_parent), so a worker restarted from a
@@ -337,6 +367,11 @@ class _Server:
 
     def handle(self, conn: socket.socket) -> None:
         with conn:
+            refused = _peer_refused(conn)
+            if refused:
+                with contextlib.suppress(OSError):
+                    _send(conn, {"error": refused, "kind": "refused"})
+                return
             try:
                 conn.settimeout(60.0)
                 req = _recv(conn, MAX_REQUEST_BYTES)
