@@ -83,11 +83,12 @@ def _judge_on_server(args, problem, candidate):
     """The EvalResult from the user's judge server for this backend and store (started on first use:
     rewards/judge_server.py), or an exit code."""
     from megakernel_gym.rewards import judge_server
-    from megakernel_gym.rewards.judge import GPUUnavailableError, resolve_backend
+    from megakernel_gym.rewards.judge import GPUUnavailableError, check_timeout, resolve_backend
     from megakernel_gym.rewards.problem import ProblemError
     from megakernel_gym.rewards.store import default_path
     try:
         backend = resolve_backend(args.backend)
+        check_timeout(args.timeout)
     except (ValueError, GPUUnavailableError) as e:
         return _err(str(e))
     store = None if args.no_store else str(Path(args.store).resolve() if args.store else default_path().resolve())

@@ -256,8 +256,9 @@ def test_a_process_the_server_started_is_refused(tmp_path, monkeypatch):
     try:
         assert judge_server.ping(path)["ok"]                  # this process is the server itself: let in
         child = subprocess.run([sys.executable, "-c", (
-            "import json, socket, sys\n"
-            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "import json, os, socket, sys\n"   # by its name in its folder: a test's path may pass sun_path's 108 bytes
+            "os.chdir(os.path.dirname(sys.argv[1])); s = socket.socket(socket.AF_UNIX)\n"
+            "s.connect(os.path.basename(sys.argv[1]))\n"
             "s.sendall(json.dumps({'op': 'stop'}).encode() + b'\\n'); s.shutdown(socket.SHUT_WR)\n"
             "print(s.recv(4096).decode())\n"), str(path)], capture_output=True, text=True, timeout=60)
         reply = json.loads(child.stdout)
@@ -266,3 +267,63 @@ def test_a_process_the_server_started_is_refused(tmp_path, monkeypatch):
     finally:
         srv.stopping.set()
         t.join(30)
+
+
+def test_a_bad_timeout_is_refused_not_stored(run_dir, tmp_path):
+    """NaN seconds once made the honest reference a runtime_error that the store then served back."""
+    r = judge(run_dir, tmp_path / "r.sqlite", "--timeout", "nan")
+    assert r.returncode == 2 and "seconds per evaluation must be a number above 0" in r.stderr
+    assert judge(run_dir, tmp_path / "r.sqlite").returncode == 0
+    (srv,) = servers(run_dir)
+    ok = json.loads(judge(run_dir, tmp_path / "r.sqlite").stdout)
+    assert ok["status"] == "correct"
+    src = (Path(__file__).parent.parent / "megakernel_gym" / "curriculum" / "problems" / "softmax.py").read_text()
+    for bad in ('"abc"', "NaN", "-1", "1e9", "true"):
+        payload = ('{"op": "evaluate", "timeout_s": ' + bad + ', "problem": {"name": "softmax", "source": '
+                   + json.dumps(src) + '}, "candidate": {"source": "x = 1"}}\n').encode()
+        reply = _raw(srv["socket"], payload)
+        assert reply.get("kind") == "request" and "timeout" in reply["error"], (bad, reply)
+    again = json.loads(judge(run_dir, tmp_path / "r.sqlite").stdout)
+    assert again["status"] == "correct"
+
+
+def test_a_problem_file_cannot_change_the_verdicts_after_it(run_dir, tmp_path):
+    """A problem file's module-level code runs in the server's reference worker; a new reference worker
+    after it keeps it from loosening the compare for the calls that follow (red-team finding F2)."""
+    from megakernel_gym.curriculum import reference_candidates
+    assert judge(run_dir, tmp_path / "r.sqlite").returncode == 0
+    (srv,) = servers(run_dir)
+    soft = (Path(__file__).parent.parent / "megakernel_gym" / "curriculum" / "problems" / "softmax.py").read_text()
+    poison = ("import megakernel_gym.rewards.correctness as _c\n"
+              "_c.tolerances = lambda *a, **k: (1e30, 1e30, 1.0)\n" + soft)
+    honest = reference_candidates("softmax")["triton"].source
+    reply = _raw(srv["socket"], (json.dumps({"op": "evaluate", "problem": {"name": "mine", "source": poison},
+                                              "candidate": {"source": honest}}) + "\n").encode())
+    assert reply["result"]["status"] == "correct", reply     # its code ran in the reference worker
+    wrong = (reference_candidates("softmax")["triton"].source    # 1.7x too large, in its own kernel
+             .replace("inv_sum = 1.0 / tl.sum", "inv_sum = 1.7 / tl.sum").replace("e * (1.0 / tl.sum", "e * (1.7 / tl.sum"))
+    assert wrong != reference_candidates("softmax")["triton"].source
+    cand = tmp_path / "wrong.py"
+    cand.write_text(wrong)
+    r = mkgym("judge", "softmax", str(cand), "--backend", "cpu", "--json", "--store", str(tmp_path / "r.sqlite"),
+              env={"MKGYM_RUN_DIR": str(run_dir)})
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "incorrect", r.stdout[:500]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a new mount namespace needs root here")
+def test_a_peer_in_another_mount_namespace_is_refused(run_dir, tmp_path):
+    """Every judge's workers live in namespaces of their own: a peer outside the server's mount namespace
+    is refused, whoever its parent is (here a process of the test's, not the server's)."""
+    assert judge(run_dir, tmp_path / "r.sqlite").returncode == 0
+    (srv,) = servers(run_dir)
+    code = ("import json, os, socket, sys\n"   # by its name in its folder: a test's path may pass sun_path's 108 bytes
+            "os.chdir(os.path.dirname(sys.argv[1])); s = socket.socket(socket.AF_UNIX)\n"
+            "s.connect(os.path.basename(sys.argv[1]))\n"
+            "s.sendall(json.dumps({'op': 'stop'}).encode() + b'\\n'); s.shutdown(socket.SHUT_WR)\n"
+            "print(s.recv(4096).decode())\n")
+    r = subprocess.run(["unshare", "--mount", sys.executable, "-c", code, srv["socket"]], capture_output=True,
+                       text=True, timeout=60)
+    reply = json.loads(r.stdout)
+    assert reply["kind"] == "refused" and "another mnt namespace" in reply["error"], (r.stdout, r.stderr)
+    (still,) = servers(run_dir)
+    assert still["running"] and still["pid"] == srv["pid"]

@@ -466,25 +466,32 @@ def test_gpu_honest_triton_candidate_correct_and_timed(bare_gpu_judge):
     assert res.speedup and res.timing["samples"] >= 30
 
 
-def test_the_judge_servers_folder_is_covered_outside_tmp_too(tmp_path, monkeypatch):
-    """The judge servers' folder is covered whole in both workers wherever it is (here under the home
-    directory, which neither /tmp's nor /run's cover reaches): a candidate finds no server to hand work."""
-    run = Path.home() / ".cache" / f"mkgym-lp-{secrets.token_hex(4)}" / "run"
+def test_the_judge_servers_folders_are_covered_outside_tmp_too(tmp_path, monkeypatch):
+    """Every folder a judge server of this user's may use is covered whole in both workers, wherever it
+    is and whichever environment started the server: here this process names one run dir
+    (MKGYM_RUN_DIR) while a server started without it would use the cache's, both under the home
+    directory, which neither /tmp's nor /run's cover reaches. A candidate finds no server to hand work."""
+    home = Path.home() / ".cache" / f"mkgym-lp-{secrets.token_hex(4)}"
+    run, cache = home / "run", home / "cache"
     monkeypatch.setenv("MKGYM_RUN_DIR", str(run))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))        # platformdirs' user cache dir
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     j = Judge(backend="cpu", store=tmp_path / "r.sqlite", timeout_s=60, use_cache=False, static_checks=False,
               python_guard=False)
     try:
         j.warm()
         for w in (j.cand, j.ref):
-            assert "store-hidden (1 folder(s), 0 file(s), 1 covered whole)" in w.info["isolation"], w.info
-        (run / "judge-cpu-probe.sock").write_text("")    # stands for a server's socket
+            assert "store-hidden (1 folder(s), 0 file(s), 2 covered whole)" in w.info["isolation"], w.info
+        other = cache / "megakernel-gym" / "run"
+        for d in (run, other):
+            (d / "judge-cpu-probe.sock").write_text("")    # stands for a server's socket
         look = ("import os\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
                 "    def forward(self, x):\n"
-                f"        raise RuntimeError('REPORT ' + repr(os.listdir({str(run)!r})))\n")
+                f"        raise RuntimeError('REPORT ' + repr([os.listdir(d) for d in {[str(run), str(other)]!r}]))\n")
         res = j.evaluate(get_problem("softmax"), Candidate(look))
-        assert "REPORT []" in res.reason, res.reason
-        assert (run / "judge-cpu-probe.sock").exists()   # the judge's own view is untouched
+        assert "REPORT [[], []]" in res.reason, res.reason
+        assert (other / "judge-cpu-probe.sock").exists()   # the judge's own view is untouched
     finally:
         j.close()
         import shutil
-        shutil.rmtree(run.parent, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from megakernel_gym.cache_paths import judge_run_dir
+from megakernel_gym.cache_paths import judge_run_dirs
 from megakernel_gym.rewards import anticheat
 from megakernel_gym.rewards.admission import GpuMemory, gpu_need
 from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
@@ -76,6 +76,21 @@ def cuda_devices() -> int:
     return count.value
 
 
+MAX_TIMEOUT_S = 24 * 3600.0
+
+
+def check_timeout(timeout_s) -> float | None:
+    """A judge's seconds per evaluation: None (the backend's default) or a finite number in (0, 1 day].
+    ValueError otherwise (NaN once made every evaluation a runtime_error, stored and served back)."""
+    if timeout_s is None:
+        return None
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
+            or not 0 < timeout_s <= MAX_TIMEOUT_S:   # NaN fails every comparison
+        raise ValueError(f"timeout {timeout_s!r}: seconds per evaluation must be a number above 0 and at most "
+                         f"{MAX_TIMEOUT_S:.0f}")
+    return float(timeout_s)
+
+
 def resolve_backend(backend: str | None) -> str:
     if backend is None or backend == "auto":
         return "gpu" if cuda_devices() else "cpu"
@@ -111,7 +126,7 @@ class Judge:
                  memory: GpuMemory | None = None):
         self.backend = resolve_backend(backend)
         self.store = as_store(store)
-        self.timeout_s = timeout_s or (180.0 if self.backend == "cpu" else 90.0)
+        self.timeout_s = check_timeout(timeout_s) or (180.0 if self.backend == "cpu" else 90.0)
         self.device_index = device_index
         self.use_cache = use_cache
         self.recycle = recycle
@@ -136,12 +151,13 @@ class Judge:
         self.memory = memory
         self._reference_ran: set[str] = set()
         hide = [str(self.store.path)] if self.store is not None else []
-        # and the judge servers' folder, whole: a worker that reached a server's socket could hand it a
-        # problem file, whose code its reference worker runs with the user's privileges
-        run = judge_run_dir()
-        with contextlib.suppress(OSError):
-            run.mkdir(parents=True, exist_ok=True, mode=0o700)   # covered even if a server starts later
-            hide.append(str(run) + os.sep)
+        # and every folder a judge server may use, whole: a worker that reached a server's socket could
+        # hand it a problem file, whose code its reference worker runs with the user's privileges (made
+        # here, so that one a server makes later is covered too)
+        for run in judge_run_dirs():
+            with contextlib.suppress(OSError):
+                run.mkdir(parents=True, exist_ok=True, mode=0o700)
+                hide.append(str(run) + os.sep)
         self.ref = WorkerProcess("reference", self.backend, device_index, drop_privileges=False, hide=hide,
                                  slot=slot)
         self.cand = WorkerProcess("candidate", self.backend, device_index, drop_privileges=drop_privileges,

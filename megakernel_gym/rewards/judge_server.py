@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from megakernel_gym.cache_paths import judge_run_dir
+from megakernel_gym.rewards.judge import check_timeout
 
 IDLE_S = 900.0                  # a build server's usual patience: long enough for a session of calls
 START_TIMEOUT_S = 300.0         # a cold GPU host: workers import torch and start CUDA (5-15 s seen)
@@ -196,12 +197,13 @@ def ensure_server(backend: str, store: str | None, start_timeout_s: float = STAR
                    "--socket", str(path), "--idle", str(idle_seconds())]
             cmd += ["--store", store] if store else ["--no-store"]
             # its own session (a Ctrl-C at the terminal is the command's, not the server's), its working
-            # directory the run dir (never one a later `rm -r` removes), this package first on its path
+            # directory / (never one a later `rm -r` removes; and not the run dir, which its workers would
+            # then need, and so keep in sight), this package first on its path
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(
                 [str(_PACKAGE.parent)] + [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x]))
             with open(_log_path(path), "ab") as logf:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                        start_new_session=True, close_fds=True, cwd=str(path.parent), env=env)
+                                        start_new_session=True, close_fds=True, cwd="/", env=env)
             deadline = time.monotonic() + start_timeout_s
             while time.monotonic() < deadline:
                 if path.exists() and ping(path):
@@ -283,6 +285,14 @@ def stop_all() -> list[str]:
 
 
 # -- the server --------------------------------------------------------------------------------
+def is_builtin(problem) -> bool:
+    """The problem is one of the package's own files, unchanged (its code is the package's, trusted)."""
+    from megakernel_gym.curriculum import builtin_names, get_problem
+    if problem.name not in builtin_names():
+        return False
+    return get_problem(problem.name).source == problem.source
+
+
 def descends_from(pid: int, ancestor: int) -> bool:
     """Whether `ancestor` is among pid's parents (their chain in /proc, as this process's PID namespace
     numbers them)."""
@@ -303,9 +313,10 @@ def descends_from(pid: int, ancestor: int) -> bool:
 def _peer_refused(conn: socket.socket) -> str:
     """Why this connection may not hand the server work, from what the kernel says of its peer
     (SO_PEERCRED, which the peer cannot forge), or "". Another user is refused (the socket is 0600 in a
-    private folder besides), and so is any process this server started: its workers run candidates
-    and the problem files they are given, and are kept from the socket's folder by their mount
-    namespace; this is the wall behind that one."""
+    private folder besides), and so is any process this server started, and any in another mount or PID
+    namespace than the server's: every judge's workers, which run candidates and the problem files they
+    are given, live in namespaces of their own (rewards/isolation.py), and their mount namespace keeps
+    the servers' folders out of sight; this is the wall behind that one."""
     import struct
     try:
         pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
@@ -315,6 +326,14 @@ def _peer_refused(conn: socket.socket) -> str:
         return f"refused: uid {uid} is not this server's user"
     if pid <= 0 or descends_from(pid, os.getpid()):
         return "refused: a process this judge server started (one of its workers) may not hand it work"
+    for ns in ("mnt", "pid"):   # a sandboxed worker, any judge's, lives in namespaces of its own
+        try:
+            theirs, ours = os.readlink(f"/proc/{pid}/ns/{ns}"), os.readlink(f"/proc/self/ns/{ns}")
+        except OSError as e:
+            return f"refused: the peer's {ns} namespace could not be read ({e.strerror})"
+        if theirs != ours:
+            return (f"refused: the peer runs in another {ns} namespace (a sandboxed worker, or a container); "
+                    "judge there with --no-server")
     return ""
 
 
@@ -337,6 +356,8 @@ class _Server:
         self.last = time.monotonic()
         self.served = 0
         self.started = time.time()
+        self.last_problem: str | None = None     # the problem the reference worker last ran, and whether
+        self.last_trusted = True                 # it was one of the package's built-ins
         self.stopping = threading.Event()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -428,7 +449,12 @@ class _Server:
             return {"error": str(e), "kind": "problem"}
         except (CandidateError, KeyError, TypeError, AttributeError) as e:
             return {"error": f"bad request: {e!r}", "kind": "request"}
-        self.judge.timeout_s = req.get("timeout_s") or (180.0 if self.judge.backend == "cpu" else 90.0)
+        try:
+            timeout = check_timeout(req.get("timeout_s"))
+        except ValueError as e:
+            return {"error": f"bad request: {e}", "kind": "request"}
+        self._fresh_reference(problem)
+        self.judge.timeout_s = timeout or (180.0 if self.judge.backend == "cpu" else 90.0)
         self.judge.use_cache = bool(req.get("use_cache", True))
         try:
             res = self.judge.evaluate(problem, candidate)
@@ -438,6 +464,18 @@ class _Server:
             return {"error": f"{type(e).__name__}: {e}", "kind": "internal"}
         self.served += 1
         return {"result": res.to_dict()}
+
+    def _fresh_reference(self, problem) -> None:
+        """A problem file's module-level code runs in the reference worker and stays there: a new reference
+        worker wherever the problem changes and either side is not one of the package's built-ins, so a
+        problem file cannot change the verdicts of the calls after it (a one-off judge's worker left with
+        its command)."""
+        trusted = is_builtin(problem)
+        if self.last_problem not in (None, problem.sha256) and not (trusted and self.last_trusted):
+            self.judge.ref.restart()
+            self.judge._meta.clear()
+            self.judge._reference_ran.clear()
+        self.last_problem, self.last_trusted = problem.sha256, trusted
 
     def close(self) -> None:
         self.stopping.set()
