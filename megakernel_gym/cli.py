@@ -89,6 +89,7 @@ def _judge_on_server(args, problem, candidate):
     try:
         backend = resolve_backend(args.backend)
         check_timeout(args.timeout)
+        judge_server.idle_seconds()
     except (ValueError, GPUUnavailableError) as e:
         return _err(str(e))
     store = None if args.no_store else str(Path(args.store).resolve() if args.store else default_path().resolve())
@@ -102,7 +103,10 @@ def _judge_on_server(args, problem, candidate):
     except ProblemError as e:
         return _err(str(e))
     except judge_server.JudgeServerError as e:
-        return _err(f"{e} (--no-server judges in this process instead)")
+        # the server is a convenience: where none can be used, the command still judges, as it did before
+        print(f"mkgym: the judge server could not judge it ({e}); judging in this process instead "
+              "(--no-server skips the server)", file=sys.stderr)
+        return _judge_here(args, problem, candidate)
     return res
 
 

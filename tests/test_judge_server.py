@@ -167,9 +167,17 @@ def test_no_server_judges_in_the_process(run_dir, tmp_path):
     assert r.returncode == 0 and STARTING not in r.stderr
 
 
-def test_a_server_that_cannot_start_says_why(run_dir, tmp_path):
+def test_a_bad_idle_setting_is_an_error_and_a_server_that_cannot_be_used_is_judged_around(run_dir, tmp_path):
     r = judge(run_dir, tmp_path / "r.sqlite", env={"MKGYM_JUDGE_IDLE": "soon"})
     assert r.returncode == 2 and "MKGYM_JUDGE_IDLE='soon'" in r.stderr
+    # a run dir the server may not use (others may write to it): the command judges in its own process
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    r = judge(shared, tmp_path / "r.sqlite")
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "correct", r.stderr
+    assert "may be written by others" in r.stderr and "judging in this process instead" in r.stderr
+    assert not list(shared.glob("*.sock"))
 
 
 def test_a_run_dir_others_may_write_to_is_refused(tmp_path):

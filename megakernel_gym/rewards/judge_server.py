@@ -115,9 +115,9 @@ def idle_seconds() -> float:
     try:
         v = float(raw)
     except ValueError:
-        raise JudgeServerError(f"MKGYM_JUDGE_IDLE={raw!r} is not a number of seconds") from None
+        raise ValueError(f"MKGYM_JUDGE_IDLE={raw!r} is not a number of seconds") from None
     if not v > 0:
-        raise JudgeServerError(f"MKGYM_JUDGE_IDLE={raw!r} must be a positive number of seconds")
+        raise ValueError(f"MKGYM_JUDGE_IDLE={raw!r} must be a positive number of seconds")
     return v
 
 
