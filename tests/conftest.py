@@ -51,20 +51,14 @@ def cpu_judge(store_path):
 def _judge_servers(tmp_path_factory):
     """`mkgym judge` starts judge servers that outlive the command (rewards/judge_server.py): the tests'
     live in a directory of this session's, leave when idle, and are stopped when the session ends."""
-    import os
-    old = {k: os.environ.get(k) for k in ("MKGYM_RUN_DIR", "MKGYM_JUDGE_IDLE", "XDG_CACHE_HOME")}
-    os.environ["MKGYM_RUN_DIR"] = str(tmp_path_factory.mktemp("run"))
-    os.environ["MKGYM_JUDGE_IDLE"] = "120"
-    # every judge makes (and covers) each folder a server may use, the user cache's among them
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg_cache"))
-    yield
-    from megakernel_gym.rewards import judge_server
-    judge_server.stop_all()
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with pytest.MonkeyPatch.context() as mp:   # the session's: the function-scoped fixture cannot serve it
+        mp.setenv("MKGYM_RUN_DIR", str(tmp_path_factory.mktemp("run")))
+        mp.setenv("MKGYM_JUDGE_IDLE", "120")
+        # every judge makes (and covers) each folder a server may use, the user cache's among them
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg_cache")))
+        yield
+        from megakernel_gym.rewards import judge_server
+        judge_server.stop_all()
 
 
 @pytest.fixture(autouse=True)

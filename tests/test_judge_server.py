@@ -103,16 +103,13 @@ def test_an_idle_server_leaves(run_dir, tmp_path):
     assert "idle for 1 s: leaving" in next(run_dir.glob("*.log")).read_text()
 
 
-def test_each_store_and_backend_gets_its_own_server(run_dir, tmp_path):
+def test_each_store_and_backend_gets_its_own_server(run_dir, monkeypatch):
     from megakernel_gym.rewards import judge_server
-    os.environ["MKGYM_RUN_DIR"], old = str(run_dir), os.environ["MKGYM_RUN_DIR"]
-    try:
-        a = judge_server.socket_path("cpu", "/x/a.sqlite")
-        assert a == judge_server.socket_path("cpu", "/x/a.sqlite")
-        assert len({a, judge_server.socket_path("cpu", "/x/b.sqlite"), judge_server.socket_path("cpu", None),
-                    judge_server.socket_path("gpu", "/x/a.sqlite")}) == 4
-    finally:
-        os.environ["MKGYM_RUN_DIR"] = old
+    monkeypatch.setenv("MKGYM_RUN_DIR", str(run_dir))
+    a = judge_server.socket_path("cpu", "/x/a.sqlite")
+    assert a == judge_server.socket_path("cpu", "/x/a.sqlite")
+    assert len({a, judge_server.socket_path("cpu", "/x/b.sqlite"), judge_server.socket_path("cpu", None),
+                judge_server.socket_path("gpu", "/x/a.sqlite")}) == 4
 
 
 def _raw(sock: str, payload: bytes) -> dict:
@@ -180,50 +177,41 @@ def test_a_bad_idle_setting_is_an_error_and_a_server_that_cannot_be_used_is_judg
     assert not list(shared.glob("*.sock"))
 
 
-def test_a_run_dir_others_may_write_to_is_refused(tmp_path):
+def test_a_run_dir_others_may_write_to_is_refused(tmp_path, monkeypatch):
     """A socket planted in a directory others may write to could answer for a judge."""
     from megakernel_gym.rewards import judge_server
     d = tmp_path / "open"
     d.mkdir()
     os.chmod(d, 0o777)
-    os.environ["MKGYM_RUN_DIR"], old = str(d), os.environ["MKGYM_RUN_DIR"]
-    try:
-        with pytest.raises(judge_server.JudgeServerError, match=r"may be written by others \(mode 777\); `chmod go-w"):
-            judge_server.run_dir()
-        os.chmod(d, 0o755)
-        assert judge_server.run_dir() == d
-        fresh = tmp_path / "fresh" / "run"
-        os.environ["MKGYM_RUN_DIR"] = str(fresh)
-        assert judge_server.run_dir() == fresh and fresh.stat().st_mode & 0o777 == 0o700
-    finally:
-        os.environ["MKGYM_RUN_DIR"] = old
+    monkeypatch.setenv("MKGYM_RUN_DIR", str(d))
+    with pytest.raises(judge_server.JudgeServerError, match=r"may be written by others \(mode 777\); `chmod go-w"):
+        judge_server.run_dir()
+    os.chmod(d, 0o755)
+    assert judge_server.run_dir() == d
+    fresh = tmp_path / "fresh" / "run"
+    monkeypatch.setenv("MKGYM_RUN_DIR", str(fresh))
+    assert judge_server.run_dir() == fresh and fresh.stat().st_mode & 0o777 == 0o700
 
 
-def test_a_server_of_older_code_is_stopped_when_a_new_one_starts(run_dir, tmp_path):
+def test_a_server_of_older_code_is_stopped_when_a_new_one_starts(run_dir, tmp_path, monkeypatch):
     """After the package changes, the server that starts for the same backend and store stops the one that
     runs the old code, rather than leave it holding the GPU's memory until it idles out."""
     from megakernel_gym.rewards import judge_server
     assert judge(run_dir, tmp_path / "r.sqlite").returncode == 0
     (old,) = servers(run_dir)
-    os.environ["MKGYM_RUN_DIR"], saved = str(run_dir), os.environ["MKGYM_RUN_DIR"]
-    try:
-        judge_server._stop_older("cpu", old["store"], run_dir / "judge-cpu-new.sock")   # the same code: kept
-        (same,) = servers(run_dir)
-        assert same["running"] and same["pid"] == old["pid"]
-        judge_server._stop_older("cpu", "/elsewhere.sqlite", run_dir / "judge-cpu-new.sock")  # another store
-        assert servers(run_dir)[0]["running"]
-        real = judge_server.code_fingerprint
-        judge_server.code_fingerprint = lambda: "newer"
-        try:
-            judge_server._stop_older("cpu", old["store"], run_dir / "judge-cpu-new.sock")
-        finally:
-            judge_server.code_fingerprint = real
-        deadline = time.monotonic() + 30
-        while Path(old["socket"]).exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not Path(old["socket"]).exists()
-    finally:
-        os.environ["MKGYM_RUN_DIR"] = saved
+    monkeypatch.setenv("MKGYM_RUN_DIR", str(run_dir))
+    judge_server._stop_older("cpu", old["store"], run_dir / "judge-cpu-new.sock")   # the same code: kept
+    (same,) = servers(run_dir)
+    assert same["running"] and same["pid"] == old["pid"]
+    judge_server._stop_older("cpu", "/elsewhere.sqlite", run_dir / "judge-cpu-new.sock")  # another store
+    assert servers(run_dir)[0]["running"]
+    with monkeypatch.context() as mp:
+        mp.setattr(judge_server, "code_fingerprint", lambda: "newer")
+        judge_server._stop_older("cpu", old["store"], run_dir / "judge-cpu-new.sock")
+    deadline = time.monotonic() + 30
+    while Path(old["socket"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(old["socket"]).exists()
 
 
 def test_a_deep_run_dir_keeps_its_socket(tmp_path):

@@ -79,6 +79,11 @@ def cuda_devices() -> int:
 MAX_TIMEOUT_S = 24 * 3600.0
 
 
+def default_timeout(backend: str) -> float:
+    """A judge's seconds per evaluation where none is given."""
+    return 180.0 if backend == "cpu" else 90.0
+
+
 def check_timeout(timeout_s) -> float | None:
     """A judge's seconds per evaluation: None (the backend's default) or a finite number in (0, 1 day].
     ValueError otherwise (NaN once made every evaluation a runtime_error, stored and served back)."""
@@ -126,7 +131,7 @@ class Judge:
                  memory: GpuMemory | None = None):
         self.backend = resolve_backend(backend)
         self.store = as_store(store)
-        self.timeout_s = check_timeout(timeout_s) or (180.0 if self.backend == "cpu" else 90.0)
+        self.timeout_s = check_timeout(timeout_s) or default_timeout(self.backend)
         self.device_index = device_index
         self.use_cache = use_cache
         self.recycle = recycle
@@ -233,6 +238,14 @@ class Judge:
             self._ref_call({"cmd": "meta", "problem_source": problem.source, "problem_name": problem.name,
                             "spec": self._specs(())[0], "footprint": False})   # seed 0 is plain whatever is allowed
             self._reference_ran.add(problem.sha256)
+
+    def fresh_reference(self) -> None:
+        """A new reference worker, and this judge's per-problem memory of the old one forgotten: a problem
+        file's module-level code stays in the worker that loaded it (judge_server recycles it between
+        problems that are not the package's own)."""
+        self.ref.restart()
+        self._meta.clear()
+        self._reference_ran.clear()
 
     def _admitted(self, meta: dict):
         """Hold what the problem needs of this judge's GPU while the block runs (no-op without a budget)."""

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from megakernel_gym.cache_paths import judge_run_dir
-from megakernel_gym.rewards.judge import check_timeout
+from megakernel_gym.rewards.judge import check_timeout, default_timeout
 
 IDLE_S = 900.0                  # a build server's usual patience: long enough for a session of calls
 START_TIMEOUT_S = 300.0         # a cold GPU host: workers import torch and start CUDA (5-15 s seen)
@@ -221,14 +221,22 @@ def ensure_server(backend: str, store: str | None, start_timeout_s: float = STAR
             fcntl.flock(lf, fcntl.LOCK_UN)
 
 
+def _stop(sock: str) -> bool:
+    """Ask the server at `sock` to stop; whether it answered."""
+    with contextlib.suppress(OSError, JudgeServerError, ValueError):
+        _call(Path(sock), {"op": "stop"}, timeout=30.0)
+        return True
+    return False
+
+
 def _stop_older(backend: str, store: str | None, path: Path) -> None:
     """Stop this backend and store's servers that run other code (the package changed since they started):
     each would hold its GPU's memory beside the new one until it idled out."""
+    code = code_fingerprint()
     for s in servers():
         if (s["running"] and s["socket"] != str(path) and s.get("backend") == backend and s.get("store") == store
-                and s.get("python") == sys.executable and s.get("code") != code_fingerprint()):
-            with contextlib.suppress(OSError, JudgeServerError, ValueError):
-                _call(Path(s["socket"]), {"op": "stop"}, timeout=30.0)
+                and s.get("python") == sys.executable and s.get("code") != code):
+            _stop(s["socket"])
 
 
 def _failure(path: Path) -> str:
@@ -278,8 +286,7 @@ def stop_all() -> list[str]:
     stopped = []
     for s in servers():
         if s["running"]:
-            with contextlib.suppress(OSError, JudgeServerError, ValueError):
-                _call(Path(s["socket"]), {"op": "stop"}, timeout=30.0)
+            if _stop(s["socket"]):
                 stopped.append(s["socket"])
         else:
             with contextlib.suppress(FileNotFoundError):
@@ -457,7 +464,7 @@ class _Server:
         except ValueError as e:
             return {"error": f"bad request: {e}", "kind": "request"}
         self._fresh_reference(problem)
-        self.judge.timeout_s = timeout or (180.0 if self.judge.backend == "cpu" else 90.0)
+        self.judge.timeout_s = timeout or default_timeout(self.judge.backend)
         self.judge.use_cache = bool(req.get("use_cache", True))
         try:
             res = self.judge.evaluate(problem, candidate)
@@ -475,9 +482,7 @@ class _Server:
         its command)."""
         trusted = is_builtin(problem)
         if self.last_problem not in (None, problem.sha256) and not (trusted and self.last_trusted):
-            self.judge.ref.restart()
-            self.judge._meta.clear()
-            self.judge._reference_ran.clear()
+            self.judge.fresh_reference()
         self.last_problem, self.last_trusted = problem.sha256, trusted
 
     def close(self) -> None:
