@@ -190,11 +190,12 @@ def test_a_producer_warp_feeds_the_ring_and_the_bodies_never_wait_for_it(graphs,
     barrier and thread count in a body is the compute warps' (barrier 1)."""
     base = make_ir(graphs[name], num_sms=8)
     plan = apply_edits(base, expert_edits(base)).plan()
-    src, table = emit_cuda(plan)   # the default
+    src, table = emit_cuda(plan)   # the default: with maxnreg the producer's warp comes with its warpgroup
     thread_src, thread_table = emit_cuda(plan, producer="thread", hops="ll")   # the default's hops
-    assert table.threads == THREADS + 32 and thread_table.threads == THREADS
+    assert table.threads == THREADS + 128 and thread_table.threads == THREADS
+    assert emit_cuda(plan, maxnreg=0)[1].threads == THREADS + 32
     assert "#define WS_PRODUCER_WARP 1" in src and "#define WS_PRODUCER_WARP 0" in thread_src
-    assert f"__launch_bounds__({THREADS + 32}, 1)" in src and f"__launch_bounds__({THREADS}, 1)" in thread_src
+    assert f"__launch_bounds__({THREADS + 128}, 1)" in src and f"__launch_bounds__({THREADS}, 1)" in thread_src
     # the same tables: only who issues the copies differs
     assert (table.ws_rows, table.ws_rowb, table.ws_offset, table.q_stream) == \
         (thread_table.ws_rows, thread_table.ws_rowb, thread_table.ws_offset, thread_table.q_stream)
@@ -237,8 +238,8 @@ def test_maxnreg_gives_the_compute_warps_the_producers_registers(graphs, monkeyp
         assert compile_cuda(src, f"llama-tiny-maxnreg-{arch}.cu", arch=arch)[:4] == b"\x7fELF"
     monkeypatch.setattr(nvrtc, "_default_arch", lambda: "sm_80")
     assert runtime.megakernel_arch(table) == "sm_80"
-    # the default: the producer's warp alone, ptxas's cap, the GPU's own arch
-    src0, table0 = emit_cuda(plan)
+    # maxnreg=0: the producer's warp alone, ptxas's cap, the GPU's own arch
+    src0, table0 = emit_cuda(plan, maxnreg=0)
     assert table0.threads == THREADS + 32 and table0.maxnreg == 0 and "#define MK_MAXNREG 0" in src0
     monkeypatch.setattr(nvrtc, "_default_arch", lambda: "sm_90")
     assert runtime.megakernel_arch(table0) == "sm_90"
@@ -246,7 +247,8 @@ def test_maxnreg_gives_the_compute_warps_the_producers_registers(graphs, monkeyp
     assert emit_cuda(plan, maxnreg=216, producer="thread", hops="ll")[1].maxnreg == 0
     with pytest.raises(CodegenError, match=r"maxnreg=220: the compute warps take 0 \(ptxas's 168\) or one of 176"):
         emit_cuda(plan, maxnreg=220)
-    assert codegen.MAXNREG == 0 and 504 - 2 * max(codegen.MAXNREGS) == 72
+    assert codegen.MAXNREG == 216 and emit_cuda(plan)[1].maxnreg == 216   # the default
+    assert 504 - 2 * max(codegen.MAXNREGS) == 72
 
 
 @pytest.mark.gpu
@@ -260,7 +262,7 @@ def test_a_producer_warp_sums_a_row_over_several_warps_among_those_warps(llama_1
     does after its block barrier."""
     base = make_ir(llama_1b_graph, num_sms=132)
     src, table = emit_cuda(apply_edits(base, expert_edits(base)).plan(), producer="warp")
-    assert table.ws_stages == WS_MAX_STAGES and table.threads == THREADS + 32
+    assert table.ws_stages == WS_MAX_STAGES and table.threads == THREADS + 128   # the producer warpgroup (maxnreg)
     down = [b for b in _op_bodies(src) if "c < 1024" in b and "ws_wait(g)" in b]
     assert down
     for b in down:
@@ -280,7 +282,7 @@ def test_a_bad_producer_or_l2_lookahead_with_a_producer_warp_is_refused(graphs):
     assert emit_cuda(plan, l2_wait=4)[1].threads == THREADS
     # the L2 lookahead: the producer warp sends the stages past the ring to L2 before it waits
     src, table = emit_cuda(plan, l2_ahead=3)
-    assert table.threads == THREADS + 32 and "#define WS_L2_AHEAD 3" in src
+    assert table.threads == THREADS + 128 and "#define WS_L2_AHEAD 3" in src
     produce = src.split("__device__ void ws_produce()")[1].split("\n}\n")[0]
     assert produce.index("ws_stage_l2(a)") < produce.index("ws_wait_bar(")
     assert compile_cuda(src, "mlp-tiny-warp-l2.cu", arch="sm_90")[:4] == b"\x7fELF"

@@ -69,7 +69,7 @@ PRODUCERS = ("thread", "warp")
 # producer's warpgroup share a register file of 512 a lane, so the producer keeps 504 - 2 * maxnreg,
 # and its ws_produce needs ~72 not to spill (ptxas -v, sm_90a): 216 at most
 MAXNREGS = (176, 184, 192, 200, 208, 216)
-MAXNREG = 0
+MAXNREG = 216   # the default since the whole GPU suite passed with it (gpu_tests.json)
 # how a task publishes its writes before it adds to its counters: a fence, then relaxed adds, or
 # release adds
 SIGNALS = ("fence", "release")
@@ -2777,7 +2777,7 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     (GPT-2's searched climb 6: 52 bytes, 4.8% on an H200; bench/sim_spills.py). With maxnreg the
     producer's warp comes with a whole warpgroup (384 threads) that gives its registers back, and the
     compute warps take maxnreg (setmaxnreg, sm_90a: runtime.megakernel_arch). The same bits; the
-    experts within 0.45% (ab_knobs_maxnreg_*.json), so it is off until the GPU suite has run with it."""
+    experts within 0.45% (ab_knobs_maxnreg_*.json). The default (MAXNREG) is 216; 0 keeps ptxas's cap."""
     impls = impls or {}
     try:
         re.compile(distinct_ops)
