@@ -6,13 +6,25 @@ import time
 
 import pytest
 
-from megakernel_gym.rewards.admission import GIB, MARGIN, GpuMemory, gpu_need
+from megakernel_gym.rewards.admission import GIB, MARGIN, GpuMemory, gpu_need, host_budget, host_need
 
 
-def test_the_need_counts_both_workers_copies():
+def test_the_need_counts_the_busiest_phase_and_the_other_workers_resident_model():
     fp = {"inputs": 1 * GIB, "params": 2 * GIB, "outputs": 1 * GIB}
-    assert gpu_need(fp) == int(MARGIN * (3 + 4 + 3) * GIB)
+    assert gpu_need(fp) == int(MARGIN * (3 * 1 + 4 * 1 + 3 * 2) * GIB)
     assert gpu_need(None) == 0 and gpu_need({}) == 0
+
+
+def test_the_result_channel_is_counted_in_the_hosts_shared_memory():
+    """Each seed's outputs, or two timing calls' re-checked ones, sit in /dev/shm until compared: a pool's
+    slots share the host's memory as a GPU's share its memory (KernelBench's 8 GiB norms: 64 GiB each)."""
+    from megakernel_gym.rewards.judge import CHANNEL_FILES, FIXED_SEEDS, RECHECKED
+    assert CHANNEL_FILES == max(len(FIXED_SEEDS) + 1, 2 * (RECHECKED + 1)) == 8
+    assert host_need({"inputs": 5, "params": 7, "outputs": 3 * GIB}, CHANNEL_FILES) == 24 * GIB
+    assert host_need(None, CHANNEL_FILES) == 0
+    mem = host_budget()
+    assert GIB <= mem.capacity and mem.name.startswith("host ")
+    assert host_budget("/no/such/folder").capacity >= GIB     # falls back to the host's available memory
 
 
 def _start(mem, need, log, name, hold_s=0.2, started=None):
@@ -153,3 +165,27 @@ def test_judges_sharing_a_gpu_take_turns_when_their_needs_do_not_fit(store_path)
     finally:
         for j in judges:
             j.close()
+
+
+def test_an_evaluation_holds_the_channels_host_memory_and_leaves_the_channel_empty(store_path):
+    """The host budget is held with the GPU's (in that order), and no file of the evaluation stays in the
+    candidate's channel afterwards, passed or failed: the next evaluation on the slot starts from an
+    empty /dev/shm share."""
+    import os
+
+    from megakernel_gym.curriculum import get_problem, reference_candidates
+    from megakernel_gym.rewards import Judge
+    from megakernel_gym.rewards.judge import CHANNEL_FILES
+    problem = get_problem("softmax")
+    answer = reference_candidates("softmax")["triton"]
+    host = GpuMemory(64 * GIB, name="host test")
+    with Judge(backend="cpu", store=False, memory=GpuMemory(64 * GIB), host_memory=host) as j:
+        assert j.evaluate(problem, answer).status == "correct"
+        fp = j._meta[problem.sha256]["footprint"]
+        assert host.peak == host_need(fp, CHANNEL_FILES) > 0 and host.used == 0
+        assert os.listdir(j.cand.channel) == []
+        wrong = answer.source.replace("        return y\n", "        return y[:, :1]\n")
+        assert wrong != answer.source
+        r = j.evaluate(problem, wrong)
+        assert r.status == "incorrect" and "shape" in r.reason, r.reason
+        assert os.listdir(j.cand.channel) == [] and host.used == 0

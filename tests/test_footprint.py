@@ -178,3 +178,41 @@ def test_the_env_scores_any_other_problem_error_as_a_failure_and_goes_on():
         assert "problem_error" not in info and env.problem.sha256 not in env._refused
     finally:
         env.close()
+
+
+def test_prepare_sizes_a_problem_and_runs_its_reference_with_no_candidate(cpu_judge):
+    """Judge.prepare does what a problem's first evaluation would do before any candidate (its footprint,
+    its reference run once), so that a suite can be made ready up front (bench/kernelbench_suite.py); a
+    problem whose reference cannot run is a ProblemError there, as in evaluate, and one too large for the
+    backend is ProblemUnservable."""
+    from megakernel_gym.curriculum.suite import kernelbench_dir
+    from megakernel_gym.rewards.admission import gpu_need
+    small = Problem("small", SMALL)
+    out = cpu_judge.prepare(small)
+    assert out["footprint"] == footprint(torch, _module(SMALL)) and out["gpu_need"] == gpu_need(out["footprint"])
+    assert "baselines" not in out and out["seconds"] > 0     # cpu: no timing, so no baselines
+    assert small.sha256 in cpu_judge._reference_ran
+    broken = Problem("broken", SMALL.replace("return self.fc(x), x.sum(dim=1)", "raise ValueError('no reference')"))
+    with pytest.raises(ProblemError, match="no reference"):
+        cpu_judge.prepare(broken)
+    with pytest.raises(ProblemUnservable):
+        cpu_judge.prepare(Problem.from_file(kernelbench_dir() / "level1" / "4_Matrix_vector_multiplication_.py"))
+
+
+def test_a_pools_prepare_many_answers_every_problem_in_order():
+    """One result per problem, in order, whichever slot took it: a broken one is an error in its place
+    (unservable where the backend cannot run it at all), and the others are prepared."""
+    from megakernel_gym.curriculum.suite import kernelbench_dir
+    from megakernel_gym.rewards import LocalPool
+    problems = [Problem("small", SMALL),
+                Problem("broken", SMALL.replace("return self.fc(x), x.sum(dim=1)", "raise ValueError('no reference')")),
+                Problem.from_file(kernelbench_dir() / "level1" / "4_Matrix_vector_multiplication_.py"),
+                Problem("small3", SMALL.replace("get_inputs():\n    return [torch.randn(8, 64)]",
+                                                "get_inputs():\n    return [torch.randn(3, 64)]"))]
+    seen = []
+    with LocalPool("cpu", num_workers=2, store=False) as pool:
+        out = pool.prepare_many(problems, on_result=lambda i, r: seen.append(i))
+    assert sorted(seen) == [0, 1, 2, 3] and [r["problem"] for r in out] == [p.name for p in problems]
+    assert out[0]["footprint"]["inputs"] == 8 * 64 * 4 and out[3]["footprint"]["inputs"] == 3 * 64 * 4
+    assert "no reference" in out[1]["error"] and out[1]["unservable"] is False
+    assert "16.0 GiB" in out[2]["error"] and out[2]["unservable"] is True

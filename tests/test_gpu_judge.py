@@ -197,3 +197,18 @@ def test_a_model_built_from_host_tensors_is_judged_as_before(gpu_judge):
     assert len(r.seeds) == 6 and all(s["ok"] for s in r.seeds)
     wrong = HOST_INIT_CANDIDATE.replace("x * s, mask=m)", "x * (s + 1e-3), mask=m)")
     assert gpu_judge.evaluate(problem, Candidate(wrong)).status == "incorrect"
+
+
+def test_a_remeasured_candidate_is_rechecked_on_the_run_it_keeps(monkeypatch):
+    """Every candidate re-measured (SUSPICIOUS_SPEEDUP 0). Each timing call writes its re-checked outputs
+    to files of its own (t1r0.bin, t2r0.bin...): whichever run the judge keeps, its re-checks compare that
+    run's outputs. They used to share names, so where the first run was kept its files held the second
+    run's outputs, and an honest kernel could be judged incorrect (timed_mismatch)."""
+    from megakernel_gym.rewards import judge as judge_mod
+    monkeypatch.setattr(judge_mod, "SUSPICIOUS_SPEEDUP", 0.0)
+    problem, answer = get_problem("softmax"), reference_candidates("softmax")["triton"]
+    with Judge("gpu", store=False, use_cache=False) as j:
+        for _ in range(6):     # the kept run is the slower of two: the first one about half the time
+            r = j.evaluate(problem, answer)
+            assert r.status == "correct", r.reason
+            assert r.timing["remeasured"]

@@ -98,3 +98,80 @@ def test_a_3_gib_output_round_trips_through_the_channel(tmp_path):
     flat = back.view(-1)
     assert all(int(flat[i]) == v for i, v in marks.items())
     assert torch.equal(flat, out)
+
+
+def test_a_compare_in_pieces_finds_what_the_whole_one_finds(monkeypatch):
+    """correctness.compare takes COMPARE_CHUNK elements at a time (its temporaries were about eight
+    outputs' worth: 48 GiB for a 6 GiB output). With pieces of 7 elements it reports the same first
+    non-finite index, the same worst element, the same counts and errors as in one piece."""
+    import torch
+
+    from megakernel_gym.rewards import correctness
+    torch.manual_seed(0)
+    r = torch.randn(3, 4, 5)
+    cases = []
+    o = r.clone()
+    o[2, 1, 3] += 0.5                  # the worst, in a late piece
+    o[0, 0, 1] += 0.01
+    cases.append((o, r))
+    o = r.clone()
+    o[1, 2, 0] = float("nan")          # first non-finite, after a piece boundary
+    o[2, 3, 4] = float("inf")
+    cases.append((o, r))
+    cases.append((r + 1e-7, r))        # passes, with a share of the tolerance used
+    results = {}
+    for chunk in (1 << 26, 7):
+        monkeypatch.setattr(correctness, "COMPARE_CHUNK", chunk)
+        results[chunk] = [correctness.compare([o], [rr], None, None) for o, rr in cases]
+    whole, pieces = results[1 << 26], results[7]
+    assert not whole[0]["ok"] and "worst at (2, 1, 3)" in whole[0]["why"] and "2 of 60" in whole[0]["why"]
+    assert "2 NaN/Inf element(s)" in whole[1]["why"] and "first at index (1, 2, 0)" in whole[1]["why"]
+    assert whole[2]["ok"] and whole[2]["tol_used"] > 0
+    for a, b in zip(whole, pieces):
+        assert a.keys() == b.keys() and a.get("why") == b.get("why") and a["ok"] == b["ok"]
+        for k in ("max_abs_err", "max_rel_err", "tol_used", "atol"):
+            if k in a:
+                assert a[k] == pytest.approx(b[k], rel=1e-12), k
+
+
+def test_a_reference_worker_keeps_at_most_its_resident_bytes_between_commands():
+    """sandbox.trim_resident: the oldest reference outputs go first, and a model larger than the limit
+    is not kept; what admission reserves per slot (admission.RESIDENT_BYTES) is what stays."""
+    import torch
+
+    from megakernel_gym.rewards import sandbox
+    env = sandbox.Env("cpu")
+    env.ref_limit = 1000
+    for i in range(4):
+        env.refs[f"k{i}"] = [torch.zeros(100)]      # 400 bytes each
+        env.ref_bytes += 400
+    sandbox.trim_resident(env)
+    assert list(env.refs) == ["k2", "k3"] and env.ref_bytes == 800
+    env.models["small"] = torch.nn.Linear(10, 8)    # 352 bytes: fits beside one output, not two
+    sandbox.trim_resident(env)
+    assert list(env.refs) == ["k3"] and "small" in env.models
+    env.models["big"] = torch.nn.Linear(100, 10)    # 4,040 bytes: over the limit alone
+    sandbox.trim_resident(env)
+    assert env.models == {} and env.refs == {} and env.ref_bytes == 0
+
+
+@pytest.mark.gpu
+def test_outputs_cross_the_channel_through_a_small_pinned_buffer_on_a_gpu(tmp_path, monkeypatch):
+    """On a GPU outputs move through one pinned buffer of at most STAGING_BYTES, a piece at a time (a
+    buffer the size of the largest output, kept by every worker of a pool, was host memory nobody
+    counted): every dtype and a size that is not a multiple of the piece come back bit for bit."""
+    import torch
+
+    from megakernel_gym.rewards import correctness
+    monkeypatch.setattr(correctness, "STAGING_BYTES", 4096)
+    monkeypatch.setattr(correctness, "_pinned", {})
+    torch.manual_seed(0)
+    outs = [torch.randn(1000, 7, device="cuda"), torch.randn(333, device="cuda").half(),
+            torch.randint(0, 2**40, (1025,), device="cuda"), torch.randn(5, 3, device="cuda", dtype=torch.complex64),
+            torch.rand(77, device="cuda") > 0.5, torch.zeros(0, device="cuda"), torch.tensor(3.5, device="cuda")]
+    descs = correctness.write_outputs(torch, outs, str(tmp_path), "s0")
+    assert correctness._pinned["buf"].numel() <= 1 << 20 and correctness._pinned["buf"].is_pinned()
+    for d, t in zip(descs, outs):
+        back = correctness.read_output(torch, d, str(tmp_path), t.device)
+        assert back.dtype == t.dtype and back.shape == t.shape and back.device == t.device
+        assert torch.equal(back.view(-1).view(torch.uint8) if t.numel() else back, t.view(-1).view(torch.uint8) if t.numel() else t)

@@ -13,29 +13,49 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import threading
 import time
 
 GIB = 1 << 30
 CONTEXT_BYTES = 600 << 20     # a worker's CUDA context and torch's allocator, before it holds a tensor
+# What a reference worker keeps between commands (fixed seeds' outputs, a problem's model: sandbox.Env),
+# and the cached blocks any worker may keep after a command (sandbox._free_cached gives back more)
+RESIDENT_BYTES = 1 << 30
+LINGER_BYTES = 256 << 20
 MARGIN = 1.25                 # what the footprint does not count: intermediates, the allocator's rounding
 
 
 def gpu_need(fp: dict | None) -> int:
     """Bytes of GPU memory one evaluation holds at its peak, both workers together, from a problem's
-    footprint ({"inputs", "params", "outputs"} bytes; sandbox.footprint). The reference worker holds a
-    seed's inputs and their scaled copy, the parameters and its outputs; the candidate worker its own
-    copy of the inputs, parameters and outputs, and the compare reads its outputs back beside the
-    reference's. 0 where the footprint is unknown (the problem does not run on the meta device): such a
-    problem is admitted as small, as before."""
+    footprint ({"inputs", "params", "outputs"} bytes; sandbox.footprint). Its phases run one at a time,
+    and between commands a worker gives back what it does not keep (sandbox.worker_main), so the peak is
+    the busiest phase's worker beside the other's resident model:
+    - the reference's baselines: a seed's inputs as they are built (three: drawn, scaled, shifted), a
+      timed call's copy and the CUDA graph's static copy, the outputs of two calls, its model and the
+      baseline model's parameters;
+    - the candidate's timing: a timed call's inputs as they are built, the re-checked calls' outputs
+      (judge.RECHECKED of them and the last), its parameters;
+    - the compare, a piece at a time (correctness.COMPARE_CHUNK): the reference's and the candidate's
+      outputs.
+    About 3 inputs, 4 outputs and 3 parameter sets. 0 where the footprint is unknown (the problem does
+    not run on the meta device): such a problem is admitted as small, as before."""
     if not fp:
         return 0
-    return int(MARGIN * (3 * fp["inputs"] + 2 * fp["params"] + 3 * fp["outputs"]))
+    return int(MARGIN * (3 * fp["inputs"] + 4 * fp["outputs"] + 3 * fp["params"]))
+
+
+def host_need(fp: dict | None, files: int) -> int:
+    """Bytes of the host's shared memory one evaluation's result channel holds at its peak: `files`
+    copies of the problem's outputs (each seed's, then the re-checked timed calls'), which the candidate
+    worker writes to /dev/shm and the reference worker reads back (correctness.write_outputs)."""
+    return int(fp["outputs"]) * files if fp else 0
 
 
 class GpuMemory:
-    """One GPU's memory as the judges sharing it see it: `capacity` bytes, taken and given back by
-    evaluations (`hold`). Thread-safe; one per GPU, shared by its LocalPool slots."""
+    """A memory the judges sharing it take in turn: one GPU's, shared by its LocalPool slots (gpu_budgets),
+    or the host's shared memory that every slot's result channel writes to (host_budget). `capacity`
+    bytes, taken and given back by evaluations (`hold`). Thread-safe."""
 
     def __init__(self, capacity: int, name: str = "gpu"):
         if capacity <= 0:
@@ -94,10 +114,38 @@ class GpuMemory:
 
 
 def gpu_budgets(devices: int, slots_per_gpu: int) -> list[GpuMemory]:
-    """One GpuMemory per visible GPU: its total memory less every slot's two workers' contexts."""
+    """One GpuMemory per visible GPU: its total memory less what every slot's two workers hold between
+    evaluations (their contexts, the cached blocks they may keep, the reference's resident caches)."""
     import torch
+    per_slot = 2 * (CONTEXT_BYTES + LINGER_BYTES) + RESIDENT_BYTES
     out = []
     for g in range(devices):
         total = torch.cuda.get_device_properties(g).total_memory
-        out.append(GpuMemory(max(GIB, total - 2 * slots_per_gpu * CONTEXT_BYTES), name=f"cuda:{g}"))
+        out.append(GpuMemory(max(GIB, total - slots_per_gpu * per_slot), name=f"cuda:{g}"))
     return out
+
+
+def host_budget(path: str = "/dev/shm") -> GpuMemory:
+    """The shared memory the result channels write to (the workers' folders are under /dev/shm where it
+    exists: workers.WorkerProcess): 80% of what is free there now, and of the host's available memory
+    (tmpfs pages are memory), shared by every slot of a pool."""
+    free = None
+    try:
+        st = os.statvfs(path)
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        pass
+    avail = _mem_available()
+    known = [x for x in (free, avail) if x]
+    return GpuMemory(max(GIB, int(0.8 * min(known))) if known else 1 << 62, name=f"host {path}")
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

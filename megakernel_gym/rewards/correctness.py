@@ -34,6 +34,20 @@ def check_preset(preset: str | None) -> str | None:
     return preset
 
 
+# Elements per piece of a compare: every temporary (the difference, the bound, the masks) is one
+# piece's, not one output's (the whole-output version held about eight outputs' worth at once: 48 GiB
+# for a 6 GiB output, in a reference worker beside the other judges on its GPU).
+COMPARE_CHUNK = 1 << 26
+
+
+def _pieces(*ts):
+    """(start, piece of each flattened tensor) over COMPARE_CHUNK elements at a time."""
+    flat = [t.reshape(-1) for t in ts]
+    n = flat[0].numel()
+    for start in range(0, n, COMPARE_CHUNK):
+        yield (start, *[f[start:start + COMPARE_CHUNK] for f in flat])
+
+
 def output_scale(ref) -> float:
     """max(1, rms of the reference's finite elements), computed in float64. Rounding error grows
     with an output's magnitude (a sum in another order, over terms scaled x16 by an input
@@ -42,12 +56,16 @@ def output_scale(ref) -> float:
     import torch
     if not ref.is_floating_point() or ref.numel() == 0:
         return 1.0
-    fin = torch.isfinite(ref)
-    n = int(fin.count_nonzero())
+    n, norms = 0, []
+    for _, piece in _pieces(ref):
+        fin = torch.isfinite(piece)
+        n += int(fin.count_nonzero())
+        norms.append(float(torch.linalg.vector_norm(piece.where(fin, torch.zeros((), dtype=ref.dtype,
+                                                                                 device=ref.device)),
+                                                    dtype=torch.float64)))
     if n == 0:
         return 1.0
-    norm = float(torch.linalg.vector_norm(ref.where(fin, torch.zeros((), dtype=ref.dtype, device=ref.device)),
-                                          dtype=torch.float64))
+    norm = norms[0] if len(norms) == 1 else sum(x * x for x in norms) ** 0.5
     return max(1.0, norm / n ** 0.5)
 
 
@@ -84,39 +102,57 @@ def compare(out: list, ref: list, atol: float | None, rtol: float | None,
             # float32 arithmetic is exact enough for tolerances >= 1e-7 and halves the memory
             # traffic of float64 on large outputs
             wide = torch.float64 if r.dtype == torch.float64 else torch.float32
-            of, rf = o.to(wide), r.to(wide)
-            bad_nonfinite = ~torch.isfinite(of) & torch.isfinite(rf)
-            if bool(bad_nonfinite.any()):
-                n = int(bad_nonfinite.sum())
-                idx = tuple(int(i) for i in bad_nonfinite.nonzero()[0])
-                return {"ok": False, "why": f"{tag} has {n} NaN/Inf element(s) where the reference is finite, "
+            zero = torch.zeros((), dtype=wide, device=r.device)
+            n_bad, first_bad = 0, None
+            for start, op, rp in _pieces(o, r):
+                bad_nonfinite = ~torch.isfinite(op.to(wide)) & torch.isfinite(rp.to(wide))
+                k = int(bad_nonfinite.sum())
+                if k and first_bad is None:
+                    first_bad = start + int(bad_nonfinite.nonzero()[0])
+                n_bad += k
+            if n_bad:
+                idx = _index(first_bad, r.shape)
+                return {"ok": False, "why": f"{tag} has {n_bad} NaN/Inf element(s) where the reference is finite, "
                         f"first at index {idx} (unwritten outputs are pre-filled with NaN)"}
-            fin = torch.isfinite(rf)
-            diff = (of - rf).abs_().where(fin, torch.zeros((), dtype=wide))
-            rel = diff / rf.abs().clamp_min(1e-12)
-            bound = a + rt * rf.abs()
-            excess = diff - bound
-            max_abs = float(diff.max()) if diff.numel() else 0.0
-            if diff.numel():
-                used = float((diff / bound.clamp_min(1e-30)).max())
-                res["tol_used"] = max(res["tol_used"], used)
-            res["max_abs_err"] = max(res["max_abs_err"], max_abs)
-            res["max_rel_err"] = max(res["max_rel_err"], float(rel.where(fin, torch.zeros((), dtype=wide)).max())
-                                     if rel.numel() else 0.0)
-            mismatch = (excess > 0) | (fin.logical_not() & (of != rf))
-            if bool(mismatch.any()):
-                n = int(mismatch.sum())
-                flat = int(excess.reshape(-1).argmax())
-                idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), r.shape))
+            n_mismatch, worst, worst_at, max_abs = 0, None, 0, 0.0
+            for start, op, rp in _pieces(o, r):
+                of, rf = op.to(wide), rp.to(wide)
+                fin = torch.isfinite(rf)
+                diff = (of - rf).abs_().where(fin, zero)
+                rel = diff / rf.abs().clamp_min(1e-12)
+                bound = a + rt * rf.abs()
+                excess = diff - bound
+                if diff.numel():
+                    max_abs = max(max_abs, float(diff.max()))
+                    res["max_abs_err"] = max(res["max_abs_err"], max_abs)
+                    res["tol_used"] = max(res["tol_used"], float((diff / bound.clamp_min(1e-30)).max()))
+                    res["max_rel_err"] = max(res["max_rel_err"], float(rel.where(fin, zero).max()))
+                    n_mismatch += int(((excess > 0) | (fin.logical_not() & (of != rf))).sum())
+                    at = int(excess.argmax())          # the worst element: the first largest excess (NaN first)
+                    v = float(excess[at])
+                    if worst is None or (worst == worst and (v != v or v > worst)):
+                        worst, worst_at = v, start + at
+            if n_mismatch:
+                idx = _index(worst_at, r.shape)
+                got, expected = float(o.reshape(-1)[worst_at]), float(r.reshape(-1)[worst_at])
                 return {**res, "ok": False,
-                        "why": f"{tag}: {n} of {r.numel()} elements differ beyond atol={_atol_text(a, scale)}, "
+                        "why": f"{tag}: {n_mismatch} of {r.numel()} elements differ beyond atol={_atol_text(a, scale)}, "
                                f"rtol={rt:g}; worst at "
-                               f"{idx}: got {float(of.reshape(-1)[flat]):.6g}, expected {float(rf.reshape(-1)[flat]):.6g} "
+                               f"{idx}: got {got:.6g}, expected {expected:.6g} "
                                f"(max abs err {max_abs:.3g})"}
         elif not torch.equal(o, r):
             n = int((o != r).sum())
             return {**res, "ok": False, "why": f"{tag}: {n} of {r.numel()} elements differ (exact match required)"}
     return res
+
+
+def _index(flat: int, shape) -> tuple:
+    """The multi-index of element `flat` of a C-ordered tensor of `shape`."""
+    idx = []
+    for d in reversed(tuple(shape)):
+        idx.append(flat % d if d else 0)
+        flat = flat // d if d else 0
+    return tuple(reversed(idx))
 
 
 def _atol_text(a: float, scale: float) -> str:
@@ -153,10 +189,18 @@ def _read_all(f, view: memoryview) -> int:
     return off
 
 
+# The pinned host buffer a GPU worker moves outputs through, in pieces of at most this many bytes: a
+# buffer the size of the largest output (8 GiB for KernelBench's norms), kept by each of a pool's
+# workers, was host memory the judge never counted.
+STAGING_BYTES = 256 << 20
+
+
 def _staging(torch, nbytes: int, device):
-    """A reused host buffer for device <-> file copies: pinned on the GPU (full-speed DMA)."""
+    """A reused host buffer for device <-> file copies: pinned on the GPU (full-speed DMA), at most
+    STAGING_BYTES there (callers move larger tensors through it in pieces)."""
     if device is None or getattr(device, "type", "cpu") != "cuda":
         return torch.empty(nbytes, dtype=torch.uint8)
+    nbytes = min(nbytes, STAGING_BYTES)
     buf = _pinned.get("buf")
     if buf is None or buf.numel() < nbytes:
         buf = _pinned["buf"] = torch.empty(max(nbytes, 1 << 20), dtype=torch.uint8, pin_memory=True)
@@ -173,13 +217,15 @@ def write_outputs(torch, outs: list, channel: str, prefix: str) -> list[dict[str
         src = t.detach().resolve_conj().resolve_neg().contiguous().reshape(-1)   # its values, not a lazy view's bits
         nbytes = src.numel() * src.element_size()
         with open(os.path.join(channel, name), "wb", buffering=0) as f:
-            if nbytes:
-                if src.device.type == "cpu":      # its own bytes, no copy (a 3 GiB output is 3 GiB once)
-                    host = src.view(torch.uint8)
-                else:
-                    host = _staging(torch, nbytes, src.device)
-                    host.view(src.dtype).copy_(src)
-                _write_all(f, memoryview(host.numpy()))
+            if nbytes and src.device.type == "cpu":      # its own bytes, no copy (a 3 GiB output is 3 GiB once)
+                _write_all(f, memoryview(src.view(torch.uint8).numpy()))
+            elif nbytes:                                 # through the pinned buffer, a piece at a time
+                raw = src.view(torch.uint8)
+                for off in range(0, nbytes, STAGING_BYTES):
+                    piece = raw[off:off + STAGING_BYTES]
+                    host = _staging(torch, piece.numel(), src.device)
+                    host.copy_(piece)
+                    _write_all(f, memoryview(host.numpy()))
         descs.append(desc)
     return descs
 
@@ -207,11 +253,20 @@ def read_output(torch, desc: dict, channel: str, device) -> Any:
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype, device=device)
     dev = torch.device(device) if isinstance(device, str) else device
-    host = _staging(torch, nbytes, dev)      # on the CPU a buffer of its own, returned as it is
-    with open(path, "rb", buffering=0) as f:
-        got = _read_all(f, memoryview(host.numpy()))
-    if got != nbytes:
-        raise ValueError(f"output file {name}: short read ({got} of {nbytes} bytes)")
     if dev is None or dev.type == "cpu":
+        host = _staging(torch, nbytes, dev)      # on the CPU a buffer of its own, returned as it is
+        with open(path, "rb", buffering=0) as f:
+            got = _read_all(f, memoryview(host.numpy()))
+        if got != nbytes:
+            raise ValueError(f"output file {name}: short read ({got} of {nbytes} bytes)")
         return host.view(dtype).view(shape)
-    return host.view(dtype).to(device, copy=True).view(shape)
+    out = torch.empty(nbytes, dtype=torch.uint8, device=dev)   # filled a pinned piece at a time
+    with open(path, "rb", buffering=0) as f:
+        for off in range(0, nbytes, STAGING_BYTES):
+            n = min(STAGING_BYTES, nbytes - off)
+            host = _staging(torch, n, dev)
+            got = _read_all(f, memoryview(host.numpy()))
+            if got != n:
+                raise ValueError(f"output file {name}: short read ({off + got} of {nbytes} bytes)")
+            out[off:off + n].copy_(host)       # synchronous from pinned memory: the buffer is free after
+    return out.view(dtype).view(shape)

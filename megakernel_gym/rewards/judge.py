@@ -17,7 +17,7 @@ from typing import Any
 
 from megakernel_gym.cache_paths import judge_run_dirs
 from megakernel_gym.rewards import anticheat
-from megakernel_gym.rewards.admission import GpuMemory, gpu_need
+from megakernel_gym.rewards.admission import GpuMemory, gpu_need, host_need
 from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.result import EvalResult, Flag
@@ -36,6 +36,10 @@ TRANSFORMS = (("plain", 1.0, 0.0), ("scale", 16.0, 0.0), ("shift", 1.0, 6.0), ("
 # timed calls get inputs of their own instead (sandbox.timed_spec), re-checked on a secret sample.
 TIMING_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0, 0.75, 1.5)
 RECHECKED = 3
+# the most output files a candidate's result channel holds at once: every seed's (the fixed ones and the
+# secret one), which the judge clears once compared, or two timing calls' re-checked outputs (RECHECKED
+# and the last call's each: a re-measure keeps the first call's beside its own)
+CHANNEL_FILES = max(len(FIXED_SEEDS) + 1, 2 * (RECHECKED + 1))
 DEFAULT_TIMING = {"min_iters": 30, "max_iters": 300, "max_seconds": 3.0, "target_rel_err": 0.005, "warmup": 3}
 SUSPICIOUS_SPEEDUP = 10.0
 # categories that only the judge gives, which mean something past the report (the env and the reward
@@ -128,7 +132,7 @@ class Judge:
                  drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
                  static_checks: bool = True, gpu_lock: threading.Lock | None = None, slot: int = 0,
                  fast_inline: bool = True, compile_timeout_s: float = 600.0, python_guard: bool = True,
-                 memory: GpuMemory | None = None):
+                 memory: GpuMemory | None = None, host_memory: GpuMemory | None = None):
         self.backend = resolve_backend(backend)
         self.store = as_store(store)
         self.timeout_s = check_timeout(timeout_s) or default_timeout(self.backend)
@@ -154,6 +158,9 @@ class Judge:
         # evaluation holds what its problem needs there while it runs (rewards/admission.py). None: no
         # admission (a judge alone on its device).
         self.memory = memory
+        # the host's shared memory, where the result channel's files live (admission.host_budget): shared by
+        # every judge of a pool, held by each evaluation with its GPU memory. None: no admission
+        self.host_memory = host_memory
         self._reference_ran: set[str] = set()
         hide = [str(self.store.path)] if self.store is not None else []
         # and every folder a judge server may use, whole: a worker that reached a server's socket could
@@ -168,6 +175,7 @@ class Judge:
         self.cand = WorkerProcess("candidate", self.backend, device_index, drop_privileges=drop_privileges,
                                   hide=hide, slot=slot)
         self._meta: dict[str, dict] = {}
+        self.baseline_memory: dict[str, dict] = {}   # problem sha256: the reference worker's peak (baselines)
         self.device = "cpu" if self.backend == "cpu" else ""
 
     # -- plumbing ------------------------------------------------------------------------
@@ -247,11 +255,18 @@ class Judge:
         self._meta.clear()
         self._reference_ran.clear()
 
+    @contextlib.contextmanager
     def _admitted(self, meta: dict):
-        """Hold what the problem needs of this judge's GPU while the block runs (no-op without a budget)."""
-        if self.memory is None:
-            return contextlib.nullcontext()
-        return self.memory.hold(gpu_need(meta.get("footprint")))
+        """Hold what the problem needs of this judge's GPU, then of the host's shared memory (the result
+        channel), while the block runs; always in that order, so two judges never wait on each other.
+        No-op without budgets (a judge alone)."""
+        fp = meta.get("footprint")
+        with contextlib.ExitStack() as held:
+            if self.memory is not None:
+                held.enter_context(self.memory.hold(gpu_need(fp)))
+            if self.host_memory is not None:
+                held.enter_context(self.host_memory.hold(host_need(fp, CHANNEL_FILES)))
+            yield
 
     def _compare(self, problem: Problem, specs: list[dict], outputs: list, meta: dict) -> list[dict]:
         """Per-spec comparison, done in the reference worker next to the reference outputs."""
@@ -328,8 +343,11 @@ class Judge:
         meta = self._problem_meta(problem)
         with self._admitted(meta):
             self._phase("wait_memory")
-            self._reference_once(problem)
-            return self._run(problem, cand, cls, meta)
+            try:
+                self._reference_once(problem)
+                return self._run(problem, cand, cls, meta)
+            finally:
+                self.cand.clear_channel(start=False)   # nothing of this evaluation stays in the host's memory
 
     def _run(self, problem: Problem, cand: Candidate, cls: str, meta: dict) -> EvalResult:
         specs = self._specs(meta.get("input_transforms", ()))
@@ -358,6 +376,7 @@ class Judge:
                 return self._fail(problem, cand, "incorrect", f"wrong result on {spec['label']}: {r['why']}",
                                   seeds=seeds_report, category="mismatch", log_tail=log)
         self._phase("compare")
+        self.cand.clear_channel()   # the seeds' files are compared: the host's memory goes back before timing
         if self.backend != "gpu":
             return EvalResult(status="correct", reason=f"correct on {len(specs)} seeds (cpu backend: "
                               "correctness only, no timing)", problem=problem.name, backend=self.backend,
@@ -431,6 +450,7 @@ class Judge:
         transforms = [list(t) for t in _allowed_transforms(meta.get("input_transforms", ()))]
         rng = secrets.SystemRandom()
         n_first = int(self.timing["min_iters"])
+        attempts = [0]      # each timing call's re-checked outputs in files of its own (t1r0.bin, t2r0.bin...)
 
         def time_it():
             """The candidate's timing header, or its failure (with the seeds' report) to return. Every timed
@@ -438,8 +458,9 @@ class Judge:
             secret call indices among the first min_iters, and the last call's, are re-checked."""
             fresh = {"seed": secrets.randbits(62), "init_seed": specs[0]["init_seed"], "transforms": transforms}
             keep_at = sorted(rng.sample(range(n_first), min(RECHECKED, n_first)))
+            attempts[0] += 1
             msg = {"cmd": "time", "candidate_sha256": cand.sha256, "timing": self.timing, "fresh": fresh,
-                   "keep_at": keep_at}
+                   "keep_at": keep_at, "recheck_prefix": f"t{attempts[0]}r"}
             h = self._call_candidate(problem, cand, msg)
             if isinstance(h, EvalResult):
                 h.seeds = seeds_report
@@ -447,6 +468,8 @@ class Judge:
                 h["fresh"] = fresh
             return h
 
+        self.compile_baselines(problem, specs)    # inductor's host work, before the lock (no-op once stored)
+        self._phase("compile_baselines")
         with self.gpu_lock:
             self._phase("wait_gpu")
             header = time_it()
@@ -535,24 +558,68 @@ class Judge:
             return None
         return nbytes / (_PEAK_BANDWIDTH_GBS.get(self.device, _ANY_GPU_BANDWIDTH_GBS) * 1e9) * 1e3
 
-    def baselines(self, problem: Problem, specs: list[dict] | None = None) -> dict[str, Any]:
-        """Eager, CUDA-graph and torch.compile times for the problem on this device (cached)."""
+    def _stored_baselines(self, problem: Problem) -> tuple[dict | None, str, str]:
+        """(the baselines the store holds for this problem, device and software, or None; the key; the software)."""
         import torch
         software = f"torch {torch.__version__}"
         key = self._device_key()
-        if self.store is not None:
-            hit = self.store.get_baselines(problem.sha256, key, software)
-            if hit:
-                return hit
+        hit = self.store.get_baselines(problem.sha256, key, software) if self.store is not None else None
+        return hit or None, key, software
+
+    def _baseline_specs(self, problem: Problem, specs: list[dict] | None) -> tuple[list[dict], tuple]:
         kinds = (self._meta.get(problem.sha256) or {}).get("input_transforms", _allowed_kinds(problem.meta))
-        specs = [s for s in (specs or self._specs(kinds)) if not s.get("secret")]
+        return [s for s in (specs or self._specs(kinds)) if not s.get("secret")], kinds
+
+    def compile_baselines(self, problem: Problem, specs: list[dict] | None = None) -> None:
+        """The problem's torch.compile built and run once in the reference worker, for the baselines call
+        that follows: seconds to minutes of inductor's host work, which the judge does before it takes its
+        GPU lock rather than under it, where every other slot's timing would wait on it. Nothing where the
+        baselines are in the store."""
+        if self.backend != "gpu" or self._stored_baselines(problem)[0]:
+            return
+        specs, _ = self._baseline_specs(problem, specs)
+        self._ref_call({"cmd": "baselines", "problem_source": problem.source, "problem_name": problem.name,
+                        "specs": specs, "compile_only": True}, timeout=max(self.timeout_s, 600))
+
+    def baselines(self, problem: Problem, specs: list[dict] | None = None) -> dict[str, Any]:
+        """Eager, CUDA-graph and torch.compile times for the problem on this device (cached). The reference
+        worker's peak GPU memory over the problem's reference run, compile and timing goes to
+        `baseline_memory[problem.sha256]`."""
+        hit, key, software = self._stored_baselines(problem)
+        if hit:
+            return hit
+        specs, kinds = self._baseline_specs(problem, specs)
         scales = list(TIMING_SCALES) if "scale" in kinds else [1.0]
         header = self._ref_call({"cmd": "baselines", "problem_source": problem.source,
                                     "problem_name": problem.name, "specs": specs, "scales": scales,
                                     "timing": self.timing}, timeout=max(self.timeout_s, 600))
         out = header["baselines"]
+        if isinstance(header.get("memory"), dict):
+            self.baseline_memory[problem.sha256] = header["memory"]
         if self.store is not None:
             self.store.put_baselines(problem.sha256, key, software, out)
+        return out
+
+    def prepare(self, problem: Problem) -> dict[str, Any]:
+        """A problem made ready to judge, as its first evaluation would make it, with no candidate: its
+        footprint found, its reference run once and, on a GPU, its baselines computed and stored, all in
+        its turn on the GPU's memory. What a training run over a new suite pays up front (a LocalPool's
+        prepare_many does it for many problems at once). Returns {"problem", "footprint", "gpu_need",
+        "baselines", "memory" (the reference worker's peak bytes), "seconds"}; a problem that cannot run
+        raises ProblemError, as evaluate does."""
+        t0 = time.perf_counter()
+        self.warm()
+        meta = self._problem_meta(problem)
+        out: dict[str, Any] = {"problem": problem.name, "footprint": meta.get("footprint"),
+                               "gpu_need": gpu_need(meta.get("footprint"))}
+        with self._admitted(meta):
+            self._reference_once(problem)
+            if self.backend == "gpu":
+                self.compile_baselines(problem)
+                with self.gpu_lock:
+                    out["baselines"] = self.baselines(problem)
+                out["memory"] = self.baseline_memory.get(problem.sha256)
+        out["seconds"] = round(time.perf_counter() - t0, 3)
         return out
 
 

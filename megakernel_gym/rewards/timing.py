@@ -112,6 +112,7 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
     end_ev = torch.cuda.Event(enable_timing=True)
     host_s = []
     for k in range(warmup):
+        args = None   # as in the timed loop below: one call's inputs at a time
         args = prepare(-1 - k)
         torch.cuda.synchronize()
         h0 = time.perf_counter()
@@ -126,6 +127,7 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
     t_begin = time.perf_counter()
     k = 0
     while k < max_iters:
+        args = out = None   # the last call's inputs and output go before the next are built: one of each at a time
         args = prepare(k)
         flush()
         torch.cuda.synchronize()

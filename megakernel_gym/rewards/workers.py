@@ -147,8 +147,13 @@ class WorkerProcess:
         """Where this (candidate) worker writes its outputs for the reference worker to read."""
         return os.path.join(self.workdir, "out")
 
-    def clear_channel(self) -> None:
-        self.ensure()
+    def clear_channel(self, start: bool = True) -> None:
+        """Remove the channel's files; start=False: only where the worker's folder exists now (no worker
+        is started for it)."""
+        if start:
+            self.ensure()
+        elif not self.workdir or not os.path.isdir(self.channel):
+            return
         for name in os.listdir(self.channel):
             try:
                 os.unlink(os.path.join(self.channel, name))
