@@ -78,7 +78,8 @@ def refs_row(res: dict, card: str) -> dict:
                    unservable=res.get("unservable", False))
         return row
     b = res.get("baselines") or {}
-    row.update(ok=True, baselines_ms=medians(b), oom=False,
+    row.update(ok=True, baselines_ms=medians(b), oom=any(OOM.search(str(v.get("error", ""))) for v in b.values()
+                                                          if isinstance(v, dict)),
                baselines_failed=[k for k, v in b.items() if isinstance(v, dict) and not v.get("median_ms")])
     if res.get("memory"):
         row["peak_gib"] = {k: round(v / GIB, 3) for k, v in res["memory"].items()}
@@ -155,6 +156,9 @@ def merge(parts: list[Path], out: Path, note: str = "") -> None:
             key = (r["problem"], r.get("candidate"))
             if key not in rows or r["date"] >= rows[key]["date"]:
                 rows[key] = r
+    for (problem, cand), r in rows.items():     # a baseline that ran out of memory is an OOM of the row
+        if cand is None and not r.get("oom"):
+            r["oom"] = any(OOM.search(str(v)) for v in (r.get("baselines_ms") or {}).values())
     sized = {k[0]: r["footprint_gib"] for k, r in rows.items() if k[1] is None and r.get("footprint_gib")}
     for (problem, cand), r in rows.items():     # a candidate's problem sized by another part's refs
         if cand is not None and r.get("largest_io_gib") is None and problem in sized:

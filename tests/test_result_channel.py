@@ -175,3 +175,89 @@ def test_outputs_cross_the_channel_through_a_small_pinned_buffer_on_a_gpu(tmp_pa
         back = correctness.read_output(torch, d, str(tmp_path), t.device)
         assert back.dtype == t.dtype and back.shape == t.shape and back.device == t.device
         assert torch.equal(back.view(-1).view(torch.uint8) if t.numel() else back, t.view(-1).view(torch.uint8) if t.numel() else t)
+
+
+def test_the_judge_follows_no_link_the_candidate_puts_in_its_channel(tmp_path):
+    """The candidate owns its worker's folder, so it can put a link where its channel was (to another
+    slot's channel, to the store's folder). The judge's clear_channel must not delete the files there
+    (it kills the worker instead: the next command gets a fresh one), and the reference worker reads no
+    output through a link, neither the folder nor a file."""
+    import os
+
+    import torch
+
+    from megakernel_gym.rewards.correctness import read_output, write_outputs
+    from megakernel_gym.rewards.workers import WorkerProcess
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "s0_0.bin").write_bytes(b"x")
+    (victim / "results.sqlite").write_bytes(b"y")
+    work = tmp_path / "mkgym-candidate-x"
+    work.mkdir()
+    os.symlink(victim, work / "out")
+    w = WorkerProcess("candidate", "cpu")
+    w.workdir = str(work)
+    w.clear_channel(start=False)
+    assert sorted(os.listdir(victim)) == ["results.sqlite", "s0_0.bin"]
+    w.workdir = ""
+    # a link to a real output file, or a channel that is a link, is not read
+    real = tmp_path / "real"
+    real.mkdir()
+    desc = write_outputs(torch, [torch.arange(4.0)], str(real), "s0")[0]
+    chan = tmp_path / "chan"
+    chan.mkdir()
+    os.symlink(real / desc["file"], chan / desc["file"])
+    with pytest.raises(OSError):
+        read_output(torch, desc, str(chan), torch.device("cpu"))
+    with pytest.raises(OSError):
+        read_output(torch, desc, str(work / "out"), torch.device("cpu"))
+    assert torch.equal(read_output(torch, desc, str(real), torch.device("cpu")), torch.arange(4.0))
+
+
+def test_a_baselines_model_compiled_for_a_timing_call_that_never_came_is_dropped():
+    """sandbox.after_command: the compiled baselines model (compile_only) waits for the next command alone;
+    any other command drops it (another slot stored the baselines first, so the judge never sent the
+    timing call), so it is never held outside an evaluation's turn on the GPU's memory."""
+    from megakernel_gym.rewards import sandbox
+    env = sandbox.Env("cpu")
+    env.compiled = (("sha", 1), object(), object())
+    sandbox.after_command(env, "reference", {"cmd": "baselines", "compile_only": True})
+    assert env.compiled is not None
+    sandbox.after_command(env, "reference", {"cmd": "compare"})
+    assert env.compiled is None
+
+
+def test_timing_holds_the_rechecked_outputs_and_two_more_at_most(monkeypatch):
+    """What admission.gpu_need counts for the candidate's timing: RECHECKED kept outputs, the last call's
+    and the one being made (5 with judge.RECHECKED = 3), no more."""
+    import types
+    import weakref
+
+    from megakernel_gym.rewards import timing
+    from megakernel_gym.rewards.judge import RECHECKED
+
+    class Event:
+        def __init__(self, **kw):
+            pass
+
+        def record(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 1.0
+    cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None, current_device=lambda: 0,
+                                 get_device_properties=lambda d: types.SimpleNamespace(L2_cache_size=0, clock_rate=1))
+    monkeypatch.setattr(timing, "L2Flusher", lambda *a, **k: (lambda: None))
+
+    class Out:
+        pass
+    live, peak = weakref.WeakSet(), [0]
+
+    def fn(args):
+        o = Out()
+        live.add(o)
+        peak[0] = max(peak[0], len(live))
+        return o
+    timing.time_gpu(types.SimpleNamespace(cuda=cuda), fn, lambda k: None, min_iters=30, max_iters=30, warmup=1,
+                    keep_outputs=1, keep_at={1, 5, 9})
+    assert peak[0] == RECHECKED + 2

@@ -247,26 +247,36 @@ def read_output(torch, desc: dict, channel: str, device) -> Any:
     for d in shape:
         numel *= d
     nbytes = numel * torch.empty(0, dtype=dtype).element_size()
-    path = os.path.join(channel, name)
-    if os.path.getsize(path) != nbytes:
-        raise ValueError(f"output file {name} holds {os.path.getsize(path)} bytes, expected {nbytes}")
+    # the channel and the file as the judge made them: a link the candidate put in their place is refused
+    dir_fd = os.open(channel, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    with open(fd, "rb", buffering=0) as f:
+        size = os.fstat(fd).st_size
+        if size != nbytes:
+            raise ValueError(f"output file {name} holds {size} bytes, expected {nbytes}")
+        return _read_file(torch, f, name, nbytes, dtype, shape, device)
+
+
+def _read_file(torch, f, name: str, nbytes: int, dtype, shape, device):
+    """The file's nbytes as a tensor of dtype and shape on device."""
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype, device=device)
     dev = torch.device(device) if isinstance(device, str) else device
     if dev is None or dev.type == "cpu":
         host = _staging(torch, nbytes, dev)      # on the CPU a buffer of its own, returned as it is
-        with open(path, "rb", buffering=0) as f:
-            got = _read_all(f, memoryview(host.numpy()))
+        got = _read_all(f, memoryview(host.numpy()))
         if got != nbytes:
             raise ValueError(f"output file {name}: short read ({got} of {nbytes} bytes)")
         return host.view(dtype).view(shape)
     out = torch.empty(nbytes, dtype=torch.uint8, device=dev)   # filled a pinned piece at a time
-    with open(path, "rb", buffering=0) as f:
-        for off in range(0, nbytes, STAGING_BYTES):
-            n = min(STAGING_BYTES, nbytes - off)
-            host = _staging(torch, n, dev)
-            got = _read_all(f, memoryview(host.numpy()))
-            if got != n:
-                raise ValueError(f"output file {name}: short read ({off + got} of {nbytes} bytes)")
-            out[off:off + n].copy_(host)       # synchronous from pinned memory: the buffer is free after
+    for off in range(0, nbytes, STAGING_BYTES):
+        n = min(STAGING_BYTES, nbytes - off)
+        host = _staging(torch, n, dev)
+        got = _read_all(f, memoryview(host.numpy()))
+        if got != n:
+            raise ValueError(f"output file {name}: short read ({off + got} of {nbytes} bytes)")
+        out[off:off + n].copy_(host)       # synchronous from pinned memory: the buffer is free after
     return out.view(dtype).view(shape)

@@ -37,9 +37,10 @@ TRANSFORMS = (("plain", 1.0, 0.0), ("scale", 16.0, 0.0), ("shift", 1.0, 6.0), ("
 TIMING_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0, 0.75, 1.5)
 RECHECKED = 3
 # the most output files a candidate's result channel holds at once: every seed's (the fixed ones and the
-# secret one), which the judge clears once compared, or two timing calls' re-checked outputs (RECHECKED
-# and the last call's each: a re-measure keeps the first call's beside its own)
-CHANNEL_FILES = max(len(FIXED_SEEDS) + 1, 2 * (RECHECKED + 1))
+# secret one), which the judge clears once compared, or three timing calls' re-checked outputs (RECHECKED
+# and the last call's each: the first run, a re-measure of a suspicious speedup and one of an escape,
+# each in files of its own)
+CHANNEL_FILES = max(len(FIXED_SEEDS) + 1, 3 * (RECHECKED + 1))
 DEFAULT_TIMING = {"min_iters": 30, "max_iters": 300, "max_seconds": 3.0, "target_rel_err": 0.005, "warmup": 3}
 SUSPICIOUS_SPEEDUP = 10.0
 # categories that only the judge gives, which mean something past the report (the env and the reward
@@ -376,7 +377,7 @@ class Judge:
                 return self._fail(problem, cand, "incorrect", f"wrong result on {spec['label']}: {r['why']}",
                                   seeds=seeds_report, category="mismatch", log_tail=log)
         self._phase("compare")
-        self.cand.clear_channel()   # the seeds' files are compared: the host's memory goes back before timing
+        self.cand.clear_channel(start=False)   # the seeds' files are compared: their host memory goes back
         if self.backend != "gpu":
             return EvalResult(status="correct", reason=f"correct on {len(specs)} seeds (cpu backend: "
                               "correctness only, no timing)", problem=problem.name, backend=self.backend,
@@ -468,13 +469,16 @@ class Judge:
                 h["fresh"] = fresh
             return h
 
-        self.compile_baselines(problem, specs)    # inductor's host work, before the lock (no-op once stored)
-        self._phase("compile_baselines")
         with self.gpu_lock:
             self._phase("wait_gpu")
             header = time_it()
-            if isinstance(header, EvalResult):
-                return header
+        if isinstance(header, EvalResult):
+            return header
+        # inductor's host work for the baselines, outside the lock (nothing once they are stored), and only
+        # for a candidate that timed: the compiled model waits in the reference worker for the call below
+        self.compile_baselines(problem, specs)
+        self._phase("compile_baselines")
+        with self.gpu_lock:
             baselines = self.baselines(problem, specs)
             self._phase("baselines")
             best = _best_ms(baselines)

@@ -351,6 +351,22 @@ def _reference_outputs(env: Env, mod, sha: str, spec: dict) -> list:
     return outs
 
 
+def after_command(env: Env, role: str, msg: dict) -> None:
+    """Between commands a worker holds only what it keeps on purpose: admission counts a slot's workers at
+    their contexts and resident caches (admission.gpu_budgets), not at their last command's peak. A
+    baselines model compiled for a timing call (compile_only) waits for the next command alone: one that
+    is not that call (the baselines were stored by another slot meanwhile) drops it."""
+    if role == "reference" and not (msg.get("cmd") == "baselines" and msg.get("compile_only")):
+        env.compiled = None
+    if env.backend == "gpu":
+        try:
+            if role == "reference":
+                trim_resident(env)
+            _free_cached(env.torch)
+        except BaseException:  # noqa: BLE001 - a broken context shows in the next command
+            pass
+
+
 def trim_resident(env: Env) -> None:
     """Keep what a reference worker holds between commands within env.ref_limit: the oldest outputs go
     first, then the models (each an nn.Module's parameters and buffers)."""
@@ -1382,15 +1398,7 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
                 reply = {"ok": False, "error": "bad_command", "message": f"{cmd!r} is not a {role} command"}
         except BaseException:  # noqa: BLE001
             reply = {"ok": False, "error": "worker", "message": _tb()}
-        if env.backend == "gpu":
-            # between commands a worker holds only what it keeps on purpose: admission counts a slot's
-            # workers at their contexts and resident caches, not at their last command's peak
-            try:
-                if role == "reference":
-                    trim_resident(env)
-                _free_cached(env.torch)
-            except BaseException:  # noqa: BLE001 - a broken context shows in the next command
-                pass
+        after_command(env, role, msg)
         sys.stdout.flush()
         sys.stderr.flush()
         send(conn, reply)

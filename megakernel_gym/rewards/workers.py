@@ -149,16 +149,29 @@ class WorkerProcess:
 
     def clear_channel(self, start: bool = True) -> None:
         """Remove the channel's files; start=False: only where the worker's folder exists now (no worker
-        is started for it)."""
+        is started for it). The candidate owns its folder: a channel it replaced with a link (to another
+        slot's channel, to the store's folder) is not followed; the worker is killed instead, and the
+        next command starts a fresh one in a new folder."""
         if start:
             self.ensure()
-        elif not self.workdir or not os.path.isdir(self.channel):
+        elif not self.workdir or not os.path.lexists(self.channel):
             return
-        for name in os.listdir(self.channel):
-            try:
-                os.unlink(os.path.join(self.channel, name))
-            except OSError:
-                pass
+        try:
+            fd = os.open(self.channel, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:   # ELOOP or ENOTDIR: not the folder the judge made
+            self.kill()
+            return
+        try:
+            for name in os.listdir(fd):
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except IsADirectoryError:
+                    self.kill()    # the judge makes no folders there: the candidate's, holding host memory
+                    return
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
 
     @property
     def alive(self) -> bool:
