@@ -83,6 +83,8 @@ def refs_row(res: dict, card: str) -> dict:
                baselines_failed=[k for k, v in b.items() if isinstance(v, dict) and not v.get("median_ms")])
     if res.get("memory"):
         row["peak_gib"] = {k: round(v / GIB, 3) for k, v in res["memory"].items()}
+    if res.get("need") is not None:   # what the pool's evaluations of it now hold (learned from the peak)
+        row["need_gib"] = round(res["need"] / GIB, 3)
     return row
 
 

@@ -189,3 +189,60 @@ def test_an_evaluation_holds_the_channels_host_memory_and_leaves_the_channel_emp
         r = j.evaluate(problem, wrong)
         assert r.status == "incorrect" and "shape" in r.reason, r.reason
         assert os.listdir(j.cand.channel) == [] and host.used == 0
+
+
+def test_a_measured_peak_raises_a_problems_need_and_never_lowers_it():
+    """The footprint misses intermediates (a convolution's workspace: KernelBench's convolutions peaked at
+    up to 4x gpu_need). The reference worker's measured peak is learned per problem by its GPU's memory,
+    and the evaluations after it hold the larger of the two; a smaller measurement changes nothing."""
+    from megakernel_gym.rewards.admission import measured_need
+    mem = GpuMemory(100 * GIB)
+    assert mem.need("p", 2 * GIB) == 2 * GIB
+    mem.learn("p", measured_need(8 * GIB, {"inputs": 0, "params": GIB, "outputs": 0}))
+    assert mem.need("p", 2 * GIB) == int(MARGIN * 8 * GIB) + GIB
+    mem.learn("p", GIB)
+    assert mem.need("p", 2 * GIB) == int(MARGIN * 8 * GIB) + GIB and mem.need("q", 2 * GIB) == 2 * GIB
+    assert mem.need("p", 50 * GIB) == 50 * GIB
+    # a pool's GPUs share one table (admission.gpu_budgets): the baselines run on one of them, once
+    table, lock = {}, threading.Lock()
+    a, b = (GpuMemory(100 * GIB, name=n, learned=table, learned_lock=lock) for n in ("cuda:0", "cuda:1"))
+    a.learn("p", 9 * GIB)
+    assert b.need("p", GIB) == 9 * GIB
+
+
+def test_a_judge_holds_the_learned_need_of_a_problem(store_path):
+    from megakernel_gym.curriculum import get_problem, reference_candidates
+    from megakernel_gym.rewards import Judge
+    problem = get_problem("softmax")
+    mem = GpuMemory(64 * GIB)
+    mem.learn(problem.sha256, 3 * GIB)        # as Judge.baselines does from the reference worker's peak
+    with Judge(backend="cpu", store=False, memory=mem) as j:
+        assert j.evaluate(problem, reference_candidates("softmax")["triton"]).status == "correct"
+        assert mem.peak == 3 * GIB > gpu_need(j._meta[problem.sha256]["footprint"]) and mem.used == 0
+        assert j.prepare(problem)["need"] == 3 * GIB
+
+
+def test_a_candidate_worker_whose_folder_passes_its_bound_is_replaced_after_the_evaluation(monkeypatch):
+    """The candidate owns its folder in /dev/shm, which no budget counts: files it leaves there would hold
+    the host's memory across evaluations. Past judge.WORKER_FOLDER_BYTES the worker (and its folder) is
+    replaced once the evaluation ends; an honest worker under the bound is kept from one evaluation to
+    the next."""
+    import os
+
+    from megakernel_gym.curriculum import get_problem, reference_candidates
+    from megakernel_gym.rewards import Judge
+    from megakernel_gym.rewards import judge as judge_mod
+    problem, answer = get_problem("softmax"), reference_candidates("softmax")["triton"]
+    with Judge(backend="cpu", store=False) as j:
+        assert j.evaluate(problem, answer).status == "correct"
+        pid, folder = j.cand.proc.pid, j.cand.workdir
+        assert 0 < j.cand.folder_bytes() < judge_mod.WORKER_FOLDER_BYTES
+        assert j.evaluate(problem, answer).status == "correct" and j.cand.proc.pid == pid   # kept
+        os.makedirs(os.path.join(folder, "tmp", "junk"), exist_ok=True)
+        with open(os.path.join(folder, "tmp", "junk", "fill.bin"), "wb") as f:
+            f.write(os.urandom(4 << 20))        # what a candidate could leave behind
+        monkeypatch.setattr(judge_mod, "WORKER_FOLDER_BYTES", 2 << 20)
+        assert j.evaluate(problem, answer).status == "correct"
+        assert not os.path.exists(folder) and (j.cand.proc is None or j.cand.proc.pid != pid)
+        monkeypatch.undo()
+        assert j.evaluate(problem, answer).status == "correct"                       # a fresh worker

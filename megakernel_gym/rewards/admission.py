@@ -46,6 +46,12 @@ def gpu_need(fp: dict | None) -> int:
     return int(MARGIN * (3 * fp["inputs"] + 5 * fp["outputs"] + 3 * fp["params"]))
 
 
+def measured_need(peak_reserved: int, fp: dict | None) -> int:
+    """An evaluation's need from the reference worker's measured peak over its reference run, compile and
+    baselines (the busiest worker), with the margin, beside the candidate worker's resident model."""
+    return int(MARGIN * peak_reserved) + (int(fp["params"]) if fp else 0)
+
+
 def host_need(fp: dict | None, files: int) -> int:
     """Bytes of the host's shared memory one evaluation's result channel holds at its peak: `files`
     copies of the problem's outputs (each seed's, then the re-checked timed calls'), which the candidate
@@ -58,7 +64,8 @@ class GpuMemory:
     or the host's shared memory that every slot's result channel writes to (host_budget). `capacity`
     bytes, taken and given back by evaluations (`hold`). Thread-safe."""
 
-    def __init__(self, capacity: int, name: str = "gpu"):
+    def __init__(self, capacity: int, name: str = "gpu", learned: dict | None = None,
+                 learned_lock: threading.Lock | None = None):
         if capacity <= 0:
             raise ValueError(f"{name}: a GPU memory budget must be positive, got {capacity} bytes")
         self.capacity = int(capacity)
@@ -67,6 +74,11 @@ class GpuMemory:
         self.running = 0
         self.peak = 0                 # the most bytes ever held at once (what tests and benches read)
         self.alone = False            # an evaluation that needs more than the capacity is running
+        # a problem's need as measured (learn): the footprint does not see intermediates, a convolution's
+        # workspace or a model's activations (31 of 136 KernelBench problems peaked above gpu_need)
+        # (shared by a pool's GPUs, gpu_budgets: a problem's baselines run on one of them, once)
+        self.learned: dict[str, int] = {} if learned is None else learned
+        self._learned_lock = learned_lock or threading.Lock()
         self._cond = threading.Condition()
         self._queue: collections.deque = collections.deque()
 
@@ -76,6 +88,18 @@ class GpuMemory:
         if self.running == 0:
             return True               # alone on the GPU, whatever it needs
         return need <= self.capacity - self.used
+
+    def learn(self, key: str, nbytes: int) -> None:
+        """A problem's peak as measured (judge.Judge.baselines: the reference worker's), kept for the
+        evaluations of it that follow on this memory's slots; only ever raised."""
+        with self._learned_lock:
+            self.learned[key] = max(self.learned.get(key, 0), int(nbytes))
+
+    def need(self, key: str, estimate: int) -> int:
+        """What an evaluation of problem `key` holds: the estimate from its footprint, or what was
+        measured of it, whichever is more."""
+        with self._learned_lock:
+            return max(int(estimate), self.learned.get(key, 0))
 
     @contextlib.contextmanager
     def hold(self, need: int, timeout: float | None = None):
@@ -119,10 +143,13 @@ def gpu_budgets(devices: int, slots_per_gpu: int) -> list[GpuMemory]:
     evaluations (their contexts, the cached blocks they may keep, the reference's resident caches)."""
     import torch
     per_slot = 2 * (CONTEXT_BYTES + LINGER_BYTES) + RESIDENT_BYTES
+    learned: dict[str, int] = {}       # measured needs, one table for all of them
+    lock = threading.Lock()
     out = []
     for g in range(devices):
         total = torch.cuda.get_device_properties(g).total_memory
-        out.append(GpuMemory(max(GIB, total - slots_per_gpu * per_slot), name=f"cuda:{g}"))
+        out.append(GpuMemory(max(GIB, total - slots_per_gpu * per_slot), name=f"cuda:{g}", learned=learned,
+                             learned_lock=lock))
     return out
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from megakernel_gym.cache_paths import judge_run_dirs
 from megakernel_gym.rewards import anticheat
-from megakernel_gym.rewards.admission import GpuMemory, gpu_need, host_need
+from megakernel_gym.rewards.admission import GpuMemory, gpu_need, host_need, measured_need
 from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.result import EvalResult, Flag
@@ -43,6 +43,11 @@ RECHECKED = 3
 CHANNEL_FILES = max(len(FIXED_SEEDS) + 1, 3 * (RECHECKED + 1))
 DEFAULT_TIMING = {"min_iters": 30, "max_iters": 300, "max_seconds": 3.0, "target_rel_err": 0.005, "warmup": 3}
 SUSPICIOUS_SPEEDUP = 10.0
+# What a candidate worker's folder (in /dev/shm: host memory the pools' budgets do not see) may hold
+# between evaluations: its caches (Triton's, NVRTC's) and the candidates' files. Past it the worker is
+# replaced after the evaluation: an honest one's caches pass it only after thousands of kernels, and
+# files a candidate left there (it owns the folder) do not outlive its evaluation.
+WORKER_FOLDER_BYTES = 1 << 30
 # categories that only the judge gives, which mean something past the report (the env and the reward
 # score an unservable problem 0): the candidate owns its worker and so its header, and may not claim them
 JUDGE_CATEGORIES = frozenset({"unservable", "problem"})
@@ -257,14 +262,14 @@ class Judge:
         self._reference_ran.clear()
 
     @contextlib.contextmanager
-    def _admitted(self, meta: dict):
+    def _admitted(self, problem: Problem, meta: dict):
         """Hold what the problem needs of this judge's GPU, then of the host's shared memory (the result
         channel), while the block runs; always in that order, so two judges never wait on each other.
         No-op without budgets (a judge alone)."""
         fp = meta.get("footprint")
         with contextlib.ExitStack() as held:
-            if self.memory is not None:
-                held.enter_context(self.memory.hold(gpu_need(fp)))
+            if self.memory is not None:   # the footprint's estimate, or the measured peak where it is more
+                held.enter_context(self.memory.hold(self.memory.need(problem.sha256, gpu_need(fp))))
             if self.host_memory is not None:
                 held.enter_context(self.host_memory.hold(host_need(fp, CHANNEL_FILES)))
             yield
@@ -342,13 +347,15 @@ class Judge:
         self.warm()
         self._phase("start_workers")
         meta = self._problem_meta(problem)
-        with self._admitted(meta):
+        with self._admitted(problem, meta):
             self._phase("wait_memory")
             try:
                 self._reference_once(problem)
                 return self._run(problem, cand, cls, meta)
             finally:
                 self.cand.clear_channel(start=False)   # nothing of this evaluation stays in the host's memory
+                if self.cand.folder_bytes() > WORKER_FOLDER_BYTES:
+                    self.cand.kill()   # its folder removed with it; the next evaluation starts a fresh one
 
     def _run(self, problem: Problem, cand: Candidate, cls: str, meta: dict) -> EvalResult:
         specs = self._specs(meta.get("input_transforms", ()))
@@ -548,7 +555,7 @@ class Judge:
         self.warm()
         meta = self._problem_meta(problem)
         specs = [s for s in self._specs(meta.get("input_transforms", ())) if not s.get("secret")]
-        with self._admitted(meta):
+        with self._admitted(problem, meta):
             self._reference_once(problem)
             header = self._ref_call({"cmd": "check", "problem_source": problem.source, "problem_name": problem.name,
                                      "specs": specs, "atol": meta.get("atol"), "rtol": meta.get("rtol"),
@@ -600,6 +607,10 @@ class Judge:
         out = header["baselines"]
         if isinstance(header.get("memory"), dict):
             self.baseline_memory[problem.sha256] = header["memory"]
+            peak = header["memory"].get("peak_reserved")
+            if self.memory is not None and isinstance(peak, int):
+                fp = (self._meta.get(problem.sha256) or {}).get("footprint")
+                self.memory.learn(problem.sha256, measured_need(peak, fp))
         if self.store is not None:
             self.store.put_baselines(problem.sha256, key, software, out)
         return out
@@ -609,20 +620,23 @@ class Judge:
         footprint found, its reference run once and, on a GPU, its baselines computed and stored, all in
         its turn on the GPU's memory. What a training run over a new suite pays up front (a LocalPool's
         prepare_many does it for many problems at once). Returns {"problem", "footprint", "gpu_need",
-        "baselines", "memory" (the reference worker's peak bytes), "seconds"}; a problem that cannot run
+        "baselines", "memory" (the reference worker's peak bytes), "need" (what its evaluations will hold:
+        the measured peak's need where it is more than gpu_need), "seconds"}; a problem that cannot run
         raises ProblemError, as evaluate does."""
         t0 = time.perf_counter()
         self.warm()
         meta = self._problem_meta(problem)
         out: dict[str, Any] = {"problem": problem.name, "footprint": meta.get("footprint"),
                                "gpu_need": gpu_need(meta.get("footprint"))}
-        with self._admitted(meta):
+        with self._admitted(problem, meta):
             self._reference_once(problem)
             if self.backend == "gpu":
                 self.compile_baselines(problem)
                 with self.gpu_lock:
                     out["baselines"] = self.baselines(problem)
                 out["memory"] = self.baseline_memory.get(problem.sha256)
+        if self.memory is not None:   # what its evaluations will hold from now on (the measured peak's, if more)
+            out["need"] = self.memory.need(problem.sha256, out["gpu_need"])
         out["seconds"] = round(time.perf_counter() - t0, 3)
         return out
 

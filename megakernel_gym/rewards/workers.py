@@ -173,6 +173,30 @@ class WorkerProcess:
         finally:
             os.close(fd)
 
+    def folder_bytes(self, most_entries: int = 100_000) -> int:
+        """The bytes the worker's folder holds in the host's memory (/dev/shm: tmpfs pages), links not
+        followed; past `most_entries` files, reported as unbounded."""
+        if not self.workdir:
+            return 0
+        total, seen, stack = 0, 0, [self.workdir]
+        while stack:
+            try:
+                with os.scandir(stack.pop()) as it:
+                    for entry in it:
+                        seen += 1
+                        if seen > most_entries:
+                            return 1 << 62
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        total += st.st_blocks * 512
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+            except OSError:
+                continue
+        return total
+
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()
