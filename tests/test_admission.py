@@ -246,3 +246,26 @@ def test_a_candidate_worker_whose_folder_passes_its_bound_is_replaced_after_the_
         assert not os.path.exists(folder) and (j.cand.proc is None or j.cand.proc.pid != pid)
         monkeypatch.undo()
         assert j.evaluate(problem, answer).status == "correct"                       # a fresh worker
+
+
+def test_a_measured_peak_is_kept_in_the_store_for_the_pools_after(tmp_path):
+    """A problem's measured peak goes into the results store with its baselines (ResultsStore.put_peak),
+    and a judge of a later pool teaches its GPU's budget from it before its first evaluation of the
+    problem holds memory: the need does not fall back to the footprint's estimate once the baselines
+    are stored."""
+    from megakernel_gym.curriculum import get_problem, reference_candidates
+    from megakernel_gym.rewards import Judge
+    from megakernel_gym.rewards.admission import measured_need
+    from megakernel_gym.rewards.store import ResultsStore
+    problem = get_problem("softmax")
+    store = ResultsStore(tmp_path / "r.sqlite")
+    mem = GpuMemory(64 * GIB)
+    with Judge(backend="cpu", store=store, memory=mem, use_cache=False) as j:
+        import torch
+        key, software = j._device_key(), f"torch {torch.__version__}"
+        assert store.get_peak(problem.sha256, key, software) is None
+        store.put_peak(problem.sha256, key, software, 2 * GIB)     # what a GPU pool's baselines measured
+        assert j.evaluate(problem, reference_candidates("softmax")["triton"]).status == "correct"
+        fp = j._meta[problem.sha256]["footprint"]
+        assert mem.peak == measured_need(2 * GIB, fp) > gpu_need(fp)
+    assert store.get_peak(problem.sha256, key, software) == 2 * GIB

@@ -182,6 +182,7 @@ class Judge:
                                   hide=hide, slot=slot)
         self._meta: dict[str, dict] = {}
         self.baseline_memory: dict[str, dict] = {}   # problem sha256: the reference worker's peak (baselines)
+        self._recalled: set[str] = set()             # problems whose stored peak was looked up (_recall_need)
         self.device = "cpu" if self.backend == "cpu" else ""
 
     # -- plumbing ------------------------------------------------------------------------
@@ -267,6 +268,7 @@ class Judge:
         channel), while the block runs; always in that order, so two judges never wait on each other.
         No-op without budgets (a judge alone)."""
         fp = meta.get("footprint")
+        self._recall_need(problem, fp)
         with contextlib.ExitStack() as held:
             if self.memory is not None:   # the footprint's estimate, or the measured peak where it is more
                 held.enter_context(self.memory.hold(self.memory.need(problem.sha256, gpu_need(fp))))
@@ -577,6 +579,17 @@ class Judge:
         hit = self.store.get_baselines(problem.sha256, key, software) if self.store is not None else None
         return hit or None, key, software
 
+    def _recall_need(self, problem: Problem, fp: dict | None) -> None:
+        """What an earlier pool measured of this problem's memory (the store's peaks), taught to this GPU's
+        budget before the first evaluation of it here holds its share (once a problem per judge)."""
+        if self.memory is None or self.store is None or problem.sha256 in self._recalled:
+            return
+        self._recalled.add(problem.sha256)
+        import torch
+        peak = self.store.get_peak(problem.sha256, self._device_key(), f"torch {torch.__version__}")
+        if peak:
+            self.memory.learn(problem.sha256, measured_need(peak, fp))
+
     def _baseline_specs(self, problem: Problem, specs: list[dict] | None) -> tuple[list[dict], tuple]:
         kinds = (self._meta.get(problem.sha256) or {}).get("input_transforms", _allowed_kinds(problem.meta))
         return [s for s in (specs or self._specs(kinds)) if not s.get("secret")], kinds
@@ -595,7 +608,8 @@ class Judge:
     def baselines(self, problem: Problem, specs: list[dict] | None = None) -> dict[str, Any]:
         """Eager, CUDA-graph and torch.compile times for the problem on this device (cached). The reference
         worker's peak GPU memory over the problem's reference run, compile and timing goes to
-        `baseline_memory[problem.sha256]`."""
+        `baseline_memory[problem.sha256]`, to this GPU's budget as the problem's measured need, and to the
+        store (its peaks) for later pools."""
         hit, key, software = self._stored_baselines(problem)
         if hit:
             return hit
@@ -608,9 +622,12 @@ class Judge:
         if isinstance(header.get("memory"), dict):
             self.baseline_memory[problem.sha256] = header["memory"]
             peak = header["memory"].get("peak_reserved")
-            if self.memory is not None and isinstance(peak, int):
+            if isinstance(peak, int):
                 fp = (self._meta.get(problem.sha256) or {}).get("footprint")
-                self.memory.learn(problem.sha256, measured_need(peak, fp))
+                if self.memory is not None:
+                    self.memory.learn(problem.sha256, measured_need(peak, fp))
+                if self.store is not None:
+                    self.store.put_peak(problem.sha256, key, software, peak)
         if self.store is not None:
             self.store.put_baselines(problem.sha256, key, software, out)
         return out

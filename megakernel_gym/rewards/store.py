@@ -42,6 +42,14 @@ CREATE TABLE IF NOT EXISTS baselines (
     created REAL NOT NULL,
     PRIMARY KEY (problem_sha256, device, software)
 );
+CREATE TABLE IF NOT EXISTS peaks (
+    problem_sha256 TEXT NOT NULL,
+    device TEXT NOT NULL,
+    software TEXT NOT NULL,
+    peak_bytes INTEGER NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (problem_sha256, device, software)
+);
 """
 
 # Results that say something about the candidate are cached; a timeout may be the
@@ -154,6 +162,19 @@ class ResultsStore:
         with self._lock:
             self._conn.execute("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?)",
                                (problem_sha256, device, software, json.dumps(baselines), time.time()))
+
+    def put_peak(self, problem_sha256: str, device: str, software: str, peak_bytes: int) -> None:
+        """A problem's measured GPU memory peak (the reference worker's, with its baselines): what
+        admission learns its need from (rewards/admission.py), kept for the pools after this one."""
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO peaks VALUES (?,?,?,?,?)",
+                               (problem_sha256, device, software, int(peak_bytes), time.time()))
+
+    def get_peak(self, problem_sha256: str, device: str, software: str) -> int | None:
+        with self._lock:
+            row = self._conn.execute("SELECT peak_bytes FROM peaks WHERE problem_sha256=? AND device=? AND software=?",
+                                     (problem_sha256, device, software)).fetchone()
+        return int(row[0]) if row else None
 
     def get_baselines(self, problem_sha256: str, device: str, software: str) -> dict | None:
         with self._lock:
