@@ -269,3 +269,30 @@ def test_a_measured_peak_is_kept_in_the_store_for_the_pools_after(tmp_path):
         fp = j._meta[problem.sha256]["footprint"]
         assert mem.peak == measured_need(2 * GIB, fp) > gpu_need(fp)
     assert store.get_peak(problem.sha256, key, software) == 2 * GIB
+
+
+def test_a_candidate_worker_releases_the_model_it_kept_for_timing(monkeypatch):
+    """On a GPU the candidate worker keeps its model between the candidate and time commands; when the
+    evaluation ends the judge sends `release`, so that an idle slot holds only its contexts (what
+    gpu_budgets reserves). A worker that does not answer is replaced. (The release is sent on the gpu
+    backend; the command itself is the same on every backend.)"""
+    from megakernel_gym.curriculum import get_problem, reference_candidates
+    from megakernel_gym.rewards import Judge
+    from megakernel_gym.rewards.workers import WorkerTimeout
+    problem, answer = get_problem("softmax"), reference_candidates("softmax")["triton"]
+    with Judge(backend="cpu", store=False) as j:
+        assert j.evaluate(problem, answer).status == "correct"
+        pid = j.cand.proc.pid
+        assert j.cand.call({"cmd": "release"}, timeout=30) == {"ok": True}
+        assert j.cand.call({"cmd": "release"}, timeout=30) == {"ok": True}   # nothing kept: still an answer
+        j._release_candidate()
+        assert j.cand.proc.pid == pid                       # answered: kept
+        assert j.ref.call({"cmd": "release"}, timeout=30)["error"] == "bad_command"   # a candidate command
+
+        def hang(msg, timeout=None):
+            raise WorkerTimeout("no answer")
+        monkeypatch.setattr(j.cand, "call", hang)
+        j._release_candidate()
+        assert j.cand.proc is None                          # replaced at the next command
+        monkeypatch.undo()
+        assert j.evaluate(problem, answer).status == "correct"

@@ -212,3 +212,14 @@ def test_a_remeasured_candidate_is_rechecked_on_the_run_it_keeps(monkeypatch):
             r = j.evaluate(problem, answer)
             assert r.status == "correct", r.reason
             assert r.timing["remeasured"]
+
+
+def test_the_candidate_worker_keeps_no_model_after_its_evaluation():
+    """The judge's `release` at the end of an evaluation: the model the candidate worker kept for timing
+    is gone (a time command for it finds nothing), so an idle slot holds only its contexts."""
+    problem, answer = get_problem("softmax"), reference_candidates("softmax")["triton"]
+    with Judge("gpu", store=False, use_cache=False) as j:
+        r = j.evaluate(problem, answer)
+        assert r.status == "correct", r.reason
+        h = j.cand.call({"cmd": "time", "candidate_sha256": answer.sha256}, timeout=30)
+        assert not h["ok"] and "no candidate passed correctness" in h["message"]

@@ -358,6 +358,8 @@ class Judge:
                 self.cand.clear_channel(start=False)   # nothing of this evaluation stays in the host's memory
                 if self.cand.folder_bytes() > WORKER_FOLDER_BYTES:
                     self.cand.kill()   # its folder removed with it; the next evaluation starts a fresh one
+                elif self.backend == "gpu":
+                    self._release_candidate()
 
     def _run(self, problem: Problem, cand: Candidate, cls: str, meta: dict) -> EvalResult:
         specs = self._specs(meta.get("input_transforms", ()))
@@ -393,6 +395,17 @@ class Judge:
                               candidate_sha256=cand.sha256, problem_sha256=problem.sha256, device=self.device,
                               seeds=seeds_report, log_tail=log)
         return self._finish_gpu(problem, cand, specs, header, meta, seeds_report, log)
+
+    def _release_candidate(self) -> None:
+        """The candidate worker drops the model it kept for timing before this evaluation's turn on the GPU's
+        memory ends (admission reserves a slot's workers only their contexts between evaluations). The
+        worker is the candidate's: one that does not answer at once is replaced."""
+        if not self.cand.alive:
+            return
+        try:
+            self.cand.call({"cmd": "release"}, timeout=10)
+        except Exception:  # noqa: BLE001 - WorkerTimeout / WorkerDied, or an unreadable answer
+            self.cand.kill()
 
     def _call_candidate(self, problem: Problem, cand: Candidate, msg: dict) -> dict | EvalResult:
         """One command to the candidate worker. A hang, a crash, an unreadable answer, a

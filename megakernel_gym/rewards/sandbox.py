@@ -1389,7 +1389,10 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
         handlers = {"meta": handle_meta, "compare": handle_compare, "baselines": handle_baselines,
                     "check": handle_check}
         try:
-            if cmd in ("candidate", "time") and role == "candidate":
+            if cmd == "release" and role == "candidate":
+                _PENDING.clear()   # the model kept for timing: its evaluation is over (after_command frees it)
+                reply = {"ok": True}
+            elif cmd in ("candidate", "time") and role == "candidate":
                 fn = handle_candidate if cmd == "candidate" else handle_time
                 reply = fn(env, msg, workdir, counter, snap)
             elif cmd in handlers and role == "reference":
