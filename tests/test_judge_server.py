@@ -113,9 +113,10 @@ def test_each_store_and_backend_gets_its_own_server(run_dir, monkeypatch):
 
 
 def _raw(sock: str, payload: bytes) -> dict:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+    from megakernel_gym.rewards.judge_server import _address
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s, _address(Path(sock)) as addr:
         s.settimeout(60)
-        s.connect(sock)
+        s.connect(addr)   # a deep temporary run dir is past sun_path's 108 bytes: as the client names it
         s.sendall(payload)
         s.shutdown(socket.SHUT_WR)
         data = b""
