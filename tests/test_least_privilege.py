@@ -495,3 +495,40 @@ def test_the_judge_servers_folders_are_covered_outside_tmp_too(tmp_path, monkeyp
         j.close()
         import shutil
         shutil.rmtree(home, ignore_errors=True)
+
+
+LINKED_CHANNEL = r'''
+import os
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        os.rmdir("out")                  # its own channel, empty while it runs (cwd: its scratch folder)
+        os.symlink(VICTIM, "out")        # what the judge would clear after this evaluation
+        raise RuntimeError("left a link where the channel was")
+'''
+
+
+def test_a_channel_made_a_link_by_the_candidate_is_not_followed(tmp_path):
+    """The candidate owns its scratch folder, so with only the OS layers standing it can put a link where
+    its channel was (to another slot's channel, to the store's folder). The judge empties the channel
+    when an evaluation ends: it must not delete the files the link points at. (A judge that recycles
+    failed workers replaces this one anyway; with recycle="never" the judge's own clear meets the link.)
+    It replaces the worker instead, and the next honest candidate is judged correct."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    for name in ("s0_0.bin", "results.sqlite"):
+        (victim / name).write_bytes(b"keep")
+    src = LINKED_CHANNEL.replace("import torch\n", f"import torch\nVICTIM = {str(victim)!r}\n", 1)
+    with Judge(backend="cpu", store=False, timeout_s=60, use_cache=False, static_checks=False,
+               python_guard=False, recycle="never") as j:
+        j.warm()
+        pid = j.cand.proc.pid
+        res = j.evaluate(get_problem("softmax"), Candidate(src))
+        assert res.status == "runtime_error" and "left a link" in (res.reason + (res.log_tail or "")), res.reason
+        assert sorted(os.listdir(victim)) == ["results.sqlite", "s0_0.bin"]
+        assert not j.cand.alive                  # replaced at the next command, its folder gone with it
+        assert j.evaluate(get_problem("softmax"), reference_candidates("softmax")["triton"]).status == "correct"
+        assert j.cand.proc.pid != pid
