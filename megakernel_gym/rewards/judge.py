@@ -584,11 +584,14 @@ class Judge:
             return None
         return nbytes / (_PEAK_BANDWIDTH_GBS.get(self.device, _ANY_GPU_BANDWIDTH_GBS) * 1e9) * 1e3
 
+    def _store_key(self) -> tuple[str, str]:
+        """(device, software): what the store files baselines and peaks under."""
+        import torch
+        return self._device_key(), f"torch {torch.__version__}"
+
     def _stored_baselines(self, problem: Problem) -> tuple[dict | None, str, str]:
         """(the baselines the store holds for this problem, device and software, or None; the key; the software)."""
-        import torch
-        software = f"torch {torch.__version__}"
-        key = self._device_key()
+        key, software = self._store_key()
         hit = self.store.get_baselines(problem.sha256, key, software) if self.store is not None else None
         return hit or None, key, software
 
@@ -598,8 +601,7 @@ class Judge:
         if self.memory is None or self.store is None or problem.sha256 in self._recalled:
             return
         self._recalled.add(problem.sha256)
-        import torch
-        peak = self.store.get_peak(problem.sha256, self._device_key(), f"torch {torch.__version__}")
+        peak = self.store.get_peak(problem.sha256, *self._store_key())
         if peak:
             self.memory.learn(problem.sha256, measured_need(peak, fp))
 
@@ -609,8 +611,8 @@ class Judge:
 
     def compile_baselines(self, problem: Problem, specs: list[dict] | None = None) -> None:
         """The problem's torch.compile built and run once in the reference worker, for the baselines call
-        that follows: seconds to minutes of inductor's host work, which the judge does before it takes its
-        GPU lock rather than under it, where every other slot's timing would wait on it. Nothing where the
+        that follows: seconds to minutes of inductor's host work, which the judge does outside its GPU lock
+        rather than under it, where every other slot's timing would wait on it. Nothing where the
         baselines are in the store."""
         if self.backend != "gpu" or self._stored_baselines(problem)[0]:
             return

@@ -257,8 +257,6 @@ def handle_meta(env: Env, msg: dict, workdir: str) -> dict:
         for k in ("atol", "rtol", "flops", "bytes"):
             if meta[k] is not None and not isinstance(meta[k], (int, float)):
                 raise TypeError(f"{k.upper()} must be a number, got {type(meta[k]).__name__}")
-        if env.compiled is not None and env.compiled[0][0] != env.problem_sha(msg["problem_source"]):
-            env.compiled = None   # another problem's baselines model, compiled and never timed: its memory goes
         # sized on the meta device: the cpu backend's host limit, and a GPU's admission (rewards/admission.py)
         fp = meta["footprint"] = footprint(env.torch, mod) if msg.get("footprint", True) else None
         over = _over_host(fp) if fp is not None and env.backend == "cpu" else ""
@@ -498,9 +496,7 @@ def handle_baselines(env: Env, msg: dict, workdir: str) -> dict:
                 torch.cuda.synchronize()
             except Exception as e:  # noqa: BLE001 - the timing call reports it
                 env.compiled = (key, model, e)
-        _free_cached(torch)
-        return {"ok": True}
-    env.compiled = None           # this call's, then gone: the weights are the baselines' own copy
+        return {"ok": True}         # kept for the timing call alone (after_command drops it after any other)
     bases = _baseline_bases(env, mod, specs)
     scales = msg["scales"]
     prepare = lambda k: env.perturbed(bases[k % len(bases)], scales[k % len(scales)])  # noqa: E731
@@ -535,10 +531,8 @@ def handle_baselines(env: Env, msg: dict, workdir: str) -> dict:
             results["torch_compile"] = {"error": f"{type(e).__name__}: {e}"[:500]}
     for r in results.values():
         r.pop("kept", None)
-    bases = model = compiled = None   # before the peak is read and the cache freed
     memory = {"peak_allocated": torch.cuda.max_memory_allocated(), "peak_reserved": torch.cuda.max_memory_reserved()}
-    _free_cached(torch)
-    torch.cuda.reset_peak_memory_stats()
+    torch.cuda.reset_peak_memory_stats()   # (after_command gives the cache back)
     props = torch.cuda.get_device_properties(0)
     return {"ok": True, "baselines": results, "device": props.name, "memory": memory}
 
