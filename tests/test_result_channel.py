@@ -155,26 +155,67 @@ def test_a_reference_worker_keeps_at_most_its_resident_bytes_between_commands():
     assert env.models == {} and env.refs == {} and env.ref_bytes == 0
 
 
-@pytest.mark.gpu
-def test_outputs_cross_the_channel_through_a_small_pinned_buffer_on_a_gpu(tmp_path, monkeypatch):
-    """On a GPU outputs move through one pinned buffer of at most STAGING_BYTES, a piece at a time (a
-    buffer the size of the largest output, kept by every worker of a pool, was host memory nobody
-    counted): every dtype and a size that is not a multiple of the piece come back bit for bit."""
-    import torch
-
-    from megakernel_gym.rewards import correctness
-    monkeypatch.setattr(correctness, "STAGING_BYTES", 4096)
-    monkeypatch.setattr(correctness, "_pinned", {})
+def _gpu_outputs():
     torch.manual_seed(0)
-    outs = [torch.randn(1000, 7, device="cuda"), torch.randn(333, device="cuda").half(),
+    return [torch.randn(1000, 7, device="cuda"), torch.randn(3333, device="cuda").half(),
             torch.randint(0, 2**40, (1025,), device="cuda"), torch.randn(5, 3, device="cuda", dtype=torch.complex64),
             torch.rand(77, device="cuda") > 0.5, torch.zeros(0, device="cuda"), torch.tensor(3.5, device="cuda")]
+
+
+def _same(back, t) -> bool:
+    return (back.dtype == t.dtype and back.shape == t.shape and back.device == t.device
+            and torch.equal(back.reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8)))
+
+
+@pytest.mark.gpu
+def test_outputs_cross_the_channel_through_a_small_pinned_buffer_where_the_driver_refuses(tmp_path, monkeypatch):
+    """Where the driver will not register the file's pages, outputs move through one pinned buffer of at
+    most STAGING_BYTES, a piece at a time (a buffer the size of the largest output, kept by every worker
+    of a pool, was host memory nobody counted): every dtype and a size that is not a multiple of the
+    piece come back bit for bit."""
+    monkeypatch.setattr(correctness, "STAGING_BYTES", 4096)
+    monkeypatch.setattr(correctness, "_pinned", {})
+    monkeypatch.setattr(correctness, "_dma_read", lambda *a, **k: False)
+    outs = _gpu_outputs()
     descs = correctness.write_outputs(torch, outs, str(tmp_path), "s0")
     assert correctness._pinned["buf"].numel() <= 1 << 20 and correctness._pinned["buf"].is_pinned()
     for d, t in zip(descs, outs):
-        back = correctness.read_output(torch, d, str(tmp_path), t.device)
-        assert back.dtype == t.dtype and back.shape == t.shape and back.device == t.device
-        assert torch.equal(back.view(-1).view(torch.uint8) if t.numel() else back, t.view(-1).view(torch.uint8) if t.numel() else t)
+        assert _same(correctness.read_output(torch, d, str(tmp_path), t.device), t)
+
+
+@pytest.mark.gpu
+def test_the_reader_takes_outputs_by_dma_from_the_files_own_pages(tmp_path, monkeypatch):
+    """On a GPU the reference worker reads each output by DMA from the file's mapped pages, registered
+    read-only a window at a time (no CPU copy): every non-empty output takes that path, windows smaller
+    than an output included, and every dtype comes back bit for bit."""
+    monkeypatch.setattr(correctness, "REGISTER_WINDOW", 8192)
+    taken = []
+    dma = correctness._dma_read
+    monkeypatch.setattr(correctness, "_dma_read", lambda *a, **k: taken.append(dma(*a, **k)) or taken[-1])
+    outs = _gpu_outputs()
+    descs = correctness.write_outputs(torch, outs, str(tmp_path), "s0")
+    for d, t in zip(descs, outs):
+        assert _same(correctness.read_output(torch, d, str(tmp_path), t.device), t)
+    assert taken == [True] * sum(t.numel() > 0 for t in outs)
+
+
+@pytest.mark.gpu
+def test_a_file_cut_short_under_the_reader_is_a_refusal_not_a_crash(tmp_path, monkeypatch):
+    """The candidate owns its channel and may truncate a file while the reference worker maps it. The
+    reader never touches the mapping with the CPU (a page past the end would be a SIGBUS that kills the
+    worker): a registration the driver refuses is a clean fallback (first window) or a ValueError."""
+    monkeypatch.setattr(correctness, "REGISTER_WINDOW", 8192)
+    path = tmp_path / "s0_0.bin"
+    path.write_bytes(bytes(range(256)) * 96)                   # 24 KiB: three windows
+    out = torch.empty(3 * 8192, dtype=torch.uint8, device="cuda")
+    with open(path, "rb", buffering=0) as f:
+        os.truncate(path, 8192)                                 # cut to one window after the size check
+        with pytest.raises(ValueError, match="changed while it was read"):
+            correctness._dma_read(torch, f.fileno(), 3 * 8192, out)
+        os.truncate(path, 0)
+        assert correctness._dma_read(torch, f.fileno(), 3 * 8192, out) is False
+    torch.cuda.synchronize()                                   # and the worker's CUDA state is unharmed
+    assert torch.equal(torch.ones(4, device="cuda") * 2, torch.full((4,), 2.0, device="cuda"))
 
 
 def test_the_judge_follows_no_link_the_candidate_puts_in_its_channel(tmp_path):

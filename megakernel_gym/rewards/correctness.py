@@ -207,6 +207,68 @@ def _staging(torch, nbytes: int, device):
     return buf[:nbytes]
 
 
+# The reference worker reads a GPU output by DMA straight from the file's own pages: the file is mapped
+# read-only and registered with the driver a window at a time (cuMemHostRegister, READ_ONLY), so no CPU
+# copy runs. On an H200, one core, 4 GiB (bench/results/channel_io.json): 8.5 GB/s against 4.0 through the
+# pinned buffer. The driver API (cuda-bindings), not torch's cudaHostRegister: a refused registration there
+# would stay as the runtime's last error and fail the worker's next kernel launch. Where the driver refuses
+# the first window (no read-only registration), the pinned buffer moves it; a later refusal (a file cut
+# short under the reader) fails the read cleanly: the reader never touches the mapping with the CPU, so a
+# truncated file is a refused registration, not a SIGBUS. Writes stay on the pinned buffer: registering a
+# fresh file's pages for writing measured no faster (allocating the pages is the cost), and Linux refuses
+# long-term writable pins of files outside tmpfs.
+REGISTER_WINDOW = 256 << 20
+_REGISTER_READ_ONLY = 0x08          # CU_MEMHOSTREGISTER_READ_ONLY
+_reg: dict = {}
+
+
+def _driver():
+    """cuda.bindings.driver and libc's mmap/munmap, or None where either is missing."""
+    if "cu" not in _reg:
+        try:
+            import ctypes
+            from cuda.bindings import driver as cu
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.mmap.restype = ctypes.c_void_p
+            libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                  ctypes.c_long]
+            libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+            _reg.update(cu=cu, libc=libc, ctypes=ctypes)
+        except Exception:
+            _reg["cu"] = None
+    return _reg["cu"]
+
+
+def _dma_read(torch, fd: int, nbytes: int, out) -> bool:
+    """Fill the uint8 device tensor `out` with the file `fd`'s first nbytes through registered windows
+    of its read-only mapping. False, with nothing moved, where the driver refuses the first window;
+    ValueError where it refuses a later one."""
+    cu = _driver()
+    if cu is None:
+        return False
+    import mmap
+    libc, ctypes = _reg["libc"], _reg["ctypes"]
+    ptr = libc.mmap(None, nbytes, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if ptr is None or ptr == ctypes.c_void_p(-1).value:
+        return False
+    try:
+        for off in range(0, nbytes, REGISTER_WINDOW):
+            n = min(REGISTER_WINDOW, nbytes - off)
+            err, = cu.cuMemHostRegister(ptr + off, n, _REGISTER_READ_ONLY)
+            if err != cu.CUresult.CUDA_SUCCESS:
+                if off == 0:
+                    return False
+                raise ValueError(f"the output file changed while it was read ({err.name} at byte {off})")
+            try:
+                host = torch.frombuffer((ctypes.c_uint8 * n).from_address(ptr + off), dtype=torch.uint8)
+                out[off:off + n].copy_(host)      # synchronous: the window is free after
+            finally:
+                cu.cuMemHostUnregister(ptr + off)
+        return True
+    finally:
+        libc.munmap(ptr, nbytes)
+
+
 def write_outputs(torch, outs: list, channel: str, prefix: str) -> list[dict[str, Any]]:
     """Write each output's values (C order) to channel/prefix_j.bin; return their descriptions."""
     descs = []
@@ -271,7 +333,9 @@ def _read_file(torch, f, name: str, nbytes: int, dtype, shape, device):
         if got != nbytes:
             raise ValueError(f"output file {name}: short read ({got} of {nbytes} bytes)")
         return host.view(dtype).view(shape)
-    out = torch.empty(nbytes, dtype=torch.uint8, device=dev)   # filled a pinned piece at a time
+    out = torch.empty(nbytes, dtype=torch.uint8, device=dev)   # by DMA from the file, else a pinned piece at a time
+    if _dma_read(torch, f.fileno(), nbytes, out):
+        return out.view(dtype).view(shape)
     for off in range(0, nbytes, STAGING_BYTES):
         n = min(STAGING_BYTES, nbytes - off)
         host = _staging(torch, n, dev)
