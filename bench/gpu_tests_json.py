@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import xml.etree.ElementTree as ET  # the XML is our own pytest's output, not untrusted input
 from pathlib import Path
 
@@ -32,9 +33,27 @@ def rows_from_junit(path: Path) -> list[dict]:
     return rows
 
 
+def rows_from_log(path: Path) -> list[dict]:
+    """From a `pytest -v` log (when the run was cut before pytest wrote its JUnit XML): one row per
+    test line, its outcome as printed; a test whose line has no outcome was still running when the
+    run was cut ("unfinished"). The log carries no per-test seconds (null)."""
+    rows = []
+    for line in path.read_text(errors="replace").splitlines():
+        m = re.match(r"^(tests/\S+\.py)::(\S+)(?: (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS))?", line)
+        if not m:
+            continue
+        outcome = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped",
+                   "XFAIL": "skipped", "XPASS": "failed", None: "unfinished"}[m.group(3)]
+        mod = m.group(1)[:-3].replace("/", ".")
+        rows.append({"test": f"{mod}::{m.group(2)}", "outcome": outcome, "seconds": None})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("junit", type=Path, nargs="+", help="one JUnit XML per run, in the order they ran")
+    ap.add_argument("junit", type=Path, nargs="+",
+                    help="one JUnit XML (or, for a run cut before pytest wrote one, its -v log: *.log) per run, "
+                         "in the order they ran")
     ap.add_argument("--device", required=True)
     ap.add_argument("--date", required=True)
     ap.add_argument("--command", required=True, help="the exact command that ran on the device")
@@ -43,12 +62,15 @@ def main():
     args = ap.parse_args()
     rows = []
     for i, path in enumerate(args.junit, 1):
-        rows += [dict(r, run=i) if len(args.junit) > 1 else r for r in rows_from_junit(path)]
+        got = rows_from_log(path) if path.suffix == ".log" else rows_from_junit(path)
+        rows += [dict(r, run=i) if len(args.junit) > 1 else r for r in got]
     latest = {r["test"]: r for r in rows}
     ran = [r for r in latest.values() if r["outcome"] != "skipped"]
     passed = sum(r["outcome"] == "passed" for r in ran)
+    unfinished = [r["test"] for r in ran if r["outcome"] == "unfinished"]
     doc = {"name": "gpu_tests", "device": args.device, "date": args.date, "command": args.command, "rows": rows,
-           "targets": [{"target": "every gpu-marked test passes at HEAD", "measured": f"{passed}/{len(ran)}",
+           "targets": [{"target": "every gpu-marked test passes at HEAD", "measured": f"{passed}/{len(ran)}"
+                        + (f"; unfinished when the run was cut: {unfinished}" if unfinished else ""),
                         "met": bool(ran) and passed == len(ran)}], "notes": args.notes}
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(json.dumps(doc["targets"]))
