@@ -43,11 +43,11 @@ def main():
 
         def build(planes):
             def make():
-                codegen.X_PLANES = planes
+                codegen.knobs.X_PLANES = planes
                 return Megakernel(ir.plan())
             return make
         launches, outs, _ = problem_launches(mod, cfg, g, {False: build(False), True: build(True)})
-        codegen.X_PLANES = True
+        codegen.knobs.X_PLANES = True
         same = all(torch.equal(outs[False][k], outs[True][k]) for k in outs[True])
         timed = time_alternating(launches, args.rounds)
         row = {"problem": name, "batch": cfg.batch, "same_bits": same,
