@@ -1,4 +1,4 @@
-"""compiler/codegen.py and runtime.py: the megakernel's CUDA C compiles (NVRTC, any machine), its
+"""compiler/codegen/ and runtime.py: the megakernel's CUDA C compiles (NVRTC, any machine), its
 task table says what the plan says, and on a GPU it computes what the graph computes."""
 import subprocess
 import sys

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from megakernel_gym.compiler.hops import HOPS, kept_waits, ll_tensors
 from megakernel_gym.compiler.schedule import Plan
@@ -242,6 +242,28 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
     compute warps take maxnreg (setmaxnreg, sm_90a: runtime.megakernel_arch). The same bits; the
     experts within 0.45% (ab_knobs_maxnreg_*.json). The default (MAXNREG) is 216; 0 keeps ptxas's cap."""
     impls = impls or {}
+    ring, regs = _builds(impls, prefetch_mode=prefetch_mode, weights=weights, stream=stream,
+                         ring_stages=ring_stages, l2_ahead=l2_ahead, l2_wait=l2_wait, probes=probes, control_warp=control_warp, hops=hops, combine=combine,
+                         producer=producer, signal=signal, hold=hold, kv_prefetch=kv_prefetch,
+                         ll_poll_ns=ll_poll_ns, hold_ops=hold_ops, step_inputs=step_inputs, kv_pre=kv_pre,
+                         claim=claim, claim_split=claim_split, l2_idle=l2_idle, inflight=inflight,
+                         inflight_ops=inflight_ops, x_bf16=x_bf16, ring_l2=ring_l2, v_prefetch=v_prefetch,
+                         inflight_ahead=inflight_ahead, distinct_ops=distinct_ops, maxnreg=maxnreg)
+    if ring is not None:
+        source, table = _emit(plan, impls, ring)
+        if table.ws_stages >= 2:
+            return source, table
+    # no room for a ring of 2 stages, or impls: weights loaded to registers, thread 0's stream, the ring's knobs off
+    return _emit(plan, impls, regs)
+
+
+def _builds(impls: dict[str, str], *,
+           prefetch_mode, weights, stream, ring_stages, l2_ahead, l2_wait, probes, control_warp, hops, combine,
+           producer, signal, hold, kv_prefetch, ll_poll_ns, hold_ops, step_inputs, kv_pre, claim, claim_split,
+           l2_idle, inflight, inflight_ops, x_bf16, ring_l2, v_prefetch, inflight_ahead, distinct_ops, maxnreg) -> tuple["Build | None", "Build"]:
+    """emit_cuda's first step: its knobs checked (CodegenError names a bad one and what it takes), as
+    the weight ring's Build (None where the plan carries impls or weights="regs") and the fallback's
+    (weights in registers, thread 0's stream, the ring's knobs off)."""
     try:
         re.compile(distinct_ops)
     except (re.error, TypeError) as e:
@@ -327,22 +349,19 @@ def emit_cuda(plan: Plan, prefetch_mode: str = "bulk", impls: dict[str, str] | N
         raise CodegenError(f"weights {weights!r} is not one of {', '.join(WEIGHT_PATHS)}")
     if stream not in ("smem", "global"):
         raise CodegenError(f"stream {stream!r} is not one of smem, global")
+    ring = None
     if weights == "smem" and not impls:
-        build = Build(prefetch_mode=prefetch_mode, weights=weights, stream=stream, ring_stages=ring_stages,
-                      l2_ahead=l2_ahead, l2_wait=l2_wait, probes=probes, control_warp=control_warp, hops=hops,
-                      combine=combine, producer=producer, signal=signal, hold=hold, kv_prefetch=kv_prefetch,
-                      ll_poll_ns=ll_poll_ns, hold_ops=hold_ops, step_inputs=step_inputs, kv_pre=kv_pre, claim=claim,
-                      claim_split=claim_split, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops,
-                      x_bf16=bool(x_bf16), ring_l2=ring_l2, v_prefetch=v_prefetch, inflight_ahead=inflight_ahead,
-                      distinct_ops=distinct_ops, maxnreg=maxnreg)
-        source, table = _emit(plan, impls, build)
-        if table.ws_stages >= 2:
-            return source, table
-    # no room for a ring of 2 stages, or impls: weights loaded to registers, thread 0's stream, the ring's knobs off
-    return _emit(plan, impls, Build(prefetch_mode, "regs", stream, probes=probes, control_warp=control_warp,
-                                    hops=regs_hops, combine=combine, producer="thread", signal=signal,
-                                    kv_prefetch=kv_prefetch, ll_poll_ns=ll_poll_ns, step_inputs=step_inputs,
-                                    kv_pre=kv_pre, v_prefetch=v_prefetch, distinct_ops=distinct_ops))
+        ring = Build(prefetch_mode=prefetch_mode, weights=weights, stream=stream, ring_stages=ring_stages,
+                     l2_ahead=l2_ahead, l2_wait=l2_wait, probes=probes, control_warp=control_warp, hops=hops,
+                     combine=combine, producer=producer, signal=signal, hold=hold, kv_prefetch=kv_prefetch,
+                     ll_poll_ns=ll_poll_ns, hold_ops=hold_ops, step_inputs=step_inputs, kv_pre=kv_pre, claim=claim,
+                     claim_split=claim_split, l2_idle=l2_idle, inflight=inflight, inflight_ops=inflight_ops,
+                     x_bf16=bool(x_bf16), ring_l2=ring_l2, v_prefetch=v_prefetch, inflight_ahead=inflight_ahead,
+                     distinct_ops=distinct_ops, maxnreg=maxnreg)
+    return ring, Build(prefetch_mode, "regs", stream, probes=probes, control_warp=control_warp, hops=regs_hops,
+                       combine=combine, producer="thread", signal=signal, kv_prefetch=kv_prefetch,
+                       ll_poll_ns=ll_poll_ns, step_inputs=step_inputs, kv_pre=kv_pre, v_prefetch=v_prefetch,
+                       distinct_ops=distinct_ops)
 
 
 def _emit(plan: Plan, impls: dict[str, str], b: "Build") -> tuple[str, TaskTable]:
@@ -448,8 +467,24 @@ def function_calls(plan: Plan, distinct_ops: str = "") -> dict[str, tuple[int, .
     return {op: tuple(op_ids[p] for p in calls) + (op_ids[op],) for op, calls in prologue.items()}
 
 
+@dataclass
+class _Calls:
+    """The plan's calls in task order (a task's prologue calls, then its own op's): the task table's
+    call arrays, with each call's op name beside them."""
+    start: list[int] = field(default_factory=lambda: [0])    # per task: its first call
+    op: list[int] = field(default_factory=list)              # the device function's id
+    lo: list[int] = field(default_factory=list)
+    hi: list[int] = field(default_factory=list)
+    slots: list[int] = field(default_factory=list)           # where its op's slots start in slot_args
+    names: list[str] = field(default_factory=list)
+    part: list[int] = field(default_factory=list)
+
+
 def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                ll: frozenset[str] = frozenset()) -> tuple[str, TaskTable, "_Emitter"]:
+    """One emission of the plan under build `b`, its LL tensors `ll`, as named steps: the device
+    functions, the call, wait/signal and prefetch tables, the claims' pools, the weight ring's
+    segments, each queue's task stream, the shared memory they fit in, then the source."""
     g = plan.tg.graph
     ops = {o.name: o for o in g.ops}
     prologues: list = []
@@ -464,41 +499,90 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
         return names
 
     em, used, bodies, op_ids, op_slots, users = _op_functions(plan, impls, b, ll, prologue_names)
-    functions = [f"// used by {len(users[fid])} op(s): {', '.join(users[fid][:4])}{' ...' if len(users[fid]) > 4 else ''}\n"
-                 f"__device__ __forceinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, "
-                 f"int part, float* sm) {{\n"
-                 f"{body.replace('MK_IMPL_FID', str(fid))}}}\n"
-                 + (f"// op_{fid}'s work that needs no input of this step, run before the task's waits\n"
-                    f"__device__ __forceinline__ void pre_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, "
-                    f"int part) {{\n{pre}}}\n" if pre else "")
-                 for (body, pre, _), fid in bodies.items()]
+    functions = _function_texts(bodies, users)
+    slot_args, calls = _call_table(plan, ops, used, op_ids, op_slots, prologues)
+    wait_start, wait_counter, wait_target, signal_start, signal_counter = _waits_and_signals(plan, ll)
+    q_start, q_task = [0], []
+    for q in plan.queues:
+        q_task += list(q)
+        q_start.append(len(q_task))
+    pf_start, pf_slot, pf_offset, pf_bytes = _prefetch_table(plan, em, ops, calls, q_start, len(q_task))
+    pools = _claim_pools(plan, em, ops, calls.start, calls.names, calls.lo, calls.hi, signal_start, ll, b.claim_split)
+    for name in pools:   # each pool's claim count: a word of scratch, zero at bind, that only grows
+        em.scratch[name + "#claim"] = (len(em.slots) + len(em.scratch), 16)
+    ring = _ring_segments(plan, em, b, ops, calls, pools)
+    ws_start, ws_slot, ws_offset, ws_rows, ws_rowb, open_end, per_op, ahead_on = ring
+    q_stream, qs_start = _queue_streams(plan, calls, pools, q_start, (wait_start, wait_counter, wait_target),
+                                        (signal_start, signal_counter), (pf_start, pf_slot, pf_offset, pf_bytes),
+                                        open_end, ahead_on)
+    n_slots, n_args = len(em.slots) + len(em.scratch), max(1, len(slot_args))
+    qs_smem, tab_bytes, segs, stages, ring_bytes = _shared_memory(plan, em, b, pools, n_slots, n_args, qs_start, ws_start)
+    table = TaskTable(q_start, q_task, calls.start, calls.op, calls.lo, calls.hi, wait_start, wait_counter,
+                      wait_target, signal_start, signal_counter, len(plan.counters), slots=dict(em.slots),
+                      aliases=dict(em.base), op_ids=op_ids, call_slots=calls.slots, slot_args=slot_args,
+                      pf_start=pf_start, pf_slot=pf_slot, pf_offset=pf_offset, pf_bytes=pf_bytes,
+                      smem_bytes=ring_bytes + tab_bytes + em.smem, call_part=calls.part, scratch=dict(em.scratch),
+                      ws_start=ws_start, ws_slot=ws_slot, ws_offset=ws_offset, ws_rows=ws_rows, ws_rowb=ws_rowb,
+                      ws_stages=stages, q_stream=q_stream, qs_start=qs_start,
+                      qs_in_smem=qs_smem, epilogues={e: [p.name for p in ps] for e, ps in em.epilogues.items()},
+                      trace_words=PROBE_WORDS if b.probes else 2, ll=sorted(ll),
+                      threads=(THREADS + (128 if b.maxnreg else 32)) if stages > 0 and em.producer == "warp" else THREADS,
+                      maxnreg=b.maxnreg if stages > 0 and em.producer == "warp" else 0)
+    source = _source(g, em, b, impls, bodies, op_ids, functions, pools, table, stages, segs, per_op, ahead_on,
+                     qs_smem, n_slots, n_args, tab_bytes)
+    if impls:
+        _check_impl_names(source, impls)
+    return source, table, em
 
+
+def _function_texts(bodies: dict, users: dict) -> list[str]:
+    """Each distinct device function's text: op_N (the task body) and, where it has work that needs no
+    input of this step, pre_N."""
+    return [f"// used by {len(users[fid])} op(s): {', '.join(users[fid][:4])}{' ...' if len(users[fid]) > 4 else ''}\n"
+            f"__device__ __forceinline__ void op_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, "
+            f"int part, float* sm) {{\n"
+            f"{body.replace('MK_IMPL_FID', str(fid))}}}\n"
+            + (f"// op_{fid}'s work that needs no input of this step, run before the task's waits\n"
+               f"__device__ __forceinline__ void pre_{fid}(void* const* T, const int* __restrict__ S, int lo, int hi, "
+               f"int part) {{\n{pre}}}\n" if pre else "")
+            for (body, pre, _), fid in bodies.items()]
+
+
+def _call_table(plan: Plan, ops: dict, used: list[str], op_ids: dict, op_slots: dict,
+                prologues: list) -> tuple[list[int], _Calls]:
+    """slot_args (each used op's slots, one after another) and the calls of every task."""
+    g = plan.tg.graph
     op_slot_start, slot_args = {}, []
     for name in used:
         op_slot_start[name] = len(slot_args)
         slot_args += op_slots[name]
-    call_start, call_op, call_lo, call_hi, call_slots, call_names, call_part = [0], [], [], [], [], [], []
+    c = _Calls()
     for t in plan.tg.tasks:
         for pname, pbox in prologues[t.id]:
             ax = plan.tg.tiling[pname][0]
-            call_names.append(pname)
-            call_op.append(op_ids[pname])
-            call_slots.append(op_slot_start[pname])
-            call_lo.append(pbox[ax][0])
-            call_hi.append(pbox[ax][1])
-            call_part.append(0)
+            c.names.append(pname)
+            c.op.append(op_ids[pname])
+            c.slots.append(op_slot_start[pname])
+            c.lo.append(pbox[ax][0])
+            c.hi.append(pbox[ax][1])
+            c.part.append(0)
         obox, _ = task_boxes(plan.tg, t, ops[t.op])
         ax = plan.tg.tiling[t.op][0]
-        call_names.append(t.op)
-        call_op.append(op_ids[t.op])
-        call_slots.append(op_slot_start[t.op])
-        call_lo.append(obox[ax][0])
-        call_hi.append(min(obox[ax][1], g.tensors[ops[t.op].outputs[0]].shape[ax]))
-        call_part.append(t.part)
-        call_start.append(len(call_op))
+        c.names.append(t.op)
+        c.op.append(op_ids[t.op])
+        c.slots.append(op_slot_start[t.op])
+        c.lo.append(obox[ax][0])
+        c.hi.append(min(obox[ax][1], g.tensors[ops[t.op].outputs[0]].shape[ax]))
+        c.part.append(t.part)
+        c.start.append(len(c.op))
+    return slot_args, c
+
+
+def _waits_and_signals(plan: Plan, ll: frozenset[str]) -> tuple[list[int], ...]:
+    """Per task, the counters it waits for (and their targets) and the counters it signals. LL words
+    enforce some dependencies themselves (hops.kept_waits); a counter nobody waits on any more is not
+    signalled, and a task that signals nothing skips its fence."""
     n = len(plan.tg.tasks)
-    # LL words enforce some dependencies themselves (hops.kept_waits); a counter nobody waits on
-    # any more is not signalled, and a task that signals nothing skips its fence
     waits = kept_waits(plan, ll)
     wait_start, wait_counter, wait_target = [0], [], []
     for t in range(n):
@@ -516,44 +600,49 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
     for t in range(n):
         signal_counter += produces.get(t, [])
         signal_start.append(len(signal_counter))
-    q_start, q_task = [0], []
-    for q in plan.queues:
-        q_task += list(q)
-        q_start.append(len(q_task))
-    # prefetch depth d: a task's weight tiles go to L2 when its queue reaches the task d-1 places
-    # before it (d = 1: as the task starts waiting; deeper: while earlier tasks run). Attention
-    # tasks always prefetch their KV cache regions as they start waiting.
+    return wait_start, wait_counter, wait_target, signal_start, signal_counter
+
+
+def _prefetch_table(plan: Plan, em: "_Emitter", ops: dict, calls: _Calls, q_start: list[int],
+                    n_positions: int) -> tuple[list[int], ...]:
+    """Per queue position, the (slot, offset, bytes) its warp 0 sends to L2. Prefetch depth d: a task's
+    weight tiles go to L2 when its queue reaches the task d-1 places before it (d = 1: as the task starts
+    waiting; deeper: while earlier tasks run). Attention tasks always prefetch their KV cache regions as
+    they start waiting."""
     depth = (plan.knobs.prefetch if plan.knobs else {}) or {}
     at: dict[int, list[tuple[int, int, int]]] = {}
     for qi, q in enumerate(plan.queues):
         for j, t in enumerate(q):
-            own = call_start[t + 1] - 1
+            own = calls.start[t + 1] - 1
             if plan.tg.tasks[t].parts == 1:   # a split part reads a slice known only at run time: no prefetch
-                at.setdefault(q_start[qi] + j, []).extend(em.cache_bytes(ops[call_names[own]], call_lo[own], call_hi[own]))
-            for c in range(call_start[t], call_start[t + 1]):
-                for name in [p.name for p in em.epilogues.get(call_names[c], ())] or [call_names[c]]:
+                at.setdefault(q_start[qi] + j, []).extend(em.cache_bytes(ops[calls.names[own]], calls.lo[own],
+                                                                         calls.hi[own]))
+            for c in range(calls.start[t], calls.start[t + 1]):
+                for name in [p.name for p in em.epilogues.get(calls.names[c], ())] or [calls.names[c]]:
                     # a fused producer's weights follow its own depth (the consumer may read no weight)
                     d = max(depth.get(name, 0), depth.get(plan.tg.tasks[t].op, 0))
                     if d <= 0:
                         continue
-                    item = em.weight_bytes(ops[name], call_lo[c], call_hi[c])
+                    item = em.weight_bytes(ops[name], calls.lo[c], calls.hi[c])
                     if item:
                         at.setdefault(q_start[qi] + max(0, j - (d - 1)), []).append(item)
     pf_start, pf_slot, pf_offset, pf_bytes = [0], [], [], []
-    for i in range(len(q_task)):
+    for i in range(n_positions):
         for slot, off, nb in at.get(i, ()):
             pf_slot.append(slot)
             pf_offset.append(off)
             pf_bytes.append(nb)
         pf_start.append(len(pf_slot))
-    pools = _claim_pools(plan, em, ops, call_start, call_names, call_lo, call_hi, signal_start, ll, b.claim_split)
+    return pf_start, pf_slot, pf_offset, pf_bytes
+
+
+def _ring_segments(plan: Plan, em: "_Emitter", b: "Build", ops: dict, calls: _Calls, pools: dict) -> tuple:
+    """The weight ring's stream: per queue, the weight rows of its ring-fed calls in queue and call order
+    (what the calls consume, stage by stage, is what ws_pump issues, stage by stage); a claimed op's call
+    (its pool's index and its segment count in the rows word) names its first tile's rows, which the
+    producer moves to each tile it takes. (ws_start, ws_slot, ws_offset, ws_rows, ws_rowb, open_end,
+    per_op, ahead_on)."""
     pool_of = {name: i for i, name in enumerate(pools)}
-    for name in pools:   # each pool's claim count: a word of scratch, zero at bind, that only grows
-        em.scratch[name + "#claim"] = (len(em.slots) + len(em.scratch), 16)
-    # the weight ring's stream: per queue, the weight rows of its ring-fed calls in queue and call
-    # order (what the calls consume, stage by stage, is what ws_pump issues, stage by stage); a
-    # claimed op's call (its pool's index and its segment count in the rows word) names its first
-    # tile's rows, which the producer moves to each tile it takes
     ws_start, ws_slot, ws_offset, ws_rows, ws_rowb = [0], [], [], [], []
     # the schedule's own caps (the IR's `inflight` edits, per matmul), where the producer warp streams
     # without claims; emit_cuda's inflight_ops patterns, a bench's A/B, come first
@@ -571,21 +660,21 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
     for q in plan.queues:
         for t in q:
             seg0, capped = len(ws_slot), False
-            for c in range(call_start[t], call_start[t + 1]):
-                pool = pool_of.get(call_names[c], -1)
-                rows = pools[call_names[c]][2] if pool >= 0 else call_hi[c] - call_lo[c]
-                feeds = [p.name for p in em.epilogues.get(call_names[c], ())] or [call_names[c]]
+            for c in range(calls.start[t], calls.start[t + 1]):
+                pool = pool_of.get(calls.names[c], -1)
+                rows = pools[calls.names[c]][2] if pool >= 0 else calls.hi[c] - calls.lo[c]
+                feeds = [p.name for p in em.epilogues.get(calls.names[c], ())] or [calls.names[c]]
                 first = len(ws_slot)
                 for name in feeds:   # a fused epilogue's call streams each producer's rows in turn
                     if name in em.bulk_ops and rows > 0:
-                        slot, off, nb = em.weight_bytes(ops[name], *((0, rows) if pool >= 0 else (call_lo[c], call_hi[c])))
+                        slot, off, nb = em.weight_bytes(ops[name], *((0, rows) if pool >= 0 else (calls.lo[c], calls.hi[c])))
                         ws_slot.append(slot)
                         ws_offset.append(off)
-                        idle = next((n for pat, n in b.l2_idle if re.search(pat, call_names[c])), 0)
-                        cap = next((n for pat, n in b.inflight_ops if re.search(pat, call_names[c])), 0) \
+                        idle = next((n for pat, n in b.l2_idle if re.search(pat, calls.names[c])), 0)
+                        cap = next((n for pat, n in b.inflight_ops if re.search(pat, calls.names[c])), 0) \
                             or knob_caps.get(name, 0)
                         if per_op and rows >= 1 << 16:   # the rows word's bits 16-23 carry the caps (ir.RING_ROWS)
-                            raise CodegenError(f"inflight_ops: {call_names[c]}'s ring call streams {rows} rows; with "
+                            raise CodegenError(f"inflight_ops: {calls.names[c]}'s ring call streams {rows} rows; with "
                                                "per-op caps a call streams at most 65,535 (retile it)")
                         ahead = ahead_caps.get(name, 0)
                         capped = capped or bool(ahead or b.inflight_ahead)
@@ -602,13 +691,22 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                     raise CodegenError(f"ahead caps: queue {len(ws_start) - 1} streams {open_end[t]} ring segments; "
                                        "a task's end in its queue's stream must fit 16 bits (retile, or fewer calls)")
         ws_start.append(len(ws_slot))
-    # each queue's tasks as one stream of words (the kernel's main loop reads nothing else per task)
+    return ws_start, ws_slot, ws_offset, ws_rows, ws_rowb, open_end, per_op, ahead_on
+
+
+def _queue_streams(plan: Plan, calls: _Calls, pools: dict, q_start: list[int], waits: tuple, signals: tuple,
+                   prefetches: tuple, open_end: dict, ahead_on: bool) -> tuple[list[int], list[int]]:
+    """Each queue's tasks as one stream of int32 words (the kernel's main loop reads nothing else per
+    task): a header, then its waits, calls, signals and prefetches."""
+    wait_start, wait_counter, wait_target = waits
+    signal_start, signal_counter = signals
+    pf_start, pf_slot, pf_offset, pf_bytes = prefetches
     q_stream, qs_start = [], [0]
     for qi, q in enumerate(plan.queues):
         for j, t in enumerate(q):
             i = q_start[qi] + j
             w0, w1 = wait_start[t], wait_start[t + 1]
-            c0, c1 = call_start[t], call_start[t + 1]
+            c0, c1 = calls.start[t], calls.start[t + 1]
             s0, s1 = signal_start[t], signal_start[t + 1]
             f0, f1 = pf_start[i], pf_start[i + 1]
             # inflight_ahead / ahead edits: where the task's capped stages end in the calls word's high half (its calls in the low)
@@ -616,21 +714,27 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
             for w in range(w0, w1):
                 q_stream += [wait_counter[w], wait_target[w]]
             for c in range(c0, c1):
-                q_stream += ([call_op[c], 0, pools[call_names[c]][2], MK_CLAIMED, call_slots[c]]   # a pool tile's rows
-                             if call_names[c] in pools else
-                             [call_op[c], call_lo[c], call_hi[c], call_part[c], call_slots[c]])
+                q_stream += ([calls.op[c], 0, pools[calls.names[c]][2], MK_CLAIMED, calls.slots[c]]   # a pool tile's rows
+                             if calls.names[c] in pools else
+                             [calls.op[c], calls.lo[c], calls.hi[c], calls.part[c], calls.slots[c]])
             q_stream += signal_counter[s0:s1]
             for f in range(f0, f1):
                 q_stream += [pf_slot[f], pf_offset[f] & 0xFFFFFFFF, pf_offset[f] >> 32, pf_bytes[f]]
         qs_start.append(len(q_stream))
-    q_stream = [w - (1 << 32) if w >= (1 << 31) else w for w in q_stream]   # int32 words
-    n_slots, n_args = len(em.slots) + len(em.scratch), max(1, len(slot_args))
+    return [w - (1 << 32) if w >= (1 << 31) else w for w in q_stream], qs_start   # int32 words
+
+
+def _shared_memory(plan: Plan, em: "_Emitter", b: "Build", pools: dict, n_slots: int, n_args: int,
+                   qs_start: list[int], ws_start: list[int]) -> tuple[bool, int, int, int, int]:
+    """What the block's shared memory holds beside the ops' own: the tables (and the task stream, where
+    it fits), the ring's segments and as many ring stages as fit. (qs_smem, tab_bytes, segs, stages,
+    ring_bytes)."""
     words = max((qs_start[k + 1] - qs_start[k] for k in range(len(plan.queues))), default=0)
     fixed = 1024 + em.smem + -(-(n_slots * 8 + n_args * 4) // 16) * 16
     qs_smem = b.stream == "smem" and (fixed + 4 * words + 2 * WS_STAGE <= SMEM_BLOCK
                                     or fixed + 4 * words <= SMEM_BLOCK and not em.bulk_ops)
     tab_bytes = -(-(n_slots * 8 + n_args * 4 + (4 * words if qs_smem else 0)) // 16) * 16
-    segs = max((b - a for a, b in zip(ws_start, ws_start[1:])), default=0)
+    segs = max((hi - lo for lo, hi in zip(ws_start, ws_start[1:])), default=0)
     segs = -(-segs // 8) * 8
     seg_bytes = 24 if pools else 16      # WsSeg: a pointer and two ints, two more with claims
     stages = 0
@@ -639,22 +743,20 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
     if pools and stages < 2:
         raise CodegenError(f"claim: {', '.join(pools)} take tiles through the weight ring, which this plan has no room for")
     ring_bytes = stages * WS_STAGE + seg_bytes * segs if stages > 0 else 0
-    table = TaskTable(q_start, q_task, call_start, call_op, call_lo, call_hi, wait_start, wait_counter,
-                      wait_target, signal_start, signal_counter, len(plan.counters), slots=dict(em.slots),
-                      aliases=dict(em.base), op_ids=op_ids, call_slots=call_slots, slot_args=slot_args,
-                      pf_start=pf_start, pf_slot=pf_slot, pf_offset=pf_offset, pf_bytes=pf_bytes,
-                      smem_bytes=ring_bytes + tab_bytes + em.smem, call_part=call_part, scratch=dict(em.scratch),
-                      ws_start=ws_start, ws_slot=ws_slot, ws_offset=ws_offset, ws_rows=ws_rows, ws_rowb=ws_rowb,
-                      ws_stages=stages, q_stream=q_stream, qs_start=qs_start,
-                      qs_in_smem=qs_smem, epilogues={e: [p.name for p in ps] for e, ps in em.epilogues.items()},
-                      trace_words=PROBE_WORDS if b.probes else 2, ll=sorted(ll),
-                      threads=(THREADS + (128 if b.maxnreg else 32)) if stages > 0 and em.producer == "warp" else THREADS,
-                      maxnreg=b.maxnreg if stages > 0 and em.producer == "warp" else 0)
+    return qs_smem, tab_bytes, segs, stages, ring_bytes
+
+
+def _source(g, em: "_Emitter", b: "Build", impls: dict, bodies: dict, op_ids: dict, functions: list[str],
+            pools: dict, table: TaskTable, stages: int, segs: int, per_op: bool, ahead_on: bool, qs_smem: bool,
+            n_slots: int, n_args: int, tab_bytes: int) -> str:
+    """The templates filled in: the defines, prelude, probes, claims, ring, tensors, device functions
+    and the main loop with its dispatch switch."""
     cases = "\n".join(f"        case {i}: op_{i}(T, slot_args + cc[4], cc[1], cc[2], cc[3], sm); "
                        "break;"
                        for i in range(len(bodies)))
     pre_cases = "\n".join(f"        case {fid}: pre_{fid}(T, slot_args + cc[4], cc[1], cc[2], cc[3]); break;"
                            for (_, pre, _), fid in bodies.items() if pre)
+
     def pre_calls(calls: str, count: str, note: str) -> str:   # the pre_N work of `count` calls at `calls`
         return (f"    for (int c = 0; c < {count}; ++c) {{   // {note}\n"
                 f"      const int* cc = {calls} + 5 * c;\n"
@@ -682,23 +784,20 @@ def _emit_once(plan: Plan, impls: dict[str, str], b: "Build",
                    f"__device__ const int ws_pool_tiles[] = {{{', '.join(str(n) for n, _, _ in per)}}};\n"
                    f"__device__ const int ws_pool_claims[] = {{{', '.join(str(n + k) for n, k, _ in per)}}};\n"
                    f"__device__ const int ws_pool_slot[] = {{{', '.join(str(em.scratch[n + '#claim'][0]) for n in pools)}}};\n")
-    source = (f"#define MK_PROBES {int(b.probes)}\n#define MK_CONTROL_WARP {b.control_warp}\n"
-              f"#define MK_LL_POLL_NS {b.ll_poll_ns}   // ns before a staged LL vector not yet there is loaded again\n"
-              f"#define MK_SIGNAL_RELEASE {int(b.signal == 'release')}\n"
-              + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS, "maxnreg": table.maxnreg,
-                            "producer_regs": 504 - 2 * table.maxnreg if table.maxnreg else 0}
-              + _PRELUDE + _PROBES + claims + ring + (_impl_preamble() if impls else "")
-              + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
-              + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
-              + ("#define MK_CALLS_MASK 0xffff   // a task's calls word: calls, ring segments << 16 (inflight_ahead)\n"
-                 if ahead_on else "#define MK_CALLS_MASK (~0)\n")
-              + _MAIN % {"threads": table.threads, "cases": cases, "prewait": prewait, "ring_init": _RING_INIT if stages > 0 else "",
-                         "claim_loop": _CLAIM_LOOP % {"cases": "\n".join(
-                             f"            case {i}: op_{i}(T, slot_args + cc[4], tlo, tlo + tl, again ? MK_CLAIM_AGAIN : MK_CLAIMED, "
-                             f"sm); break;" for i in sorted({op_ids[n] for n in pools}))} if pools else "",
-                         "n_slots": n_slots, "n_args": n_args, "tab_bytes": tab_bytes,
-                         "prefetch": _PREFETCH[b.prefetch_mode] % {"chunk": PREFETCH_CHUNK},
-                         "l2_wait": _L2_WAIT if stages > 0 and b.l2_wait > 0 else ""})
-    if impls:
-        _check_impl_names(source, impls)
-    return source, table, em
+    return (f"#define MK_PROBES {int(b.probes)}\n#define MK_CONTROL_WARP {b.control_warp}\n"
+            f"#define MK_LL_POLL_NS {b.ll_poll_ns}   // ns before a staged LL vector not yet there is loaded again\n"
+            f"#define MK_SIGNAL_RELEASE {int(b.signal == 'release')}\n"
+            + _THREADS % {"producer_warp": int(table.threads > THREADS), "nt": THREADS, "maxnreg": table.maxnreg,
+                          "producer_regs": 504 - 2 * table.maxnreg if table.maxnreg else 0}
+            + _PRELUDE + _PROBES + claims + ring + (_impl_preamble() if impls else "")
+            + f"// tensors:\n{slots}\n\n" + "\n".join(functions)
+            + f"#define QS_SMEM {int(qs_smem)}   // the queue's task stream is copied into shared memory\n"
+            + ("#define MK_CALLS_MASK 0xffff   // a task's calls word: calls, ring segments << 16 (inflight_ahead)\n"
+               if ahead_on else "#define MK_CALLS_MASK (~0)\n")
+            + _MAIN % {"threads": table.threads, "cases": cases, "prewait": prewait, "ring_init": _RING_INIT if stages > 0 else "",
+                       "claim_loop": _CLAIM_LOOP % {"cases": "\n".join(
+                           f"            case {i}: op_{i}(T, slot_args + cc[4], tlo, tlo + tl, again ? MK_CLAIM_AGAIN : MK_CLAIMED, "
+                           f"sm); break;" for i in sorted({op_ids[n] for n in pools}))} if pools else "",
+                       "n_slots": n_slots, "n_args": n_args, "tab_bytes": tab_bytes,
+                       "prefetch": _PREFETCH[b.prefetch_mode] % {"chunk": PREFETCH_CHUNK},
+                       "l2_wait": _L2_WAIT if stages > 0 and b.l2_wait > 0 else ""})
