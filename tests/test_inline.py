@@ -1,4 +1,4 @@
-"""The fast load_inline path (rewards/inline.py) on the CPU: its NVRTC compile, and its host-code
+"""The fast load_inline path (rewards/inline/) on the CPU: its NVRTC compile, and its host-code
 interpreter run as a dry run (launches recorded, not run). The GPU side, and the comparison with
 torch's own build, are gpu-marked (tests/test_honest_corpus_gpu.py) and benched
 (bench/judge_kb_format.py)."""

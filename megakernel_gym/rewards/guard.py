@@ -930,12 +930,21 @@ def _kernel_module_attr(obj, name: str) -> bool:
     kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
     if kind == "megakernel_gym.rewards.nvrtc.CudaModule":
         return name in obj.signatures or name in ("get_function", "kernel_names", "set_max_dynamic_smem", "name")
-    return kind in ("megakernel_gym.rewards.sandbox._CountingModule", "megakernel_gym.rewards.inline.FastInlineModule")
+    return kind in KERNEL_MODULE_TYPES
+
+
+# The judge's own types a candidate's code holds, named as strings (the guard imports none of them): the
+# module load_inline returns, and every module of the fast load_inline (rewards/inline/), whose objects
+# (its exported functions) a candidate calls. tests/test_guard_names.py checks each names a real one.
+KERNEL_MODULE_TYPES = ("megakernel_gym.rewards.sandbox._CountingModule",
+                       "megakernel_gym.rewards.inline.program.FastInlineModule")
+INLINE_MODULES = tuple(f"megakernel_gym.rewards.inline.{m}" for m in (
+    "headers", "subset", "preprocess", "parse", "values", "program", "check", "interpret", "front"))
+KERNEL_LIKE_MODULES = ("megakernel_gym.rewards.nvrtc", "megakernel_gym.rewards.sandbox") + INLINE_MODULES
 
 
 def _is_kernel_like(v, guard: Guard) -> bool:
-    return isinstance(v, guard._kernel_types) or type(v).__module__ in (
-        "megakernel_gym.rewards.nvrtc", "megakernel_gym.rewards.sandbox", "megakernel_gym.rewards.inline")
+    return isinstance(v, guard._kernel_types) or type(v).__module__ in KERNEL_LIKE_MODULES
 
 
 def _defined_outside(cls: type, name: str, own: set[type]) -> bool:

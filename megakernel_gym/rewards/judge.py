@@ -150,7 +150,7 @@ class Judge:
         # the run-time guard on the candidate's Python (rewards/guard.py); False only in tests of the
         # layers below it (the operating system's walls must hold with the guard gone)
         self.python_guard = python_guard
-        # load_inline candidates: the fast path (rewards/inline.py), the only one a candidate gets (what it
+        # load_inline candidates: the fast path (rewards/inline/), the only one a candidate gets (what it
         # cannot take is a compile_error). False builds them with torch's own load_inline, whose host C++
         # runs natively in the worker: only for benches comparing the two paths on trusted code
         self.fast_inline = fast_inline

@@ -627,7 +627,7 @@ class LaunchCounter:
 
         def load_inline(*a, **kw):
             # KernelBench-format CUDA: device code through NVRTC and the host wrapper interpreted
-            # (rewards/inline.py); what that cannot take is the candidate's compile_error, never a native build
+            # (rewards/inline/); what that cannot take is the candidate's compile_error, never a native build
             fell = []
             if counter.fast_inline:
                 mod = inline.load_inline(*a, gpu=torch.cuda.is_available(), **kw)
