@@ -33,7 +33,7 @@ from megakernel_gym.curriculum import Suite, load_suite
 from megakernel_gym.curriculum.curriculum import Curriculum
 from megakernel_gym.ir_exposure.observe import CHARSET, feedback, printable, prompt, read_action
 from megakernel_gym.rewards import Candidate, EvalResult, ProblemError
-from megakernel_gym.rewards.pool import problem_failure
+from megakernel_gym.rewards.judge import problem_failure
 from megakernel_gym.rewards.reward_fns import TurnRewards, gated_log_speedup, kevin_reward, log_speedup_score
 
 BACKENDS = ("sim", "cpu", "gpu")

@@ -60,7 +60,7 @@ class MenuPolicy:
     theta: np.ndarray = field(default_factory=lambda: np.zeros(N_FEATURES))
 
     def distribution(self, ir) -> tuple[list[str], np.ndarray, np.ndarray]:
-        from megakernel_gym.policies.baselines import edit_menu
+        from megakernel_gym.policies.menu import edit_menu
         menu = edit_menu(ir)
         idx = np.array([features(ir, e) for e in menu])
         logits = self.theta[idx]
@@ -107,7 +107,7 @@ def episode(policy: MenuPolicy, ir0, steps: int, rng: random.Random, greedy: boo
     predictions when device is None). Sampled steps may pick an edit the IR refuses, a no-op the
     policy learns to avoid; a greedy step takes the likeliest edit the IR accepts."""
     from megakernel_gym.compiler import predict
-    from megakernel_gym.policies.baselines import try_edit
+    from megakernel_gym.policies.menu import try_edit
     ir, trace, applied = ir0, [], []
     lat = predict(ir0.plan(), device).latency_us if device else 0.0
     for _ in range(steps):

@@ -253,7 +253,7 @@ def demonstration(ir0, device: str = "H100", search: bool = True) -> dict:
     split parts and q/k/v tile size by the sim's prediction. With the predicted times."""
     from megakernel_gym.compiler import predict
     from megakernel_gym.ir_exposure import apply_edits, render
-    from megakernel_gym.policies.baselines import try_edit
+    from megakernel_gym.policies.menu import try_edit
     from megakernel_gym.policies.expert import expert_edits
     text0 = render(ir0)
     prompt, rows = prompt_of(text0)

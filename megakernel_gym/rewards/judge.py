@@ -13,6 +13,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from megakernel_gym.cache_paths import judge_run_dirs
@@ -702,6 +703,43 @@ def evaluate(problem: Problem, candidate: Candidate | str, backend: str | None =
     """One-shot convenience: start a judge, score one candidate, stop it."""
     with Judge(backend=backend, **kw) as j:
         return j.evaluate(problem, candidate)
+
+
+
+# Helpers for pools of judges (LocalPool, RayPool): one failed item is a failed result, not a lost batch
+
+
+def problem_failure(e: ProblemError, problem: Problem, candidate: Candidate, backend: str) -> EvalResult:
+    """The result of a candidate whose problem failed: not_run with category "unservable" where the
+    backend cannot run the problem at all (ProblemUnservable, the same for every candidate: the env
+    ends such an episode with no reward), else a runtime_error with category "problem" (a candidate can
+    reach those)."""
+    if isinstance(e, ProblemUnservable):
+        return EvalResult.failure("not_run", str(e), problem, candidate.sha256, backend, category="unservable")
+    return EvalResult.failure("runtime_error", f"problem error: {e}", problem, candidate.sha256, backend,
+                              category="problem")
+
+
+def judge_one(judge: Judge, problem: Problem, candidate: Candidate, backend: str) -> tuple[EvalResult, bool]:
+    """judge.evaluate, where a broken problem or a broken judge is a failed result for this item
+    rather than an exception that loses the whole batch. The flag says whether the judge itself
+    made the result (only those belong in the results store)."""
+    try:
+        return judge.evaluate(problem, candidate), True
+    except ProblemError as e:
+        return problem_failure(e, problem, candidate, backend), False
+    except Exception as e:  # noqa: BLE001 - one broken slot must not lose the batch
+        return EvalResult.failure("runtime_error", f"judge error: {type(e).__name__}: {e}", problem,
+                                  candidate.sha256, backend, category="judge"), False
+
+
+def warm_all(judges: Sequence[Judge]) -> None:
+    """Start every judge's workers at once (each start is seconds of torch import)."""
+    threads = [threading.Thread(target=j.warm) for j in judges]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 __all__ = ["Judge", "evaluate", "compare", "resolve_backend", "GPUUnavailableError"]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from megakernel_gym.rewards.admission import gpu_budgets, host_budget
-from megakernel_gym.rewards.judge import Judge, resolve_backend
+from megakernel_gym.rewards.judge import Judge, judge_one, problem_failure, resolve_backend, warm_all  # noqa: F401
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.result import EvalResult
 from megakernel_gym.rewards.store import ResultsStore, as_store
@@ -46,39 +46,6 @@ def make_pool(kind: str = "local", backend: str | None = None, **kw) -> Pool:
         from megakernel_gym.rewards.ray_pool import RayPool
         return RayPool(backend, **kw)
     raise ValueError(f"unknown pool {kind!r}; use one of: {', '.join(POOLS)}")
-
-
-def problem_failure(e: ProblemError, problem: Problem, candidate: Candidate, backend: str) -> EvalResult:
-    """The result of a candidate whose problem failed: not_run with category "unservable" where the
-    backend cannot run the problem at all (ProblemUnservable, the same for every candidate: the env
-    ends such an episode with no reward), else a runtime_error with category "problem" (a candidate can
-    reach those)."""
-    if isinstance(e, ProblemUnservable):
-        return EvalResult.failure("not_run", str(e), problem, candidate.sha256, backend, category="unservable")
-    return EvalResult.failure("runtime_error", f"problem error: {e}", problem, candidate.sha256, backend,
-                              category="problem")
-
-
-def judge_one(judge: Judge, problem: Problem, candidate: Candidate, backend: str) -> tuple[EvalResult, bool]:
-    """judge.evaluate, where a broken problem or a broken judge is a failed result for this item
-    rather than an exception that loses the whole batch. The flag says whether the judge itself
-    made the result (only those belong in the results store)."""
-    try:
-        return judge.evaluate(problem, candidate), True
-    except ProblemError as e:
-        return problem_failure(e, problem, candidate, backend), False
-    except Exception as e:  # noqa: BLE001 - one broken slot must not lose the batch
-        return EvalResult.failure("runtime_error", f"judge error: {type(e).__name__}: {e}", problem,
-                                  candidate.sha256, backend, category="judge"), False
-
-
-def warm_all(judges: Sequence[Judge]) -> None:
-    """Start every judge's workers at once (each start is seconds of torch import)."""
-    threads = [threading.Thread(target=j.warm) for j in judges]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
 
 
 class LocalPool:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from megakernel_gym.rewards.judge import BACKENDS, Judge
-from megakernel_gym.rewards.pool import judge_one, warm_all
+from megakernel_gym.rewards.judge import judge_one, warm_all
 from megakernel_gym.rewards.problem import Candidate, Problem
 from megakernel_gym.rewards.result import EvalResult
 from megakernel_gym.rewards.store import ResultsStore, as_store
