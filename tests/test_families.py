@@ -10,7 +10,7 @@ import torch
 from megakernel_gym.compiler import capture, module_tensors, predict, run_graph, run_plan
 from megakernel_gym.compiler.families import (FAMILIES, FamilyConfig, UnsupportedModelError, build_family_model,
                                               make_family_step, transformers_logits)
-from megakernel_gym.compiler.zoo import DecodeStep, make_block, step_config
+from megakernel_gym.compiler.zoo import DecodeStep, step_config
 from megakernel_gym.ir_exposure import apply_edits, make_ir
 from megakernel_gym.policies.expert import expert_edits
 
