@@ -27,10 +27,7 @@ KNOWN_UPWARD = {
     # the megakernel judge renders the IR for its report
     ("megakernel_gym.rewards.serve", "megakernel_gym.ir_exposure.observe"),
 }
-KNOWN_CYCLES = {
-    # a decode step looks its block builder up by name (item 4: compiler/models/, a step handed its builder)
-    frozenset({"megakernel_gym.compiler.families", "megakernel_gym.compiler.zoo"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def _layer(module: str) -> int | None:

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from megakernel_gym.compiler import ops  # noqa: F401  (registers torch.ops.mkgym.*)
-from megakernel_gym.compiler.zoo import DecodeStep, block_roofline, fill_caches, step_inputs
+from megakernel_gym.compiler.decode import Step, fill_caches, step_inputs, step_roofline
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -493,19 +493,27 @@ def make_family_step(family: str, cfg: FamilyConfig, seed: int = 0, device=None)
 # ---------------------------------------------------------------------------------------------
 # What a level-5 problem file of a family is made of (curriculum/problems/mk_<family>_*.py)
 
-class FamilyStep(DecodeStep):
+def family_config(block: str, config: dict) -> FamilyConfig:
+    """A family problem's (block, config dict) as its FamilyConfig; the block is the family's name."""
+    cfg = config_from_dict(config)
+    if cfg.family != block:
+        raise ValueError(f"block {block!r} with a config of family {cfg.family!r}; they must agree")
+    return cfg
+
+
+class FamilyStep(Step):
     """A family problem's Model: transformers' model through its adapter, weights and prefilled
-    caches from the judge's seed, activations in float32 (zoo.DecodeStep)."""
+    caches from the judge's seed, activations in float32 (decode.Step, handed the family's builder)."""
 
     def __init__(self, block: str, config: dict):
-        super().__init__(block, config)
+        super().__init__(family_config(block, config), functools.partial(make_family_step, block))
 
 
-class FamilyBaseline(DecodeStep):
+class FamilyBaseline(Step):
     """What the judge times as eager PyTorch / CUDA graphs: the adapted model as it is (bf16)."""
 
     def __init__(self, block: str, config: dict):
-        super().__init__(block, config, activations=None)
+        super().__init__(family_config(block, config), functools.partial(make_family_step, block), activations=None)
 
 
 def family_inputs(config: dict) -> list[Tensor]:
@@ -515,8 +523,9 @@ def family_inputs(config: dict) -> list[Tensor]:
 
 
 def family_roofline(block: str, config: dict) -> tuple[int, int]:
-    """(flops, bytes) of one step at a mean context of half the cache (zoo.block_roofline)."""
-    return block_roofline(block, FamilyConfig(**config), config["max_seq"] // 2)
+    """(flops, bytes) of one step at a mean context of half the cache (decode.step_roofline)."""
+    cfg = FamilyConfig(**config)
+    return step_roofline(family_weights(cfg), cfg.layers, cfg, config["max_seq"] // 2)
 
 
 def transformers_logits(model: nn.Module, token_ids: Tensor, pos: Tensor) -> Tensor:

@@ -31,7 +31,8 @@ from torch import Tensor, nn
 
 from megakernel_gym.compiler import ops  # registers torch.ops.mkgym.*; its rope helpers serve PlainStep
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from megakernel_gym.compiler.decode import (  # noqa: F401  (the zoo's names for them)
+    _DTYPES, FreshCaches, Step, _positions, fill_caches, step_inputs, step_roofline)
 
 
 @dataclass(frozen=True)
@@ -225,121 +226,12 @@ def _materialize(module: nn.Module, device, seed: int) -> None:
             buf.zero_()
 
 
-def fill_caches(module: nn.Module, seed: int) -> None:
-    """Fill every KV cache with N(0, 1) values, as if a context had been prefilled."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, buf in sorted(module.named_buffers()):
-            if name.endswith(("k_cache", "v_cache")) and buf.device.type != "meta":
-                buf.copy_(torch.randn(buf.shape, generator=gen).to(buf.dtype))
-
-
-class FreshCaches(nn.Module):
-    """A zoo module whose every call starts from the same KV caches.
-
-    A decode step writes the new token's k/v into its caches, so calling a zoo module twice
-    at different positions makes the second answer depend on the first call. As a judge's
-    reference (curriculum level 5) a step must be a pure function of its inputs: this wrapper
-    copies the prefilled caches back before each call (the copy is a few percent of a step's
-    weight traffic). The caches stay non-persistent: state_dict() is the inner model's weights.
-    """
-
-    def __init__(self, inner: nn.Module):
-        super().__init__()
-        self.inner = inner
-        self._names = [n for n, _ in inner.named_buffers() if n.endswith(("k_cache", "v_cache"))]
-        for n in self._names:
-            self.register_buffer("prefill__" + n.replace(".", "__"), inner.get_buffer(n).clone(),
-                                 persistent=False)
-
-    def forward(self, *args: Tensor) -> Tensor:
-        with torch.no_grad():
-            for n in self._names:
-                self.inner.get_buffer(n).copy_(self.get_buffer("prefill__" + n.replace(".", "__")))
-        return self.inner(*args)
-
-
-class _UpcastLinear(nn.Linear):
-    """nn.Linear on activations wider than its weight: the weight (and bias) widened for the product."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        w = self.weight if self.weight.dtype == x.dtype else self.weight.to(x.dtype)
-        b = self.bias if self.bias is None or self.bias.dtype == x.dtype else self.bias.to(x.dtype)
-        return nn.functional.linear(x, w, b)
-
-
-class _UpcastLayerNorm(nn.LayerNorm):
-    """nn.LayerNorm (GPT-2's) on activations wider than its weight and bias: both widened."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        w = None if self.weight is None else self.weight.to(x.dtype)
-        b = None if self.bias is None else self.bias.to(x.dtype)
-        return nn.functional.layer_norm(x, self.normalized_shape, w, b, self.eps)
-
-
-class _UpcastEmbedding(nn.Embedding):
-    """nn.Embedding whose rows come out in float32 (the activation dtype), whatever the table's."""
-
-    def forward(self, ids: Tensor) -> Tensor:
-        return super().forward(ids).float()
-
-
-class DecodeStep(nn.Module):
-    """A zoo block or model as a judge's reference (curriculum level 5): built from the global
-    torch RNG (so the judge's init seed decides the weights and prefilled caches), called like
-    the block itself, and a pure function of its inputs (FreshCaches).
-
-    Outputs: the block's output, plus -- for blocks with attention -- the k and v rows this
-    step writes into each layer's cache ([layers, batch, kv_heads, head_dim] for a model,
-    [batch, kv_heads, head_dim] for one block): a decode step's effect on its caches is part of
-    its answer, and without it a kernel could skip the k/v projections unseen.
-
-    `activations="float32"` (the reference): weights and KV caches stay in the config's dtype,
-    every activation, product and the residual stream are float32. A bf16 residual stream drifts
-    by a few percent over 16 layers, more than one layer's attention contributes to the logits,
-    so only an accurate reference lets the judge see a skipped layer. `activations=None` runs
-    the zoo model as it is (the bf16 eager model the baselines should time).
-    """
+class DecodeStep(Step):
+    """A zoo block or model, or a transformers family, as a judge's reference, named by its block and
+    config dict (a level-5 problem's): decode.Step handed step_config's config and make_block's builder."""
 
     def __init__(self, block: str, config: dict, activations: str | None = "float32"):
-        super().__init__()
-        cfg = step_config(block, config)
-        seed = int(torch.randint(0, 2**31 - 1, (), device="cpu"))   # the CPU RNG, whatever the default device
-        device = torch.get_default_device()
-        if device.type == "cpu" and torch.cuda.is_available():
-            # drawing 1B-scale random weights is seconds on a CPU and milliseconds on the GPU the
-            # judge moves the model to anyway (the cpu backend hides CUDA, so it stays on the CPU)
-            device = torch.device("cuda", torch.cuda.current_device())
-        inner, _ = make_block(block, cfg, seed=seed, device=device)   # weights from seed, caches from seed + 1
-        if activations is not None and _DTYPES[activations] != cfg.torch_dtype:
-            # same modules and state_dict keys, wider arithmetic: swap the classes in place
-            for mod in inner.modules():
-                if type(mod) is nn.Linear:
-                    mod.__class__ = _UpcastLinear
-                elif type(mod) is nn.Embedding:
-                    mod.__class__ = _UpcastEmbedding
-                elif type(mod) is nn.LayerNorm:
-                    mod.__class__ = _UpcastLayerNorm
-        # the zoo model as it is takes activations in its own dtype; the float32 one widens them
-        self._cast_inputs = cfg.torch_dtype if activations is None else None
-        self.step = FreshCaches(inner)
-        self._k = [n for n in self.step._names if n.endswith("k_cache")]
-        self._v = [n for n in self.step._names if n.endswith("v_cache")]
-
-    def forward(self, *args: Tensor):
-        if self._cast_inputs is not None:
-            args = tuple(a.to(self._cast_inputs) if a.is_floating_point() else a for a in args)
-        out = self.step(*args)
-        if not self._k:
-            return out
-        pos = args[-1]
-        rows = torch.arange(pos.shape[0], device=pos.device)
-        inner = self.step.inner
-        k = [inner.get_buffer(n)[rows, :, pos, :] for n in self._k]
-        v = [inner.get_buffer(n)[rows, :, pos, :] for n in self._v]
-        if len(k) == 1:
-            return out, k[0], v[0]
-        return out, torch.stack(k), torch.stack(v)
+        super().__init__(step_config(block, config), partial(make_block, block), activations)
 
 
 class PlainStep(nn.Module):
@@ -356,7 +248,7 @@ class PlainStep(nn.Module):
 
     def __init__(self, model: nn.Module):
         super().__init__()
-        if isinstance(model, DecodeStep):
+        if isinstance(model, Step):
             model = model.step
         if isinstance(model, FreshCaches):
             model = model.inner
@@ -441,33 +333,13 @@ def block_weights(block: str, cfg: LlamaConfig) -> int:
 def block_roofline(block: str, cfg: LlamaConfig, mean_context: int) -> tuple[int, int]:
     """(flops, bytes) of one decode step: 2 flops per weight per sequence plus attention over
     `mean_context` cached tokens; bytes are the weights read once plus the KV cache slots read."""
-    w = block_weights(block, cfg)
     layers = 0 if block == "mlp" else (1 if block == "attention" else cfg.layers)
-    window = (getattr(cfg, "extra", None) or {}).get("sliding_window") or 0
-    if window:      # a sliding window attends at most its last `window` positions
-        mean_context = min(mean_context, window)
-    attn_flops = 4 * layers * cfg.q_heads * cfg.head_dim * mean_context
-    kv_bytes = 2 * layers * cfg.batch * cfg.kv_heads * cfg.head_dim * mean_context
-    item = cfg.torch_dtype.itemsize
-    return cfg.batch * (2 * w + attn_flops), (w + kv_bytes) * item
+    return step_roofline(block_weights(block, cfg), layers, cfg, mean_context)
 
 
 # ---------------------------------------------------------------------------------------------
 # Registry: name -> factory(seed=0, device=None) -> (module, example_inputs).
 # Example inputs are drawn on the CPU from `seed` (then moved), so they match across devices.
-
-def _positions(cfg: LlamaConfig, gen: torch.Generator) -> Tensor:
-    return torch.randint(0, cfg.max_seq, (cfg.batch,), generator=gen, dtype=torch.int64)
-
-
-def step_inputs(cfg, seed: int = 0) -> tuple[Tensor, Tensor]:
-    """A decode step's (token ids [batch], pos [batch]) drawn on the CPU from seed + 2: what the zoo's
-    and the families' factories feed a model built from `seed` (the sim prices a step at the
-    positions it attends, costmodel.attended_positions; a bench names the ones it timed)."""
-    gen = torch.Generator().manual_seed(seed + 2)
-    ids = torch.randint(0, cfg.vocab, (cfg.batch,), generator=gen, dtype=torch.int64)
-    return ids, _positions(cfg, gen)
-
 
 def _make_llama(cfg: LlamaConfig, seed: int = 0, device=None):
     model = LlamaDecoder(cfg, device=device, seed=seed).eval()
@@ -514,12 +386,9 @@ _MAKERS = {"llama": _make_llama, "attention": _make_attention, "mlp": _make_mlp}
 def step_config(block: str, config: dict):
     """A level-5 problem's (block, config dict) as its config: LlamaConfig for the zoo's own blocks,
     families.FamilyConfig for a transformers family (block is the family's name, e.g. 'qwen3')."""
-    from megakernel_gym.compiler.families import FAMILIES, config_from_dict
+    from megakernel_gym.compiler.families import FAMILIES, family_config
     if block in FAMILIES:
-        cfg = config_from_dict(config)
-        if cfg.family != block:
-            raise ValueError(f"block {block!r} with a config of family {cfg.family!r}; they must agree")
-        return cfg
+        return family_config(block, config)
     if block not in _MAKERS:
         raise ValueError(f"unknown block {block!r}; one of {sorted(_MAKERS) + sorted(FAMILIES)}")
     return LlamaConfig(**config)
