@@ -41,7 +41,7 @@ from sim_adversary import TARGETS, expert_of, load_step, row_ir, target_ir  # no
 from task_probe import layer_key, phases, probed_runs  # noqa: E402
 from megakernel_gym.compiler.costmodel import DEVICES, positions_input, predict  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
-from megakernel_gym.rewards.timing import L2Flusher  # noqa: E402
+from megakernel_gym.cuda.timing import L2Flusher  # noqa: E402
 
 
 def worst_climb(target: str) -> dict | None:
@@ -68,7 +68,7 @@ def compile_job(job: tuple) -> float:
     worker, no GPU), so the measuring process finds it there."""
     target, num_sms, which, probes, arch = job
     from megakernel_gym.compiler.codegen import emit_cuda
-    from megakernel_gym.rewards.nvrtc import CudaCompileError, compile_cuda
+    from megakernel_gym.cuda.nvrtc import CudaCompileError, compile_cuda
     t0 = time.perf_counter()
     try:
         compile_cuda(emit_cuda(schedule_ir(target, num_sms, which).plan(), probes=probes)[0], "megakernel.cu", (),
@@ -153,7 +153,7 @@ def main() -> None:
     flush = L2Flusher(torch, torch.cuda.current_device())
     picks = {t: [("default", "default"), ("expert", "expert")]
              + ([(w["label"], w)] if (w := worst_climb(t)) else []) for t in args.targets}
-    from megakernel_gym.rewards.nvrtc import _default_arch
+    from megakernel_gym.cuda.nvrtc import _default_arch
     jobs = [(t, num_sms, which, probes, _default_arch()) for t, ps in picks.items() for _, which in ps
             for probes in (False, True)]
     t0 = time.perf_counter()

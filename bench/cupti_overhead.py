@@ -30,7 +30,7 @@ def main() -> None:
     from bench.judge_bench import write
     from megakernel_gym.curriculum import get_problem, reference_candidates
     from megakernel_gym.rewards.sandbox import Env, KernelSession, _load_module, judge_stream
-    from megakernel_gym.rewards.timing import time_gpu
+    from megakernel_gym.cuda.timing import time_gpu
 
     @triton.jit
     def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):

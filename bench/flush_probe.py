@@ -7,7 +7,7 @@ The judge and the benches flush L2 before every timed call by overwriting a buff
 them back as its reads evict them. On the 1B expert the task probe shows layer 0 taking ~16 us more
 than a steady layer, about the time 50 MB of write-back takes at 3 TB/s (task_probe_s23.json).
 A decode loop starts no step that way. This bench times the same calls under each flush mode
-(rewards.timing.FLUSH_MODES): "write" (the method behind every figure so far), "read" (cold and
+(cuda.timing.FLUSH_MODES): "write" (the method behind every figure so far), "read" (cold and
 clean) and "none" (each call right after the last, as a decode loop's steps run: the method of the
 published Hazy / CUDA-graph comparison issue 15's target was set against, 127 dependent steps
 timed back to back). The calls are the megakernel under its default, tuned and expert schedules,
@@ -40,7 +40,7 @@ from megakernel_gym.compiler.runtime import Megakernel, copy_bandwidth_gbs, time
 from megakernel_gym.compiler.zoo import PlainStep  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
-from megakernel_gym.rewards.timing import FLUSH_MODES, capture_cuda_graph  # noqa: E402
+from megakernel_gym.cuda.timing import FLUSH_MODES, capture_cuda_graph  # noqa: E402
 
 BASELINES = ("plain_cuda_graph", "plain_torch_compile")
 
@@ -100,7 +100,7 @@ def main():
             targets += latency_targets(torch.cuda.get_device_name(), med[("megakernel_expert", mode)], mode)
     write("probe", rows + summary, targets, Path(args.out), prefix="flush_",
           notes=f"model {args.model} on {torch.cuda.get_device_name()}; floor {floor_us:.0f} us at {bw:.0f} GB/s device "
-                "copy; each round times every way under every flush mode once (rewards.timing.time_gpu, "
+                "copy; each round times every way under every flush mode once (cuda.timing.time_gpu, "
                 f"{args.iters}+ calls each), the order rotated by one per round; the last rows compare the expert "
                 "with the fastest plain-PyTorch baseline under each mode")
 

@@ -1,6 +1,6 @@
 """What NVRTC costs for megakernels with `impl` bodies, the numbers behind the size caps
 (compiler/impl_guard.py MAX_IMPL_TOTAL_CHARS, ir_exposure MAX_IMPL_CHARS) and the compile's time
-limit (rewards/nvrtc.py IMPL_COMPILE_TIMEOUT_S).
+limit (cuda/nvrtc.py IMPL_COMPILE_TIMEOUT_S).
 
     python bench/impl_compile_cost.py [--out bench/results/impl_compile_cost.json]
 
@@ -44,7 +44,7 @@ def main() -> None:
     from megakernel_gym.compiler.impl_guard import MAX_IMPL_TOTAL_CHARS, impl_code_problem
     from megakernel_gym.ir_exposure import make_ir
     from megakernel_gym.ir_exposure.ir import MAX_IMPL_CHARS
-    from megakernel_gym.rewards.nvrtc import IMPL_COMPILE_TIMEOUT_S, compile_cuda
+    from megakernel_gym.cuda.nvrtc import IMPL_COMPILE_TIMEOUT_S, compile_cuda
 
     g = capture(*ZOO["mlp-1b"](device="meta"), "mlp-1b")
     plan = make_ir(g, num_sms=132).plan()

@@ -38,7 +38,7 @@ from megakernel_gym.compiler.zoo import PlainStep  # noqa: E402
 from megakernel_gym.env.timeline import save_png, timeline_image, with_axes  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
-from megakernel_gym.rewards.timing import FLUSH_MODES, capture_cuda_graph  # noqa: E402
+from megakernel_gym.cuda.timing import FLUSH_MODES, capture_cuda_graph  # noqa: E402
 
 
 # issue 15's latency targets for the 1B-shaped step's expert schedule, by the GPU they are set on
@@ -188,7 +188,7 @@ def main():
     ap.add_argument("--no-hf", action="store_true", help="skip transformers' LlamaForCausalLM baselines")
     ap.add_argument("--hf-compile", action="store_true", help="also torch.compile LlamaForCausalLM's step (last)")
     ap.add_argument("--flush", choices=FLUSH_MODES, default="write",
-                    help="how L2 is emptied before each timed call (rewards.timing.FLUSH_MODES): 'write' (the "
+                    help="how L2 is emptied before each timed call (cuda.timing.FLUSH_MODES): 'write' (the "
                          "default, as the judge), 'read' (cold and clean), 'none' (back to back, as a decode loop); "
                          "another mode than 'write' writes megakernel_decode_flush_MODE.json and its timeline")
     args = ap.parse_args()
@@ -226,7 +226,7 @@ def main():
                     "met": big["floor_us"] / mk >= 0.85}]
         targets += latency_targets(torch.cuda.get_device_name(0), mk, args.flush)
     write(name_of, rows, targets, out, notes=f"device copy bandwidth measured in this run: {bw:.0f} GB/s; every way "
-          f"timed after the L2 flush '{args.flush}' (rewards.timing.FLUSH_MODES)", prefix="megakernel_")
+          f"timed after the L2 flush '{args.flush}' (cuda.timing.FLUSH_MODES)", prefix="megakernel_")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import torch  # noqa: E402
 
 from judge_bench import write  # noqa: E402
-from megakernel_gym.rewards.nvrtc import load_cuda  # noqa: E402
+from megakernel_gym.cuda.nvrtc import load_cuda  # noqa: E402
 from ring_probe_cuda import RING_PRELUDE  # noqa: E402
 
 LOADS = ("relaxed", "acquire", "volatile")

@@ -218,7 +218,7 @@ def compile_job(job: tuple) -> float:
     """Compile one schedule's megakernel into NVRTC's on-disk cache (in a pool worker, no GPU)."""
     target, num_sms, edits, arch, sampled = job
     from megakernel_gym.compiler.codegen import emit_cuda
-    from megakernel_gym.rewards.nvrtc import CudaCompileError, compile_cuda
+    from megakernel_gym.cuda.nvrtc import CudaCompileError, compile_cuda
     t0 = time.perf_counter()
     try:
         compile_cuda(emit_cuda(ir_of(target, num_sms, edits, sampled).plan())[0], "megakernel.cu", (),
@@ -532,7 +532,7 @@ def main() -> None:
         sampled = (a.sampled, a.seed)
         per_target = {t: schedules_of(t, num_sms, climbs[t], device, sampled) for t in climbs}
         if gpu:
-            from megakernel_gym.rewards.nvrtc import _default_arch
+            from megakernel_gym.cuda.nvrtc import _default_arch
             jobs = [(t, num_sms, s[1], _default_arch(), sampled) for t, ss in per_target.items() for s in ss]
             t0 = time.perf_counter()
             list(pool.map(compile_job, jobs, chunksize=1))

@@ -122,7 +122,7 @@ def main() -> None:
             for label, _, ir, _, _ in vs:
                 print(f"{label[:90]:90s} {predict(ir.plan(), device).latency_us:8.1f} us ({device})")
         return
-    from megakernel_gym.rewards.nvrtc import _default_arch
+    from megakernel_gym.cuda.nvrtc import _default_arch
     with ProcessPoolExecutor(a.workers or max(1, (os.cpu_count() or 2) - 1), mp_context=get_context("spawn")) as pool:
         t0 = time.perf_counter()
         jobs = [(t, num_sms, v[1], _default_arch(), ()) for t, vs in per for v in vs]

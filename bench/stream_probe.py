@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import torch  # noqa: E402
 
 from judge_bench import write  # noqa: E402
-from megakernel_gym.rewards.nvrtc import load_cuda  # noqa: E402
+from megakernel_gym.cuda.nvrtc import load_cuda  # noqa: E402
 
 SRC = r"""
 extern __shared__ float4 smem[];

@@ -47,7 +47,7 @@ from megakernel_gym.compiler.costmodel import DEVICES, fed_positions, predict  #
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits  # noqa: E402
-from megakernel_gym.rewards.timing import L2Flusher  # noqa: E402
+from megakernel_gym.cuda.timing import L2Flusher  # noqa: E402
 from ring_depth import no_deps_call  # noqa: E402
 
 PHASES = (("wait", "dequeued", "started"), ("input", "started", "input"), ("first", "input", "first"),

@@ -141,7 +141,7 @@ def prepare(plan: dict, arch: str | None) -> dict:
     out = {"tasks": len(p.tg.tasks)}
     if arch:
         from megakernel_gym.compiler.codegen import emit_cuda
-        from megakernel_gym.rewards.nvrtc import CudaCompileError, compile_cuda
+        from megakernel_gym.cuda.nvrtc import CudaCompileError, compile_cuda
         try:
             compile_cuda(emit_cuda(p)[0], "megakernel.cu", (), None if arch == "default" else arch,
                          host_includes=False)
@@ -207,7 +207,7 @@ def main() -> None:
     log(f"{len(plans)} plans over {len(a.models)} models in {time.perf_counter() - t_start:.0f} s")
     arch = None
     if gpu:
-        from megakernel_gym.rewards.nvrtc import _default_arch
+        from megakernel_gym.cuda.nvrtc import _default_arch
         arch = _default_arch()
     workers = a.workers or max(1, (os.cpu_count() or 2) - 2)
     t_prep = time.perf_counter()

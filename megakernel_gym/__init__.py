@@ -2,7 +2,7 @@
 
 Candidates import `load_cuda` from here to compile CUDA C through NVRTC.
 """
-from megakernel_gym.rewards.nvrtc import CudaCompileError, CudaUnavailableError, load_cuda
+from megakernel_gym.cuda.nvrtc import CudaCompileError, CudaUnavailableError, load_cuda
 
 from _megakernel_gym_gymnasium import install as _install_gym_registration
 

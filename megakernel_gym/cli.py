@@ -415,7 +415,7 @@ def cmd_compile(args) -> int:
     elif args.backend == "gpu":
         from megakernel_gym.compiler.codegen import CodegenError
         from megakernel_gym.compiler.runtime import Megakernel, MegakernelError, copy_bandwidth_gbs, time_us
-        from megakernel_gym.rewards.nvrtc import CudaCompileError
+        from megakernel_gym.cuda.nvrtc import CudaCompileError
         try:
             launch = Megakernel(plan, impls=ir.impls).bind(module_tensors(module), dict(zip(graph.inputs, inputs)))
             launch()

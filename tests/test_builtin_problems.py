@@ -21,7 +21,7 @@ import pytest  # noqa: E402
 import triton  # noqa: E402,F401  (imported after TRITON_INTERPRET is settled)
 
 import megakernel_gym  # noqa: E402
-from megakernel_gym.rewards.nvrtc import CudaModule  # noqa: E402
+from megakernel_gym.cuda.nvrtc import CudaModule  # noqa: E402
 
 CURRICULUM = Path(megakernel_gym.__file__).parent / "curriculum"
 PROBLEMS_DIR = CURRICULUM / "problems"

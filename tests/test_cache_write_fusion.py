@@ -14,7 +14,7 @@ from megakernel_gym.compiler import ZOO, capture, check, module_tensors, predict
 from megakernel_gym.compiler.codegen import CodegenError, _Emitter, emit_cuda, parse_hold_ops
 from megakernel_gym.ir_exposure import EditError, apply_edits, make_ir, tuned_edits
 from megakernel_gym.policies.expert import expert_edits
-from megakernel_gym.rewards.nvrtc import compile_cuda
+from megakernel_gym.cuda.nvrtc import compile_cuda
 
 TINY = ["llama-tiny", "attention-tiny"]
 

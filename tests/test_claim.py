@@ -12,7 +12,7 @@ from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.codegen import MK_CLAIMED, CodegenError, emit_cuda
 from megakernel_gym.ir_exposure import apply_edits, make_ir
 from megakernel_gym.policies.expert import expert_edits
-from megakernel_gym.rewards.nvrtc import compile_cuda
+from megakernel_gym.cuda.nvrtc import compile_cuda
 
 MLP = r"mlp\.(silu_mul|add)$"
 # finer tiles than the expert's, so that the tiny model has more tiles than SMs to claim

@@ -12,7 +12,7 @@ from megakernel_gym.compiler import ZOO, capture, module_tensors, run_graph
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
 from megakernel_gym.compiler.hops import HOPS, kept_waits
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
-from megakernel_gym.rewards.nvrtc import compile_cuda, parse_signatures
+from megakernel_gym.cuda.nvrtc import compile_cuda, parse_signatures
 
 TINY = ["llama-tiny", "mlp-tiny", "attention-tiny"]
 
@@ -92,7 +92,7 @@ def test_llama_1b_plan_emits(graphs):
 def _ptxas_report(src: str) -> str:
     """NVRTC's log with ptxas's resource report (registers, stack, spills) for sm_90."""
     from cuda.bindings import nvrtc
-    from megakernel_gym.rewards.nvrtc import _nvrtc_check, _nvrtc_include_dirs
+    from megakernel_gym.cuda.nvrtc import _nvrtc_check, _nvrtc_include_dirs
     opts = ["--gpu-architecture=sm_90", "-std=c++17", "--ptxas-options=--verbose",
             *[f"-I{d}" for d in _nvrtc_include_dirs()]]
     prog = _nvrtc_check(nvrtc.nvrtcCreateProgram(src.encode(), b"mk.cu", 0, [], []))
@@ -270,7 +270,7 @@ def test_impl_body_compiles_into_the_megakernel(mlp_1b):
 
 
 def test_impl_body_that_does_not_compile_names_the_error(mlp_1b):
-    from megakernel_gym.rewards.nvrtc import CudaCompileError
+    from megakernel_gym.cuda.nvrtc import CudaCompileError
     ir = apply_edits(make_ir(mlp_1b, num_sms=132), "impl silu_mul <<<out[lo] = undefined_thing;>>>")
     with pytest.raises(CudaCompileError, match="undefined_thing"):
         compile_cuda(emit_cuda(ir.plan(), impls=ir.impls)[0], "impl.cu", arch="sm_90")

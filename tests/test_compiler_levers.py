@@ -16,7 +16,7 @@ from megakernel_gym.compiler.validate import check
 from megakernel_gym.compiler.vm import execute_plan
 from megakernel_gym.ir_exposure import EditError, apply_edits, apply_json, make_ir, tuned_edits
 from megakernel_gym.ir_exposure.ir import parse, render, render_op
-from megakernel_gym.rewards.nvrtc import compile_cuda
+from megakernel_gym.cuda.nvrtc import compile_cuda
 
 TINY = ["llama-tiny", "attention-tiny"]
 

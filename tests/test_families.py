@@ -171,7 +171,7 @@ def test_family_megakernel_compiles_with_nvrtc(fam):
     MoE router reach NVRTC."""
     pytest.importorskip("cuda.bindings")
     from megakernel_gym.compiler.codegen import emit_cuda
-    from megakernel_gym.rewards.nvrtc import compile_cuda
+    from megakernel_gym.cuda.nvrtc import compile_cuda
     model, inputs = _step(fam, dtype="bfloat16")
     g = capture(model, inputs, fam)
     ir0 = make_ir(g, num_sms=8)

@@ -10,7 +10,7 @@ from megakernel_gym.rewards import guard
 
 
 def test_every_type_the_guard_trusts_by_name_is_a_real_class():
-    for kind in guard.KERNEL_MODULE_TYPES:
+    for kind in (guard.CUDA_MODULE_TYPE, *guard.KERNEL_MODULE_TYPES):
         mod, _, cls = kind.rpartition(".")
         assert isinstance(getattr(importlib.import_module(mod), cls), type), kind
 

@@ -11,7 +11,7 @@ from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
 from megakernel_gym.compiler.hops import LL_DTYPES, ONCE, kept_waits, ll_tensors
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
 from megakernel_gym.policies.expert import expert_edits
-from megakernel_gym.rewards.nvrtc import compile_cuda
+from megakernel_gym.cuda.nvrtc import compile_cuda
 
 TINY = ["llama-tiny", "mlp-tiny", "attention-tiny"]
 SCHEDULES = {"default": lambda ir: "", "tuned": tuned_edits, "expert": expert_edits}

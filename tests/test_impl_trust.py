@@ -22,7 +22,7 @@ from megakernel_gym.compiler.codegen import CodegenError, emit_cuda, impl_code_p
 from megakernel_gym.compiler.impl_guard import (MAX_IMPL_TOTAL_CHARS, compile_log_for_agent, emit_body,
                                                 normalize)
 from megakernel_gym.ir_exposure import EditError, apply_edits, make_ir
-from megakernel_gym.rewards.nvrtc import CudaCompileError, compile_cuda
+from megakernel_gym.cuda.nvrtc import CudaCompileError, compile_cuda
 
 from test_codegen import SILU_MUL_BODY
 

@@ -16,7 +16,7 @@ from megakernel_gym.ir_exposure import EditError, apply_edits, make_ir
 from megakernel_gym.ir_exposure import parse as parse_ir
 from megakernel_gym.ir_exposure.edits import apply_json, parse_edits
 from megakernel_gym.policies.expert import INFLIGHT_HIDDEN, attention_matmuls, expert_edits, lever_edits
-from megakernel_gym.rewards.nvrtc import compile_cuda
+from megakernel_gym.cuda.nvrtc import compile_cuda
 
 
 @pytest.fixture(scope="module")

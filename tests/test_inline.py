@@ -11,7 +11,7 @@ import torch
 
 from conftest import CORPUS
 from megakernel_gym.rewards import Candidate, inline
-from megakernel_gym.rewards.nvrtc import CudaCompileError, CudaUnavailableError
+from megakernel_gym.cuda.nvrtc import CudaCompileError, CudaUnavailableError
 from megakernel_gym.rewards.sandbox import _function_name
 
 KERNEL = r"""

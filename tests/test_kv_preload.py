@@ -11,7 +11,7 @@ from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.codegen import emit_cuda
 from megakernel_gym.ir_exposure import apply_edits, make_ir
 from megakernel_gym.policies.expert import expert_edits
-from megakernel_gym.rewards.nvrtc import compile_cuda
+from megakernel_gym.cuda.nvrtc import compile_cuda
 
 ROWS = 64
 

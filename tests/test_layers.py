@@ -19,9 +19,6 @@ LAYERS = (("cache_paths", "cuda"), ("compiler",), ("rewards",), ("ir_exposure",)
 KNOWN_UPWARD = {
     # the IR's legality model is in ir_exposure; it moves to compiler/ (item 1)
     ("megakernel_gym.compiler.calibrate", "megakernel_gym.ir_exposure.ir"),
-    # NVRTC loading and timing move to megakernel_gym/cuda/ (item 2)
-    ("megakernel_gym.compiler.runtime", "megakernel_gym.rewards.nvrtc"),
-    ("megakernel_gym.compiler.runtime", "megakernel_gym.rewards.timing"),
     # the judge server names built-in problems through the curriculum's suite
     ("megakernel_gym.rewards.judge_server", "megakernel_gym.curriculum"),
     # the megakernel judge renders the IR for its report

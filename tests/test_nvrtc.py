@@ -4,7 +4,7 @@ import time
 import pytest
 
 from megakernel_gym import CudaCompileError, CudaUnavailableError, load_cuda
-from megakernel_gym.rewards.nvrtc import compile_cuda, parse_signatures
+from megakernel_gym.cuda.nvrtc import compile_cuda, parse_signatures
 
 SRC = r"""
 #include <cuda_bf16.h>

@@ -274,7 +274,7 @@ def test_timing_holds_the_rechecked_outputs_and_two_more_at_most(monkeypatch):
     import types
     import weakref
 
-    from megakernel_gym.rewards import timing
+    from megakernel_gym.cuda import timing
     from megakernel_gym.rewards.judge import RECHECKED
 
     class Event:

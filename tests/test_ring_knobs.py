@@ -12,7 +12,7 @@ from conftest import assert_1b_expert_same_bits, assert_builds_agree, expert_pla
 from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.codegen import CodegenError, emit_cuda, parse_l2_idle
 from megakernel_gym.ir_exposure import apply_edits, make_ir
-from megakernel_gym.rewards.nvrtc import compile_cuda
+from megakernel_gym.cuda.nvrtc import compile_cuda
 
 
 def test_l2_idle_marks_only_the_matching_ring_calls_and_compiles(graphs):

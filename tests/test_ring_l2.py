@@ -12,7 +12,7 @@ from conftest import assert_1b_expert_same_bits, assert_builds_agree, expert_pla
 from megakernel_gym.compiler.codegen import RING_L2, RING_L2_DEFAULT, CodegenError, emit_cuda
 from megakernel_gym.ir_exposure import apply_edits, make_ir
 from megakernel_gym.policies.expert import expert_edits
-from megakernel_gym.rewards.nvrtc import compile_cuda
+from megakernel_gym.cuda.nvrtc import compile_cuda
 
 HINT = "complete_tx::bytes.L2::cache_hint"
 

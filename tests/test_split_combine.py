@@ -12,7 +12,7 @@ from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler.codegen import CodegenError, _Emitter, emit_cuda
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
 from megakernel_gym.policies.expert import expert_edits
-from megakernel_gym.rewards.nvrtc import compile_cuda
+from megakernel_gym.cuda.nvrtc import compile_cuda
 
 TINY = ["llama-tiny", "attention-tiny"]
 

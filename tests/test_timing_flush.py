@@ -1,4 +1,4 @@
-"""rewards.timing's L2 flush modes, on the CPU with the CUDA device properties stood in for: "write"
+"""cuda.timing's L2 flush modes, on the CPU with the CUDA device properties stood in for: "write"
 overwrites the buffer (the default, the method behind every figure so far), "read" reads it and
 leaves it as it was, "none" keeps no buffer at all, and a mode that is not one says which are."""
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from megakernel_gym.rewards.timing import FLUSH_MODES, L2Flusher, time_gpu
+from megakernel_gym.cuda.timing import FLUSH_MODES, L2Flusher, time_gpu
 
 
 class _CpuTorch:

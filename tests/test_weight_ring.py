@@ -13,7 +13,7 @@ from megakernel_gym.compiler.codegen import (SMEM_BLOCK, THREADS, WARPS, WS_MAX_
                                              CodegenError, emit_cuda)
 from megakernel_gym.ir_exposure import apply_edits, make_ir, tuned_edits
 from megakernel_gym.policies.expert import expert_edits
-from megakernel_gym.rewards.nvrtc import compile_cuda
+from megakernel_gym.cuda.nvrtc import compile_cuda
 
 TINY = ["llama-tiny", "mlp-tiny", "attention-tiny"]
 
@@ -222,7 +222,7 @@ def test_maxnreg_gives_the_compute_warps_the_producers_registers(graphs, monkeyp
     (setmaxnreg.inc); sm_90a only, so the kernel is compiled for it on an sm_90 GPU and keeps the cap
     on any other arch. Off by default (0)."""
     from megakernel_gym.compiler import codegen, runtime
-    from megakernel_gym.rewards import nvrtc
+    from megakernel_gym.cuda import nvrtc
     base = make_ir(graphs["llama-tiny"], num_sms=8)
     plan = apply_edits(base, expert_edits(base)).plan()
     src, table = emit_cuda(plan, maxnreg=216)

@@ -39,7 +39,7 @@ task's tile [lo, hi) along its tile axis (every other axis whole), `sm` the cont
 
 Not covered here: how long a body runs (the GPU judge's watchdog), how fast NVRTC compiles it (the
 size caps, ir.MAX_IMPL_CHARS and MAX_IMPL_TOTAL_CHARS, and the compile's time limit in
-rewards/nvrtc.py), and what the compiler says back (`compile_log_for_agent` keeps only diagnostics
+cuda/nvrtc.py), and what the compiler says back (`compile_log_for_agent` keeps only diagnostics
 located in the megakernel's own source).
 """
 from __future__ import annotations
@@ -528,7 +528,7 @@ def _call_of(toks: list[Tok], pairs: dict[int, int], close: int) -> str | None:
 # code: on a busy 2-core host the 1B MLP's megakernel took 1-1.4 s, 5-6 s with one 20k-character body of
 # straight-line arithmetic, 14-21 s with two (bench/results/impl_compile_cost.json); nesting 9,000 parentheses
 # or braces deep, or 4,000 nested ?:, under 2 s. The compile itself runs in a process of its own under a time
-# limit (rewards/nvrtc.py IMPL_COMPILE_TIMEOUT_S, 60 s).
+# limit (cuda/nvrtc.py IMPL_COMPILE_TIMEOUT_S, 60 s).
 MAX_IMPL_TOTAL_CHARS = 40_000
 
 

@@ -31,7 +31,7 @@ class ImplFaultError(MegakernelError):
 def megakernel_arch(table) -> str:
     """The arch to compile a megakernel for: the GPU's, made Hopper's arch-specific sm_90a where the kernel
     gives its compute warps more registers with setmaxnreg (codegen's maxnreg), which only sm_90a has."""
-    from megakernel_gym.rewards.nvrtc import _default_arch
+    from megakernel_gym.cuda.nvrtc import _default_arch
     arch = _default_arch()
     return arch + "a" if table.maxnreg and arch == "sm_90" else arch
 
@@ -44,7 +44,7 @@ class Megakernel:
         weights: "smem" (streamed matmuls fed by the weight ring) or "regs"; stream: "smem" (each queue's
         task stream read from shared memory where it fits) or "global"; ring: emit_cuda's other knobs
         (the weight ring's ring_stages, l2_ahead and l2_wait; probes; control_warp; hops; combine; producer)."""
-        from megakernel_gym.rewards.nvrtc import IMPL_COMPILE_TIMEOUT_S, CudaCompileError, load_cuda
+        from megakernel_gym.cuda.nvrtc import IMPL_COMPILE_TIMEOUT_S, CudaCompileError, load_cuda
         self.plan = plan
         self.impls = dict(impls or {})
         self.source, self.table = emit_cuda(plan, prefetch_mode, impls, weights, stream, **ring)
@@ -226,8 +226,8 @@ def time_us(fn, iters: int = 50, prepare=None, flush: str = "write") -> dict:
     """fn's GPU time in us, measured the judge's way (rewards/timing.time_gpu: L2 flushed, launch
     latency hidden, at least `iters` calls): median and spread. prepare(k), if given, runs before
     call k outside the timed region (to change the inputs from call to call); `flush`: how L2 is
-    emptied before each call (rewards.timing.FLUSH_MODES)."""
-    from megakernel_gym.rewards.timing import time_gpu
+    emptied before each call (cuda.timing.FLUSH_MODES)."""
+    from megakernel_gym.cuda.timing import time_gpu
     t = time_gpu(torch, lambda _: fn(), prepare or (lambda k: None), min_iters=iters, max_iters=max(iters, 300),
                  flush=flush)
     return {"median_us": t["median_ms"] * 1e3, "p10_us": t["p10_ms"] * 1e3, "p90_us": t["p90_ms"] * 1e3,

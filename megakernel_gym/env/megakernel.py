@@ -107,7 +107,7 @@ class _Megakernel:
             return None
         from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
         from megakernel_gym.compiler.impl_guard import compile_log_for_agent
-        from megakernel_gym.rewards.nvrtc import IMPL_COMPILE_TIMEOUT_S, CudaCompileError, compile_cuda
+        from megakernel_gym.cuda.nvrtc import IMPL_COMPILE_TIMEOUT_S, CudaCompileError, compile_cuda
         try:
             source = emit_cuda(ir.plan(), impls=ir.impls)[0]
             compile_cuda(source, "megakernel.cu", arch="sm_90", host_includes=False, timeout_s=IMPL_COMPILE_TIMEOUT_S)

@@ -928,19 +928,20 @@ def _kernel_module_attr(obj, name: str) -> bool:
     if name.startswith("_"):
         return False
     kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
-    if kind == "megakernel_gym.rewards.nvrtc.CudaModule":
+    if kind == CUDA_MODULE_TYPE:
         return name in obj.signatures or name in ("get_function", "kernel_names", "set_max_dynamic_smem", "name")
     return kind in KERNEL_MODULE_TYPES
 
 
 # The judge's own types a candidate's code holds, named as strings (the guard imports none of them): the
-# module load_inline returns, and every module of the fast load_inline (rewards/inline/), whose objects
+# modules load_cuda and load_inline return, and every module of the fast load_inline (rewards/inline/), whose objects
 # (its exported functions) a candidate calls. tests/test_guard_names.py checks each names a real one.
+CUDA_MODULE_TYPE = "megakernel_gym.cuda.nvrtc.CudaModule"      # what load_cuda returns
 KERNEL_MODULE_TYPES = ("megakernel_gym.rewards.sandbox._CountingModule",
                        "megakernel_gym.rewards.inline.program.FastInlineModule")
 INLINE_MODULES = tuple(f"megakernel_gym.rewards.inline.{m}" for m in (
     "headers", "subset", "preprocess", "parse", "values", "program", "check", "interpret", "front"))
-KERNEL_LIKE_MODULES = ("megakernel_gym.rewards.nvrtc", "megakernel_gym.rewards.sandbox") + INLINE_MODULES
+KERNEL_LIKE_MODULES = ("megakernel_gym.cuda.nvrtc", "megakernel_gym.rewards.sandbox") + INLINE_MODULES
 
 
 def _is_kernel_like(v, guard: Guard) -> bool:

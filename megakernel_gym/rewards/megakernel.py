@@ -51,7 +51,7 @@ from megakernel_gym.rewards.result import EvalResult
 SETUP_TIMEOUT_S = 900.0     # building 3 seeds of a 1B-shaped model, baselines, the default megakernel
 EVAL_TIMEOUT_S = 60.0       # one schedule's runs, once compiled: 3 seeds, timing, the re-check
 COMPILE_TIMEOUT_S = 90.0    # one schedule's compile: emit_cuda, and NVRTC within its own limit for agent code
-#                             (rewards/nvrtc.py IMPL_COMPILE_TIMEOUT_S, 60 s) and the child process's start
+#                             (cuda/nvrtc.py IMPL_COMPILE_TIMEOUT_S, 60 s) and the child process's start
 SEEDS = (0, 1, 2)
 
 
@@ -78,8 +78,8 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
     from megakernel_gym.compiler.impl_guard import compile_log_for_agent
     from megakernel_gym.compiler.runtime import ImplFaultError, Megakernel, MegakernelError, time_us
     from megakernel_gym.compiler.zoo import PlainStep, make_block, step_config
-    from megakernel_gym.rewards.nvrtc import CudaCompileError
-    from megakernel_gym.rewards.timing import capture_cuda_graph
+    from megakernel_gym.cuda.nvrtc import CudaCompileError
+    from megakernel_gym.cuda.timing import capture_cuda_graph
 
     cfg = step_config(block, config)
 

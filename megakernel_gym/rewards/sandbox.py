@@ -471,7 +471,7 @@ def handle_baselines(env: Env, msg: dict, workdir: str) -> dict:
     seconds to minutes of host work that would otherwise stall every other slot's timing. The answer
     carries the worker's peak GPU memory since the previous baselines call (its reference run, compile
     and timing), and resets it."""
-    from megakernel_gym.rewards.timing import capture_cuda_graph, time_gpu
+    from megakernel_gym.cuda.timing import capture_cuda_graph, time_gpu
     torch = env.torch
     mod = env.problem(msg["problem_source"], msg["problem_name"], workdir)
     specs = msg["specs"]
@@ -580,7 +580,7 @@ class LaunchCounter:
     """Counts launches of the candidate's own kernels: Triton, NVRTC (load_cuda), load_inline."""
 
     def __init__(self, torch):
-        from megakernel_gym.rewards import nvrtc
+        from megakernel_gym.cuda import nvrtc
         self.nvrtc = nvrtc
         self.triton = 0
         self.inline = 0
@@ -874,7 +874,7 @@ def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 
 def _categorize_exception(e: BaseException) -> tuple[str, str]:
-    from megakernel_gym.rewards.nvrtc import CudaCompileError, CudaUnavailableError
+    from megakernel_gym.cuda.nvrtc import CudaCompileError, CudaUnavailableError
     text = f"{type(e).__name__}: {e}"
     if isinstance(e, CudaCompileError):
         return "compile_error", getattr(e, "category", "cuda_compile")   # host_code: inline.Unsupported
@@ -1099,7 +1099,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
     kernel of every timed call accounted (KernelSession), and the outputs of a secret sample of timed
     calls sent to the channel for re-checking. The judge holds the device for this command alone."""
     from megakernel_gym.rewards.correctness import write_outputs
-    from megakernel_gym.rewards.timing import time_gpu
+    from megakernel_gym.cuda.timing import time_gpu
     torch = env.torch
     if _PENDING.get("sha") != msg.get("candidate_sha256"):
         return {"ok": False, "error": "worker", "message": "time: no candidate passed correctness here"}

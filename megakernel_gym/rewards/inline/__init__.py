@@ -43,7 +43,7 @@ The package, in the order a candidate's load_inline runs through it:
 """
 from __future__ import annotations
 
-from megakernel_gym.rewards import nvrtc  # noqa: F401  (inline.nvrtc.CudaCompileError)
+from megakernel_gym.cuda import nvrtc  # noqa: F401  (inline.nvrtc.CudaCompileError)
 from megakernel_gym.rewards.inline.headers import (  # noqa: F401
     TORCH_NVCC_DEFINES, STUB_HEADERS,
 )

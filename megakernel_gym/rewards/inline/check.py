@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 
-from megakernel_gym.rewards import nvrtc
+from megakernel_gym.cuda import nvrtc
 from megakernel_gym.rewards.inline.preprocess import TopFunction, _match_brace
 from megakernel_gym.rewards.inline.subset import DISPATCH_MACROS, GUARDS, LIBRARY_CALLS, MEMBERS, Unsupported
 from megakernel_gym.rewards.inline.values import Kernel, Num, _CNAME, _CTYPE_NUM, _ELEMENT, _common, _promoted

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 
-from megakernel_gym.rewards import nvrtc
+from megakernel_gym.cuda import nvrtc
 from megakernel_gym.rewards.inline.interpret import HostFunction
 from megakernel_gym.rewards.inline.preprocess import _joined
 from megakernel_gym.rewards.inline.program import FastInlineModule, Program

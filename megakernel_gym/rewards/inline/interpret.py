@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from megakernel_gym.rewards import nvrtc
+from megakernel_gym.cuda import nvrtc
 from megakernel_gym.rewards.inline.check import _DTYPE_NAMES, _NAMED_VALUES, _base, _bool_step, _dispatch_types, _hint, _is_constant_name, _static_type, minmax_type
 from megakernel_gym.rewards.inline.preprocess import tokenize
 from megakernel_gym.rewards.inline.subset import BuildError, CudaRuntimeError, FACTORIES, GUARDS, LIBRARY_CALLS, Unsupported

@@ -7,7 +7,7 @@ import re
 from typing import Any, Callable
 
 
-from megakernel_gym.rewards import nvrtc
+from megakernel_gym.cuda import nvrtc
 from megakernel_gym.rewards.inline.check import HostCheck, _blank, _check_binding, _constant_expr, _dispatch_types, _kernel_of, _namespace_scope, _namespaces_at
 from megakernel_gym.rewards.inline.headers import STUB_HEADERS, TORCH_NVCC_DEFINES, _NVRTC_IGNORE, _NVRTC_PASS
 from megakernel_gym.rewards.inline.interpret import HostFunction, Interpreter, refuse_pointer

@@ -8,7 +8,7 @@ import re
 from typing import Callable
 
 
-from megakernel_gym.rewards import nvrtc
+from megakernel_gym.cuda import nvrtc
 
 
 # What the interpreter may call: every other name is refused at load (HostCheck), whatever

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from megakernel_gym.rewards import nvrtc
+from megakernel_gym.cuda import nvrtc
 from megakernel_gym.rewards.inline.subset import CudaRuntimeError
 
 

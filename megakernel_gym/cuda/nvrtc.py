@@ -175,7 +175,7 @@ def compile_program(source: str, name: str = "kernel.cu", options: tuple[str, ..
     expressions (`kern<float>`, a C++ kernel's unmangled name): the cubin and each name
     expression's lowered (mangled) symbol. Cached on disk like compile_cuda. host_includes=False
     gives NVRTC no -I directory and not the source's own (--no-source-include); timeout_s runs the
-    compile in a child process (rewards/nvrtc_child.py) under that wall-clock limit."""
+    compile in a child process (cuda/nvrtc_child.py) under that wall-clock limit."""
     import json
 
     arch = arch or _default_arch()
@@ -194,7 +194,7 @@ def compile_program(source: str, name: str = "kernel.cu", options: tuple[str, ..
         except (OSError, ValueError):
             pass  # a damaged cache entry only costs a recompile
 
-    from megakernel_gym.rewards.nvrtc_child import NvrtcFailed, nvrtc_compile
+    from megakernel_gym.cuda.nvrtc_child import NvrtcFailed, nvrtc_compile
     if timeout_s is not None:
         cubin, lowered = _compile_in_child(source, name, opts, headers, names, timeout_s)
     else:

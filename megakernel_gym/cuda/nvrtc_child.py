@@ -1,4 +1,4 @@
-"""One NVRTC compile, in this process or as a process of its own (rewards/nvrtc.py compile_program
+"""One NVRTC compile, in this process or as a process of its own (cuda/nvrtc.py compile_program
 with timeout_s): a compile of agent code runs where a hang is ended by a time limit and a crash
 ends only that process.
 
