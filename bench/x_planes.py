@@ -1,4 +1,4 @@
-"""Batched bf16 steps with x read from two planes per row (codegen.X_PLANES) against the natural
+"""Batched bf16 steps with x read from two planes per row (codegen.knobs.X_PLANES) against the natural
 layout, alternating rounds on one GPU: the expert schedule of each problem.
 
     python bench/x_planes.py [--problems NAME ...] [--rounds 3]
@@ -60,7 +60,7 @@ def main():
         torch.cuda.empty_cache()
     targets = [{"target": "x planes give the same bits as the natural layout", "met": all(r["same_bits"] for r in rows)}]
     write("x_planes", rows, targets, Path(args.out), prefix="",
-          notes="the expert schedule of each problem, built with codegen.X_PLANES off and on, timed in alternating rounds")
+          notes="the expert schedule of each problem, built with codegen.knobs.X_PLANES off and on, timed in alternating rounds")
 
 
 if __name__ == "__main__":

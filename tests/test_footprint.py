@@ -111,7 +111,7 @@ def test_the_cpu_backend_refuses_a_problem_too_large_for_its_workers_and_judges_
 def test_the_env_ends_an_episode_the_judge_cannot_serve_with_no_reward_and_draws_it_no_more(tmp_path):
     """A suite's problem too large for the cpu backend: the step that submits a kernel ends the episode
     (truncated, reward 0: not the kernel's doing), says why, and the env does not draw it again. A pool
-    reports it the same way (pool.judge_one: status not_run, category unservable)."""
+    reports it the same way (judge.judge_one: status not_run, category unservable)."""
     from megakernel_gym.curriculum.suite import kernelbench_dir
     from megakernel_gym.env.megakernel import MegaKernelEnv
     from megakernel_gym.rewards.pool import judge_one

@@ -4,6 +4,8 @@ output over 2 GiB used to come back short and an honest answer was judged incorr
 import io
 import os
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -167,53 +169,90 @@ def _same(back, t) -> bool:
             and torch.equal(back.reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8)))
 
 
+@pytest.fixture
+def channel(tmp_path):
+    """A folder like a real channel's: on tmpfs (/dev/shm) where there is one."""
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        folder = tempfile.mkdtemp(prefix="mkgym_test_channel_", dir="/dev/shm")
+        yield Path(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        yield tmp_path
+
+
 @pytest.mark.gpu
-def test_outputs_cross_the_channel_through_a_small_pinned_buffer_where_the_driver_refuses(tmp_path, monkeypatch):
+def test_outputs_cross_the_channel_through_a_small_pinned_buffer_where_the_driver_refuses(channel, monkeypatch):
     """Where the driver will not register the file's pages, outputs move through one pinned buffer of at
     most STAGING_BYTES, a piece at a time (a buffer the size of the largest output, kept by every worker
     of a pool, was host memory nobody counted): every dtype and a size that is not a multiple of the
     piece come back bit for bit."""
     monkeypatch.setattr(correctness, "STAGING_BYTES", 4096)
     monkeypatch.setattr(correctness, "_pinned", {})
-    monkeypatch.setattr(correctness, "_dma_read", lambda *a, **k: False)
+    monkeypatch.setattr(correctness, "_dma_read", lambda *a, **k: 0)
     outs = _gpu_outputs()
-    descs = correctness.write_outputs(torch, outs, str(tmp_path), "s0")
+    descs = correctness.write_outputs(torch, outs, str(channel), "s0")
     assert correctness._pinned["buf"].numel() <= 1 << 20 and correctness._pinned["buf"].is_pinned()
     for d, t in zip(descs, outs):
-        assert _same(correctness.read_output(torch, d, str(tmp_path), t.device), t)
+        assert _same(correctness.read_output(torch, d, str(channel), t.device), t)
 
 
 @pytest.mark.gpu
-def test_the_reader_takes_outputs_by_dma_from_the_files_own_pages(tmp_path, monkeypatch):
+def test_the_reader_takes_outputs_by_dma_from_the_files_own_pages(channel, monkeypatch):
     """On a GPU the reference worker reads each output by DMA from the file's mapped pages, registered
-    read-only a window at a time (no CPU copy): every non-empty output takes that path, windows smaller
-    than an output included, and every dtype comes back bit for bit."""
+    read-only a window at a time (no CPU copy): every non-empty output takes that path whole, windows
+    smaller than an output included, and every dtype comes back bit for bit."""
     monkeypatch.setattr(correctness, "REGISTER_WINDOW", 8192)
     taken = []
     dma = correctness._dma_read
-    monkeypatch.setattr(correctness, "_dma_read", lambda *a, **k: taken.append(dma(*a, **k)) or taken[-1])
+    monkeypatch.setattr(correctness, "_dma_read", lambda *a, **k: taken.append((dma(*a, **k), a[2])) or taken[-1][0])
     outs = _gpu_outputs()
-    descs = correctness.write_outputs(torch, outs, str(tmp_path), "s0")
+    descs = correctness.write_outputs(torch, outs, str(channel), "s0")
     for d, t in zip(descs, outs):
-        assert _same(correctness.read_output(torch, d, str(tmp_path), t.device), t)
-    assert taken == [True] * sum(t.numel() > 0 for t in outs)
+        assert _same(correctness.read_output(torch, d, str(channel), t.device), t)
+    assert len(taken) == sum(t.numel() > 0 for t in outs) and all(moved == n for moved, n in taken)
 
 
 @pytest.mark.gpu
-def test_a_file_cut_short_under_the_reader_is_a_refusal_not_a_crash(tmp_path, monkeypatch):
+def test_a_driver_refusal_mid_file_finishes_through_the_pinned_buffer(channel, monkeypatch):
+    """A window the driver refuses after others went by DMA (any error of the registration, an exception
+    of the bindings included) leaves the rest to the pinned buffer while the file is the size checked:
+    an honest output is not failed by the driver."""
+    monkeypatch.setattr(correctness, "REGISTER_WINDOW", 8192)
+    cu = correctness._driver()
+    calls = []
+
+    class Refusing:
+        CUresult = cu.CUresult
+
+        def cuMemHostRegister(self, ptr, n, flags):
+            calls.append(n)
+            if len(calls) == 3:
+                raise RuntimeError("the bindings' own failure")
+            return cu.cuMemHostRegister(ptr, n, flags)
+
+        def cuMemHostUnregister(self, ptr):
+            return cu.cuMemHostUnregister(ptr)
+
+    monkeypatch.setitem(correctness._reg, "cu", Refusing())
+    t = torch.randn(7 * 8192 // 4 + 5, device="cuda")
+    d = correctness.write_outputs(torch, [t], str(channel), "s0")[0]
+    assert _same(correctness.read_output(torch, d, str(channel), t.device), t) and len(calls) == 3
+
+
+@pytest.mark.gpu
+def test_a_file_cut_short_under_the_reader_is_a_refusal_not_a_crash(channel, monkeypatch):
     """The candidate owns its channel and may truncate a file while the reference worker maps it. The
     reader never touches the mapping with the CPU (a page past the end would be a SIGBUS that kills the
-    worker): a registration the driver refuses is a clean fallback (first window) or a ValueError."""
+    worker): the driver refuses the window past the end, and the read fails cleanly (a ValueError)."""
     monkeypatch.setattr(correctness, "REGISTER_WINDOW", 8192)
-    path = tmp_path / "s0_0.bin"
-    path.write_bytes(bytes(range(256)) * 96)                   # 24 KiB: three windows
-    out = torch.empty(3 * 8192, dtype=torch.uint8, device="cuda")
-    with open(path, "rb", buffering=0) as f:
-        os.truncate(path, 8192)                                 # cut to one window after the size check
-        with pytest.raises(ValueError, match="changed while it was read"):
-            correctness._dma_read(torch, f.fileno(), 3 * 8192, out)
-        os.truncate(path, 0)
-        assert correctness._dma_read(torch, f.fileno(), 3 * 8192, out) is False
+    path = channel / "s0_0.bin"
+    nbytes = 3 * 8192
+    for cut, why in ((8192, "changed while it was read"), (0, "short read")):
+        path.write_bytes(bytes(range(256)) * 96)                # 24 KiB: three windows
+        with open(path, "rb", buffering=0) as f:
+            os.truncate(path, cut)                              # cut after the size check
+            with pytest.raises(ValueError, match=why):
+                correctness._read_file(torch, f, "s0_0.bin", nbytes, torch.uint8, [nbytes], torch.device("cuda"))
     torch.cuda.synchronize()                                   # and the worker's CUDA state is unharmed
     assert torch.equal(torch.ones(4, device="cuda") * 2, torch.full((4,), 2.0, device="cuda"))
 

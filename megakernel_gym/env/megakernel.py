@@ -379,7 +379,7 @@ class MegaKernelEnv(gym.Env):
         if pending.job is not None:
             try:
                 res = self._get_judge().evaluate(*pending.job)
-            except ProblemError as e:   # as a pool reports it (pool.judge_one)
+            except ProblemError as e:   # as a pool reports it (judge.judge_one)
                 res = problem_failure(e, *pending.job, self.backend)
         return self.end_step(pending, res)
 

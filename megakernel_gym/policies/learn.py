@@ -2,7 +2,7 @@
 
     policy, curve = train_menu_policy(["mlp-1b", "llama-tiny"], ["attention-1b"], episodes=200)
 
-The policy is a softmax over the menu's edits (baselines.edit_menu) of a linear score of each
+The policy is a softmax over the menu's edits (menu.edit_menu) of a linear score of each
 edit's features: its verb, the kind of op it targets, and which way it goes (tile larger or
 smaller, counter op-wide or per tile, the kind of op a fusion feeds). An episode applies
 `steps` sampled edits to a zoo model's default schedule (an edit the IR refuses changes nothing);

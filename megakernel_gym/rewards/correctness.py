@@ -212,11 +212,11 @@ def _staging(torch, nbytes: int, device):
 # copy runs. On an H200, one core, 4 GiB (bench/results/channel_io.json): 8.5 GB/s against 4.0 through the
 # pinned buffer. The driver API (cuda-bindings), not torch's cudaHostRegister: a refused registration there
 # would stay as the runtime's last error and fail the worker's next kernel launch. Where the driver refuses
-# the first window (no read-only registration), the pinned buffer moves it; a later refusal (a file cut
-# short under the reader) fails the read cleanly: the reader never touches the mapping with the CPU, so a
-# truncated file is a refused registration, not a SIGBUS. Writes stay on the pinned buffer: registering a
-# fresh file's pages for writing measured no faster (allocating the pages is the cost), and Linux refuses
-# long-term writable pins of files outside tmpfs.
+# a window (no read-only registration, no libcuda, a file cut short under the reader), the pinned buffer
+# moves the rest if the file is still the size checked, and the read fails cleanly if not: the reader never
+# touches the mapping with the CPU, so a truncated file is a refused registration, not a SIGBUS. Writes
+# stay on the pinned buffer: registering a fresh file's pages for writing measured no faster (allocating
+# the pages is the cost), and Linux refuses long-term writable pins of files outside tmpfs.
 REGISTER_WINDOW = 256 << 20
 _REGISTER_READ_ONLY = 0x08          # CU_MEMHOSTREGISTER_READ_ONLY
 _reg: dict = {}
@@ -239,32 +239,33 @@ def _driver():
     return _reg["cu"]
 
 
-def _dma_read(torch, fd: int, nbytes: int, out) -> bool:
+def _dma_read(torch, fd: int, nbytes: int, out) -> int:
     """Fill the uint8 device tensor `out` with the file `fd`'s first nbytes through registered windows
-    of its read-only mapping. False, with nothing moved, where the driver refuses the first window;
-    ValueError where it refuses a later one."""
+    of its read-only mapping, up to the first window the driver refuses (a refusal is any error of the
+    registration, an exception of the bindings included): the bytes moved, 0 where nothing was."""
     cu = _driver()
     if cu is None:
-        return False
+        return 0
     import mmap
     libc, ctypes = _reg["libc"], _reg["ctypes"]
     ptr = libc.mmap(None, nbytes, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
     if ptr is None or ptr == ctypes.c_void_p(-1).value:
-        return False
+        return 0
     try:
         for off in range(0, nbytes, REGISTER_WINDOW):
             n = min(REGISTER_WINDOW, nbytes - off)
-            err, = cu.cuMemHostRegister(ptr + off, n, _REGISTER_READ_ONLY)
+            try:
+                err, = cu.cuMemHostRegister(ptr + off, n, _REGISTER_READ_ONLY)
+            except Exception:   # noqa: BLE001 - the bindings' own failure (no libcuda, ...) is a refusal too
+                return off
             if err != cu.CUresult.CUDA_SUCCESS:
-                if off == 0:
-                    return False
-                raise ValueError(f"the output file changed while it was read ({err.name} at byte {off})")
+                return off
             try:
                 host = torch.frombuffer((ctypes.c_uint8 * n).from_address(ptr + off), dtype=torch.uint8)
                 out[off:off + n].copy_(host)      # synchronous: the window is free after
             finally:
                 cu.cuMemHostUnregister(ptr + off)
-        return True
+        return nbytes
     finally:
         libc.munmap(ptr, nbytes)
 
@@ -334,9 +335,14 @@ def _read_file(torch, f, name: str, nbytes: int, dtype, shape, device):
             raise ValueError(f"output file {name}: short read ({got} of {nbytes} bytes)")
         return host.view(dtype).view(shape)
     out = torch.empty(nbytes, dtype=torch.uint8, device=dev)   # by DMA from the file, else a pinned piece at a time
-    if _dma_read(torch, f.fileno(), nbytes, out):
+    done = _dma_read(torch, f.fileno(), nbytes, out)
+    if done == nbytes:
         return out.view(dtype).view(shape)
-    for off in range(0, nbytes, STAGING_BYTES):
+    if done:    # the driver refused a later window: the rest through the pinned buffer, if the file is as checked
+        if os.fstat(f.fileno()).st_size != nbytes:
+            raise ValueError(f"output file {name} changed while it was read")
+        f.seek(done)
+    for off in range(done, nbytes, STAGING_BYTES):
         n = min(STAGING_BYTES, nbytes - off)
         host = _staging(torch, n, dev)
         got = _read_all(f, memoryview(host.numpy()))

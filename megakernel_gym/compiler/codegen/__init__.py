@@ -21,7 +21,8 @@ Speed comes later (issue: 16-byte loads, several loads in flight, prefetch); thi
 what the differential tests on the GPU check first.
 
 The package, in the order one emit_cuda call runs through it:
-    knobs.py        the knobs, the kernel's fixed sizes, Build (the checked knobs)
+    knobs.py        the knobs, the kernel's fixed sizes, Build (the checked knobs); a switch such as
+                    knobs.X_PLANES is set on knobs itself (the package does not copy it)
     layout.py       the task table, tensors' bases and which bodies a plan's ops can take
     emitter.py      _Emitter: a plan's device functions; the bodies are in
       matmul.py, elementwise.py, attention.py  (mixins of _Emitter, one op family each)
@@ -34,7 +35,7 @@ from __future__ import annotations
 from megakernel_gym.compiler.codegen.knobs import (  # noqa: F401
     THREADS, WARPS, MK_CLAIMED, MK_CLAIM_AGAIN, KV_PRE_MAX, SMEM_LIMIT,
     PREFETCH_CHUNK, WS_SEG, WS_STAGE, WS_MAX_STAGES, WS_L2_AHEAD, INFLIGHT,
-    MAX_INFLIGHT, MAX_AHEAD, X_PLANES, X_BF16, CONTROL_WARP, SMEM_BLOCK,
+    MAX_INFLIGHT, MAX_AHEAD, X_BF16, CONTROL_WARP, SMEM_BLOCK,
     WEIGHT_PATHS, COMBINES, PRODUCERS, MAXNREGS, MAXNREG, SIGNALS,
     CTYPES, LL_CTYPES, EPV, ESIZE, CodegenError, KV_PREFETCHES,
     RING_L2, RING_L2_DEFAULT, V_PREFETCHES, STEP_INPUTS, parse_hold_ops, parse_l2_idle,
