@@ -71,12 +71,13 @@ def run_dir() -> Path:
 
 
 def code_fingerprint() -> str:
-    """Every module of the package by path, size and mtime: a server runs the code it started with."""
+    """Every module of the package (and the CUDA templates codegen reads: codegen/cu/*.cuh) by path, size
+    and mtime: a server runs the code it started with."""
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(_PACKAGE):
         dirnames[:] = sorted(n for n in dirnames if n != "__pycache__")
         for name in sorted(filenames):
-            if name.endswith(".py"):
+            if name.endswith((".py", ".cuh")):
                 st = os.stat(os.path.join(dirpath, name))
                 h.update(f"{dirpath}/{name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
