@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 1000
 # still over, each at most its length when the line was drawn (issue 42: split them)
 KNOWN_OVER = {
-    "megakernel_gym/compiler/costmodel.py": 1454,
+    "megakernel_gym/compiler/costmodel.py": 1025,
     "megakernel_gym/rewards/sandbox.py": 1401,
 }
 
