@@ -94,9 +94,8 @@ def refs_row(res: dict, card: str) -> dict:
         return row
     b = res.get("baselines") or {}
     row.update(ok=True, baselines_ms=medians(b), oom=any(OOM.search(str(v.get("error", ""))) for v in b.values()
-                                                          if isinstance(v, dict)),
-               baselines_failed=[k for k, v in b.items() if isinstance(v, dict) and not v.get("median_ms")])
-    sort_baselines(row)
+                                                          if isinstance(v, dict)))
+    sort_baselines(row)   # baselines_failed (and baselines_na) from the medians' error strings
     if res.get("memory"):
         row["peak_gib"] = {k: round(v / GIB, 3) for k, v in res["memory"].items()}
     if res.get("need") is not None:   # what the pool's evaluations of it now hold (learned from the peak)

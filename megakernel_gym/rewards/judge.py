@@ -591,7 +591,8 @@ class Judge:
         return self._device_key(), f"torch {torch.__version__}"
 
     def _stored_baselines(self, problem: Problem) -> tuple[dict | None, str, str]:
-        """(the baselines the store holds for this problem, device and software, or None; the key; the software)."""
+        """(the baselines the store holds for this problem on this device and software, or None; the device
+        key; the software)."""
         key, software = self._store_key()
         hit = self.store.get_baselines(problem.sha256, key, software) if self.store is not None else None
         return hit or None, key, software
@@ -703,7 +704,6 @@ def evaluate(problem: Problem, candidate: Candidate | str, backend: str | None =
     """One-shot convenience: start a judge, score one candidate, stop it."""
     with Judge(backend=backend, **kw) as j:
         return j.evaluate(problem, candidate)
-
 
 
 # Helpers for pools of judges (LocalPool, RayPool): one failed item is a failed result, not a lost batch

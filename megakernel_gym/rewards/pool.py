@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from megakernel_gym.rewards.admission import gpu_budgets, host_budget
-from megakernel_gym.rewards.judge import Judge, judge_one, problem_failure, resolve_backend, warm_all  # noqa: F401
+from megakernel_gym.rewards.judge import Judge, judge_one, resolve_backend, warm_all
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.result import EvalResult
 from megakernel_gym.rewards.store import ResultsStore, as_store
