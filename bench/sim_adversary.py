@@ -57,7 +57,7 @@ from megakernel_gym.compiler.costmodel import (DEVICES, costs_at, fed_positions,
                                                 predict)
 from megakernel_gym.ir_exposure import apply_edits, make_ir  # noqa: E402
 from megakernel_gym.ir_exposure.edits import EditError, random_edit  # noqa: E402
-from megakernel_gym.ir_exposure.ir import IRError  # noqa: E402
+from megakernel_gym.ir_exposure.ir import IRError, render  # noqa: E402
 from megakernel_gym.policies.expert import expert_edits, sibling_matmuls  # noqa: E402
 
 SPEEDUP_TOLERANCE = 0.05
@@ -287,8 +287,8 @@ def schedules_of(target: str, num_sms: int, climbs: list[dict], device: str, sam
             seen.add(ir.text)
             out.append((f"known: {label}", e_text + "\n" + text, ir, "expert", text.splitlines()))
     for label, ir in (sampled_irs(target, num_sms, *sampled).items() if sampled and sampled[0] else ()):
-        if ir.text not in seen:
-            seen.add(ir.text)
+        if render(ir) not in seen:     # (the compiler's IR: no .text of its own)
+            seen.add(render(ir))
             out.append((SAMPLED + label, SAMPLED + label, ir, "sampled", []))
     found = []
     for c in climbs:

@@ -17,8 +17,6 @@ LAYERS = (("cache_paths", "cuda"), ("compiler",), ("rewards",), ("ir_exposure",)
           ("policies",), ("cli",))
 
 KNOWN_UPWARD = {
-    # the IR's legality model is in ir_exposure; it moves to compiler/ (item 1)
-    ("megakernel_gym.compiler.calibrate", "megakernel_gym.ir_exposure.ir"),
     # the judge server names built-in problems through the curriculum's suite
     ("megakernel_gym.rewards.judge_server", "megakernel_gym.curriculum"),
     # the megakernel judge renders the IR for its report

@@ -41,8 +41,8 @@ from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, _input_ar
 from megakernel_gym.compiler.graph import Graph
 from megakernel_gym.compiler.schedule import Knobs, Plan
 from megakernel_gym.compiler.tasks import INLINE
-from megakernel_gym.ir_exposure.ir import (IR, MAX_TASKS, IRError, facts_of, fusion_problem, inline_problem, split_problem,
-                                           task_count, tile_size, wave_tile)
+from megakernel_gym.compiler.legality import (IR, MAX_TASKS, IRError, facts_of, fusion_problem, inline_problem,
+                                              split_problem, task_count, tile_size, wave_tile)
 
 # ---------------------------------------------------------------------------------------
 # sampling schedules

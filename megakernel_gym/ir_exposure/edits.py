@@ -53,11 +53,12 @@ from dataclasses import dataclass
 
 from megakernel_gym.compiler.schedule import COUNTER_MODES
 from megakernel_gym.compiler.tasks import INLINE
+from megakernel_gym.compiler.legality import IR as LegalIR
+from megakernel_gym.compiler.legality import (MAX_TASKS, IRError, ahead_problem, fusion_problem, impl_conflict,
+                                              impl_problem, inflight_problem, inflight_rows_problem, inline_problem,
+                                              prefetch_problem, sms_problem, split_problem, task_count, tile_problem)
 from megakernel_gym.compiler.validate import ScheduleError
-from megakernel_gym.ir_exposure.ir import (IR, MAX_TASKS, IRError, fusion_problem, impl_conflict, impl_problem,
-                                           ahead_problem, inflight_problem, inflight_rows_problem, inline_problem,
-                                           prefetch_problem,
-                                           sms_problem, split_problem, task_count, tile_problem)
+from megakernel_gym.ir_exposure.ir import IR
 
 MAX_EDITS = 1000
 MAX_EDIT_CHARS = 200_000
@@ -693,7 +694,7 @@ def apply_edits(ir: IR, edits: str | list[Edit]) -> IR:
     any edit is malformed or unsafe."""
     if isinstance(edits, str):
         edits = parse_edits(edits)
-    if not isinstance(ir, IR):
+    if not isinstance(ir, LegalIR):
         raise EditError(f"apply_edits needs an IR, got {type(ir).__name__}")
     if not edits:
         return ir

@@ -32,7 +32,7 @@ Each lever is kept only where the IR accepts it, so any graph gets the subset th
 from __future__ import annotations
 
 from megakernel_gym.compiler.tasks import MAX_SPLIT
-from megakernel_gym.ir_exposure.ir import wave_tile as _wave_tile
+from megakernel_gym.compiler.legality import wave_tile as _wave_tile
 
 LEVERS = ("inline", "split", "wave", "cache", "inflight")
 
@@ -71,7 +71,7 @@ def sibling_matmuls(ir) -> list[list[str]]:
 
 def wave_tile(ir, names: list[str]) -> int | None:
     """The smallest tile size every op in `names` allows that gives them at most one task per SM
-    together, or None (ir_exposure.ir.wave_tile on this IR's chip)."""
+    together, or None (compiler.legality.wave_tile on this IR's chip)."""
     return _wave_tile(ir.facts, names, ir.knobs.num_sms)
 
 

@@ -37,7 +37,7 @@ def _resolve(ir, pattern: str) -> str | None:
 
 def features(ir, edit: str) -> int:
     """The edit's feature index: (verb, target op kind, direction)."""
-    from megakernel_gym.ir_exposure.ir import tile_size
+    from megakernel_gym.compiler.legality import tile_size
     words = edit.split()
     verb = words[0]
     op = _resolve(ir, words[1])

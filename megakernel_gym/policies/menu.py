@@ -14,7 +14,7 @@ def edit_menu(ir) -> list[str]:
     and fusing a matmul into its sole elementwise consumer. Not every one is valid for every IR:
     apply_edits says which are."""
     from megakernel_gym.ir_exposure.edits import sole_consumer
-    from megakernel_gym.ir_exposure.ir import tile_size
+    from megakernel_gym.compiler.legality import tile_size
     groups: dict[str, str] = {}
     for name in ir.ops:
         groups.setdefault(_every_layer(name), name)
