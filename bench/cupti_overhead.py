@@ -29,7 +29,8 @@ def main() -> None:
 
     from bench.judge_bench import write
     from megakernel_gym.curriculum import get_problem, reference_candidates
-    from megakernel_gym.rewards.sandbox import Env, KernelSession, _load_module, judge_stream
+    from megakernel_gym.rewards.kernel_accounting import KernelSession, judge_stream
+    from megakernel_gym.rewards.worker_env import Env, _load_module
     from megakernel_gym.cuda.timing import time_gpu
 
     @triton.jit

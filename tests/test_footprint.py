@@ -1,5 +1,5 @@
 """A problem's footprint (issue 41, item 2): its inputs', parameters' and outputs' bytes at its sizes,
-found on the meta device without allocating them (sandbox.footprint), and the cpu backend's answer to a
+found on the meta device without allocating them (reference_role.footprint), and the cpu backend's answer to a
 problem too large for the host: a clear error that names the bytes and the fix, before anything is
 allocated, and a judge that goes on judging."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 
 from conftest import HERE
 from megakernel_gym.rewards import Candidate, Problem, ProblemError, ProblemUnservable
-from megakernel_gym.rewards.sandbox import footprint, host_need
+from megakernel_gym.rewards.reference_role import footprint, host_need
 
 SMALL = '''
 import torch

@@ -143,7 +143,7 @@ def test_kernels_the_judge_did_not_compile_are_foreign():
     """GPU accounting by name: the candidate's own kernels (by their function's identifier), the kernels of
     allowed calls (fill, copy, cat, arange) and nothing else; a vendor kernel never passes as the candidate's
     even when the candidate names a kernel `gemm`."""
-    from megakernel_gym.rewards.sandbox import classify_kernels
+    from megakernel_gym.rewards.kernel_accounting import classify_kernels
     own = {"_softmax_rows", "gemm"}
     ran = ["_softmax_rows",
            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"

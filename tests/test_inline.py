@@ -12,7 +12,7 @@ import torch
 from conftest import CORPUS
 from megakernel_gym.rewards import Candidate, inline
 from megakernel_gym.cuda.nvrtc import CudaCompileError, CudaUnavailableError
-from megakernel_gym.rewards.sandbox import _function_name
+from megakernel_gym.rewards.kernel_accounting import _function_name
 
 KERNEL = r"""
 #include <torch/extension.h>

@@ -137,7 +137,7 @@ def test_a_compare_in_pieces_finds_what_the_whole_one_finds(monkeypatch):
 
 
 def test_a_reference_worker_keeps_at_most_its_resident_bytes_between_commands():
-    """sandbox.trim_resident: the oldest reference outputs go first, and a model larger than the limit
+    """reference_role.trim_resident: the oldest reference outputs go first, and a model larger than the limit
     is not kept; what admission reserves per slot (admission.RESIDENT_BYTES) is what stays."""
     import torch
 

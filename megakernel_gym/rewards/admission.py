@@ -4,7 +4,7 @@ evaluations running side by side never add up to more than the card holds.
 KernelBench as it ships has problems with 4-16 GiB inputs; four judges on one GPU each building such a
 problem's inputs, references and baselines at once ran out of memory (5 of 30 leaderboard answers judged
 `runtime_error` for it). Each evaluation now says what it needs before it builds anything on the GPU
-(`gpu_need`, from the problem's footprint on the meta device: sandbox.footprint) and holds that much of
+(`gpu_need`, from the problem's footprint on the meta device: reference_role.footprint) and holds that much of
 its GPU's `GpuMemory` while it runs. One that needs more than the whole budget runs alone: it waits for
 the GPU to empty, and nothing else is admitted beside it. Requests are served first come, first served,
 so a large problem is not passed over forever by a stream of small ones.
@@ -19,8 +19,8 @@ import time
 
 GIB = 1 << 30
 CONTEXT_BYTES = 600 << 20     # a worker's CUDA context and torch's allocator, before it holds a tensor
-# What a reference worker keeps between commands (fixed seeds' outputs, a problem's model: sandbox.Env),
-# and the cached blocks any worker may keep after a command (sandbox._free_cached gives back more)
+# What a reference worker keeps between commands (fixed seeds' outputs, a problem's model: worker_env.Env),
+# and the cached blocks any worker may keep after a command (worker_env._free_cached gives back more)
 RESIDENT_BYTES = 1 << 30
 LINGER_BYTES = 256 << 20
 MARGIN = 1.25                 # what the footprint does not count: intermediates, the allocator's rounding
@@ -28,7 +28,7 @@ MARGIN = 1.25                 # what the footprint does not count: intermediates
 
 def gpu_need(fp: dict | None) -> int:
     """Bytes of GPU memory one evaluation holds at its peak, both workers together, from a problem's
-    footprint ({"inputs", "params", "outputs"} bytes; sandbox.footprint). Its phases run one at a time,
+    footprint ({"inputs", "params", "outputs"} bytes; reference_role.footprint). Its phases run one at a time,
     and between commands a worker gives back what it does not keep (sandbox.worker_main), so the peak is
     the busiest phase's worker beside the other's resident model:
     - the reference's baselines: a seed's inputs as they are built (three: drawn, scaled, shifted), a

@@ -230,7 +230,7 @@ class Judge:
             tail = self.ref.log_tail()
             self.ref.restart()
             raise ProblemError(f"problem {msg['problem_name']!r}: the reference crashed: {e}\n{tail}") from e
-        if not header.get("ok") and header.get("error") == "too_large":   # sandbox.footprint, before any candidate
+        if not header.get("ok") and header.get("error") == "too_large":   # reference_role.footprint, before any candidate
             raise ProblemUnservable(f"problem {msg['problem_name']!r}: {header.get('message', '')}")
         if not header.get("ok"):
             raise ProblemError(f"problem {msg['problem_name']!r} failed while computing its reference "
