@@ -42,3 +42,16 @@ def test_a_cut_gpu_test_log_keeps_what_ran_and_names_the_test_it_was_cut_in(tmp_
         ("tests.test_gpu_judge::test_a[softmax]", "passed"), ("tests.test_gpu_judge::test_ray", "skipped"),
         ("tests.test_adversarial::test_exploit_gpu[x]", "failed"),
         ("tests.test_adversarial::test_exploit_gpu[raw_tail_thread]", "unfinished")]
+
+
+def test_a_gpu_test_run_cut_by_an_interrupt_counts_no_test_that_did_not_run(tmp_path):
+    """pytest interrupted (timeout -s INT) still writes its JUnit XML, with an empty testcase (no class, no name):
+    it is no test, and not a pass."""
+    xml = tmp_path / "mk.xml"
+    xml.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="2">'
+                   '<testcase classname="tests.test_hops" name="test_a" time="1.5"/>'
+                   '<testcase classname="tests.test_hops" name="test_b" time="0.2"><failure message="x"/></testcase>'
+                   '<testcase time="0.001"/></testsuite></testsuites>')
+    rows = _bench("gpu_tests_json").rows_from_junit(xml)
+    assert [(r["test"], r["outcome"]) for r in rows] == [("tests.test_hops::test_a", "passed"),
+                                                         ("tests.test_hops::test_b", "failed")]
