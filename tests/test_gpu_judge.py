@@ -43,8 +43,27 @@ def test_references_correct_with_timing_and_baselines(gpu_judge, name):
         r = gpu_judge.evaluate(get_problem(name), cand)
         assert r.status == "correct", (kind, r.reason)
         assert r.timing["samples"] >= 30 and r.timing["median_ms"] > 0
-        assert set(r.baselines) == {"eager", "cuda_graph", "torch_compile"}
+        assert set(r.baselines) == set(get_problem(name).baselines)
         assert r.speedup and r.speedup > 0 and "eager" in r.speedups
+        # the score is over the fastest baseline that computed the reference's answer, named (issue 43)
+        assert r.best_baseline == min(r.speedups, key=r.speedups.get) and r.speedup == r.speedups[r.best_baseline]
+        for k, b in r.baselines.items():
+            if k.startswith("production:"):
+                assert ("median_ms" in b and b["checked_seeds"] >= 1) or b.get("error") or b.get("skipped"), (k, b)
+
+
+def test_production_baselines_are_checked_then_timed_and_can_be_the_one_to_beat(gpu_judge):
+    """gqa_decode names PyTorch SDPA's fused backends (issue 43): on an H100 or H200 the FlashAttention-2 one
+    takes its shapes, passes the reference's check on the fixed seeds and is timed as the candidate is; the
+    speedup of the shipped Triton kernel is over the fastest of all, production kernels included."""
+    problem = get_problem("gqa_decode")
+    r = gpu_judge.evaluate(problem, reference_candidates("gqa_decode")["triton"])
+    assert r.status == "correct", r.reason
+    flash = r.baselines["production:sdpa_flash"]
+    assert flash.get("median_ms") and flash["checked_seeds"] >= 1 and flash["tol_used"] < 1, flash
+    assert r.speedups["production:sdpa_flash"] == pytest.approx(flash["median_ms"] / r.timing["median_ms"])
+    timed = {k: b["median_ms"] for k, b in r.baselines.items() if b.get("median_ms")}
+    assert r.best_baseline == min(timed, key=timed.get)
 
 
 def test_side_stream_seen_by_the_profiler(raw_gpu_judge):

@@ -107,7 +107,7 @@ class Suite:
         """One summary dict per problem (what `mkgym problems list` prints)."""
         return [{"name": p.name, "level": p.level, "split": split_of(p), "op_type": p.meta.get("OP_TYPE"),
                  "dtypes": p.meta.get("DTYPES"), "tags": list(p.meta.get("TAGS") or ()),
-                 "description": p.description, "path": p.path} for p in self.problems]
+                 "description": p.description, "path": p.path, "baselines": p.baselines} for p in self.problems]
 
     # -- construction from a user's files ------------------------------------------------
     @classmethod

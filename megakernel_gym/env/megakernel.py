@@ -473,6 +473,10 @@ class MegaKernelEnv(gym.Env):
     def _statement(self) -> str:
         p = self.problem
         head = f"# {p.name}: level {p.level}, {self.turns} turns\n{p.description}\n"
+        if p.production:    # the kernels a practitioner would use: the speedup is over the fastest of all
+            head += ("Timed on a GPU against eager PyTorch, its CUDA graph, torch.compile and the production kernels "
+                     + "; ".join(f"{n} ({why})" for n, why in p.production.items())
+                     + "; the speedup is over the fastest.\n")
         if self.kind == "code":
             return head + ("\nWrite ModelNew: same constructor as Model, same outputs within tolerance, your own "
                            "Triton or CUDA C kernels (torch compute in forward is rejected).\n\n```python\n"

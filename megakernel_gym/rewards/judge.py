@@ -543,6 +543,7 @@ class Judge:
                     if isinstance(v, dict) and v.get("median_ms") and timing["median_ms"] > 0}
         best = _best_ms(baselines)
         speedup = best / timing["median_ms"] if best and timing["median_ms"] > 0 else None
+        best_name = min(speedups, key=speedups.get) if speedup else None
         flags: list[Flag] = []
         # 6. sanity: faster than the memory floor is impossible; > 10x was re-measured and is flagged
         if floor_ms and timing["median_ms"] < 0.9 * floor_ms:
@@ -559,9 +560,10 @@ class Judge:
             return self._fail(problem, cand, "rejected", "anti-cheat: " + str(flags[0]), flags=flags,
                               timing=timing, seeds=seeds_report, category="timing")
         return EvalResult(status="correct", reason=f"correct on {len(specs)} seeds; "
-                          + (f"{speedup:.3f}x vs the best baseline" if speedup else "no baseline"),
+                          + (f"{speedup:.3f}x vs the best baseline ({best_name})" if speedup else "no baseline"),
                           problem=problem.name, backend=self.backend, candidate_sha256=cand.sha256,
                           problem_sha256=problem.sha256, device=self.device, speedup=speedup, speedups=speedups,
+                          best_baseline=best_name,
                           baselines=baselines, timing=timing, seeds=seeds_report, flags=flags, log_tail=log)
 
     def check_problem(self, problem: Problem) -> dict[str, Any]:
@@ -586,9 +588,10 @@ class Judge:
         return nbytes / (_PEAK_BANDWIDTH_GBS.get(self.device, _ANY_GPU_BANDWIDTH_GBS) * 1e9) * 1e3
 
     def _store_key(self) -> tuple[str, str]:
-        """(device, software): what the store files baselines and peaks under."""
+        """(device, software): what the store files baselines and peaks under. The software names torch and
+        the production-baseline libraries installed (the `baselines` extra: their kernels are timed too)."""
         import torch
-        return self._device_key(), f"torch {torch.__version__}"
+        return self._device_key(), " ".join([f"torch {torch.__version__}", *production_libraries()])
 
     def _stored_baselines(self, problem: Problem) -> tuple[dict | None, str, str]:
         """(the baselines the store holds for this problem on this device and software, or None; the device
@@ -632,9 +635,11 @@ class Judge:
             return hit
         specs, kinds = self._baseline_specs(problem, specs)
         scales = list(TIMING_SCALES) if "scale" in kinds else [1.0]
+        meta = self._meta.get(problem.sha256) or {}
         header = self._ref_call({"cmd": "baselines", "problem_source": problem.source,
                                     "problem_name": problem.name, "specs": specs, "scales": scales,
-                                    "timing": self.timing}, timeout=max(self.timeout_s, 600))
+                                    "timing": self.timing, "atol": meta.get("atol"), "rtol": meta.get("rtol"),
+                                    "tolerance": problem.tolerance}, timeout=max(self.timeout_s, 600))
         out = header["baselines"]
         if isinstance(header.get("memory"), dict):
             self.baseline_memory[problem.sha256] = header["memory"]
@@ -684,6 +689,22 @@ _ANY_GPU_BANDWIDTH_GBS = 8000.0  # above every HBM part shipping (B200: 8 TB/s)
 def _escaped(timing: dict) -> bool:
     """The host's wall time per call is far above the events' (work may run outside the timed stream)."""
     return timing.get("wall_median_ms", 0) > 2 * timing["median_ms"] + 0.2 + timing.get("launch_hidden_us", 0) / 1e3
+
+
+# The libraries of the `baselines` extra (pyproject.toml) whose kernels problems time as production baselines.
+PRODUCTION_LIBRARIES = ("liger-kernel", "flash-linear-attention", "flashinfer-python", "torchao")
+
+
+def production_libraries() -> list[str]:
+    """'name version' of each production-baseline library installed here (importlib.metadata, no import)."""
+    from importlib import metadata
+    out = []
+    for name in PRODUCTION_LIBRARIES:
+        try:
+            out.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return out
 
 
 def _best_ms(baselines: dict) -> float | None:

@@ -16,7 +16,10 @@ from typing import Any
 
 # Module-level metadata a problem may set as literals (DESIGN.md: Problem contract).
 _LITERAL_META = ("LEVEL", "OP_TYPE", "DTYPES", "FORBIDDEN", "ATOL", "RTOL", "INPUT_TRANSFORMS",
-                 "DESCRIPTION", "TAGS", "SPLIT", "KIND")
+                 "DESCRIPTION", "TAGS", "SPLIT", "KIND", "PRODUCTION")
+# The baselines every problem is timed against on a GPU (rewards/reference_role.handle_baselines); a problem's
+# PRODUCTION names more: the kernels a practitioner would use (issue 43), each "production:NAME".
+BASELINES = ("eager", "cuda_graph", "torch_compile")
 
 
 class ProblemError(ValueError):
@@ -106,6 +109,18 @@ class Problem:
     @property
     def description(self) -> str:
         return self.meta.get("DESCRIPTION") or ""
+
+    @property
+    def production(self) -> dict[str, str]:
+        """The production kernels the problem is timed against: name -> why a practitioner would pick it
+        (its PRODUCTION literal; built by its production_baselines(model) in the reference worker)."""
+        prod = self.meta.get("PRODUCTION")
+        return {str(k): str(v) for k, v in prod.items()} if isinstance(prod, dict) else {}
+
+    @property
+    def baselines(self) -> list[str]:
+        """Every baseline the problem is timed against on a GPU, by the name its EvalResult reports."""
+        return list(BASELINES) + [f"production:{n}" for n in self.production]
 
     @classmethod
     def from_source(cls, source: str, name: str, path: str | None = None) -> "Problem":

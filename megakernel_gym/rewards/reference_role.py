@@ -1,7 +1,7 @@
 """The reference worker's commands (rewards/sandbox.py's `reference` role): the problem's facts before
 anything runs (meta: tolerances, transforms, footprint), its outputs on the seeds, the compare and the
 re-check of a candidate's outputs against them, and the timing of the baselines (eager, CUDA graph,
-torch.compile). None of this runs in the candidate's process.
+torch.compile, and the production kernels a problem names). None of this runs in the candidate's process.
 """
 from __future__ import annotations
 
@@ -199,8 +199,79 @@ def _baseline_bases(env: Env, mod, specs: list) -> list:
     return bases
 
 
+# What a production baseline's failure to import says: the extra that installs the libraries (issue 43).
+PRODUCTION_EXTRA = "pip install -e '.[baselines]'"
+
+
+def production_baselines(env: Env, mod, sha: str, specs: list, atol=None, rtol=None,
+                         preset: str | None = None) -> tuple[dict[str, Any], dict[str, dict]]:
+    """The problem's production kernels (its PRODUCTION: name -> why; its production_baselines(model): name ->
+    a callable of get_inputs()'s tensors, built on the problem's Model with the reference's weights), each
+    checked against the reference on the fixed seeds before it may count. Returns (name -> callable, for the
+    ones that passed; name -> report: {"kind", "why"} and "checked_seeds" where it passed, "error" where it
+    failed or computed something else, "skipped" where its library is not installed, never silently)."""
+    from megakernel_gym.rewards.correctness import compare
+    torch = env.torch
+    names = getattr(mod, "PRODUCTION", None)
+    if not names:
+        return {}, {}
+    if not isinstance(names, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+        return {}, {"production": {"kind": "production", "error": "PRODUCTION must be a dict of name -> why (str)"}}
+    report = {n: {"kind": "production", "why": why} for n, why in names.items()}
+    build = getattr(mod, "production_baselines", None)
+    specs = [sp for sp in specs if sp["init_seed"] == specs[0]["init_seed"]]
+    try:
+        if not callable(build):
+            raise TypeError("the problem names PRODUCTION but defines no production_baselines(model)")
+        # the reference's model and weights (Env.model seeds them), the one _reference_outputs keeps where it does
+        model = env.models.get((sha, specs[0]["init_seed"])) or env.model(mod.Model, mod, specs[0]["init_seed"])
+        built = build(model)
+        if not isinstance(built, dict):
+            raise TypeError(f"production_baselines(model) returned {type(built).__name__}, not a dict")
+    except ImportError as e:
+        for r in report.values():
+            r["skipped"] = f"{type(e).__name__}: {e} ({PRODUCTION_EXTRA})"[:500]
+        return {}, report
+    except Exception as e:  # noqa: BLE001 - the problem's own code
+        for r in report.values():
+            r["error"] = f"{type(e).__name__}: {e}"[:500]
+        return {}, report
+    ok: dict[str, Any] = {}
+    for name, r in report.items():
+        fn = built.get(name)
+        if not callable(fn):
+            r["error"] = "production_baselines(model) gave no callable for it"
+            continue
+        try:
+            worst = 0.0
+            for sp in specs:
+                refs = _reference_outputs(env, mod, sha, sp)
+                base = env.inputs(mod, sp)
+                xs = env.perturbed(base, sp["scale"]) if sp.get("scale") is not None else base
+                with torch.no_grad():
+                    outs = [t.detach() for t in as_outputs(torch, fn(*xs))]
+                res = compare(outs, refs, atol, rtol, preset)
+                if not res["ok"]:
+                    raise _Incorrect(f"incorrect on seed {sp['seed']} ({sp['transform'][0]}): {res.get('why')}")
+                worst = max(worst, float(res.get("tol_used") or 0.0))
+            r["checked_seeds"], r["tol_used"] = len(specs), round(worst, 4)
+            ok[name] = fn
+        except ImportError as e:
+            r["skipped"] = f"{type(e).__name__}: {e} ({PRODUCTION_EXTRA})"[:500]
+        except _Incorrect as e:
+            r["error"] = str(e)[:500]
+        except Exception as e:  # noqa: BLE001 - a kernel that does not run here (a device it lacks, a shape)
+            r["error"] = f"{type(e).__name__}: {e}"[:500]
+    return ok, report
+
+
+class _Incorrect(Exception):
+    pass
+
+
 def handle_baselines(env: Env, msg: dict, workdir: str) -> dict:
-    """Time eager PyTorch, CUDA-graph replay of eager, and torch.compile on the problem.
+    """Time eager PyTorch, CUDA-graph replay of eager, torch.compile and the problem's production kernels
+    (production_baselines: each checked against the reference first) on the problem.
 
     With msg["compile_only"] the problem's torch.compile is built and run once, untimed, and kept for the
     timing call that follows: the judge asks for it outside its GPU lock, since inductor's compile is
@@ -265,6 +336,17 @@ def handle_baselines(env: Env, msg: dict, workdir: str) -> dict:
             results["torch_compile"] = time_gpu(torch, lambda xs: compiled(*xs), prepare, **msg["timing"])
         except Exception as e:  # noqa: BLE001
             results["torch_compile"] = {"error": f"{type(e).__name__}: {e}"[:500]}
+        # production kernels (issue 43): checked on the fixed seeds first, then timed as eager is
+        ready, report = production_baselines(env, mod, env.problem_sha(msg["problem_source"]), specs,
+                                             msg.get("atol"), msg.get("rtol"), msg.get("tolerance"))
+        for name, r in report.items():
+            if name in ready:
+                try:
+                    r.update(time_gpu(torch, lambda xs, fn=ready[name]: fn(*xs), prepare, **msg["timing"]))
+                except Exception as e:  # noqa: BLE001
+                    r["error"] = f"{type(e).__name__} while timed: {e}"[:500]
+            results[f"production:{name}"] = r
+        ready = None
     for r in results.values():
         r.pop("kept", None)
     memory = {"peak_allocated": torch.cuda.max_memory_allocated(), "peak_reserved": torch.cuda.max_memory_reserved()}

@@ -34,6 +34,7 @@ class EvalResult:
     device: str = ""
     speedup: float | None = None
     speedups: dict[str, float] = field(default_factory=dict)
+    best_baseline: str | None = None  # the fastest correct baseline, the one `speedup` is over
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
     timing: dict[str, Any] | None = None
     seeds: list[dict[str, Any]] = field(default_factory=list)

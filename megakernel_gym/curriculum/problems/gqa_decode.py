@@ -35,6 +35,15 @@ ATOL = 1e-3
 # scores on a smooth scale and still rules out shortcuts, so only the shift is tested.
 INPUT_TRANSFORMS = ("shift",)
 
+# The production kernels this problem is timed against (issue 43): PyTorch's scaled_dot_product_attention, each
+# of its fused backends forced in turn, with enable_gqa (no copy of the kv heads). A serving engine's decode
+# kernel (FlashInfer's) would be the first choice on an H100; it does not install without network access on
+# our GPU hosts, so these are the production kernels every PyTorch install has. A backend that cannot take
+# these shapes is reported as such, never dropped.
+PRODUCTION = {"sdpa_flash": "PyTorch SDPA, FlashAttention-2 backend",
+              "sdpa_cudnn": "PyTorch SDPA, cuDNN backend",
+              "sdpa_efficient": "PyTorch SDPA, memory-efficient (xFormers) backend"}
+
 
 class Model(nn.Module):
     """softmax(q k^T / sqrt(head_dim)) v per query head, with kv head = q head // group size."""
@@ -63,6 +72,20 @@ def get_inputs():
 
 def get_init_inputs():
     return []
+
+
+def production_baselines(model):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def sdpa(backend):
+        def run(q, k_cache, v_cache):
+            with sdpa_kernel(backend):
+                out = F.scaled_dot_product_attention(q[:, :, None, :], k_cache, v_cache, enable_gqa=True)
+            return out[:, :, 0, :]
+        return run
+    return {"sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION), "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+            "sdpa_efficient": sdpa(SDPBackend.EFFICIENT_ATTENTION)}
 
 
 def FLOPS():

@@ -36,6 +36,13 @@ ATOL = 5e-3
 # on a smooth scale.
 INPUT_TRANSFORMS = ("shift",)
 
+# The production kernels this problem is timed against (issue 43): FlexAttention (torch.nn.attention.flex_attention,
+# compiled, with a block mask that skips the blocks outside the band: how PyTorch itself serves sliding-window
+# layers) and SDPA's memory-efficient backend with the band as a boolean mask (kv heads repeated for it).
+# FlashAttention-2's own window_size would be the other choice; flash-attn does not install on our GPU hosts.
+PRODUCTION = {"flex_attention": "torch.nn.attention.flex_attention, compiled, sliding-window block mask",
+              "sdpa_efficient_masked": "PyTorch SDPA, memory-efficient backend, band mask"}
+
 
 class Model(nn.Module):
     """Dense scores with a band mask, in fp32 (fp64 in a float64 run)."""
@@ -67,6 +74,33 @@ def get_inputs():
 
 def get_init_inputs():
     return [window]
+
+
+def production_baselines(model):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    w = model.window
+    flex = torch.compile(flex_attention, dynamic=False)
+    masks = {}
+
+    def band(b, h, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (q_idx - kv_idx < w)
+
+    def run_flex(q, k, v):
+        t = q.shape[2]
+        if t not in masks:
+            masks[t] = create_block_mask(band, B=None, H=None, Q_LEN=t, KV_LEN=t, device=q.device)
+        return flex(q, k, v, block_mask=masks[t], enable_gqa=True)
+
+    def run_sdpa(q, k, v):
+        t, group = q.shape[2], q.shape[1] // k.shape[1]
+        pos = torch.arange(t, device=q.device)
+        lag = pos[:, None] - pos[None, :]
+        with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+            return F.scaled_dot_product_attention(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1),
+                                                  attn_mask=(lag >= 0) & (lag < w))
+    return {"flex_attention": run_flex, "sdpa_efficient_masked": run_sdpa}
 
 
 def FLOPS():
