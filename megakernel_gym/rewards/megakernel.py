@@ -335,7 +335,7 @@ class MegakernelJudge:
         return EvalResult(status="correct", reason=f"correct on {len(self.seeds)} seeds and a fresh input after timing; "
                           f"{t['median_us']:.1f} us: {sp:.3f}x the fastest baseline, {BASELINE_NAMES.get(best, best)} "
                           f"({base[best]['median_us']:.1f} us); {others}", speedup=sp, speedups=speedups,
-                          timing=timing, **common)
+                          best_baseline=best, timing=timing, **common)
 
     def close(self) -> None:
         if self._conn is not None and self._proc is not None and self._proc.is_alive():

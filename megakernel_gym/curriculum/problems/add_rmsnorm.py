@@ -18,6 +18,11 @@ dtype = torch.bfloat16
 
 CPU_SIZES = {"batch_size": 13, "dim": 300, "dtype": torch.float32}
 
+# The production kernel this problem is timed against (issue 43): the residual add in bf16, then PyTorch's fused
+# RMSNorm (F.rms_norm). vLLM's and FlashInfer's fused_add_rmsnorm would be the first choice; neither installs on
+# our GPU hosts without network access.
+PRODUCTION = {"add_rms_norm_bf16": "x + residual in bf16, then F.rms_norm (PyTorch's fused kernel)"}
+
 
 class Model(nn.Module):
     """The sum s = x + residual in fp32, then s * rsqrt(mean(s^2) + eps) * weight."""
@@ -46,6 +51,15 @@ def get_inputs():
 
 def get_init_inputs():
     return [dim, eps, dtype]
+
+
+def production_baselines(model):
+    import torch.nn.functional as F
+
+    def run(x, residual):
+        s = x + residual
+        return F.rms_norm(s, (s.shape[-1],), model.weight, model.eps), s
+    return {"add_rms_norm_bf16": run}
 
 
 def FLOPS():

@@ -20,6 +20,11 @@ dtype = torch.bfloat16
 
 CPU_SIZES = {"batch_size": 29, "hidden": 44, "intermediate": 53, "dtype": torch.float32}
 
+# The production kernels this problem is timed against (issue 43): the bf16 SwiGLU as Hugging Face's Llama MLP
+# runs it (two GEMMs, then silu(gate) * up), and gpt-fast's form with the gate and up weights in one GEMM.
+PRODUCTION = {"hf_llama_mlp_bf16": "F.silu(F.linear(x, W_gate)) * F.linear(x, W_up), bf16",
+              "fused_gate_up_bf16": "one bf16 GEMM over [W_gate; W_up], then silu(gate) * up (gpt-fast)"}
+
 
 class Model(nn.Module):
     """Two bias-free projections of the same x, combined as silu(gate) * up in fp32."""
@@ -46,6 +51,16 @@ def get_inputs():
 
 def get_init_inputs():
     return [hidden, intermediate, dtype]
+
+
+def production_baselines(model):
+    wg, wu = model.gate_proj.weight, model.up_proj.weight
+    w = torch.cat([wg, wu]).contiguous()
+
+    def fused(x):
+        gate, up = F.linear(x, w).chunk(2, dim=-1)
+        return F.silu(gate) * up
+    return {"hf_llama_mlp_bf16": lambda x: F.silu(F.linear(x, wg)) * F.linear(x, wu), "fused_gate_up_bf16": fused}
 
 
 def FLOPS():
