@@ -248,7 +248,7 @@ def cmd_problems_show(args) -> int:
         return _err(str(e))
     info = {"name": problem.name, "level": problem.level, "split": split_of(problem),
             "path": problem.path, "sha256": problem.sha256,
-            "meta": {k: v for k, v in problem.meta.items()},
+            "meta": {k: v for k, v in problem.meta.items()}, "baselines": problem.baselines,
             "references": sorted(reference_candidates(problem.name)) if problem.path and "/curriculum/" in
             problem.path else [], "source": problem.source}
     if args.json:

@@ -147,3 +147,20 @@ def test_the_envs_statement_names_the_production_kernels():
         assert "the speedup is over the fastest" in info["prompt"]
     finally:
         env.close()
+
+
+def test_a_megakernel_problem_lists_the_level5_judges_baselines_and_show_lists_a_problems_own():
+    """Level 5 is timed against the compiler's default schedule and the step in PyTorch (rewards/megakernel.py),
+    not the kernel judge's three; `mkgym problems show NAME --json` names one problem's baselines."""
+    import subprocess
+    import sys
+
+    from megakernel_gym.curriculum import get_problem
+    from megakernel_gym.rewards.megakernel import BASELINE_NAMES
+    mk = get_problem("mk_llama_decode").baselines
+    assert mk[0] == "default_schedule" and set(mk) == set(BASELINE_NAMES)
+    r = subprocess.run([sys.executable, "-m", "megakernel_gym.cli", "problems", "show", "gqa_decode", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["baselines"] == get_problem("gqa_decode").baselines
+    assert "production:sdpa_flash" in json.loads(r.stdout)["baselines"]

@@ -5,6 +5,7 @@
 #      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
 #   pip download $P gymnasium farama-notifications cloudpickle pytest-timeout cuda-bindings cuda-pathfinder \
 #       platformdirs msgpack jsonschema referencing rpds-py jsonschema-specifications attrs RestrictedPython pyseccomp
+#   pip download $P --platform any liger-kernel flash-linear-attention fla-core torchao einops   # the [baselines] extra
 # and Ray, whose wheel is over a carry's 64 MiB, as a trimmed tar.xz of its unpacked wheel without
 # ray/jars and ray/rllib (31 MB): .whl/ray-<version>-site.tar.xz.
 set -o pipefail

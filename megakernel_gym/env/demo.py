@@ -86,8 +86,8 @@ def run_demo(problem: str = DEFAULT_PROBLEM, backend: str | None = None, out: st
         u = env.unwrapped
         print(f"== {problem} (level {info['level']}) on the {backend} backend, up to {info['turns']} turns", file=log)
         if kind == "edits" and backend == "sim":
-            print(f"sim device: {u.device}, the env's default (costmodel.DEVICES['H200']: the H100's fitted latencies, "
-                  "the H200's measured bandwidth); the quickstart predicts with device=\"H100\"" if u.device == "H200"
+            print(f"sim device: {u.device}, the env's default (costmodel.DEVICES['H200']: fitted to megakernels of four "
+                  "model families timed on an H200); the quickstart predicts with device=\"H100\"" if u.device == "H200"
                   else f"sim device: {u.device}", file=log)
         print(obs["feedback"], file=log)
         actions = megakernel_policy(u.ir) if kind == "edits" else kernel_policy(problem)

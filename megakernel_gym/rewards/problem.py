@@ -20,6 +20,9 @@ _LITERAL_META = ("LEVEL", "OP_TYPE", "DTYPES", "FORBIDDEN", "ATOL", "RTOL", "INP
 # The baselines every problem is timed against on a GPU (rewards/reference_role.handle_baselines); a problem's
 # PRODUCTION names more: the kernels a practitioner would use (issue 43), each "production:NAME".
 BASELINES = ("eager", "cuda_graph", "torch_compile")
+# A level-5 (megakernel) problem's, on the gpu backend (rewards/megakernel.py BASELINE_NAMES; the plain-PyTorch two
+# where the zoo's PlainStep covers the model's family); on the sim backend the default schedule alone.
+MEGAKERNEL_BASELINES = ("default_schedule", "eager", "cuda_graph", "plain_cuda_graph", "plain_torch_compile")
 
 
 class ProblemError(ValueError):
@@ -120,6 +123,8 @@ class Problem:
     @property
     def baselines(self) -> list[str]:
         """Every baseline the problem is timed against on a GPU, by the name its EvalResult reports."""
+        if self.meta.get("KIND") == "megakernel":
+            return list(MEGAKERNEL_BASELINES)
         return list(BASELINES) + [f"production:{n}" for n in self.production]
 
     @classmethod

@@ -40,6 +40,12 @@ ATOL = 1.5e-2
 # near zero, failing correct bf16 kernels; so only plain inputs.
 INPUT_TRANSFORMS = ()
 
+# The production kernels this problem is timed against (issue 43): torch._grouped_mm, the grouped bf16 GEMM
+# (CUTLASS, sm90) that torchtitan's MoE layers call, over the tokens sorted by expert; and the loop over experts
+# in bf16 as Hugging Face's Mixtral runs it.
+PRODUCTION = {"grouped_mm": "torch._grouped_mm over the tokens sorted by expert (torchtitan's MoE)",
+              "hf_mixtral_loop_bf16": "a loop over experts, bf16 F.linear GEMMs (Hugging Face's Mixtral)"}
+
 
 class Model(nn.Module):
     def __init__(self, num_experts: int, hidden: int, ffn: int, top_k: int, dtype: torch.dtype):
@@ -75,6 +81,38 @@ def get_inputs():
 
 def get_init_inputs():
     return [num_experts, hidden, ffn, top_k, dtype]
+
+
+def production_baselines(model):
+    import torch.nn.functional as F
+    k, num_experts = model.top_k, model.w_gate.shape[0]
+    wg, wu, wd = (w.transpose(-2, -1) for w in (model.w_gate, model.w_up, model.w_down))   # [E, in, out] views
+
+    def route(router_logits):
+        top_logits, top_idx = router_logits.sort(dim=-1, descending=True, stable=True)
+        return torch.softmax(top_logits[:, :k], dim=-1), top_idx[:, :k]
+
+    def grouped(x, router_logits):
+        gates, top_idx = route(router_logits)
+        flat = top_idx.reshape(-1)
+        order = flat.argsort(stable=True)
+        tok = order // k
+        offs = torch.bincount(flat, minlength=num_experts).cumsum(0).to(torch.int32)
+        h = x[tok]
+        act = F.silu(torch._grouped_mm(h, wg, offs=offs)) * torch._grouped_mm(h, wu, offs=offs)
+        y = torch._grouped_mm(act, wd, offs=offs) * gates.reshape(-1)[order, None].to(x.dtype)
+        return torch.zeros_like(x).index_add_(0, tok, y)
+
+    def hf_loop(x, router_logits):
+        gates, top_idx = route(router_logits)
+        out = torch.zeros_like(x)
+        for e in range(num_experts):
+            tok, slot = torch.where(top_idx == e)
+            h = x[tok]
+            act = F.silu(F.linear(h, model.w_gate[e])) * F.linear(h, model.w_up[e])
+            out.index_add_(0, tok, F.linear(act, model.w_down[e]) * gates[tok, slot, None].to(x.dtype))
+        return out
+    return {"grouped_mm": grouped, "hf_mixtral_loop_bf16": hf_loop}
 
 
 def FLOPS():
