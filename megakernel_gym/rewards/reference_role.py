@@ -199,8 +199,9 @@ def _baseline_bases(env: Env, mod, specs: list) -> list:
     return bases
 
 
-# What a production baseline's failure to import says: the extra that installs the libraries (issue 43).
-PRODUCTION_EXTRA = "pip install -e '.[baselines]'"
+# What a production baseline's failure to import adds: what the extra installs (issue 43); a library outside it
+# (mamba-ssm, FlashInfer: built against a CUDA toolkit) is the problem file's to name.
+PRODUCTION_EXTRA = "not installed here; pip install -e '.[baselines]' adds Liger-Kernel, flash-linear-attention, torchao"
 
 
 def production_baselines(env: Env, mod, sha: str, specs: list, atol=None, rtol=None,

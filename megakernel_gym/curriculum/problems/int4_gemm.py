@@ -28,6 +28,12 @@ ATOL = 1.5e-2
 # outputs near zero; x+6 adds 6 * W's row sums, a large and well-conditioned offset.
 INPUT_TRANSFORMS = ("shift",)
 
+# The production kernel this problem is timed against (issue 43): tinygemm, PyTorch's int4 weight-only GEMM
+# (torch._weight_int4pack_mm, what gpt-fast's and torchao's int4 weight-only layers call), on these weights
+# repacked once into its tile layout, with the problem's scales and zero offsets of 0 (its dequantization is
+# (q - 8) * scale + zero, the problem's with zero = 0).
+PRODUCTION = {"tinygemm_int4": "torch._weight_int4pack_mm (tinygemm), int4 weight-only, group-wise bf16 scales"}
+
 
 class Model(nn.Module):
     """Unpack, dequantize in fp32 (fp64 in a float64 run) and multiply; output in x's dtype."""
@@ -58,6 +64,23 @@ def get_inputs():
 
 def get_init_inputs():
     return [in_features, out_features, group_size, dtype]
+
+
+def production_baselines(model):
+    q = model.qweight                       # [out_features, in_features / 2]: the even k in the low nibble
+    n, k = q.shape[0], q.shape[1] * 2
+    sz = torch.stack([model.scales.t(), torch.zeros_like(model.scales.t())], dim=-1).to(torch.bfloat16).contiguous()
+    if q.is_cuda:
+        packed = torch._convert_weight_to_int4pack((q << 4) | (q >> 4), 8)   # tinygemm wants the even k high
+
+        def run(x):
+            return torch._weight_int4pack_mm(x.to(torch.bfloat16), packed, model.group_size, sz).to(x.dtype)
+    else:                                   # its CPU kernel (the cpu backend's check)
+        packed = torch._convert_weight_to_int4pack_for_cpu(torch.stack([q & 0xF, q >> 4], -1).reshape(n, k).int(), 1)
+
+        def run(x):
+            return torch._weight_int4pack_mm_for_cpu(x.to(torch.bfloat16), packed, model.group_size, sz).to(x.dtype)
+    return {"tinygemm_int4": run}
 
 
 def FLOPS():

@@ -26,6 +26,12 @@ CPU_SIZES = {"batch_size": 2, "d_inner": 5, "d_state": 3, "seq_len": 37, "dtype"
 # a +6 shift only makes dt larger (faster decay), which stays well-conditioned.
 INPUT_TRANSFORMS = ("shift",)
 
+# The production kernel this problem is timed against (issue 43): mamba-ssm's fused selective scan CUDA kernel
+# (selective_scan_fn, with the softplus of delta + dt_bias, the D skip and the silu(z) gate inside it), what
+# Mamba's own layers call. Its wheel builds against the local CUDA toolkit; where it is not installed the
+# kernel is reported as skipped with that reason.
+PRODUCTION = {"mamba_ssm_selective_scan": "mamba_ssm.ops.selective_scan_interface.selective_scan_fn (fused CUDA)"}
+
 
 class Model(nn.Module):
     """A log-depth (Hillis-Steele) scan over the sequence: every decay lies in (0, 1], so combining
@@ -69,6 +75,15 @@ def get_inputs():
 def get_init_inputs():
     return [d_inner, d_state]
 
+
+def production_baselines(model):
+    from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
+    A = -torch.exp(model.A_log.float())
+
+    def run(u, delta, B, C, z):
+        return selective_scan_fn(u, delta, A, B, C, D=model.D.float(), z=z, delta_bias=model.dt_bias.float(),
+                                 delta_softplus=True)
+    return {"mamba_ssm_selective_scan": run}
 
 def FLOPS():
     # sequential scan per (batch, channel, step, state): dt*A and its exp, the decay multiply and
