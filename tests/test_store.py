@@ -43,6 +43,23 @@ def test_judge_serves_cache(tmp_path):
     assert store.count() == 1
 
 
+def test_a_timed_result_is_served_only_under_the_software_it_was_timed_with(tmp_path):
+    """A cached speedup is over the baselines of its day: torch's and the production libraries' (issue 43). One
+    timed under other software is judged again; one timed under this software is served."""
+    store = ResultsStore(tmp_path / "r.sqlite")
+    problem, ref = get_problem("rmsnorm"), reference_candidates("rmsnorm")["triton"]
+    with Judge("cpu", store=store) as j:
+        key, software = j._device_key(), j._store_key()[1]
+        timed = dict(status="correct", reason="old", problem="rmsnorm", backend="gpu", candidate_sha256=ref.sha256,
+                     problem_sha256=problem.sha256, speedup=6.0)
+        store.put(EvalResult(**timed, timing={"median_ms": 1.0, "software": "torch 0.0"}), key)
+        again = j.evaluate(problem, ref)
+        assert not again.cached and again.reason != "old"
+        store.put(EvalResult(**timed, timing={"median_ms": 1.0, "software": software}), key)
+        hit = j.evaluate(problem, ref)
+        assert hit.cached and hit.reason == "old"
+
+
 def test_killed_judge_loses_nothing_already_written(tmp_path):
     """A judge process SIGKILLed in the middle of an evaluation: every earlier row is there and
     the database passes an integrity check."""

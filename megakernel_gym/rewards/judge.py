@@ -342,7 +342,9 @@ class Judge:
         self._phase("static")
         if self.use_cache and self.store is not None:
             hit = self.store.get(problem.sha256, cand.sha256, self._device_key())
-            if hit is not None:
+            # a timed result is reused only under the software it was timed with: its speedup is over baselines
+            # (torch's, the production libraries') that an upgrade or a newly installed library changes
+            if hit is not None and not (hit.timing and hit.timing.get("software") != self._store_key()[1]):
                 return hit
 
         # 2. what the problem allows and needs (reference worker, on the meta device; cached per problem),
@@ -538,6 +540,7 @@ class Judge:
         self._phase("recheck")
         timing = header["timing"]
         timing["device"] = self.device
+        timing["software"] = self._store_key()[1]
         timing["remeasured"] = remeasured
         speedups = {k: v["median_ms"] / timing["median_ms"] for k, v in baselines.items()
                     if isinstance(v, dict) and v.get("median_ms") and timing["median_ms"] > 0}
