@@ -225,7 +225,9 @@ def production_baselines(env: Env, mod, sha: str, specs: list, atol=None, rtol=N
         if not callable(build):
             raise TypeError("the problem names PRODUCTION but defines no production_baselines(model)")
         # the reference's model and weights (Env.model seeds them), the one _reference_outputs keeps where it does
-        model = env.models.get((sha, specs[0]["init_seed"])) or env.model(mod.Model, mod, specs[0]["init_seed"])
+        model = env.models.get((sha, specs[0]["init_seed"]))
+        if model is None:           # (not `or`: a container module of no children is falsy)
+            model = env.model(mod.Model, mod, specs[0]["init_seed"])
         built = build(model)
         if not isinstance(built, dict):
             raise TypeError(f"production_baselines(model) returned {type(built).__name__}, not a dict")
