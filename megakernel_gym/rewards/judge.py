@@ -183,6 +183,7 @@ class Judge:
                                   hide=hide, slot=slot)
         self._meta: dict[str, dict] = {}
         self.baseline_memory: dict[str, dict] = {}   # problem sha256: the reference worker's peak (baselines)
+        self._software: str | None = None   # what the store files baselines under beside the device (_store_key)
         self._recalled: set[str] = set()             # problems whose stored peak was looked up (_recall_need)
         self.device = "cpu" if self.backend == "cpu" else ""
 
@@ -593,8 +594,10 @@ class Judge:
     def _store_key(self) -> tuple[str, str]:
         """(device, software): what the store files baselines and peaks under. The software names torch and
         the production-baseline libraries installed (the `baselines` extra: their kernels are timed too)."""
-        import torch
-        return self._device_key(), " ".join([f"torch {torch.__version__}", *production_libraries()])
+        if self._software is None:      # a process's constant: found once, not on every evaluation
+            import torch
+            self._software = " ".join([f"torch {torch.__version__}", *production_libraries()])
+        return self._device_key(), self._software
 
     def _stored_baselines(self, problem: Problem) -> tuple[dict | None, str, str]:
         """(the baselines the store holds for this problem on this device and software, or None; the device
