@@ -287,8 +287,9 @@ def schedules_of(target: str, num_sms: int, climbs: list[dict], device: str, sam
             seen.add(ir.text)
             out.append((f"known: {label}", e_text + "\n" + text, ir, "expert", text.splitlines()))
     for label, ir in (sampled_irs(target, num_sms, *sampled).items() if sampled and sampled[0] else ()):
-        if render(ir) not in seen:     # (the compiler's IR: no .text of its own)
-            seen.add(render(ir))
+        text = render(ir)               # (the compiler's IR: no .text of its own)
+        if text not in seen:
+            seen.add(text)
             out.append((SAMPLED + label, SAMPLED + label, ir, "sampled", []))
     found = []
     for c in climbs:
