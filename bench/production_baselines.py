@@ -4,6 +4,7 @@ reference kernels' speedup over the old best (the three PyTorch ways) and over t
 run.
 
     python bench/production_baselines.py [--problems gqa_decode ...] [--out DIR]
+    python bench/production_baselines.py --merge A/production_baselines.json B/...   # halves run on two GPUs
 
 Writes production_baselines.json (device, date, command; one row per problem: every baseline's time, or why it
 does not count, and its shipped reference kernels' speedups).
@@ -11,6 +12,7 @@ does not count, and its shipped reference kernels' speedups).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -19,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from judge_bench import write  # noqa: E402
+from judge_bench import device_name, write  # noqa: E402
 from megakernel_gym.curriculum import builtin_names, get_problem, reference_candidates  # noqa: E402
 from megakernel_gym.rewards import Judge  # noqa: E402
 from megakernel_gym.rewards.problem import BASELINES  # noqa: E402
@@ -29,8 +31,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--problems", nargs="*", default=None, help="default: every built-in problem with PRODUCTION")
+    ap.add_argument("--merge", nargs="*", default=None,
+                    help="result files of runs over parts of the problems (one per GPU): one file, rows by problem")
     args = ap.parse_args()
     names = args.problems or [n for n in builtin_names() if get_problem(n).production]
+    if args.merge:
+        return merge([Path(f) for f in args.merge], names, Path(args.out))
     rows = []
     with Judge("gpu", store=Path(tempfile.mkdtemp()) / "r.sqlite", use_cache=False) as judge:
         for name in names:
@@ -62,7 +68,24 @@ def main():
                 print(f"    reference:{kind:<8} {r.status:<10} {ms or 0:.4f} ms  x{ref['speedup_vs_old_best'] or 0:.3f} "
                       f"over the old best, x{ref['speedup_vs_new_best'] or 0:.3f} over the new ({r.best_baseline})",
                       flush=True)
+            row["device"] = device_name()
             rows.append(row)
+            write_rows(rows, names, Path(args.out), quiet=True)   # a run cut short keeps what it measured
+    write_rows(rows, names, Path(args.out))
+
+
+def merge(files, names, out: Path):
+    """Parts measured in separate processes (say one per GPU of one host): each row keeps its own card; the
+    command names the runs merged."""
+    docs = [json.loads(f.read_text()) for f in files]
+    rows = sorted((dict(r, device=r.get("device") or d["device"]) for d in docs for r in d["rows"]),
+                  key=lambda r: r["problem"])
+    write_rows(rows, names, out, notes="merged from: " + " ; ".join(f"{d['command']} ({d['device']}, {d['date']})"
+                                                                     for d in docs))
+
+
+def write_rows(rows, names, out: Path, notes: str = "", quiet: bool = False):
+    missing = sorted(set(names) - {r["problem"] for r in rows})
     problems_timed = sorted(r["problem"] for r in rows
                             if any(k.startswith("production:") and v.get("median_ms") for k, v in r["baselines"].items()))
     refs = [x for r in rows for x in r["references"]]
@@ -71,7 +94,9 @@ def main():
          "measured": f"{len(problems_timed)}/{len(names)}: {problems_timed}", "met": len(problems_timed) == len(names)},
         {"target": "every shipped reference kernel correct",
          "measured": f"{sum(x['status'] == 'correct' for x in refs)}/{len(refs)}",
-         "met": all(x["status"] == "correct" for x in refs)}], Path(args.out), prefix="")
+         "met": all(x["status"] == "correct" for x in refs)},
+        {"target": "no problem left out", "measured": f"missing: {missing}", "met": not missing}],
+        out, notes=notes, prefix="", quiet=quiet)
 
 
 if __name__ == "__main__":
