@@ -66,6 +66,40 @@ def test_production_baselines_are_checked_then_timed_and_can_be_the_one_to_beat(
     assert r.best_baseline == min(timed, key=timed.get)
 
 
+UNCAPTURABLE = '''
+import torch
+import torch.nn as nn
+
+LEVEL = 1
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        keep = torch.nonzero(x > 0).shape[0]       # a host sync: no CUDA graph can capture it
+        return x * keep
+
+
+def get_inputs():
+    return [torch.randn(4096)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_problem_no_cuda_graph_can_capture_leaves_the_next_problem_whole(gpu_judge):
+    """A failed capture leaves the worker's CUDA generator mid-capture: every random draw after it raised
+    "Offset increment outside graph capture" (a MoE problem broke every problem after it in
+    production_baselines.py). The graph is timed last and the reference worker is replaced after it."""
+    from megakernel_gym.rewards.problem import Problem
+    broken = gpu_judge.prepare(Problem.from_source(UNCAPTURABLE, "uncapturable"))
+    assert "error" in broken["baselines"]["cuda_graph"] and broken["baselines"]["eager"].get("median_ms")
+    assert list(broken["baselines"])[:3] == ["eager", "cuda_graph", "torch_compile"]
+    r = gpu_judge.evaluate(get_problem("rmsnorm"), reference_candidates("rmsnorm")["triton"])
+    assert r.status == "correct" and r.baselines["cuda_graph"].get("median_ms"), r.reason
+
+
 def test_side_stream_seen_by_the_profiler(raw_gpu_judge):
     """A correct softmax that also launches work on a second stream: only the profiler can tell."""
     ref = reference_candidates("softmax")["triton"].source

@@ -164,3 +164,33 @@ def test_a_megakernel_problem_lists_the_level5_judges_baselines_and_show_lists_a
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["baselines"] == get_problem("gqa_decode").baselines
     assert "production:sdpa_flash" in json.loads(r.stdout)["baselines"]
+
+
+def test_a_reference_worker_that_says_its_state_is_broken_is_replaced():
+    """handle_baselines answers `restart` after a failed CUDA-graph capture (its CUDA generator is left
+    mid-capture): the judge replaces the reference worker then, whether the call succeeded or not, and
+    not otherwise."""
+    from megakernel_gym.rewards import Judge
+    from megakernel_gym.rewards.problem import ProblemError
+
+    class Worker:
+        def __init__(self, header):
+            self.header, self.restarts = header, 0
+
+        def call(self, msg, timeout=None):
+            return dict(self.header)
+
+        def restart(self):
+            self.restarts += 1
+
+    judge = Judge.__new__(Judge)       # no workers started: only _ref_call's handling of the answer
+    judge.timeout_s = 5
+    msg = {"cmd": "baselines", "problem_name": "p"}
+    for header, restarts in (({"ok": True, "baselines": {}}, 0),
+                             ({"ok": True, "baselines": {}, "restart": "capture failed"}, 1)):
+        judge.ref = Worker(header)
+        assert judge._ref_call(msg) == header and judge.ref.restarts == restarts
+    judge.ref = Worker({"ok": False, "error": "worker", "message": "boom", "restart": "capture failed"})
+    with pytest.raises(ProblemError, match="boom"):
+        judge._ref_call(msg)
+    assert judge.ref.restarts == 1

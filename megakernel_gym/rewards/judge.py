@@ -233,6 +233,8 @@ class Judge:
             raise ProblemError(f"problem {msg['problem_name']!r}: the reference crashed: {e}\n{tail}") from e
         if not header.get("ok") and header.get("error") == "too_large":   # reference_role.footprint, before any candidate
             raise ProblemUnservable(f"problem {msg['problem_name']!r}: {header.get('message', '')}")
+        if header.get("restart"):     # the worker says its own state is not to be trusted (handle_baselines)
+            self.ref.restart()
         if not header.get("ok"):
             raise ProblemError(f"problem {msg['problem_name']!r} failed while computing its reference "
                                f"({header.get('error')}):\n{header.get('message', '')}")
