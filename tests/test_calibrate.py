@@ -81,9 +81,9 @@ def test_fit_recovers_known_constants(sampled):
     # (the tiny's unpacked ring stages would make its matmuls their compute warps' time, which no
     # fitted constant moves: costmodel.ring_consume_us, off here; and one wait latency for every hop:
     # the tiny's 8 SMs keep a 132-SM chip all but quiet, costmodel.busy_hop_us)
-    # (and a norm's staged loads at the memory latency, and no cold code, as the critical-path model
+    # (and a norm's staged loads at the memory latency, no cold code and no on-chip norm reductions, as the critical-path model
     # takes them: fit_device)
-    base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9, quiet_wait_us=None, staged_us=None, cold_code_us=0.0)
+    base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9, quiet_wait_us=None, staged_us=None, cold_code_us=0.0, onchip_norm_us=0.0)
     true = replace(base, hbm_gbs=200.0, task_overhead_us=0.5, wait_latency_us=1.5, mem_latency_us=2.0,
                    launch_us=5.0)
     measured = [predict(p, true, costs=c).latency_us for p, c in pc]
@@ -199,7 +199,8 @@ def test_fit_finds_how_much_fewer_copies_in_flight_shorten_a_hop(tiny):
     # its ring's share of HBM (costmodel.ring_share), and on the tiny's 8 SMs a fit of HBM and the
     # ring's rate together trades one for the other (it put HBM at its bound, capped_wait 6% off); no
     # caps path either (caps_path_us: the critical-path model does not see it, fit_device's note)
-    base = replace(DEVICES["H200"], quiet_wait_us=None, hbm_gbs=200.0, staged_us=None, caps_path_us=0.0, cold_code_us=0.0)
+    base = replace(DEVICES["H200"], quiet_wait_us=None, hbm_gbs=200.0, staged_us=None, caps_path_us=0.0, cold_code_us=0.0,
+                   onchip_norm_us=0.0)
     true = replace(base, wait_latency_us=1.5, capped_wait=0.4)
     measured = [predict(p, true, costs=c).latency_us for p, c in pc]
     fitted, report = fit_device(pc, measured, base, prior=0.0, starts=8,
@@ -219,7 +220,7 @@ def test_fit_recovers_a_quiet_chips_wait_latency(sampled):
     _, pc = sampled
     # the tiny's hops weigh against its loads: the rates this was written with, not whatever is shipped
     base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9, wait_latency_us=2.0, quiet_wait_us=1.0,
-                   sm_gbs=43.5, plain_gbs=74.8, staged_us=None, cold_code_us=0.0)
+                   sm_gbs=43.5, plain_gbs=74.8, staged_us=None, cold_code_us=0.0, onchip_norm_us=0.0)
     true = replace(base, wait_latency_us=2.5, quiet_wait_us=0.3)
     measured = [predict(p, true, costs=c).latency_us for p, c in pc]
     fitted, report = fit_device(pc, measured, base, prior=0.0, fields=("wait_latency_us", "quiet_wait_us"))

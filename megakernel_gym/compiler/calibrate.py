@@ -527,7 +527,7 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     predict() re-run at each round's optimum (see the module doc); the first round also starts
     from `starts` random constants (seeded by `seed`) within 10x of base's. The constants returned
     are the best that predict() itself scored, with the kernel's `hops` (costmodel.wait_groups).
-    base's staged_us (a norm's staged loads on a busy chip), caps_path_us, ahead_path_us and cold_code_us are
+    base's staged_us (a norm's staged loads on a busy chip), caps_path_us, ahead_path_us, cold_code_us and onchip_norm_us are
     kept, not fitted, and the critical-path model takes those loads at the memory latency and no caps paths or
     cold code (and of a waiting task's input stagings, costmodel.input_stagings, only the polled latency
     taken into its wait): with them set,
@@ -629,6 +629,7 @@ def spec_literal(dev: DeviceSpec) -> str:
             + (f', caps_path_us={dev.caps_path_us:.3g}' if dev.caps_path_us else '')
             + (f', ahead_path_us={dev.ahead_path_us:.3g}' if dev.ahead_path_us else '')
             + (f', cold_code_us={dev.cold_code_us:.3g}' if dev.cold_code_us else '')
+            + (f', onchip_norm_us={dev.onchip_norm_us:.3g}' if dev.onchip_norm_us else '')
             + '),')
 
 

@@ -146,7 +146,7 @@ def _bandwidth_arrays(plan: Plan, own: np.ndarray, queues: tuple | None = None) 
 # constants until a refit under the cap measures it) is one wait latency for every hop. The `ahead`
 # edit (a cap while the matmul's task still waits) is in it only chip-wide: both edits cost on the GPU
 # (an H200 ran llama-1b's default with an adversary's inflight edits 2.4% slower and with its ahead
-# edits 2.0%, Qwen3's ahead edits 5.6%: bench/results/sim_bisect.json), and where the device has a
+# edits 2.0%, Qwen3's ahead edits 5.6%: git show a951456:bench/results/sim_bisect.json), and where the device has a
 # quiet_wait_us every SM streaming adds to every hop by the copies its ring keeps in flight
 # (busy_hop_weight, copies_busy; own_caps: its `inflight` while its task runs, its `ahead` while its
 # ring preloads).
@@ -841,13 +841,16 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     # once the bytes the ring loaded while its SM waited are known
     spread = np.divide(shared_a, own_a, out=np.ones(n), where=own_a > 0)
     trip0 = trips * dev.mem_latency_us
-    onchip = _onchip_array(plan) * dev.mem_latency_us     # an on-chip norm's weight: a trip before the rows
-    lat0 = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip0 + onchip
+    onchip_n = _onchip_array(plan)
+    onchip = onchip_n * dev.mem_latency_us     # an on-chip norm's weight: a trip before the rows
+    # and its reduction over the input, which only starts once the input is in (never in the wait)
+    reduce = onchip_n * dev.onchip_norm_us
+    lat0 = np.where(pf, dev.prefetch_us, dev.mem_latency_us) + trip0 + onchip + reduce
     # the rows wait for a prologue's trips, an epilogue's for the rows (NORM_KINDS)
     # the rows wait for their input vectors too (input_stagings), which a waiting SM stages as it polls
     x_calls, x_bytes, x_first = _input_arrays(plan, hops)
     staging = x_calls * dev.mem_latency_us + x_bytes / (dev.plain_gbs * 1e3)
-    compute0 = compute_us(plan, dev, flops, attn) + trip0 + onchip + staging
+    compute0 = compute_us(plan, dev, flops, attn) + trip0 + onchip + reduce + staging
     # (the first call's load goes before the task's polls; a later call's after them)
     first_norm = np.minimum(onchip, dev.mem_latency_us) if hops == "ll" else 0.0
     hide0 = polled_latency(dev, hops) + first_norm

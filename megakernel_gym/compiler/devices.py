@@ -33,6 +33,7 @@ class DeviceSpec:
     caps_path_us: float = 0.0   # every task's extra time in a kernel with per-op ring caps (caps_path) ...
     ahead_path_us: float = 0.0  # ... and more in one with any `ahead` cap (ahead_path)
     cold_code_us: float = 0.0   # a device function's first calls in the step: its code from memory (cold_code)
+    onchip_norm_us: float = 0.0  # an rmsnorm a matmul computes on chip (`inline`): its reduction, once the input is in
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -111,6 +112,17 @@ DATASHEET = {
 # none (a norm's staged loads at its memory latency): no adversary has been timed on one. Both take
 # caps_path_us 0.03 and ahead_path_us 0.01 (the note above caps_path), and cold_code_us 5.5 (the
 # note above cold_code; measured on an H200 only).
+# H200 onchip_norm_us 0.6 (2026-11-30, issue 39): an rmsnorm a matmul computes on chip (`inline`) reduces its
+# input across the block before any row, after the input is in. Priced at nothing, `inline` alone read 3.8%
+# (Qwen3) and 1.7% (llama-1b) faster than the climb it was taken from, and ran 0.7% faster and 1.0% slower
+# (sim_bisect.json, two H200s): the sim's largest blind spot among the verbs, and every expert inlines every
+# norm. By hand, as staged_us: the bisect's two `inline`-only rows want 0.8-1.0 us; the adversary's 56 rows
+# (git show e9508f8:bench/results/sim_adversary.json, rescored) meet every Spearman target from 0.6 up and SmolLM2's 5% only up to 0.4
+# (its expert then reads too slow beside its default: another blind spot, open); at 0.6 the `inline` rows
+# are within 0.9% and the worst searched speedup 1.4 / 6.3 / 3.4 / 4.2% off (llama-1b, SmolLM2, Qwen3, GPT-2
+# large; 3.6 / 3.3 / 6.4 / 4.2 before), Spearman 0.94 / 1.0 / 1.0 / 0.98 (0.77 / 0.80 / 0.90 / 0.98). An
+# adversary searched against it (sim_adversary.json) finds 2.4 / 8.0 / 7.6 / 6.2% and 0.98 / 1.0 / 0.79 /
+# 0.90: matmuls fused into the residual adds are its next blind spot. The H100 has none (not measured there).
 # H100 since 2026-11-29: its attention takes the H200's per-SM rates (the same GH100 SM and clocks),
 # and every constant was refitted as before, from the datasheet, to the same 47 schedules under the
 # model with the attention by positions (`megakernel_schedules.py --refit ... --near ...`,
@@ -128,5 +140,6 @@ DEVICES = {
                        ahead_path_us=0.01, cold_code_us=5.5),
     "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 2.31, 3.95, 0.483,
                        sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26,
-                       staged_us=3.0, caps_path_us=0.03, ahead_path_us=0.01, cold_code_us=5.5),
+                       staged_us=3.0, caps_path_us=0.03, ahead_path_us=0.01, cold_code_us=5.5,
+                       onchip_norm_us=0.6),
 }

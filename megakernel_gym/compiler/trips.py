@@ -135,7 +135,7 @@ def box_loop_trips(kind: str, box) -> int:
 # inputs takes them into that wait (hide, simloop). GPT-2 large's ln_2 fused into mlp.fc stages its
 # weight and bias in each of the 128 fc tasks as their rings start together: the sim called the
 # fusion 5.1% faster than the expert at L2's latency and 3.0% slower at this, where an H200 ran it
-# 6.2% slower (sim_bisect.json); the 56 rows of that morning's adversary file (sim_adversary.json of
+# 6.2% slower (git show a951456:bench/results/sim_bisect.json); the 56 rows of that morning's adversary file (sim_adversary.json of
 # 2026-11-29T04:58) go from 11 / 11 / 11 / 18% worst searched speedup off to 9 / 13 / 7 / 13%
 # (Spearman 0.60 / 0.86 / 0.83 / 0.77 to 0.75 / 0.81 / 0.90 / 0.89), the bisect's 98 variants from
 # 6.8% mean error over their starts to 5.5%, attention_positions' 60 runs from 6.7% median error to
@@ -170,7 +170,7 @@ def norm_trips(op, box) -> int:
 # task_probe_qwen3_v8.json); priced, 3.4% slower. Over sim_adversary.json's rows the worst searched
 # speedup off the GPU's went 4.3 / 3.8 / 7.5 / 4.8% -> 3.2 / 3.0 / 5.6 / 4.8% (llama-1b, SmolLM2,
 # Qwen3, GPT-2 large; Spearman 0.60 / 0.86 / 0.89 / 0.98 -> 0.74 / 0.98 / 0.93 / 0.98), and
-# sim_bisect.json's 150 variants from 4.5% mean error over their starts to 4.0% (median 3.3 -> 2.2%);
+# the a951456 sim_bisect.json's 150 variants from 4.5% mean error over their starts to 4.0% (median 3.3 -> 2.2%);
 # the experts move by under 0.5 us (their tasks wait). The ring is not credited with loading during
 # the trip: as a round trip (task_trips) a task that waited would have been faster for it (the ring
 # counted as loading through the wait and the trip both); so priced the scores were about the same
