@@ -9,6 +9,7 @@
 One row per test case (passed, failed, error or skipped, with its seconds); the target is that every
 gpu-marked test that ran passed. Several JUnit files are several runs, in order (each row names its
 `run`); a test that ran again in a later run counts by its latest outcome, and its earlier rows stay.
+`--append` adds a later session's runs after the file's own.
 """
 from __future__ import annotations
 
@@ -61,15 +62,26 @@ def main():
     ap.add_argument("--command", required=True, help="the exact command that ran on the device")
     ap.add_argument("--notes", default="")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu_tests.json")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the runs already in --out and add these after them (a later session's reruns)")
     args = ap.parse_args()
-    rows = []
-    for i, path in enumerate(args.junit, 1):
+    rows, first = [], 1
+    old = json.loads(args.out.read_text()) if args.append and args.out.exists() else None
+    if old is not None:
+        rows = [dict(r, run=r.get("run", 1)) for r in old["rows"]]
+        first = max(r["run"] for r in rows) + 1 if rows else 1
+    for i, path in enumerate(args.junit, first):
         got = rows_from_log(path) if path.suffix == ".log" else rows_from_junit(path)
-        rows += [dict(r, run=i) if len(args.junit) > 1 else r for r in got]
+        rows += [dict(r, run=i) if len(args.junit) > 1 or old is not None else r for r in got]
     latest = {r["test"]: r for r in rows}
     ran = [r for r in latest.values() if r["outcome"] != "skipped"]
     passed = sum(r["outcome"] == "passed" for r in ran)
     unfinished = [r["test"] for r in ran if r["outcome"] == "unfinished"]
+    if old is not None:     # the file says what ran before and what ran now
+        args.command = f"{old['command']} || runs {first}-{first + len(args.junit) - 1} ({args.date}): {args.command}"
+        args.notes = f"{old.get('notes', '')} || {args.notes}".strip(" |")
+        if old["device"] != args.device:
+            args.device = f"{old['device']} + {args.device}"
     doc = {"name": "gpu_tests", "device": args.device, "date": args.date, "command": args.command, "rows": rows,
            "targets": [{"target": "every gpu-marked test passes at HEAD", "measured": f"{passed}/{len(ran)}"
                         + (f"; unfinished when the run was cut: {unfinished}" if unfinished else ""),

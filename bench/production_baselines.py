@@ -75,13 +75,19 @@ def main():
 
 
 def merge(files, names, out: Path):
-    """Parts measured in separate processes (say one per GPU of one host): each row keeps its own card; the
-    command names the runs merged."""
+    """Parts measured in separate processes (say one per GPU of one host, or a later run of the problems an
+    earlier one could not finish): each row keeps its own card and date, a problem in several files the
+    last one's; the notes name the runs merged."""
     docs = [json.loads(f.read_text()) for f in files]
-    rows = sorted((dict(r, device=r.get("device") or d["device"]) for d in docs for r in d["rows"]),
-                  key=lambda r: r["problem"])
+    latest = {r["problem"]: dict(r, device=r.get("device") or d["device"], measured=d["date"])
+              for d in docs for r in d["rows"]}       # a problem measured again: the later file's row
+    rows = [latest[k] for k in sorted(latest)]
     write_rows(rows, names, out, notes="merged from: " + " ; ".join(f"{d['command']} ({d['device']}, {d['date']})"
                                                                      for d in docs))
+    doc = json.loads((out / "production_baselines.json").read_text())    # the cards and dates measured, not this host's
+    doc.update(device=" + ".join(sorted({d["device"] for d in docs})), date=max(d["date"] for d in docs),
+               merged_on=doc["date"])
+    (out / "production_baselines.json").write_text(json.dumps(doc, indent=2))
 
 
 def write_rows(rows, names, out: Path, notes: str = "", quiet: bool = False):

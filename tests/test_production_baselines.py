@@ -194,3 +194,28 @@ def test_a_reference_worker_that_says_its_state_is_broken_is_replaced():
     with pytest.raises(ProblemError, match="boom"):
         judge._ref_call(msg)
     assert judge.ref.restarts == 1
+
+
+def test_the_bench_merges_runs_over_parts_keeping_each_problems_latest_row_and_the_card(tmp_path):
+    """bench/production_baselines.py --merge: halves run on two GPUs of a host, or a later run of what an
+    earlier one could not finish, become one file; a problem measured twice keeps the later row; the file
+    names the card the rows were measured on, not the host that merged them."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from production_baselines import merge
+
+    def run(date, rows):
+        return {"device": "NVIDIA H200", "date": date, "command": f"python bench/production_baselines.py ({date})",
+                "rows": [{"problem": p, "baselines": {"eager": {"median_ms": 1.0}, **(
+                    {"production:k": {"median_ms": ms}} if ms else {"production:k": {"error": "RuntimeError"}})},
+                          "references": []} for p, ms in rows]}
+    first, later = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(run("2026-11-30T04:16", [("p1", 0.5), ("p2", None)])))
+    later.write_text(json.dumps(run("2026-11-30T04:48", [("p2", 0.25), ("p3", 0.75)])))
+    merge([first, later], ["p1", "p2", "p3"], tmp_path / "out")
+    doc = json.loads((tmp_path / "out" / "production_baselines.json").read_text())
+    assert [r["problem"] for r in doc["rows"]] == ["p1", "p2", "p3"]
+    assert doc["rows"][1]["baselines"]["production:k"] == {"median_ms": 0.25} and doc["rows"][1]["measured"].endswith("04:48")
+    assert doc["device"] == "NVIDIA H200" and doc["date"] == "2026-11-30T04:48" and "04:16" in doc["notes"]
+    assert all(t["met"] for t in doc["targets"] if "timed" in t["target"] or "left out" in t["target"])
