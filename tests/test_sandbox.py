@@ -3,6 +3,7 @@ is a categorized failure, the worker is replaced, the next evaluation runs norma
 results store stays intact. Static checks and the run-time Python guard are switched off here so the
 candidates really run (what stands is the worker's isolation, rewards/isolation.py)."""
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -290,3 +291,17 @@ def test_the_backend_is_resolved_by_asking_the_driver_not_torch(monkeypatch):
     for n, init, want in ((2, 0, "gpu"), (0, 0, "cpu"), (2, 100, "cpu")):   # 100: CUDA_ERROR_NO_DEVICE
         monkeypatch.setattr(ctypes, "CDLL", lambda name, d=Driver(n, init): d)
         assert resolve_backend(None) == want
+
+
+def test_the_interpreter_runs_only_kernels_decorated_in_the_candidates_file(raw_judge):
+    """Behind anticheat's kernel_form rule: with the static checks and the guard off, Triton's CPU interpreter
+    still runs no function of the candidate's file that is not decorated @triton.jit there (the jit-body rules'
+    functions, guard.jit_functions): a call-form or aliased-decorator kernel fails with the reason instead of
+    running its body as plain Python (which computed softmax in numpy and scored correct). Triton's own jit
+    functions (tl.zeros and the like) still run, and an honest kernel after it is correct."""
+    problem = get_problem("softmax")
+    for name in ("jit_call_form_host_numpy.py", "jit_aliased_decorator.py"):
+        r = raw_judge.evaluate(problem, Candidate((Path(__file__).parent / "adversarial" / name).read_text()))
+        assert r.status == "runtime_error" and "not decorated @triton.jit" in r.reason, (name, r.status, r.reason)
+    honest = raw_judge.evaluate(problem, reference_candidates("softmax")["triton"])
+    assert honest.status == "correct", honest.reason

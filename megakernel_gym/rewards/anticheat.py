@@ -83,6 +83,22 @@ TORCH_FORBIDDEN_NAMESPACES = {
     "cuda.default_generators": "seed_access",
 }
 TRITON_FORBIDDEN = {"testing": "timing", "runtime.driver": "monkeypatch"}
+# What makes a function a Triton kernel, or reaches Triton's machinery for making one: a candidate names
+# these only as the decorator above a def (`@triton.jit`, `@triton.autotune(...)`), where the jit-body
+# rules (guard.jit_body_problems) find the function. `k = triton.jit(f)`, `J = triton.jit` then `@J`, or
+# `triton.JITFunction(f)` made kernels whose bodies no rule read, and which Triton's CPU interpreter runs
+# as plain Python: host numpy compute, torch with the dispatch watcher switched off (red team, session 43).
+KERNEL_MAKERS = {"jit", "autotune", "heuristics", "JITFunction", "KernelInterface", "constexpr_function",
+                 "aggregate", "compile", "set_allocator", "knobs", "MockTensor", "FutureKernel", "AsyncCompileMode"}
+KERNEL_MAKER_NAMESPACES = ("runtime", "compiler", "tools", "backends")
+
+
+def kernel_maker(full: str) -> bool:
+    """Whether a resolved dotted path (triton.jit, triton.runtime.jit.JITFunction) is one of KERNEL_MAKERS."""
+    if not full.startswith("triton."):
+        return False
+    parts = full.split(".")
+    return parts[1] in KERNEL_MAKERS or parts[1] in KERNEL_MAKER_NAMESPACES or parts[-1] in ("jit", "JITFunction")
 # Namespaces whose every function is an aten op (the dynamic check sees each one that runs): the
 # compute a repeated `class Model` uses. The rest (ops, compile, jit, _C, library...) can load
 # code or step around the dispatcher, so they stay forbidden everywhere.
@@ -167,6 +183,7 @@ class _Checker(ast.NodeVisitor):
         self._in_unjudged = 0
         self._in_init = 0                     # inside a class's __init__ (torch RNG allowed there)
         self._class_depth = 0
+        self._decorator_heads: set[int] = set()   # a def's decorators (or what a decorator call calls)
 
     @property
     def _compute_ok(self) -> bool:
@@ -263,6 +280,7 @@ class _Checker(ast.NodeVisitor):
         full = self.resolve(node)
         if full:
             self._check_path(full, node)
+            self._check_kernel_maker(node, full)
         if isinstance(node.value, ast.Name) and node.value.id in ("__builtins__",):
             self.flag("introspection", "access to __builtins__", node)
         self.generic_visit(node)
@@ -272,6 +290,7 @@ class _Checker(ast.NodeVisitor):
             self.flag("introspection", f"use of {node.id}", node)
         if node.id in self.aliases and isinstance(node.ctx, ast.Load):
             self._check_path(self.aliases[node.id], node)
+            self._check_kernel_maker(node, self.aliases[node.id])
         for forb in self.extra_forbidden:
             if node.id == forb and not self._in_unjudged:
                 self.flag("problem_forbidden", f"{node.id} is forbidden by this problem", node)
@@ -365,7 +384,14 @@ class _Checker(ast.NodeVisitor):
         full = self.resolve(target) or ""
         return full.startswith("triton.") and full.split(".")[-1] in ("jit", "autotune", "heuristics")
 
+    def _check_kernel_maker(self, node: ast.AST, full: str | None) -> None:
+        if full and id(node) not in self._decorator_heads and kernel_maker(full):
+            self.flag("kernel_form", f"{full} named other than as the decorator above a def: a Triton kernel is "
+                                     f"written `@triton.jit` (or `@triton.autotune(...)`) directly above its "
+                                     f"`def`, where the judge checks its body", node)
+
     def visit_FunctionDef(self, node) -> None:
+        self._decorator_heads.update(id(d.func if isinstance(d, ast.Call) else d) for d in node.decorator_list)
         for d in node.decorator_list:
             self.visit(d)
         if node.returns is not None:

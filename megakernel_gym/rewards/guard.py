@@ -296,11 +296,8 @@ def _constant_expr(node: ast.AST, consts: set[str], tl_aliases: set[str]) -> boo
     return False
 
 
-def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
-    """(line, message) for everything in a @triton.jit function's body that a GPU compile would not
-    take or that would reach past it under the interpreter: names other than its arguments and locals,
-    triton.language, math, other jit functions of the module, module constants and Triton's builtins;
-    attributes other than triton.language's and its values' API; statements Triton does not compile."""
+def _module_aliases(tree: ast.Module) -> dict[str, str]:
+    """Local name -> the dotted module path a top-level import binds it to."""
     aliases: dict[str, str] = {}
     for st in tree.body:
         if isinstance(st, ast.Import):
@@ -309,14 +306,14 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
         elif isinstance(st, ast.ImportFrom) and not st.level and st.module:
             for a in st.names:
                 aliases[a.asname or a.name] = f"{st.module}.{a.name}"
-    bindings = _module_bindings(tree)
+    return aliases
 
-    def once(name):   # bound by one module-level statement only: what the jit body sees is what we read
-        return len(bindings.get(name, [])) == 1
 
-    modules = {n for n, full in aliases.items() if once(n) and any(
-        full == m or full.startswith(m + ".") for m in JIT_MODULES) and not full.startswith("triton.runtime")}
-    tl_aliases = {n for n in modules if aliases[n].startswith("triton.language")}
+def jit_functions(tree: ast.Module) -> list[ast.FunctionDef]:
+    """The module's top-level defs decorated `@triton.jit` (by an import's name for triton or for
+    triton.jit): the functions jit_body_problems checks, and the only ones the judge lets Triton's CPU
+    interpreter run (sandbox._interpret_own_source)."""
+    aliases = _module_aliases(tree)
 
     def is_jit(fn: ast.AST) -> bool:
         for d in getattr(fn, "decorator_list", []):
@@ -329,8 +326,25 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
                     and parts[0] == "jit" or isinstance(t, ast.Name) and aliases.get(t.id) == "triton.jit":
                 return True
         return False
+    return [st for st in tree.body if isinstance(st, ast.FunctionDef) and is_jit(st)]
 
-    jit_fns = [st for st in tree.body if isinstance(st, ast.FunctionDef) and is_jit(st)]
+
+def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, message) for everything in a @triton.jit function's body that a GPU compile would not
+    take or that would reach past it under the interpreter: names other than its arguments and locals,
+    triton.language, math, other jit functions of the module, module constants and Triton's builtins;
+    attributes other than triton.language's and its values' API; statements Triton does not compile."""
+    aliases = _module_aliases(tree)
+    bindings = _module_bindings(tree)
+
+    def once(name):   # bound by one module-level statement only: what the jit body sees is what we read
+        return len(bindings.get(name, [])) == 1
+
+    modules = {n for n, full in aliases.items() if once(n) and any(
+        full == m or full.startswith(m + ".") for m in JIT_MODULES) and not full.startswith("triton.runtime")}
+    tl_aliases = {n for n in modules if aliases[n].startswith("triton.language")}
+
+    jit_fns = jit_functions(tree)
     problems: list[tuple[int, str]] = []
     for fn in jit_fns:
         for d in fn.decorator_list:

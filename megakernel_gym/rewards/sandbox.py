@@ -268,16 +268,28 @@ def _interpret_own_source(interpreter) -> None:
     import ast as _ast
     import linecache
 
+    import triton
+
+    from megakernel_gym.rewards.guard import jit_functions
+    triton_dir = os.path.dirname(os.path.realpath(triton.__file__)) + os.sep   # Triton's own jit functions (tl.zeros...)
+
     def rewrite_ast(self):
         fn = self.fn
         code = fn.__code__
         text = "".join(linecache.getlines(code.co_filename)) or open(code.co_filename).read()
-        defs = [n for n in _ast.parse(text).body if isinstance(n, _ast.FunctionDef) and n.name == fn.__name__
+        module = _ast.parse(text)
+        defs = [n for n in module.body if isinstance(n, _ast.FunctionDef) and n.name == fn.__name__
                 and (min([d.lineno for d in n.decorator_list] + [n.lineno]) <= code.co_firstlineno <= n.lineno)]
         if len(defs) != 1:
             raise RuntimeError(f"the @triton.jit function {fn.__name__} has no definition of its own in "
                                f"{code.co_filename}")
         node = defs[0]
+        # only a def the jit-body rules read (decorated @triton.jit in the file; Triton's own library aside): one made a kernel
+        # any other way (triton.jit(f), an alias of the decorator) would run unread (anticheat's kernel_form
+        # refuses those statically; this is the wall behind it)
+        if not code.co_filename.startswith(triton_dir) and not any(n is node for n in jit_functions(module)):
+            raise RuntimeError(f"{fn.__name__} is launched as a Triton kernel but is not decorated @triton.jit in "
+                               f"the candidate's file: write the decorator directly above its def")
         node.decorator_list = []
         tree = _ast.Module(body=[node], type_ignores=[])
         tree = self.ast_transformer.visit(tree)
