@@ -297,11 +297,17 @@ def test_the_interpreter_runs_only_kernels_decorated_in_the_candidates_file(raw_
     """Behind anticheat's kernel_form rule: with the static checks and the guard off, Triton's CPU interpreter
     still runs no function of the candidate's file that is not decorated @triton.jit there (the jit-body rules'
     functions, guard.jit_functions): a call-form or aliased-decorator kernel fails with the reason instead of
-    running its body as plain Python (which computed softmax in numpy and scored correct). Triton's own jit
-    functions (tl.zeros and the like) still run, and an honest kernel after it is correct."""
+    running its body as plain Python (which computed softmax in numpy and scored correct), and it reads the
+    kernel's file as UTF-8 whatever its `# coding:` line says. Triton's own jit functions (tl.zeros and the
+    like) still run, and an honest kernel after them is correct."""
     problem = get_problem("softmax")
     for name in ("jit_call_form_host_numpy.py", "jit_aliased_decorator.py"):
         r = raw_judge.evaluate(problem, Candidate((Path(__file__).parent / "adversarial" / name).read_text()))
         assert r.status == "runtime_error" and "not decorated @triton.jit" in r.reason, (name, r.status, r.reason)
+    # a `# coding: utf-7` line made Triton's read of the kernel decode a checked comment into code: the
+    # interpreter reads the file as UTF-8, the text the rules read, so the hidden numpy body never runs
+    for name in ("source_encoding_utf7.py", "source_encoding_raw_unicode_escape.py"):
+        r = raw_judge.evaluate(problem, Candidate((Path(__file__).parent / "adversarial" / name).read_text()))
+        assert r.status == "incorrect", (name, r.status, r.reason)
     honest = raw_judge.evaluate(problem, reference_candidates("softmax")["triton"])
     assert honest.status == "correct", honest.reason

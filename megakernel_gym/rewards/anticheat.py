@@ -16,6 +16,7 @@ compile refuses, rewards/guard.py, checked here too so that it is refused before
 from __future__ import annotations
 
 import ast
+import codecs
 import re
 from collections.abc import Iterable
 
@@ -85,7 +86,7 @@ TORCH_FORBIDDEN_NAMESPACES = {
 TRITON_FORBIDDEN = {"testing": "timing", "runtime.driver": "monkeypatch"}
 # What makes a function a Triton kernel, or reaches Triton's machinery for making one: a candidate names
 # these only as the decorator above a def (`@triton.jit`, `@triton.autotune(...)`), where the jit-body
-# rules (guard.jit_body_problems) find the function. `k = triton.jit(f)`, `J = triton.jit` then `@J`, or
+# rules (jit_rules.jit_body_problems) find the function. `k = triton.jit(f)`, `J = triton.jit` then `@J`, or
 # `triton.JITFunction(f)` made kernels whose bodies no rule read, and which Triton's CPU interpreter runs
 # as plain Python: host numpy compute, torch with the dispatch watcher switched off (red team, session 43).
 KERNEL_MAKERS = {"jit", "autotune", "heuristics", "JITFunction", "KernelInterface", "constexpr_function",
@@ -184,6 +185,7 @@ class _Checker(ast.NodeVisitor):
         self._in_init = 0                     # inside a class's __init__ (torch RNG allowed there)
         self._class_depth = 0
         self._decorator_heads: set[int] = set()   # a def's decorators (or what a decorator call calls)
+        self.top_level: set[int] | None = None     # ids of the module's top-level defs (check_candidate)
 
     @property
     def _compute_ok(self) -> bool:
@@ -397,6 +399,10 @@ class _Checker(ast.NodeVisitor):
         if node.returns is not None:
             self.visit(node.returns)   # evaluated when the def runs, as the decorators are
         jit = any(self._is_jit(d) for d in node.decorator_list)
+        if jit and self.top_level is not None and id(node) not in self.top_level:
+            self.flag("kernel_form", f"the Triton kernel {node.name} is defined inside another block: define "
+                                     "@triton.jit functions at the module's top level, where the judge checks "
+                                     "their bodies (a nested one is never run)", node)
         self._in_jit += jit
         self.visit(node.args)
         unjudged = id(node) in self.unjudged
@@ -491,14 +497,41 @@ def _is_main_guard(node: ast.AST) -> bool:
             and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__")
 
 
+# PEP 263's declaration, on a file's first or second line
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-_.a-zA-Z0-9]+)")
+
+
+def encoding_flags(source: str) -> list[Flag]:
+    """A source-encoding declaration other than UTF-8. The judge reads the candidate as the text it was
+    given, and Python's compile() of a string ignores the declaration, but whatever reads the candidate's
+    file again (Triton reads a kernel's source from it, through linecache) decodes by it: under `# coding:
+    utf-7` a comment's `+AAo-` is a newline, so one comment the rules read as a comment became lines of
+    code in the kernel body Triton ran (red team, session 43: numpy softmax scored correct)."""
+    flags = []
+    for i, line in enumerate(source.splitlines()[:2], 1):
+        m = _CODING.match(line)
+        if m:
+            try:
+                name = codecs.lookup(m.group(1)).name
+            except LookupError:
+                name = m.group(1)
+            if name != "utf-8":
+                flags.append(Flag("source_encoding", f"the source-encoding declaration {m.group(1)!r}: a candidate "
+                                                     "is UTF-8 text; drop the line", i))
+        if not line.lstrip().startswith("#") and line.strip():
+            break    # a declaration counts only in the comments that open the file
+    return flags
+
+
 def check_candidate(source: str, extra_forbidden: Iterable[str] = ()) -> list[Flag]:
     """All static flags for a candidate's Python source. Raises SyntaxError if it does not parse."""
     tree = parse_python(source, "<candidate>")
     checker = _Checker(extra_forbidden)
     checker.bind_imports(tree)
     checker.unjudged = _unjudged_bodies(tree, checker)
+    checker.top_level = {id(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     checker.visit(tree)
-    return checker.flags + guard_policy_flags(source)
+    return encoding_flags(source) + checker.flags + guard_policy_flags(source)
 
 
 def guard_policy_flags(source: str) -> list[Flag]:

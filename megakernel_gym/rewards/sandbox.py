@@ -266,17 +266,19 @@ def _interpret_own_source(interpreter) -> None:
     if rewriter is None or not hasattr(rewriter, "ast_transformer"):
         return
     import ast as _ast
-    import linecache
 
     import triton
 
-    from megakernel_gym.rewards.guard import jit_functions
+    from megakernel_gym.rewards.jit_rules import jit_functions
     triton_dir = os.path.dirname(os.path.realpath(triton.__file__)) + os.sep   # Triton's own jit functions (tl.zeros...)
 
     def rewrite_ast(self):
         fn = self.fn
         code = fn.__code__
-        text = "".join(linecache.getlines(code.co_filename)) or open(code.co_filename).read()
+        # as UTF-8, the text the rules read: linecache decodes by a `# coding:` line, which turned a
+        # checked comment into code (anticheat.encoding_flags refuses the line; this reads past it)
+        with open(code.co_filename, encoding="utf-8") as f:
+            text = f.read()
         module = _ast.parse(text)
         defs = [n for n in module.body if isinstance(n, _ast.FunctionDef) and n.name == fn.__name__
                 and (min([d.lineno for d in n.decorator_list] + [n.lineno]) <= code.co_firstlineno <= n.lineno)]
