@@ -471,7 +471,8 @@ def _unjudged_bodies(tree: ast.Module, checker: _Checker) -> set[int]:
             continue
         if isinstance(d, ast.FunctionDef):
             bodies.setdefault(d.name, []).append(d)
-        elif not d.keywords and all(checker.resolve(b) == "torch.nn.Module" for b in d.bases):
+        elif not d.keywords and all(checker.resolve(b) == "torch.nn.Module" for b in d.bases) \
+                and all(_inert_class_statement(st) for st in d.body):
             bodies.setdefault(d.name, []).extend(m for m in d.body
                                                  if isinstance(m, ast.FunctionDef) and not m.decorator_list)
     # `if __name__ == "__main__":` at top level (an LLM's smoke test of its answer) never runs: the
@@ -488,6 +489,22 @@ def _unjudged_bodies(tree: ast.Module, checker: _Checker) -> set[int]:
             return {id(f) for fns in bodies.values() for f in fns} | {id(g) for g in guards}
         for name in reached:
             del bodies[name]
+
+
+def _inert_class_statement(st: ast.AST) -> bool:
+    """A statement of a `class Model` body that runs nothing and hands nothing out as the class is
+    defined: a method, a docstring, `pass`, or a constant bound to a name (KernelBench's ResNet block's
+    `expansion = 1`). Any other (`REGISTRY.append(forward)` hands forward out while the class body runs,
+    red team, session 43) makes the class's methods judged like any other code."""
+    if isinstance(st, ast.FunctionDef):
+        return not st.decorator_list
+    if isinstance(st, ast.Pass) or isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):
+        return True
+    if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None:
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+        consts = [st.value] if not isinstance(st.value, ast.Tuple) else st.value.elts
+        return all(isinstance(t, ast.Name) for t in targets) and all(isinstance(c, ast.Constant) for c in consts)
+    return False
 
 
 def _is_main_guard(node: ast.AST) -> bool:
