@@ -121,6 +121,20 @@ def test_an_answer_cut_off_inside_its_block_still_gives_the_code():
     assert candidate_code("Here:\n```python\nclass ModelNew:\n    x = 1\n") == "class ModelNew:\n    x = 1\n"
 
 
+def test_an_answer_with_windows_line_ends_gives_the_same_code():
+    """A policy that writes \r\n: its closing fence ends in \r, which the fence's `$` missed, so the block ran
+    on into the prose after it and the honest kernel was a syntax error (red team, session 43)."""
+    answer = "Here is my kernel:\n```python\nclass ModelNew:\n    x = 1\n```\nIt is fast because...\n"
+    assert candidate_code(answer.replace("\n", "\r\n")) == candidate_code(answer) == "class ModelNew:\n    x = 1\n"
+    assert candidate_code(answer.replace("\n", "\r")) == "class ModelNew:\n    x = 1\n"
+
+
+def test_a_kernelbench_style_answer_with_windows_line_ends_is_correct(cpu_judge, relu_problem):
+    res = cpu_judge.evaluate(relu_problem, ANSWER.replace("\n", "\r\n"))
+    assert res.status == "correct", res.reason
+    assert res.candidate_sha256 == sha256(MODELNEW_CODE)
+
+
 def test_indented_fences_are_dedented():
     assert candidate_code("1. the code:\n   ```python\n   class ModelNew:\n       x = 1\n   ```\n") == \
         "class ModelNew:\n    x = 1\n"

@@ -165,7 +165,9 @@ def candidate_code(text: str) -> str:
         return text
     except Exception:  # noqa: BLE001 - not Python, whatever the parser's complaint: look for fenced code
         pass
-    blocks = [textwrap.dedent(code) for lang, code in _FENCE.findall(text) if lang.lower() in _PYTHON_FENCES]
+    # an answer with Windows line ends: its closing fences end in \r, which the fence's `$` would not meet
+    answer = text.replace("\r\n", "\n").replace("\r", "\n")
+    blocks = [textwrap.dedent(code) for lang, code in _FENCE.findall(answer) if lang.lower() in _PYTHON_FENCES]
     for name in ("ModelNew", "Model"):
         found = [b for b in blocks if re.search(rf"^class[ \t]+{name}\b", b, re.M)]
         if found:
