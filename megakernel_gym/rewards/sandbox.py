@@ -289,7 +289,8 @@ def _interpret_own_source(interpreter) -> None:
         # only a def the jit-body rules read (decorated @triton.jit in the file; Triton's own library aside): one made a kernel
         # any other way (triton.jit(f), an alias of the decorator) would run unread (anticheat's kernel_form
         # refuses those statically; this is the wall behind it)
-        if not code.co_filename.startswith(triton_dir) and not any(n is node for n in jit_functions(module)):
+        if not os.path.realpath(code.co_filename).startswith(triton_dir) \
+                and not any(n is node for n in jit_functions(module)):
             raise RuntimeError(f"{fn.__name__} is launched as a Triton kernel but is not decorated @triton.jit in "
                                f"the candidate's file: write the decorator directly above its def")
         node.decorator_list = []
