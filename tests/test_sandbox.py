@@ -296,7 +296,7 @@ def test_the_backend_is_resolved_by_asking_the_driver_not_torch(monkeypatch):
 def test_the_interpreter_runs_only_kernels_decorated_in_the_candidates_file(raw_judge):
     """Behind anticheat's kernel_form rule: with the static checks and the guard off, Triton's CPU interpreter
     still runs no function of the candidate's file that is not decorated @triton.jit there (the jit-body rules'
-    functions, guard.jit_functions): a call-form or aliased-decorator kernel fails with the reason instead of
+    functions, jit_rules.jit_functions): a call-form or aliased-decorator kernel fails with the reason instead of
     running its body as plain Python (which computed softmax in numpy and scored correct), and it reads the
     kernel's file as UTF-8 whatever its `# coding:` line says. Triton's own jit functions (tl.zeros and the
     like) still run, and an honest kernel after them is correct."""

@@ -41,7 +41,7 @@ from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer, copy_locations
 
 # the @triton.jit body rules (their own module); the guard compiles a candidate only where they hold
-from megakernel_gym.rewards.jit_rules import jit_body_problems, jit_functions  # noqa: F401  (the guard's names)
+from megakernel_gym.rewards.jit_rules import jit_body_problems
 
 
 class GuardError(Exception):
