@@ -294,6 +294,25 @@ def test_lowerings_are_bounded_by_bytes_and_let_go(monkeypatch, graphs):
     assert old() is None      # not kept alive by the pairs of the lowerings that read it
 
 
+def test_a_lowering_refused_for_its_dependencies_lets_its_op_lowerings_go(monkeypatch, graphs):
+    """A plan over MAX_DEPENDENCIES is refused after its ops are lowered (the count needs their spans);
+    those lowerings are weighed against OP_CACHE_BYTES then and there, not kept until a plan passes (a red
+    team's tiling search, 90 refusals in 100 steps, held 2 GB)."""
+    g = graphs["mlp-tiny"]
+    monkeypatch.setattr(tasks, "OP_CACHE_BYTES", 1)
+    cache = tasks._op_cache(g)
+    cache.ops.clear()
+    tasks.lower(g, {"silu_mul": 2}, 8)                 # passes: its own lowerings stay while in use
+    assert cache.ops
+    monkeypatch.setattr(tasks, "MAX_DEPENDENCIES", 1)
+    # (the count of whole reads before lowering, _check_whole_reads, would refuse this one first: the count
+    # after it is what a plan of partial reads meets)
+    monkeypatch.setattr(tasks, "_check_whole_reads", lambda *a: None)
+    with pytest.raises(tasks.DependencyLimitError):
+        tasks.lower(g, {"silu_mul": 1, "down_proj": 1}, 8)
+    assert not cache.ops                               # the refused plan's lowerings, and the older ones, let go
+
+
 # ---------------------------------------------------------------------------------------
 # every adversarial action, through the env's step
 
