@@ -83,7 +83,9 @@ def test_fit_recovers_known_constants(sampled):
     # the tiny's 8 SMs keep a 132-SM chip all but quiet, costmodel.busy_hop_us)
     # (and a norm's staged loads at the memory latency, no cold code and no on-chip norm reductions, as the critical-path model
     # takes them: fit_device)
-    base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9, quiet_wait_us=None, staged_us=None, cold_code_us=0.0, onchip_norm_us=0.0)
+    # (from a wait latency away from the truth's, whatever the shipped one is)
+    base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9, quiet_wait_us=None, staged_us=None, cold_code_us=0.0,
+                   onchip_norm_us=0.0, wait_latency_us=2.31)
     true = replace(base, hbm_gbs=200.0, task_overhead_us=0.5, wait_latency_us=1.5, mem_latency_us=2.0,
                    launch_us=5.0)
     measured = [predict(p, true, costs=c).latency_us for p, c in pc]

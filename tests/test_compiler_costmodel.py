@@ -416,7 +416,7 @@ def test_a_bodys_round_trips_come_before_or_after_its_rows_not_beside_them():
 
     import numpy as np
 
-    from megakernel_gym.compiler.costmodel import polled_latency, ring_consume_us, task_trips
+    from megakernel_gym.compiler.costmodel import polled_latency, ring_consume_us, task_staged, task_trips
     from megakernel_gym.ir_exposure import apply_edits
     sys.path.insert(0, str(ROOT / "bench"))
     from sim_adversary import expert_of, target_ir
@@ -430,8 +430,12 @@ def test_a_bodys_round_trips_come_before_or_after_its_rows_not_beside_them():
     consume = ring_consume_us(b, dev)[tasks]
     assert trips.min() >= 3 and np.all(consume > 4.0)
     dur = np.array([pb.finish_us[t] - pb.start_us[t] for t in tasks])
-    # (less the memory latency a task that waited spent polling: costmodel.polled_latency)
-    assert np.all(dur >= consume + trips * dev.mem_latency_us + dev.task_overhead_us - polled_latency(dev) - 1e-9)
+    # (less the memory latency a task that waited spent polling, costmodel.polled_latency, and the norm's
+    # parameters it staged while it waited, at most staged_us each: staged_trip_us)
+    staged = np.asarray(task_staged(b), dtype=float)[tasks]
+    assert staged.max() > 0
+    assert np.all(dur >= consume + trips * dev.mem_latency_us + dev.task_overhead_us - polled_latency(dev)
+                  - staged * dev.staged_us - 1e-9)
     plain = a.tg.by_op["transformer.h.3.mlp.act"]
     assert np.median(dur) - np.median([pa.finish_us[t] - pa.start_us[t] for t in plain]) >= 3 * dev.mem_latency_us
     # the step: the fusion also saves the ln_2 task and its hop, but each fc task stages ln_2's weight and
@@ -466,9 +470,10 @@ def test_a_norms_staged_parameters_cost_a_busy_chips_hbm_latency_unless_its_sm_w
     assert {staged[t.id] for t in plan.tg.tasks if t.op == "layers.3.attn.q_proj"} == {0}
     inline = apply_edits(base, "inline layers.*.attn.norm").plan()
     assert {task_staged(inline)[t.id] for t in inline.tg.tasks if t.op == "layers.3.attn.q_proj"} == {0}
-    # dearer staged loads never make a plan faster; on a quiet chip they cost what a trip to L2 does
+    # dearer staged loads never make a plan faster; on a quiet chip they cost what a trip to L2 does (at
+    # the H200's 1.2 us the default's norms take theirs into their waits: no slower than at L2's latency)
     cheap, dear = replace(dev, staged_us=dev.mem_latency_us), replace(dev, staged_us=6.0)
-    assert predict(plan, dear).latency_us > predict(plan, dev).latency_us > predict(plan, cheap).latency_us
+    assert predict(plan, dear).latency_us > predict(plan, dev).latency_us >= predict(plan, cheap).latency_us
     none = replace(dev, staged_us=None)
     assert predict(plan, cheap).latency_us <= predict(plan, none).latency_us + 1e-9   # (and they hide in a wait)
 

@@ -128,7 +128,7 @@ def box_loop_trips(kind: str, box) -> int:
 
 # A norm's staged weight and bias come from HBM, cold (each layer's own, read once a step), and a
 # load from HBM waits behind every copy in flight: on a chip whose SMs all stream, a trip each of
-# about staged_us (the H200's 3.0 us, against 0.48 for a trip to L2), on a quiet chip the memory
+# about staged_us (the H200's 1.2 us, 3.0 until 2026-11-30, against 0.48 for a trip to L2), on a quiet chip the memory
 # latency (staged_trip_us, at the busy weight as the task starts, busy_hop_weight; at most 1: an
 # `ahead` of 3 on up_proj moves the 1B expert by 0.4% on an H200, and copies_busy's growth past 1
 # made it 10%). The body stages them before it polls its input, so a task whose SM waits for its
@@ -139,7 +139,7 @@ def box_loop_trips(kind: str, box) -> int:
 # 2026-11-29T04:58) go from 11 / 11 / 11 / 18% worst searched speedup off to 9 / 13 / 7 / 13%
 # (Spearman 0.60 / 0.86 / 0.83 / 0.77 to 0.75 / 0.81 / 0.90 / 0.89), the bisect's 98 variants from
 # 6.8% mean error over their starts to 5.5%, attention_positions' 60 runs from 6.7% median error to
-# 6.3%. An rmsnorm a matmul
+# 6.3%. At the 1.2 us the H200 takes since 2026-11-30 (devices.py) the fusion reads 0.9% slower. An rmsnorm a matmul
 # computes on chip loads its weight to registers before its input as well; priced so, the SmolLM2
 # and Qwen3 experts, which do that in every layer, read 15-17% slower than measured (not charged).
 def norm_staged(op) -> int:
