@@ -534,6 +534,30 @@ def test_a_ring_cap_never_makes_a_schedule_faster_and_more_copies_cost(big):
     assert predict(apply_edits(base, "ahead layers.*.mlp.down_proj n=5").plan(), dev).latency_us > plain + 1
 
 
+def test_an_ahead_cap_above_a_tasks_own_cap_preloads_no_faster_than_it_runs(big):
+    """ring_share(waiting=True): a ring preloads at the share of its `ahead` cap, but never above the share
+    it streams at once its task runs (its `inflight` cap). The expert keeps q/k/v at 1; an adversary searched
+    against the cut busy hop put `ahead ... q_proj n=3` over it, which read 1.1% faster than Qwen3's expert
+    and ran 1.4% slower on an H200 (llama-1b: 0.2% faster read, 0.3% slower ran; ab_knobs_qwen3_ahead.json,
+    ab_knobs_llama_ahead.json)."""
+    import numpy as np
+
+    from megakernel_gym.compiler.costmodel import ring_share
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    base = make_ir(big, num_sms=132)
+    expert = apply_edits(base, expert_edits(base))
+    capped = apply_edits(expert, "ahead layers.*.attn.q_proj n=3")
+    plan = capped.plan()
+    assert np.all(ring_share(plan, waiting=True) <= ring_share(plan) + 1e-12)
+    dev = DEVICES["H200"]
+    assert predict(plan, dev).latency_us >= predict(expert.plan(), dev).latency_us
+    # below its own cap an `ahead` still slows the preload: an ahead of 1 under the compiler's 2 halves it
+    half = apply_edits(base, "ahead layers.*.mlp.gate_proj n=1").plan()
+    tasks = half.tg.by_op["layers.3.mlp.gate_proj"]
+    assert ring_share(half, waiting=True)[tasks].tolist() == [0.5] * len(tasks)
+
+
 def test_any_ring_cap_costs_every_task_the_kernels_caps_path_and_ahead_more(big):
     """costmodel.caps_path / ahead_path: an `inflight` or `ahead` cap on any op turns on codegen's
     kernel-wide per-op caps, an `ahead` cap the WS_AHEAD path as well, and every task pays for them:

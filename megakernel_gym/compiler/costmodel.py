@@ -204,7 +204,13 @@ def ring_share(plan: Plan, waiting: bool = False) -> np.ndarray:
     2.1% faster (ahead: 2.0%) where an H200 ran them at the expert's time (0.999; ahead 0.989:
     ab_knobs_attn_caps.json); now 1.000 and 0.998, and the adversary's worst searched speedup on
     Qwen3 10.0% -> 7.5% off (sim_adversary.json; the other families' unchanged)."""
-    caps = np.clip(own_caps(plan)[1 if waiting else 0], 1, INFLIGHT)
+    run, wait = own_caps(plan)
+    # a ring preloads no faster than it streams once its task runs: an `ahead` cap above the task's own
+    # `inflight` cap (the expert keeps q/k/v at 1) buys no rate while the chip streams beside it. Qwen3's
+    # expert with `ahead ... q_proj n=3` over its cap of 1 read 1.1% faster (the adversary's climb 0 from
+    # the expert, searched against the cut busy hop: its whole gain) and ran 1.4% slower on an H200;
+    # llama-1b's 0.2% faster, ran 0.3% slower (ab_knobs_qwen3_ahead.json, ab_knobs_llama_ahead.json)
+    caps = np.clip(np.minimum(wait, run) if waiting else run, 1, INFLIGHT)
     stages = np.maximum(1.0, np.ceil(_ring_stage_terms(plan)[0] / WS_STAGE))
     return np.minimum(caps, stages) / np.minimum(INFLIGHT, stages)
 

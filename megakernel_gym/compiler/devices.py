@@ -129,7 +129,7 @@ DATASHEET = {
 # o_proj and down_proj, silu_mul after gate/up, q/k/v after the residual add: 1.0-1.5 us measured, 2.6-2.9 in
 # the sim) and within 0.2 us where it was near 0 (o_proj after the attention, down_proj after silu_mul); so a
 # `fuse` of a matmul into the residual add, which removes one busy hop, read 4-5% faster in the sim and ran
-# 1-2% faster (Qwen3: o_proj 4.7% / 1.7%, down_proj 4.0% / 1.0%, ab_knobs_qwen3_s44.json). Chosen by hand,
+# 1-2% faster (Qwen3: o_proj 4.7% / 1.7%, down_proj 4.0% / 1.0%, ab_knobs_qwen3_fuse_assign.json). Chosen by hand,
 # as staged_us and onchip_norm_us, over a grid of the two (wait 0.8-2.31, staged 0.8-3.0) scored on the
 # adversary's 58 rows, the bisect's 60, the Qwen3 A/B's 11 and the ops of 16 task dumps: worst searched
 # speedup off 2.4 / 7.6 / 8.0 / 6.2% -> 4.5 / 4.3 / 2.3 / 3.8% (llama-1b, Qwen3, SmolLM2, GPT-2 large),
@@ -138,7 +138,10 @@ DATASHEET = {
 # than its default 9.8% -> 6.6% optimistic. A wait of 1.1 ranks Qwen3 better (0.90) and misses 5% on
 # llama-1b and SmolLM2; staged_us below 1.0 lets GPT-2's ln_2 fused into mlp.fc read faster than the
 # expert again (0.8: 0.8% faster in the sim, 6.2% slower on an H200; 1.2: 0.9% slower). The rows were
-# searched against the old constants: sim_adversary.json's search against these says what they hold.
+# searched against the old constants. A search against these, measured on two H200s (git show
+# 70e4d5a:bench/results/sim_adversary.json, 54 schedules): 4.0 / 3.1 / 3.1 / 4.6% off, Spearman 0.94 / 0.89 /
+# 0.90 / 0.90; Qwen3's miss was an `ahead` cap above q_proj's own, see ring_share. docs/compiler.md has the
+# search after that (sim_adversary.json).
 # H100 since 2026-11-29: its attention takes the H200's per-SM rates (the same GH100 SM and clocks),
 # and every constant was refitted as before, from the datasheet, to the same 47 schedules under the
 # model with the attention by positions (`megakernel_schedules.py --refit ... --near ...`,
