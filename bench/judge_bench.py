@@ -140,10 +140,13 @@ def spread(xs: list[float]) -> dict:
             "max_over_min_minus_1": max(xs) / min(xs) - 1 if min(xs) > 0 else None}
 
 
-def write(name: str, rows, targets, out_dir: Path, notes: str = "", prefix: str = "judge_", quiet: bool = False) -> dict:
-    """bench/results/<prefix><name>.json with the device, date, exact command, rows and targets."""
+def write(name: str, rows, targets, out_dir: Path, notes: str = "", prefix: str = "judge_", quiet: bool = False,
+          extra: dict | None = None) -> dict:
+    """bench/results/<prefix><name>.json with the device, date, exact command, rows and targets; `extra`: fields
+    that replace or follow those (a merge of runs names the cards and dates it merged, not this host's)."""
     doc = {"name": f"{prefix}{name}", "device": device_name(), "date": datetime.datetime.now().isoformat(timespec="seconds"),
            "command": "python " + " ".join(sys.argv), "rows": rows, "targets": targets, "notes": notes}
+    doc.update(extra or {})
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{prefix}{name}.json").write_text(json.dumps(doc, indent=2))
     if not quiet:

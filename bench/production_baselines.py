@@ -12,6 +12,7 @@ does not count, and its shipped reference kernels' speedups).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 import tempfile
@@ -83,14 +84,13 @@ def merge(files, names, out: Path):
               for d in docs for r in d["rows"]}       # a problem measured again: the later file's row
     rows = [latest[k] for k in sorted(latest)]
     write_rows(rows, names, out, notes="merged from: " + " ; ".join(f"{d['command']} ({d['device']}, {d['date']})"
-                                                                     for d in docs))
-    doc = json.loads((out / "production_baselines.json").read_text())    # the cards and dates measured, not this host's
-    doc.update(device=" + ".join(sorted({d["device"] for d in docs})), date=max(d["date"] for d in docs),
-               merged_on=doc["date"])
-    (out / "production_baselines.json").write_text(json.dumps(doc, indent=2))
+                                                                     for d in docs),
+               extra={"device": " + ".join(sorted({d["device"] for d in docs})),    # the cards and dates measured,
+                      "date": max(d["date"] for d in docs),                        # not this host's
+                      "merged_on": datetime.datetime.now().isoformat(timespec="seconds")})
 
 
-def write_rows(rows, names, out: Path, notes: str = "", quiet: bool = False):
+def write_rows(rows, names, out: Path, notes: str = "", quiet: bool = False, extra: dict | None = None):
     missing = sorted(set(names) - {r["problem"] for r in rows})
     problems_timed = sorted(r["problem"] for r in rows
                             if any(k.startswith("production:") and v.get("median_ms") for k, v in r["baselines"].items()))
@@ -102,7 +102,7 @@ def write_rows(rows, names, out: Path, notes: str = "", quiet: bool = False):
          "measured": f"{sum(x['status'] == 'correct' for x in refs)}/{len(refs)}",
          "met": all(x["status"] == "correct" for x in refs)},
         {"target": "no problem left out", "measured": f"missing: {missing}", "met": not missing}],
-        out, notes=notes, prefix="", quiet=quiet)
+        out, notes=notes, prefix="", quiet=quiet, extra=extra)
 
 
 if __name__ == "__main__":
