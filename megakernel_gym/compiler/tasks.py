@@ -396,14 +396,14 @@ def lower(g: Graph, tiles: dict[str, int] | None = None, num_sms: int = 132,
             parts_of.append((op.name, low, offset))
         tg = TaskGraph(g, tasks, by_op, tiling, None)
         tg.__dict__["_op_lowerings"] = parts_of
+        keep: set[int] = set()
         try:
             tg.__dict__["_dep_edges"] = _dependency_arrays(parts_of, len(tasks))
-        except TilingError:
-            # a plan refused for its dependencies still lowered its ops: weigh the cache now, keeping none of
-            # them, or a run of refusals (a red team's: 90 in 100 steps) holds them all until a plan passes
-            _trim_op_caches(set())
-            raise
-        _trim_op_caches({id(low) for _, low, _ in parts_of})
+            keep = {id(low) for _, low, _ in parts_of}
+        finally:
+            # a plan refused for its dependencies still lowered its ops: weigh the cache then too, keeping none
+            # of them, or a run of refusals (a red team's: 90 in 100 steps) holds them all until a plan passes
+            _trim_op_caches(keep)
         return tg
 
 
