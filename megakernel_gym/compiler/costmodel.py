@@ -381,7 +381,12 @@ def _demand_at(sweep, times) -> np.ndarray:
 # GPU did not give (commit 4abbef8's sim_adversary_copies.json), and the rows it ran say nothing of
 # what 1 saves. A cap of 1 therefore never shortens a hop in the sim, and one above 2 costs (it also
 # slows or speeds its own ring's streaming: ring_share).
-COPIES_BUSY = np.array([0.0, 1.0, 1.0, 2.1, 4.6, 10.0])
+# Those probe weights priced caps above 2 far over what schedules pay: every SM streams at its cap only
+# while its capped op runs. From llama-1b's default on an H200 (ab_knobs_llama_inflight.json, 2026-11-30)
+# o_proj at 3 ran 1.017x the default's time and the sim read 1.039x; gate_proj at 3 1.004x / 1.013x; both
+# at 4 1.021x / 1.166x. Fitted to those: 1.4 at 3, 1.6 at 4 (1.018x, 1.006x, 1.024x), and 1.8 at 5,
+# extrapolated (no schedule measured there). A cap above 2 still buys nothing (ring_share stops at 2).
+COPIES_BUSY = np.array([0.0, 1.0, 1.0, 1.4, 1.6, 1.8])
 
 
 def copies_busy(caps) -> np.ndarray:
