@@ -8,12 +8,13 @@ does.
     python bench/task_hops.py RUN.json [RUN.json ...] [--device-name H200] [--layers 2 13] [--num-sms 132]
                               [--fit wait_latency_us,quiet_wait_us,...]
 
-RUN.json: a task_probe --dump result, its `<name>_tasks.json` beside it (every task, or some layers'
+RUN.json: a task_probe --dump result, its `<name>_tasks.json.gz` (or .json) beside it (every task, or some layers'
 with their ids). `--fit` fits constants to the ops' medians (fit_to_tasks) and shows both. No GPU.
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import shlex
 import statistics
@@ -29,6 +30,15 @@ sys.path.insert(0, str(ROOT / "bench"))
 from task_probe import layer_key  # noqa: E402
 
 from megakernel_gym.compiler.costmodel import predict  # noqa: E402
+
+
+def load_dumps(run: Path) -> list[dict]:
+    """A task_probe --dump run's task dumps: `<name>_tasks.json.gz` beside RUN.json (as task_probe writes
+    them), or `<name>_tasks.json` (older runs, and a dump unpacked by hand)."""
+    packed = run.with_name(run.stem + "_tasks.json.gz")
+    if packed.exists():
+        return json.loads(gzip.decompress(packed.read_bytes()))
+    return json.loads(run.with_name(run.stem + "_tasks.json").read_text())
 
 
 def ready_to_signal(plan, gpu: dict[int, tuple[float, float]], sim: list[tuple[float, float]],
@@ -99,7 +109,7 @@ def load_runs(paths, num_sms: int) -> list[tuple]:
     for path in paths:
         run = Path(path)
         doc = json.loads(run.read_text())
-        dumps = {d["schedule"]: d["tasks"] for d in json.loads(run.with_name(run.stem + "_tasks.json").read_text())}
+        dumps = {d["schedule"]: d["tasks"] for d in load_dumps(run)}
         argv = shlex.split(doc["command"])
         model = argv[argv.index("--model") + 1] if "--model" in argv else "llama-1b"
         _, base = target_ir(model, num_sms)
@@ -114,7 +124,7 @@ def load_runs(paths, num_sms: int) -> list[tuple]:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("runs", nargs="+", help="task_probe.py --dump results (each with its _tasks.json beside it)")
+    ap.add_argument("runs", nargs="+", help="task_probe.py --dump results (each with its _tasks.json.gz or _tasks.json beside it)")
     ap.add_argument("--device-name", default="H200", help="the sim's constants")
     ap.add_argument("--layers", type=int, nargs=2, default=[2, 13], metavar=("FIRST", "LAST"))
     ap.add_argument("--num-sms", type=int, default=132, help="the SMs of the GPU the runs measured")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 import statistics
 import sys
@@ -280,7 +281,7 @@ def main():
                     help="more builds of each schedule with these emit_cuda knobs (integers or names)")
     ap.add_argument("--tag", default="", help="suffix of the result's name (task_probe<tag>.json)")
     ap.add_argument("--dump", action="store_true",
-                    help="also write every task of each build's first run (task_probe<tag>_tasks.json): op, SM, "
+                    help="also write every task of each build's first run (task_probe<tag>_tasks.json.gz): op, SM, "
                          "start and signal after the step's first start, its phases")
     ap.add_argument("--dump-layers", type=int, nargs=2, default=None, metavar=("FIRST", "LAST"),
                     help="with --dump: only these layers' tasks, each with its id in the plan (a smaller file)")
@@ -370,8 +371,9 @@ def main():
          "measured": max(r["with_probes"]["median_us"] / r["megakernel"]["median_us"] for r in rows),
          "met": all(r["with_probes"]["median_us"] <= 1.03 * r["megakernel"]["median_us"] for r in rows)},
     ]
-    if args.dump:   # one file beside the result: every task of every build's first run
-        (out / f"task_probe{args.tag}_tasks.json").write_text(json.dumps(dumps))
+    if args.dump:   # one file beside the result: every task of every build's first run, gzipped (2-7 MB of
+        # JSON a run; the device takes at most 64 MiB of working tree, so git keeps them small: task_hops reads it)
+        (out / f"task_probe{args.tag}_tasks.json.gz").write_bytes(gzip.compress(json.dumps(dumps).encode(), mtime=0))
     write("task_probe" + args.tag, rows, targets, out, prefix="",
           notes=f"model {args.model} on {torch.cuda.get_device_name()}; floor {step.floor_us:.0f} us "
                 f"({step.bw:.0f} GB/s copy bandwidth measured in this run); phases are medians over layers "

@@ -178,3 +178,20 @@ def test_the_sim_beside_the_probes_prices_the_positions_the_step_was_fed():
     model, inputs = ZOO["mlp-tiny"]()
     g = capture(model, inputs, "mlp-tiny")
     assert fed_positions(g, dict(zip(g.inputs, inputs))) is None
+
+
+def test_task_dumps_are_read_gzipped_or_plain(tmp_path):
+    """task_probe --dump writes its tasks gzipped (the device takes at most 64 MiB of working tree and the
+    plain dumps were 33 MB of git's 49); task_hops reads that, or a plain `_tasks.json` beside the run."""
+    import gzip
+    import json
+    sys.path.insert(0, str(ROOT / "bench"))
+    from task_hops import load_dumps
+    dumps = [{"schedule": "default", "tasks": [{"id": 3, "op": "layers.0.mlp.add", "start_us": 1.0, "signal_us": 2.5}]}]
+    run = tmp_path / "task_probe_x.json"
+    (tmp_path / "task_probe_x_tasks.json").write_text(json.dumps(dumps))
+    assert load_dumps(run) == dumps
+    packed = [dict(dumps[0], schedule="packed")]
+    (tmp_path / "task_probe_x_tasks.json.gz").write_bytes(gzip.compress(json.dumps(packed).encode(), mtime=0))
+    assert load_dumps(run) == packed                              # the gzipped one, as task_probe writes it
+    assert sorted(p.name for p in (ROOT / "bench" / "results").glob("*_tasks.json")) == []   # git keeps them packed
