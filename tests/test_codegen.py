@@ -89,20 +89,27 @@ def test_llama_1b_plan_emits(graphs):
     assert compile_cuda(src, "llama-1b.cu", arch="sm_90")[:4] == b"\x7fELF"
 
 
-def _ptxas_report(src: str) -> str:
-    """NVRTC's log with ptxas's resource report (registers, stack, spills) for sm_90."""
+def _nvrtc_outputs(src: str, opts: list[str]) -> tuple[str, str]:
+    """NVRTC's log and PTX for the source under `opts` (no GPU)."""
     from cuda.bindings import nvrtc
-    from megakernel_gym.cuda.nvrtc import _nvrtc_check, _nvrtc_include_dirs
-    opts = ["--gpu-architecture=sm_90", "-std=c++17", "--ptxas-options=--verbose",
-            *[f"-I{d}" for d in _nvrtc_include_dirs()]]
+    from megakernel_gym.cuda.nvrtc import _nvrtc_check
     prog = _nvrtc_check(nvrtc.nvrtcCreateProgram(src.encode(), b"mk.cu", 0, [], []))
     try:
         nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         log = b" " * _nvrtc_check(nvrtc.nvrtcGetProgramLogSize(prog))
         nvrtc.nvrtcGetProgramLog(prog, log)
+        ptx = b" " * _nvrtc_check(nvrtc.nvrtcGetPTXSize(prog))
+        nvrtc.nvrtcGetPTX(prog, ptx)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return log.decode(errors="replace")
+    return log.decode(errors="replace"), ptx.decode(errors="replace")
+
+
+def _ptxas_report(src: str) -> str:
+    """NVRTC's log with ptxas's resource report (registers, stack, spills) for sm_90."""
+    from megakernel_gym.cuda.nvrtc import _nvrtc_include_dirs
+    return _nvrtc_outputs(src, ["--gpu-architecture=sm_90", "-std=c++17", "--ptxas-options=--verbose",
+                                *[f"-I{d}" for d in _nvrtc_include_dirs()]])[0]
 
 
 @pytest.mark.parametrize("knobs", [{}, {"weights": "regs"}, {"probes": True}])
@@ -112,18 +119,9 @@ def test_dynamic_shared_memory_starts_on_a_128_byte_line(graphs, knobs):
     every stage 16 bytes off a line and llama-1b's searched climb 6 ran 7% slower on an H200
     (ab_knobs_llama_c6_align.json). With or without the ring, and with the probes' own variables, the
     PTX declares the region 128-byte aligned."""
-    from cuda.bindings import nvrtc
-    from megakernel_gym.cuda.nvrtc import _nvrtc_check
     src = emit_cuda(_plan(graphs, "llama-tiny"), **knobs)[0]
-    opts = [b"--gpu-architecture=sm_90", b"-std=c++17", b"--no-source-include"]
-    prog = _nvrtc_check(nvrtc.nvrtcCreateProgram(src.encode(), b"mk.cu", 0, [], []))
-    try:
-        nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        ptx = b" " * _nvrtc_check(nvrtc.nvrtcGetPTXSize(prog))
-        nvrtc.nvrtcGetPTX(prog, ptx)
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-    decl = [line.strip() for line in ptx.decode().splitlines() if ".extern .shared" in line]
+    ptx = _nvrtc_outputs(src, ["--gpu-architecture=sm_90", "-std=c++17", "--no-source-include"])[1]
+    decl = [line.strip() for line in ptx.splitlines() if ".extern .shared" in line]
     assert decl == [".extern .shared .align 128 .b8 mk_smem[];"], decl
 
 
