@@ -293,3 +293,73 @@ def test_a_main_guard_runs_once_name_is_rebound():
 def test_other_rules_still_hold_inside_a_main_guard():
     assert "monkeypatch" in rules(MAIN_GUARD + "    torch.backends.cuda.matmul.allow_tf32 = True\n")
     assert "forbidden_import" in rules(MAIN_GUARD + "    import os\n")
+
+
+# Deep syntax trees: an honest generated expression (a 900-term sum, a long chain of indexing) is checked, not
+# refused with a RecursionError at Python's default 1,000 frames; each shape in linear time (a wrapper that walked
+# its subtree again made a 900-deep `x[0][0]...` take 1.6 s and 2,000 deep ~8 s); past the depth the checks
+# follow, a clear refusal. problem.deep_call runs them.
+DEEP = {
+    "sum": lambda n: "+".join(["1"] * n),
+    "power": lambda n: "**".join(["1"] * n),
+    "index": lambda n: "x" + "[0]" * n,
+    "attribute": lambda n: "x" + ".data" * n,
+    "negation": lambda n: "-" * n + "x",
+    "conditional": lambda n: "x if x else " * n + "x",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP))
+def test_deep_expression_checked_in_linear_time(shape):
+    import sys
+    import time
+
+    from megakernel_gym.rewards.guard import compile_candidate
+    from megakernel_gym.rewards.problem import MAX_AST_DEPTH
+    limit = sys.getrecursionlimit()
+    src = f"{HEAD}\ndef f(x):\n    return {DEEP[shape](MAX_AST_DEPTH - 20)}\n"
+    t0 = time.perf_counter()
+    assert "guard" not in rules(src)
+    assert compile_candidate(src, "<deep>").co_filename == "<deep>"
+    assert time.perf_counter() - t0 < 3.0, f"{shape}: {time.perf_counter() - t0:.1f} s"
+    assert sys.getrecursionlimit() == limit
+
+
+def test_too_deep_refused_by_name():
+    from megakernel_gym.rewards.guard import compile_candidate
+    from megakernel_gym.rewards.problem import MAX_AST_DEPTH, SourceTooDeep
+    src = f"{HEAD}\ny = {DEEP['sum'](MAX_AST_DEPTH + 50)}\n"
+    for check in (lambda: check_candidate(src), lambda: compile_candidate(src, "<deep>")):
+        with pytest.raises(SourceTooDeep, match=r"nests \d+ levels deep .* split it into several statements"):
+            check()
+
+
+def test_deep_walks_at_once_put_the_limit_back():
+    """The raised recursion limit is the interpreter's: two deep checks at once, one of them failing inside,
+    leave it where it was."""
+    import sys
+    import threading
+
+    from megakernel_gym.rewards.problem import deep_call
+    limit, seen, errors = sys.getrecursionlimit(), [], []
+    gate = threading.Barrier(2)
+
+    def walk(fail):
+        def fn():
+            gate.wait(timeout=10)
+            seen.append(sys.getrecursionlimit())
+            if fail:
+                raise KeyError("inside")
+            return 1
+        try:
+            deep_call(fn, depth=1_000)
+        except KeyError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=walk, args=(fail,)) for fail in (False, True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 1 and min(seen) > limit
+    assert sys.getrecursionlimit() == limit

@@ -20,7 +20,7 @@ import codecs
 import re
 from collections.abc import Iterable
 
-from megakernel_gym.rewards.problem import parse_python
+from megakernel_gym.rewards.problem import ast_depth, deep_call, parse_python
 from megakernel_gym.rewards.result import Flag
 
 # Modules a candidate may import (top-level name). Everything else is `forbidden_import`,
@@ -543,6 +543,10 @@ def encoding_flags(source: str) -> list[Flag]:
 def check_candidate(source: str, extra_forbidden: Iterable[str] = ()) -> list[Flag]:
     """All static flags for a candidate's Python source. Raises SyntaxError if it does not parse."""
     tree = parse_python(source, "<candidate>")
+    return deep_call(_check_tree, source, tree, extra_forbidden, depth=ast_depth(tree))
+
+
+def _check_tree(source: str, tree: ast.Module, extra_forbidden: Iterable[str]) -> list[Flag]:
     checker = _Checker(extra_forbidden)
     checker.bind_imports(tree)
     checker.unjudged = _unjudged_bodies(tree, checker)

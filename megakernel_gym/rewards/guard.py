@@ -36,9 +36,11 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+import RestrictedPython.compile
+import RestrictedPython.transformer
 from RestrictedPython import compile_restricted
 from RestrictedPython.Guards import guarded_iter_unpack_sequence, guarded_unpack_sequence
-from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer, copy_locations
+from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
 # the @triton.jit body rules (their own module); the guard compiles a candidate only where they hold
 from megakernel_gym.rewards.jit_rules import jit_body_problems
@@ -76,11 +78,36 @@ INPLACE = {k + "=": v for k, v in BINARY.items()}
 UNARY = {"-": operator.neg, "+": operator.pos, "~": operator.invert, "not": operator.not_}
 
 
+def _locate(new: ast.AST, like: ast.AST) -> None:
+    """`like`'s position on `new` and on the nodes under it that have none, not walking into a subtree that
+    has one: a hook wraps subtrees already visited, and ast.fix_missing_locations walked each again (a
+    900-term sum took 4 s to check, quadratic in its depth)."""
+    todo = [new]
+    while todo:
+        node = todo.pop()
+        if "lineno" in node._attributes:
+            if node is not new and getattr(node, "lineno", None) is not None:
+                continue
+            for attr in ("lineno", "col_offset", "end_lineno", "end_col_offset"):
+                setattr(node, attr, getattr(like, attr, None) if attr.startswith("end") else getattr(like, attr))
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _copy_locations(new_node: ast.AST, old_node: ast.AST) -> None:
+    """RestrictedPython's transformer.copy_locations (the position of the node it replaces, then
+    ast.fix_missing_locations), with the fix kept to the new nodes: its wrappers (a subscript's
+    `_getitem_`, a loop's `_getiter_`) walked every subtree again, so checking `x[0][0]...` 900 deep took
+    1.6 s. Set on RestrictedPython's modules below, the only place their name is looked up."""
+    _locate(new_node, old_node)
+
+
 def _hook(name: str, *args: ast.expr, like: ast.AST) -> ast.Call:
     call = ast.Call(func=ast.Name(name, ast.Load()), args=list(args), keywords=[])
-    copy_locations(call, like)
-    ast.fix_missing_locations(call)
+    _locate(call, like)
     return call
+
+
+RestrictedPython.transformer.copy_locations = RestrictedPython.compile.copy_locations = _copy_locations
 
 
 class CandidatePolicy(RestrictingNodeTransformer):
@@ -157,8 +184,7 @@ class CandidatePolicy(RestrictingNodeTransformer):
             return node
         load = ast.Attribute(value=target.value, attr=target.attr, ctx=ast.Load()) if isinstance(
             target, ast.Attribute) else ast.Subscript(value=target.value, slice=target.slice, ctx=ast.Load())
-        copy_locations(load, target)
-        ast.fix_missing_locations(load)
+        _locate(load, target)
         op = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.FloorDiv: "//=", ast.Mod: "%=",
               ast.Pow: "**=", ast.LShift: "<<=", ast.RShift: ">>=", ast.BitOr: "|=", ast.BitXor: "^=",
               ast.BitAnd: "&=", ast.MatMult: "@="}[type(node.op)]
@@ -167,8 +193,7 @@ class CandidatePolicy(RestrictingNodeTransformer):
         store.ctx = ast.Store()
         value = _hook("_inplacevar_", ast.Constant(op), self.visit(load), self.visit(node.value), like=node)
         assign = ast.Assign(targets=[self.visit(store)], value=value)
-        copy_locations(assign, node)
-        ast.fix_missing_locations(assign)
+        _locate(assign, node)
         return assign
 
     def visit_BinOp(self, node: ast.BinOp):
@@ -207,7 +232,12 @@ class CandidatePolicy(RestrictingNodeTransformer):
 
 def compile_candidate(source: str, filename: str) -> types.CodeType:
     """The candidate's module, compiled under the policy, its @triton.jit bodies checked (jit_body_problems).
-    Raises SyntaxError naming every refusal."""
+    Raises SyntaxError naming every refusal, problem.SourceTooDeep past the depth the checks follow."""
+    from megakernel_gym.rewards.problem import ast_depth, deep_call, parse_python
+    return deep_call(_compile_candidate, source, filename, depth=ast_depth(parse_python(source, filename)))
+
+
+def _compile_candidate(source: str, filename: str) -> types.CodeType:
     from megakernel_gym.rewards.problem import AST_LOCK
     # RestrictedPython parses and compiles a tree too: both under the one lock (python/cpython#106905)
     with AST_LOCK:

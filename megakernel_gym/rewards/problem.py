@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import sys
 import textwrap
 import threading
 from dataclasses import dataclass, field
@@ -47,6 +48,86 @@ def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
     "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905)."""
     with AST_LOCK:
         return ast.parse(source, filename=filename)
+
+
+# How deep a candidate's syntax tree may nest (a `1+1+...` of n terms is n levels): the judge's checks (ast's
+# visitors, RestrictedPython's transformer, compile) recurse once or a few times a level, so a tree deeper than
+# Python's default 1,000 frames allow runs them on a thread of its own with the limit raised (deep_call).
+# CPython's own parser stops near 3,000 levels; a source deeper than MAX_AST_DEPTH gets a clear refusal instead.
+SHALLOW_AST_DEPTH = 150
+MAX_AST_DEPTH = 2_000
+_DEEP_FRAMES = 10_000     # Python frames for MAX_AST_DEPTH levels (about four a level), C-safe on a default stack
+_DEEP_STACK = 256 << 20   # the deep walk's own thread stack (compile() recurses in C)
+_deep = threading.local()
+_deep_users = 0
+_deep_saved = 1_000
+
+
+class SourceTooDeep(ValueError):
+    """The source nests deeper than the judge's checks follow; the message names the depth and the fix."""
+
+
+def ast_depth(tree: ast.AST) -> int:
+    """The syntax tree's depth in nodes, found without recursion."""
+    deepest, todo = 0, [(tree, 1)]
+    while todo:
+        node, d = todo.pop()
+        deepest = max(deepest, d)
+        todo.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def deep_call(fn, *args, depth: int):
+    """fn(*args) for a syntax tree `depth` levels deep. A shallow one (nearly every source) is walked here
+    as is; a deeper one with Python's recursion limit raised, on a thread with a 256 MiB stack (in a
+    sandboxed worker, which may not start one, on its own), so an honest 900-term expression is checked
+    rather than refused with a RecursionError; past MAX_AST_DEPTH, SourceTooDeep. The limit is
+    interpreter-wide: it moves under AST_LOCK (no parse in flight) and stays raised while any deep walk runs."""
+    global _deep_users, _deep_saved
+    if depth <= SHALLOW_AST_DEPTH or getattr(_deep, "on", False):
+        return fn(*args)
+    if depth > MAX_AST_DEPTH:
+        raise SourceTooDeep(f"the source nests {depth} levels deep (a long chain of operators, calls or "
+                            f"brackets); the judge's checks follow up to {MAX_AST_DEPTH}: split it into "
+                            "several statements")
+    out: dict[str, Any] = {}
+
+    def run():
+        _deep.on = True
+        try:
+            out["value"] = fn(*args)
+        except BaseException as e:   # handed back to the caller's thread as is
+            out["error"] = e
+        finally:
+            _deep.on = False
+
+    with AST_LOCK:
+        if _deep_users == 0:
+            _deep_saved = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_deep_saved, _DEEP_FRAMES))
+        _deep_users += 1
+    try:
+        with AST_LOCK:
+            saved_stack = threading.stack_size(_DEEP_STACK)
+            try:
+                worker = threading.Thread(target=run, name="deep-ast", daemon=True)
+                worker.start()
+            except (RuntimeError, MemoryError):   # a sandboxed worker: no clone(), a capped address space
+                worker = None
+            finally:
+                threading.stack_size(saved_stack)
+        if worker is None:
+            run()
+        else:
+            worker.join()
+    finally:
+        with AST_LOCK:
+            _deep_users -= 1
+            if _deep_users == 0:
+                sys.setrecursionlimit(_deep_saved)
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
 
 
 def sha256(text: str) -> str:
