@@ -4,6 +4,7 @@ GPU to confirm (issue 16's target: the trained policy >= 1.3x over the default o
     python bench/policies_gpu.py --make-plan runs/policies_plan.json [--policies heuristic,search,expert,lm]
                                  [--split heldout | --problem NAME ...]     # CPU: play each in the sim
     python bench/policies_gpu.py --plan runs/policies_plan.json [--out DIR] [--name NAME]   # GPU: measure
+                                 [--only PROBLEM ...]      # one GPU's share; --merge RUN.json ... joins them
 
 --make-plan plays each policy greedily (adding to the file's other policies and problems) in the sim env (MegaKernelEnv, backend sim, H100 constants) on
 each problem and records the edit text the env took (every accepted action, in order) and the sim's
@@ -93,6 +94,10 @@ def measure(plan: dict, out: Path, name: str) -> None:
                 rows.append(row)
                 print(f"{prob} {pol}: {row['status']} {row['speedup_over_default']} (sim {rec['sim_speedup']})",
                       flush=True)
+    summarize(rows, out, name)
+
+
+def summarize(rows: list[dict], out: Path, name: str, extra: dict | None = None) -> None:
     pols = sorted({r["policy"] for r in rows})
     fam = {p: [r for r in rows if r["policy"] == p and r["problem"] in HELDOUT_FAMILY_PROBLEMS] for p in pols}
     geo = {p: (math.exp(sum(math.log(r["speedup_over_default"]) for r in rs) / len(rs))
@@ -106,7 +111,7 @@ def measure(plan: dict, out: Path, name: str) -> None:
                 "measured": f"{sum(r['correct'] for r in rows)}/{len(rows)}", "met": all(r["correct"] for r in rows)}]
     write(name, rows, targets, out, prefix="",
           notes="each problem's schedules through one MegakernelJudge; speedups over the default schedule timed "
-                "in the same judge; policies played in the sim (make-plan) and measured here")
+                "in the same judge; policies played in the sim (make-plan) and measured here", extra=extra)
 
 
 def main():
@@ -119,7 +124,15 @@ def main():
     ap.add_argument("--only", action="append", help="with --plan: measure just these problems")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--name", default="policies_gpu")
+    ap.add_argument("--merge", nargs="+", type=Path, metavar="RUN.json",
+                    help="one <name>.json of these runs' rows (the problems split over GPUs with --only)")
     args = ap.parse_args()
+    if args.merge:
+        runs = [json.loads(p.read_text()) for p in args.merge]
+        summarize([r for run in runs for r in run["rows"]], Path(args.out), args.name,
+                  extra={"device": " + ".join(sorted({run["device"] for run in runs})),
+                         "date": max(run["date"] for run in runs),
+                         "command": " ; ".join(run["command"] for run in runs)})
     if args.make_plan:
         make_plan(args.make_plan, args.policies.split(","), args.split, args.problem)
     if args.plan:

@@ -55,3 +55,33 @@ def test_a_gpu_test_run_cut_by_an_interrupt_counts_no_test_that_did_not_run(tmp_
     rows = _bench("gpu_tests_json").rows_from_junit(xml)
     assert [(r["test"], r["outcome"]) for r in rows] == [("tests.test_hops::test_a", "passed"),
                                                          ("tests.test_hops::test_b", "failed")]
+
+
+def test_policy_runs_split_over_gpus_merge_into_one_record(tmp_path, monkeypatch):
+    """policies_gpu --merge: each GPU measured some problems (--only); the merged record's geomean is over
+    the held-out family problems of both, a schedule that failed anywhere misses the correctness target,
+    and the device, date and commands are the runs', not this machine's."""
+    import json
+    pol = _bench("policies_gpu")
+
+    def run(name, problems, date, ok=True):
+        rows = [{"problem": p, "policy": "lm", "correct": ok, "speedup_over_default": s} for p, s in problems]
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"device": "NVIDIA H200", "date": date, "command": f"python {name}", "rows": rows}))
+        return path
+
+    a = run("a", [("mk_qwen3_0p6b", 1.6), ("mk_qwen3_1p7b", 1.4), ("mk_attention_block", 0.5)], "2026-11-30T10:00:00")
+    b = run("b", [("mk_mistral_window", 1.25), ("mk_mistral_window_batch2", 1.45)], "2026-11-30T10:05:00")
+    monkeypatch.setattr(sys, "argv", ["policies_gpu.py", "--merge", str(a), str(b), "--out", str(tmp_path / "out")])
+    pol.main()
+    doc = json.loads((tmp_path / "out" / "policies_gpu.json").read_text())
+    geo, correct = doc["targets"]
+    assert abs(geo["measured"] - (1.6 * 1.4 * 1.25 * 1.45) ** 0.25) < 1e-4 and geo["met"]   # the block is not a family
+    assert correct == {"target": correct["target"], "measured": "5/5", "met": True}
+    assert doc["device"] == "NVIDIA H200" and doc["date"] == "2026-11-30T10:05:00"
+    assert doc["command"] == "python a ; python b" and len(doc["rows"]) == 5
+    c = run("c", [("mk_mistral_window", 1.3)], "2026-11-30T11:00:00", ok=False)
+    monkeypatch.setattr(sys, "argv", ["policies_gpu.py", "--merge", str(a), str(c), "--out", str(tmp_path / "o2")])
+    pol.main()
+    doc = json.loads((tmp_path / "o2" / "policies_gpu.json").read_text())
+    assert doc["targets"][1]["met"] is False and doc["targets"][0]["measured"] is None
