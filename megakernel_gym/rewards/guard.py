@@ -234,14 +234,15 @@ def compile_candidate(source: str, filename: str) -> types.CodeType:
     """The candidate's module, compiled under the policy, its @triton.jit bodies checked (jit_body_problems).
     Raises SyntaxError naming every refusal, problem.SourceTooDeep past the depth the checks follow."""
     from megakernel_gym.rewards.problem import ast_depth, deep_call, parse_python
-    return deep_call(_compile_candidate, source, filename, depth=ast_depth(parse_python(source, filename)))
+    tree = parse_python(source, filename)       # its depth, then the jit rules read it
+    return deep_call(_compile_candidate, source, filename, tree, depth=ast_depth(tree))
 
 
-def _compile_candidate(source: str, filename: str) -> types.CodeType:
+def _compile_candidate(source: str, filename: str, tree: ast.Module) -> types.CodeType:
     from megakernel_gym.rewards.problem import AST_LOCK
     # RestrictedPython parses and compiles a tree too: both under the one lock (python/cpython#106905)
     with AST_LOCK:
-        problems = jit_body_problems(ast.parse(source, filename))
+        problems = jit_body_problems(tree)
         if problems:
             raise SyntaxError(tuple(f"Line {line}: {msg}" for line, msg in problems))
         import warnings
