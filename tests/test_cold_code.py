@@ -125,3 +125,20 @@ def test_cold_code_is_kept_per_split_and_ahead_knobs(qwen3):
     assert len(plan.tg.__dict__["_function_calls"]) == 2
     assert np.array_equal(cold_code(plan), first)
     assert "cold_code" in costmodel.__all__
+
+
+def test_predict_prices_the_distinct_ops_probe_by_its_code(qwen3):
+    """predict(distinct_ops=) prices emit_cuda's probe of that name: layer 0 in functions of its own
+    calls more functions first, so the step reads slower by whole cold-code charges, and the plain
+    prediction (and its cache entry) stays what it was."""
+    _, expert = qwen3
+    plan = expert.plan()
+    dev = DEVICES["H200"]
+    plain = predict(plan, dev).latency_us
+    probe = predict(plan, dev, distinct_ops=r"layers\.0\.").latency_us
+    extra = cold_code(plan, r"layers\.0\.").sum() - cold_code(plan).sum()
+    assert extra >= 1
+    assert probe > plain
+    assert predict(plan, dev).latency_us == plain
+    free = replace(dev, cold_code_us=0.0)       # with no cold code the probe is the same schedule
+    assert predict(plan, free, distinct_ops=r"layers\.0\.").latency_us == predict(plan, free).latency_us

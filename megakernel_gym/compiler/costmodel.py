@@ -777,16 +777,18 @@ def ahead_path(plan: Plan) -> bool:
 # 2.3-5.2 bytes a character): 12.5%, the defaults 2-4% better; and every SM's first call of a
 # function (its own instruction cache), which made the defaults, whose layers share more functions
 # than the experts', 5-11% slower than measured at 1 us a call.
-def cold_code(plan: Plan) -> np.ndarray:
+def cold_code(plan: Plan, distinct_ops: str = "") -> np.ndarray:
     """Per task, how many of the device functions its calls run (codegen.function_calls) it is among
     the first to call in the step: a first call on its SM, in the first op in the graph's order that
     calls the function (see above). Kept on the task graph per split and `ahead` knobs, the plan's
-    only parts besides the task graph that a body's text reads."""
+    only parts besides the task graph that a body's text reads. `distinct_ops`: emit_cuda's probe of
+    that name (the ops it matches in functions of their own), so the probe's builds are priced too."""
     tg, knobs = plan.tg, plan.knobs
     key = tuple(tuple(sorted(((getattr(knobs, k, None) or {}) if knobs else {}).items())) for k in ("splits", "ahead"))
+    key += (distinct_ops,)
     cache = tg.__dict__.setdefault("_function_calls", {})
     if key not in cache:
-        calls = function_calls(plan)
+        calls = function_calls(plan, distinct_ops)
         names, _ = _op_index(tg)
         per_op = [calls.get(op, ()) for op in names]
         cache[key] = (np.array([len(c) for c in per_op], dtype=np.int64),
@@ -827,12 +829,13 @@ def polled_latency(dev: DeviceSpec, hops: str = "ll") -> float:
 
 @gc_paused
 def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None = None,
-            hops: str = "ll", positions=None) -> Prediction:
+            hops: str = "ll", positions=None, distinct_ops: str = "") -> Prediction:
     """List-schedule the plan's queues with the device's constants (see the module doc). `hops`:
     how the kernel's tasks learn their inputs are there (wait_groups): "ll", the default
     kernel's, or "counters" (emit_cuda(hops="counters"), thread 0's ring, or a plan with impls).
     `costs`: task_costs' (bytes, flops), or costs_at's with the attention's work; `positions`: the
-    step's pos, one per sequence (costs_at), where the default prices the judge's expectation."""
+    step's pos, one per sequence (costs_at), where the default prices the judge's expectation.
+    `distinct_ops`: emit_cuda's probe of that name, priced by its code (cold_code)."""
     dev = DEVICES[device] if isinstance(device, str) else device
     tg = plan.tg
     n = len(tg.tasks)
@@ -893,7 +896,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     need_csr, add_csr, gsize = _wait_csr(plan, hops)
     fixed = (dev.task_overhead_us + (dev.caps_path_us if caps_path(plan) else 0.0)
              + (dev.ahead_path_us if ahead_path(plan) else 0.0)
-             + (dev.cold_code_us * cold_code(plan) if dev.cold_code_us else 0.0)
+             + (dev.cold_code_us * cold_code(plan, distinct_ops) if dev.cold_code_us else 0.0)
              + dev.counter_us * np.diff(need_csr[0]).astype(float))
     # each group's producers still to finish and their latest finish: a task may start once every
     # group it waits on is complete (full waits only: the validator's rule), at the latest of their

@@ -1,0 +1,284 @@
+"""The cost model as it is now, scored against every row the current kernel was timed in on an H200:
+the adversary's searched schedules (sim_adversary*.json: worst searched speedup off and Spearman, the
+issue-39 targets), the bisections of its climbs (sim_bisect.json: each edit set's time over its start),
+and the knob A/B files (ab_knobs_*.json from 2026-11-29 on: each build's time over the file's first).
+One command answers "is this change to costmodel.py better or worse, on everything we measured?":
+
+    python bench/sim_score.py [--workers 2] [--sets adversary bisect ab] [--cache runs/sim_score]
+
+Nothing here touches a GPU: the measurements are the files'; the predictions are made now. The plans
+are rebuilt from each row's edits (a pool of `workers`), pickled under `--cache` keyed by the row and
+the source of everything that lowers a plan (costmodel.py, devices.py and simloop.py left out, so a
+change to the model reuses them), and priced afresh each run. A row's ratio is its time over its
+group's reference (the expert, a bisection's start, an A/B file's first build), GPU and sim; a
+*wrong sign* is a row the sim reads at least 1% faster than its reference where the GPU ran it at
+least 1% slower, or the reverse: a reward with the wrong sign, the error a policy would learn.
+Rows the sim cannot price (A/B builds with codegen knobs it does not model, such as maxnreg) are
+left out and counted. Writes bench/results/sim_score.json.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import math
+import pickle
+import re
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from sim_adversary import (DISTINCT, SPEARMAN_TARGET, SPEEDUP_TOLERANCE, row_ir, score_all,  # noqa: E402
+                           step_positions, target_ir)
+from megakernel_gym.compiler.calibrate import spearman  # noqa: E402
+from megakernel_gym.compiler.costmodel import costs_at, predict  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+ADVERSARY = ("sim_adversary.json", "sim_adversary_light.json", "sim_adversary_candidate.json")
+AB_SINCE = "2026-11-29"          # the A/B files timed with the kernel as it is (the H100 files before are older code)
+SIM_KNOBS = ("distinct_ops",)    # emit_cuda knobs the sim prices; a build with any other is left out
+SIGN = 0.01                      # a wrong sign: the sim and the GPU at least this far apart, either side of 1
+MODEL_FILES = ("costmodel.py", "devices.py", "simloop.py")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def lowering_digest() -> str:
+    """A digest of the source that lowers an edit text to a plan: the cache's key, with the cost model's
+    own files left out so that a change to the model reuses the plans."""
+    h = hashlib.sha256()
+    for sub in ("megakernel_gym/compiler", "megakernel_gym/ir_exposure", "megakernel_gym/policies"):
+        for p in sorted((ROOT / sub).rglob("*.py")):
+            if p.name not in MODEL_FILES:
+                h.update(str(p.relative_to(ROOT)).encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _ident(row: dict) -> dict:
+    """What names a measured row's schedule (sim_adversary.row_ir)."""
+    return {k: row.get(k) for k in ("target", "label", "start", "edits_from_start")}
+
+
+# ---- the row sets: each row gets `build` (how to rebuild its plan), `group`, `ref` (its group's reference)
+
+def adversary_rows(name: str) -> list[dict]:
+    doc = json.loads((RESULTS / name).read_text())
+    sampled = (doc["sampled"]["n"], doc["sampled"]["seed"]) if doc.get("sampled") else ()
+    rows = [r for r in doc["rows"] if r.get("measured") and r.get("correct")]
+    for r in rows:
+        r["build"] = ("row", _ident(r), doc["num_sms"], sampled, doc.get("positions", "seed"))
+        r["group"] = f"{name}: {r['target']}"
+    return rows
+
+
+def bisect_rows() -> list[dict]:
+    doc = json.loads((RESULTS / "sim_bisect.json").read_text())
+    rows = [r for r in doc["rows"] if r.get("measured") and r.get("correct")]
+    out = []
+    for r in rows:
+        r["build"] = ("row", _ident(r), 132, (), r["pos"])
+        head, _, tail = r["label"].rpartition(": ")
+        r["group"] = f"sim_bisect run {r['run']}: {head}"
+        r["label"] = tail
+        out.append(r)
+    return out
+
+
+def ab_rows() -> list[dict]:
+    out = []
+    for f in sorted(glob.glob(str(RESULTS / "ab_knobs_*.json"))):
+        doc = json.loads(Path(f).read_text())
+        if doc.get("date", "") < AB_SINCE or "H200" not in doc.get("device", ""):
+            continue
+        cmd = doc["command"]
+        m = re.search(r"--model (\S+)", cmd)
+        model = m.group(1) if m else "llama-1b"
+        files = dict(re.findall(r"(\S+?)=(bench/variants/\S+)", cmd))
+        for i, r in enumerate(doc["rows"]):
+            r = dict(r, target=model, label=f"{r['schedule']} {json.dumps(r['knobs'], sort_keys=True)}",
+                     measured={"median_us": r["median_us"]}, correct=r.get("same_bits_as_defaults", True))
+            r["group"] = Path(f).name
+            r["skip"] = sorted(set(r["knobs"]) - set(SIM_KNOBS))
+            r["build"] = ("ab", model, r["schedule"], files.get(r["schedule"]))
+            out.append(r)
+    return out
+
+
+def _edits(model: str, schedule: str, path: str | None) -> str:
+    from megakernel_edits import schedule_file
+    from megakernel_gym.ir_exposure import tuned_edits
+    from megakernel_gym.policies.expert import expert_edits
+    _, base = target_ir(model, 132)
+    if path:
+        return schedule_file(base, str(ROOT / path))
+    return {"expert": lambda: expert_edits(base), "tuned": lambda: tuned_edits(base), "default": lambda: ""}[schedule]()
+
+
+def _build_job(build: tuple) -> bytes:
+    """The pickled plan a row's `build` names (in a pool worker; before any pricing, so the model's
+    caches on the task graph are made afresh by each scoring)."""
+    from megakernel_gym.ir_exposure import apply_edits
+    if build[0] == "row":
+        _, row, num_sms, sampled, _ = build
+        plan = row_ir(row, num_sms, sampled).plan()
+    else:
+        _, model, schedule, path = build
+        _, base = target_ir(model, 132)
+        plan = apply_edits(base, _edits(model, schedule, path)).plan()
+    return pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _cache_key(build: tuple, digest: str) -> str:
+    ident = json.dumps(build[:4], sort_keys=True)
+    return hashlib.sha256((digest + ident).encode()).hexdigest()[:24]
+
+
+def plans_for(rows: list[dict], cache: Path, workers: int) -> None:
+    """Puts each row's plan file (under `cache`) in r["plan_file"], building the missing ones."""
+    digest = lowering_digest()
+    cache.mkdir(parents=True, exist_ok=True)
+    todo = {}
+    for r in rows:
+        if r.get("skip"):
+            continue
+        key = _cache_key(r["build"], digest)
+        r["plan_file"] = cache / f"{key}.pkl"
+        if not r["plan_file"].exists():
+            todo.setdefault(key, (r["build"], r["plan_file"]))
+    if not todo:
+        return
+    t0 = time.perf_counter()
+    log(f"building {len(todo)} plans ({workers} workers; cached under {cache})")
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        jobs = list(todo.values())
+        for i, (blob, (_, path)) in enumerate(zip(pool.map(_build_job, [b for b, _ in jobs], chunksize=1), jobs)):
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(blob)
+            tmp.replace(path)
+            if (i + 1) % 10 == 0:
+                log(f"  {i + 1}/{len(jobs)} plans, {time.perf_counter() - t0:.0f} s")
+    log(f"{len(todo)} plans built in {time.perf_counter() - t0:.0f} s")
+
+
+def _price_job(job: tuple) -> float:
+    """A pickled plan's latency under the model as it is now (in a pool worker)."""
+    path, target, pos, device, distinct_ops = job
+    plan = pickle.loads(Path(path).read_bytes())
+    positions = pos if isinstance(pos, list) else step_positions(target, pos)
+    return predict(plan, device, costs=costs_at(plan, positions), distinct_ops=distinct_ops).latency_us
+
+
+def price(rows: list[dict], device: str, workers: int) -> None:
+    """Each row's predicted_us under the model as it is now, at the positions it was timed at."""
+    todo = [r for r in rows if not r.get("skip")]
+    jobs = [(str(r["plan_file"]), r["target"], r["build"][4] if r["build"][0] == "row" else "seed", device,
+             r.get("knobs", {}).get("distinct_ops", "")) for r in todo]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        for r, us in zip(todo, pool.map(_price_job, jobs, chunksize=1)):
+            r["predicted_us"] = us
+    log(f"{len(todo)} plans priced in {time.perf_counter() - t0:.0f} s")
+
+
+# ---- scores
+
+def ratio_scores(rows: list[dict], ref_of) -> dict:
+    """Per group: each row's time over its reference's, sim / GPU; the error of the sim's ratio against
+    the GPU's (rms, worst), Spearman over the group, and the wrong signs."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if not r.get("skip"):
+            groups.setdefault(r["group"], []).append(r)
+    out, errs, wrong = {}, [], []
+    for g, rs in groups.items():
+        ref = ref_of(rs)
+        pts = []
+        for r in rs:
+            if r is ref:
+                continue
+            sim = ref["predicted_us"] / r["predicted_us"]        # speedup over the reference, > 1 faster
+            gpu = ref["measured"]["median_us"] / r["measured"]["median_us"]
+            e = sim / gpu - 1
+            pts.append({"label": r["label"], "sim": round(sim, 4), "gpu": round(gpu, 4), "err": round(e, 4)})
+            errs.append(e)
+            if (sim >= 1 + SIGN and gpu <= 1 - SIGN) or (sim <= 1 - SIGN and gpu >= 1 + SIGN):
+                wrong.append({"group": g, **pts[-1]})
+        rho = (spearman([r["predicted_us"] for r in rs], [r["measured"]["median_us"] for r in rs])
+               if len(rs) >= 3 else None)
+        out[g] = {"rows": pts, "rms": round(math.sqrt(sum(p["err"] ** 2 for p in pts) / len(pts)), 4) if pts else None,
+                  "worst": max((abs(p["err"]) for p in pts), default=None),
+                  "spearman": None if rho is None or math.isnan(rho) else round(rho, 3)}
+    return {"groups": out, "rms": round(math.sqrt(sum(e * e for e in errs) / len(errs)), 4) if errs else None,
+            "rows": len(errs), "wrong_sign": wrong}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sets", nargs="*", default=["adversary", "bisect", "ab"], choices=["adversary", "bisect", "ab"])
+    ap.add_argument("--adversary", nargs="*", default=list(ADVERSARY), help="sim_adversary files in bench/results")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--cache", default=str(ROOT / "runs" / "sim_score"), help="pickled plans (built once per lowering)")
+    ap.add_argument("--device-name", default="H200")
+    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--name", default="sim_score", help="the result file's name (sim_score: the shipped model's)")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    cache = Path(args.cache)
+    doc = {"name": args.name, "device": f"the rows' (NVIDIA H200); predicted on this CPU at {args.device_name}",
+           "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": "python " + " ".join(sys.argv)}
+    summary = {}
+    if "adversary" in args.sets:
+        doc["adversary"] = {}
+        met = total = 0
+        for name in args.adversary:
+            if not (RESULTS / name).exists():
+                log(f"{name}: not in bench/results, skipped")
+                continue
+            rows = adversary_rows(name)
+            plans_for(rows, cache, args.workers)
+            price(rows, args.device_name, args.workers)
+            log(f"-- {name}")
+            targets = score_all(rows)
+            per = [t for t in targets if not t["target"].startswith("all targets") and "correct" not in t["target"]]
+            met += sum(t["met"] for t in per)
+            total += len(per)
+            doc["adversary"][name] = [{k: t[k] for k in ("target", "measured", "met")} for t in per]
+        summary["adversary targets met"] = f"{met}/{total}"
+    for which, rows_of, ref_of in (
+            ("bisect", bisect_rows, lambda rs: next((r for r in rs if r["label"] == "start"), rs[0])),
+            ("ab", ab_rows, lambda rs: rs[0])):
+        if which not in args.sets:
+            continue
+        rows = rows_of()
+        plans_for(rows, cache, args.workers)
+        price(rows, args.device_name, args.workers)
+        s = ratio_scores(rows, ref_of)
+        s["left_out"] = sorted({f"{r['group']}: {r['label']}" for r in rows if r.get("skip")})
+        doc[which] = s
+        summary[f"{which} rms"] = s["rms"]
+        summary[f"{which} wrong signs"] = len(s["wrong_sign"])
+        log(f"-- {which}: {s['rows']} rows, rms {s['rms']}, wrong signs {len(s['wrong_sign'])}")
+        for w in s["wrong_sign"]:
+            log(f"   wrong sign {w['group']}: {w['label']}: sim {w['sim']} GPU {w['gpu']}")
+    doc["summary"] = summary
+    doc["notes"] = (f"targets: searched speedup within {SPEEDUP_TOLERANCE:.0%}, Spearman >= {SPEARMAN_TARGET} over points "
+                    f"{DISTINCT:.0%} apart (sim_adversary.score); wrong sign: sim and GPU {SIGN:.0%} or more apart "
+                    f"either side of the reference; {time.perf_counter() - t0:.0f} s")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.name}.json").write_text(json.dumps(doc, indent=1))
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
