@@ -1,7 +1,9 @@
 """The cost model as it is now, scored against every row the current kernel was timed in on an H200:
 the adversary's searched schedules (sim_adversary*.json: worst searched speedup off and Spearman, the
 issue-39 targets), the bisections of its climbs (sim_bisect.json: each edit set's time over its start),
-and the knob A/B files (ab_knobs_*.json from 2026-11-29 on: each build's time over the file's first).
+the knob A/B files (ab_knobs_*.json: each build's time over the file's first) and the task probes'
+plain runs (task_probe*.json: each schedule over the default), those three from the kernel as it
+is (--since).
 One command answers "is this change to costmodel.py better or worse, on everything we measured?":
 
     python bench/sim_score.py [--workers 2] [--sets adversary bisect ab] [--cache runs/sim_score]
@@ -42,10 +44,15 @@ from megakernel_gym.compiler.costmodel import costs_at, predict  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 ADVERSARY = ("sim_adversary.json", "sim_adversary_light.json", "sim_adversary_candidate.json")
-AB_SINCE = "2026-11-29"          # the A/B files timed with the kernel as it is (the H100 files before are older code)
+# The kernel as it is dates from the alignment fix of the dynamic shared memory (2b85624, 2026-11-30 12:40 on the
+# device's clock): before it, a build's static variables could put every ring stage 16 bytes off a line (llama-1b's
+# builds with an `ahead` cap ran 7% slower, every GPT-2 large build 1-2.5%), so older A/B files and bisections
+# measured another kernel. --since takes them in.
+ALIGNED = "2026-11-30T12:40"
 SIM_KNOBS = ("distinct_ops",)    # emit_cuda knobs the sim prices; a build with any other is left out
 SIGN = 0.01                      # a wrong sign: the sim and the GPU at least this far apart, either side of 1
 MODEL_FILES = ("costmodel.py", "devices.py", "simloop.py")
+SETS = ("adversary", "bisect", "ab", "probe")
 
 
 def log(msg: str) -> None:
@@ -81,9 +88,10 @@ def adversary_rows(name: str) -> list[dict]:
     return rows
 
 
-def bisect_rows() -> list[dict]:
+def bisect_rows(since: str) -> list[dict]:
     doc = json.loads((RESULTS / "sim_bisect.json").read_text())
-    rows = [r for r in doc["rows"] if r.get("measured") and r.get("correct")]
+    runs = {r["run"] for r in doc.get("runs", []) if r["date"] >= since}
+    rows = [r for r in doc["rows"] if r.get("measured") and r.get("correct") and r["run"] in runs]
     out = []
     for r in rows:
         r["build"] = ("row", _ident(r), 132, (), r["pos"])
@@ -94,11 +102,11 @@ def bisect_rows() -> list[dict]:
     return out
 
 
-def ab_rows() -> list[dict]:
+def ab_rows(since: str) -> list[dict]:
     out = []
     for f in sorted(glob.glob(str(RESULTS / "ab_knobs_*.json"))):
         doc = json.loads(Path(f).read_text())
-        if doc.get("date", "") < AB_SINCE or "H200" not in doc.get("device", ""):
+        if doc.get("date", "") < since or "H200" not in doc.get("device", ""):
             continue
         cmd = doc["command"]
         m = re.search(r"--model (\S+)", cmd)
@@ -110,6 +118,32 @@ def ab_rows() -> list[dict]:
             r["group"] = Path(f).name
             r["skip"] = sorted(set(r["knobs"]) - set(SIM_KNOBS))
             r["build"] = ("ab", model, r["schedule"], files.get(r["schedule"]))
+            out.append(r)
+    return out
+
+
+def probe_rows(since: str) -> list[dict]:
+    """The plain megakernel's time of each schedule a task probe built (task_probe*.json; not its probed run)."""
+    out = []
+    for f in sorted(glob.glob(str(RESULTS / "task_probe*.json"))):
+        if f.endswith("_tasks.json"):
+            continue
+        doc = json.loads(Path(f).read_text())
+        if doc.get("date", "") < since or "H200" not in doc.get("device", ""):
+            continue
+        cmd = doc["command"]
+        m = re.search(r"--model (\S+)", cmd)
+        model = m.group(1) if m else "llama-1b"
+        files = dict(re.findall(r"(\S+?)=(bench/variants/\S+)", cmd))
+        for r in doc["rows"]:
+            if r.get("no_deps"):
+                continue
+            knobs = r.get("codegen") or {}
+            r = {"schedule": r["schedule"], "knobs": knobs, "target": model,
+                 "label": f"{r['schedule']} {json.dumps(knobs, sort_keys=True)}",
+                 "measured": {"median_us": r["megakernel"]["median_us"]}, "correct": True,
+                 "group": Path(f).name, "skip": sorted(set(knobs) - set(SIM_KNOBS)),
+                 "build": ("ab", model, r["schedule"], files.get(r["schedule"]))}
             out.append(r)
     return out
 
@@ -224,17 +258,20 @@ def ratio_scores(rows: list[dict], ref_of) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sets", nargs="*", default=["adversary", "bisect", "ab"], choices=["adversary", "bisect", "ab"])
+    ap.add_argument("--sets", nargs="*", default=list(SETS), choices=list(SETS))
     ap.add_argument("--adversary", nargs="*", default=list(ADVERSARY), help="sim_adversary files in bench/results")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cache", default=str(ROOT / "runs" / "sim_score"), help="pickled plans (built once per lowering)")
     ap.add_argument("--device-name", default="H200")
+    ap.add_argument("--since", default=ALIGNED,
+                    help=f"A/B files and bisections measured from this date on (default {ALIGNED}: the kernel as it is)")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--name", default="sim_score", help="the result file's name (sim_score: the shipped model's)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     cache = Path(args.cache)
     doc = {"name": args.name, "device": f"the rows' (NVIDIA H200); predicted on this CPU at {args.device_name}",
+           "since": args.since,
            "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": "python " + " ".join(sys.argv)}
     summary = {}
     if "adversary" in args.sets:
@@ -253,13 +290,17 @@ def main() -> None:
             met += sum(t["met"] for t in per)
             total += len(per)
             doc["adversary"][name] = [{k: t[k] for k in ("target", "measured", "met")} for t in per]
+            doc.setdefault("adversary_rows", {})[name] = [
+                {k: r.get(k) for k in ("target", "label", "sim_speedup_vs_expert", "gpu_speedup_vs_expert", "sim_over_gpu")}
+                for r in rows]
         summary["adversary targets met"] = f"{met}/{total}"
     for which, rows_of, ref_of in (
             ("bisect", bisect_rows, lambda rs: next((r for r in rs if r["label"] == "start"), rs[0])),
-            ("ab", ab_rows, lambda rs: rs[0])):
+            ("ab", ab_rows, lambda rs: rs[0]),
+            ("probe", probe_rows, lambda rs: next((r for r in rs if r["schedule"] == "default"), rs[0]))):
         if which not in args.sets:
             continue
-        rows = rows_of()
+        rows = rows_of(args.since)
         plans_for(rows, cache, args.workers)
         price(rows, args.device_name, args.workers)
         s = ratio_scores(rows, ref_of)

@@ -98,7 +98,7 @@ def test_a_layer_with_bodies_of_its_own_costs_its_code_and_the_next_layers(qwen3
     the per-layer ones)."""
     _, expert = qwen3
     dev = DEVICES["H200"]
-    bare = replace(dev, cold_code_us=0.0)
+    bare = replace(dev, cold_code_us=0.0, cold_code_kchar_us=0.0)
     e = expert.plan()
     for label in ("fuse one layer", "ahead on one op"):
         p = apply_edits(expert, SCHEDULES[label]).plan()
@@ -140,5 +140,5 @@ def test_predict_prices_the_distinct_ops_probe_by_its_code(qwen3):
     assert extra >= 1
     assert probe > plain
     assert predict(plan, dev).latency_us == plain
-    free = replace(dev, cold_code_us=0.0)       # with no cold code the probe is the same schedule
+    free = replace(dev, cold_code_us=0.0, cold_code_kchar_us=0.0)   # with no cold code the probe is the same schedule
     assert predict(plan, free, distinct_ops=r"layers\.0\.").latency_us == predict(plan, free).latency_us

@@ -527,9 +527,10 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     predict() re-run at each round's optimum (see the module doc); the first round also starts
     from `starts` random constants (seeded by `seed`) within 10x of base's. The constants returned
     are the best that predict() itself scored, with the kernel's `hops` (costmodel.wait_groups).
-    base's staged_us (a norm's staged loads on a busy chip), caps_path_us, ahead_path_us, cold_code_us and onchip_norm_us are
-    kept, not fitted, and the critical-path model takes those loads at the memory latency and no caps paths or
-    cold code (and of a waiting task's input stagings, costmodel.input_stagings, only the polled latency
+    base's staged_us (a norm's staged loads on a busy chip), caps_path_us, ahead_path_us, cold_code_us,
+    cold_code_kchar_us, small_task_us, norm_task_us and onchip_norm_us are
+    kept, not fitted, and the critical-path model takes those loads at the memory latency and no caps paths,
+    cold code or light ops' own time (and of a waiting task's input stagings, costmodel.input_stagings, only the polled latency
     taken into its wait): with them set,
     only predict() at each round's optimum sees them (fit from a base without them for the
     surrogate's exact terms).
@@ -629,6 +630,9 @@ def spec_literal(dev: DeviceSpec) -> str:
             + (f', caps_path_us={dev.caps_path_us:.3g}' if dev.caps_path_us else '')
             + (f', ahead_path_us={dev.ahead_path_us:.3g}' if dev.ahead_path_us else '')
             + (f', cold_code_us={dev.cold_code_us:.3g}' if dev.cold_code_us else '')
+            + (f', cold_code_kchar_us={dev.cold_code_kchar_us:.3g}' if dev.cold_code_kchar_us else '')
+            + (f', small_task_us={dev.small_task_us:.3g}' if dev.small_task_us else '')
+            + (f', norm_task_us={dev.norm_task_us:.3g}' if dev.norm_task_us else '')
             + (f', onchip_norm_us={dev.onchip_norm_us:.3g}' if dev.onchip_norm_us else '')
             + '),')
 

@@ -32,7 +32,10 @@ class DeviceSpec:
     staged_us: float | None = None  # a norm's weight (or bias) staged from HBM, every SM streaming (staged_trip_us)
     caps_path_us: float = 0.0   # every task's extra time in a kernel with per-op ring caps (caps_path) ...
     ahead_path_us: float = 0.0  # ... and more in one with any `ahead` cap (ahead_path)
-    cold_code_us: float = 0.0   # a device function's first calls in the step: its code from memory (cold_code)
+    cold_code_us: float = 0.0   # a device function's first calls in the step: its code from memory (cold_code) ...
+    cold_code_kchar_us: float = 0.0  # ... plus this per 1,000 characters of its source (cold_code_chars)
+    small_task_us: float = 0.0  # a task of a small op (costmodel.SMALL_KINDS): its time past its bytes (light_tasks) ...
+    norm_task_us: float = 0.0   # ... and a task's row norm, its own or each fused one it recomputes
     onchip_norm_us: float = 0.0  # an rmsnorm a matmul computes on chip (`inline`): its reduction, once the input is in
 
 
@@ -156,9 +159,11 @@ DATASHEET = {
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
                        sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, caps_path_us=0.03,
-                       ahead_path_us=0.01, cold_code_us=5.5),
+                       ahead_path_us=0.01, cold_code_us=0.2, cold_code_kchar_us=0.8, small_task_us=0.3,
+                       norm_task_us=1.5),
     "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 1.5, 3.95, 0.483,
                        sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26,
-                       staged_us=1.2, caps_path_us=0.03, ahead_path_us=0.01, cold_code_us=5.5,
+                       staged_us=1.2, caps_path_us=0.03, ahead_path_us=0.01, cold_code_us=0.2,
+                       cold_code_kchar_us=0.8, small_task_us=0.3, norm_task_us=1.5,
                        onchip_norm_us=0.6),
 }

@@ -63,7 +63,7 @@ from megakernel_gym.compiler.codegen.templates import (  # noqa: F401
     PROBE_WORDS, PROBE_NAMES, PREFETCH_MODES,
 )
 from megakernel_gym.compiler.codegen.emit import (  # noqa: F401
-    emit_cuda, epilogue_ops, function_calls,
+    emit_cuda, epilogue_ops, function_calls, function_table,
 )
 
 __all__ = ["CodegenError", "TaskTable", "emit_cuda", "THREADS", "PRODUCERS", "PREFETCH_MODES", "WEIGHT_PATHS", "IMPL_CONTRACT",

@@ -446,6 +446,13 @@ def function_calls(plan: Plan, distinct_ops: str = "") -> dict[str, tuple[int, .
     by (costmodel.cold_code; the sim scores no plan with impls). Where emit_cuda falls back to
     weights in registers for want of shared memory, the ring's build is the one counted.
     `distinct_ops`: as emit_cuda's (a probe)."""
+    return function_table(plan, distinct_ops)[0]
+
+
+def function_table(plan: Plan, distinct_ops: str = "") -> tuple[dict[str, tuple[int, ...]], dict[int, int]]:
+    """(function_calls, and per function id the characters of its CUDA source: its body and the part
+    it runs before its waits), the size the cost model prices a function's first call by
+    (costmodel.cold_code_chars)."""
     b = Build(distinct_ops=distinct_ops)      # the ring's build: weights in shared memory, the producer warp
     prologue: dict[str, list[str]] = {}
 
@@ -460,11 +467,12 @@ def function_calls(plan: Plan, distinct_ops: str = "") -> dict[str, tuple[int, .
                 names += [p for p in prologue[op] if p not in names]
         return names
 
-    em, _, _, op_ids, _, _ = _op_functions(plan, {}, b, frozenset(), prologue_names)
+    em, _, bodies, op_ids, _, _ = _op_functions(plan, {}, b, frozenset(), prologue_names)
     ll = ll_tensors(plan, em.access, em.base, em.called)
     if ll:
-        op_ids = _op_functions(plan, {}, b, ll, prologue_names, em.epilogues)[3]
-    return {op: tuple(op_ids[p] for p in calls) + (op_ids[op],) for op, calls in prologue.items()}
+        _, _, bodies, op_ids, _, _ = _op_functions(plan, {}, b, ll, prologue_names, em.epilogues)
+    return ({op: tuple(op_ids[p] for p in calls) + (op_ids[op],) for op, calls in prologue.items()},
+            {fid: len(body) + len(prewait) for (body, prewait, _), fid in bodies.items()})
 
 
 @dataclass
