@@ -252,7 +252,8 @@ def test_an_onchip_norms_weight_is_a_trip_that_a_waiting_sm_takes_in():
     ops = {finer.tg.tasks[t].op.rsplit(".", 1)[-1] for t in np.flatnonzero(loads)}
     assert ops == {"q_proj", "k_proj", "v_proj", "mlp", "lm_head"} and loads.max() == 1   # gate/up stage x once
     from dataclasses import replace
-    dev = replace(DEVICES["H200"], wait_latency_us=3.0, quiet_wait_us=3.0)   # (tiny's 8 SMs' hops are short)
+    # (tiny's 8 SMs' hops are short; a fused norm's own time, norm_task_us, is what the mock would add)
+    dev = replace(DEVICES["H200"], wait_latency_us=3.0, quiet_wait_us=3.0, norm_task_us=0.0)
     trip = dev.mem_latency_us
     with_it = predict(finer, dev)
     with mock.patch.object(costmodel, "_onchip_array", lambda plan: np.zeros(len(plan.tg.tasks))):

@@ -40,8 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from megakernel_gym.compiler.codegen import (INFLIGHT, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, _streams, function_table,
-                                             ring_packed)
+from megakernel_gym.compiler.codegen import (INFLIGHT, WARPS, WS_MAX_STAGES, WS_SEG, WS_STAGE, _streams, ring_packed)
 from megakernel_gym.compiler.hops import HOPS
 from megakernel_gym.compiler.interpret import torch_dtype
 from megakernel_gym.compiler.pause_gc import gc_paused
@@ -52,26 +51,14 @@ from megakernel_gym.compiler.devices import (  # noqa: F401  (costmodel's names 
     DeviceSpec, DATASHEET, DEVICES)
 from megakernel_gym.compiler.work import (  # noqa: F401  (costmodel's names for them)
     _cache_share, _nbytes, _op_flops, attended_positions, fed_positions, positions_input, required_bytes)
+from megakernel_gym.compiler.codecost import (  # noqa: F401  (costmodel's names for them)
+    SMALL_KINDS, _first_calls, cold_code, cold_code_chars, light_task_us, light_tasks)
 from megakernel_gym.compiler.trips import (  # noqa: F401  (costmodel's names for them)
-    _frozen_floats, TRIPS, SPLIT_TRIPS, STEP_INPUT_KINDS, BOX_KINDS, NORM_KINDS,
+    _op_index, _frozen_floats, TRIPS, SPLIT_TRIPS, STEP_INPUT_KINDS, BOX_KINDS, NORM_KINDS,
     _per_task_kept, task_trips, _epilogues, _absorbs, box_loop_trips, norm_staged,
     norm_trips, onchip_norm_loads, input_stagings, _stagings, _input_arrays, _on_chip_readers,
     _call_trips, task_staged, _staged_loads, _kept_float_array, _task_trip_array, _onchip_array,
     _staged_tasks)
-
-
-def _op_index(tg) -> tuple[list[str], np.ndarray]:
-    """(op names, each task's index into them), kept on the task graph."""
-    cached = tg.__dict__.get("_op_index")
-    if cached is None and tg.__dict__.get("_op_lowerings") is not None:
-        lows = tg.__dict__["_op_lowerings"]
-        idx = np.repeat(np.arange(len(lows), dtype=np.int64), [len(low.tasks) for _, low, _ in lows])
-        cached = tg.__dict__["_op_index"] = ([op for op, _, _ in lows], idx)
-    if cached is None:
-        names: dict[str, int] = {}
-        idx = np.fromiter((names.setdefault(t.op, len(names)) for t in tg.tasks), dtype=np.int64, count=len(tg.tasks))
-        cached = tg.__dict__["_op_index"] = (list(names), idx)
-    return cached
 
 
 def _op_spread_array(plan: Plan, queues: tuple | None = None) -> np.ndarray:
@@ -752,129 +739,6 @@ def caps_path(plan: Plan) -> bool:
 def ahead_path(plan: Plan) -> bool:
     """Whether the plan's kernel runs the WS_AHEAD path: any op with an `ahead` cap (see caps_path)."""
     return bool(plan.knobs and plan.knobs.ahead)
-
-
-# The kernel's code is one function whose task bodies are device functions, one per body that
-# reads alike (codegen: the same projection in every layer shares one), so the step's code is a few
-# of them, each run layer after layer. The first op in the step to call a function waits for its
-# code to come from memory on every SM that runs it, at once, so once on the step's path; later
-# calls find it on chip. An edit that gives some layers a body of their own (a fusion or an `ahead`
-# cap on one layer's op; not a tile size, the body's bounds) adds functions that each pay it, and
-# the layer after them pays for the shared functions it now calls first. On an H200 (ab_knobs_distinct.json: codegen's
-# distinct_ops probe, the same schedule, waits and bits) Qwen3-0.6B's expert ran 775.6 us, and
-# +27.9 / +64.8 / +131.0 us with layer 0 / 0-1 / 0-3 in functions of their own (sm_90 .text 142 ->
-# 270 / 397 / 648 KB), where the sim had said +0. cold_code_us 5.5 a call says +32.2 / +64.5 /
-# +128.9, and takes the adversary's worst searched speedup error from 14.2% to 9.9% (the rows of
-# sim_adversary.json as they were). Out of sample, the same probe with layer 0 / 0-3 of their own
-# (ab_knobs_distinct_llama.json, ab_knobs_distinct_gpt2.json): llama-1b's expert +4.0% / +20.1%
-# measured, +3.2% / +13.1% predicted; GPT-2 large's +1.4% / +8.4%, +3.1% / +12.6%. One op of
-# Qwen3's layer 0 at a time (ab_knobs_distinct_ops.json): its attention / adds / q, k and v / mlp
-# +7.6 / +5.7 / +8.6 / +5.8 us measured, +5.5 / +10.2 / +5.5 / +5.5 predicted; but the attention of
-# layers 0-3 +86.3 against +22.0: more distinct code costs more than its first calls (llama-1b's
-# layers 0-3 say so too), which this does not price yet. Two other forms
-# fit the probe and scored worse on the adversary's rows: a cost by
-# the function's size (1 us per 1,000 characters of its source, which the sm_90 code grows with at
-# 2.3-5.2 bytes a character): 12.5%, the defaults 2-4% better; and every SM's first call of a
-# function (its own instruction cache), which made the defaults, whose layers share more functions
-# than the experts', 5-11% slower than measured at 1 us a call.
-# Since session 48 a first call costs by its size, cold_code_us 0.2 plus cold_code_kchar_us 0.8 per 1,000
-# characters of the function's source (a residual add ~0.5k, a rope ~0.75k, a projection ~2.5k, an attention
-# with its fused producers 5-11k), together with the light ops' own time below. The flat 5.5 us had read
-# llama-1b's default layer 0 53 us longer than its steady layers where an H200 ran it 9 us longer (GPT-2
-# large's 37 against 1.5; task_probe_dump0_*.json: the small ops' first calls ran as fast as their later
-# ones, the projections' and attention's 1.2-3 us slower), standing in for the time the default's norm and
-# small-op tasks take in every layer; and a single attention block, all first calls, read 85 us where it
-# ran 65, so fusing a light op away read as a 6 us gain the GPU never paid back (the lm policy's schedule
-# 1.17x read, 0.91x run). Scored with bench/sim_score.py (docs/compiler.md has the grid).
-def _first_calls(plan: Plan, distinct_ops: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(task, function id) of every first call in the step (see cold_code), and each function's
-    source characters (codegen.function_table). The calls are kept on the task graph per split and
-    `ahead` knobs, the plan's only parts besides the task graph that a body's text reads."""
-    tg, knobs = plan.tg, plan.knobs
-    key = tuple(tuple(sorted(((getattr(knobs, k, None) or {}) if knobs else {}).items())) for k in ("splits", "ahead"))
-    key += (distinct_ops,)
-    cache = tg.__dict__.setdefault("_function_calls", {})
-    if key not in cache:
-        calls, sizes = function_table(plan, distinct_ops)
-        names, _ = _op_index(tg)
-        per_op = [calls.get(op, ()) for op in names]
-        cache[key] = (np.array([len(c) for c in per_op], dtype=np.int64),
-                      np.array([f for c in per_op for f in c], dtype=np.int64),
-                      np.array([sizes.get(i, 0) for i in range(max(sizes, default=-1) + 1)], dtype=float))
-    ncalls, fids, chars = cache[key]
-    _, idx = _op_index(tg)
-    ptr, flat = _queue_csr(plan)
-    if not len(flat) or not len(fids):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), chars
-    nf = int(fids.max()) + 1
-    op_at = idx[flat]
-    counts = ncalls[op_at]
-    pos = np.repeat(np.arange(len(flat)), counts)                   # each call's queue position
-    starts = (np.cumsum(ncalls) - ncalls)[op_at]
-    within = np.arange(len(pos)) - np.repeat(np.cumsum(counts) - counts, counts)
-    fid = fids[np.repeat(starts, counts) + within]
-    queue = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))[pos]
-    _, first = np.unique(queue * nf + fid, return_index=True)      # each SM's first call of each function
-    opi, f1 = op_at[pos[first]], fid[first]
-    first_op = np.full(nf, np.iinfo(np.int64).max)
-    np.minimum.at(first_op, f1, opi)                                # the first op (graph order) to call it
-    keep = opi == first_op[f1]
-    return flat[pos[first]][keep], f1[keep], chars
-
-
-def cold_code(plan: Plan, distinct_ops: str = "") -> np.ndarray:
-    """Per task, how many of the device functions its calls run (codegen.function_calls) it is among
-    the first to call in the step: a first call on its SM, in the first op in the graph's order that
-    calls the function (see above). `distinct_ops`: emit_cuda's probe of that name (the ops it
-    matches in functions of their own), so the probe's builds are priced too."""
-    tasks, _, _ = _first_calls(plan, distinct_ops)
-    return np.bincount(tasks, minlength=len(plan.tg.tasks)).astype(float)
-
-
-def cold_code_chars(plan: Plan, distinct_ops: str = "") -> np.ndarray:
-    """Per task, the source characters (codegen.function_table) of the functions it is among the
-    first to call (cold_code): what its first calls fetch, by the size of their code."""
-    tasks, fids, chars = _first_calls(plan, distinct_ops)
-    return np.bincount(tasks, weights=chars[fids], minlength=len(plan.tg.tasks)).astype(float)
-
-
-# The light ops' own time. Every family's default runs its small ops longer than their bytes say: in the
-# task dumps of four families' defaults (layers 4-8 on an H200, docs/compiler.md) adds, activations,
-# ropes and cache writes ran 0.3-1.9 us past their input, row norms 1.7-3.6 us more than the sim gave
-# them, and in llama-1b's and GPT-2 large's layers 0-2 (task_probe_dump0_*.json) the default's steady
-# layer ran 3.5-5.6 us longer than the sim's, mostly in its two norm tasks (one task reads the whole
-# row and reduces it: 3.1-4.8 us busy, 1.07 us in the sim). A norm fused into its consumer is paid in
-# every task that runs it (GPT-2 large's ln_2 in mlp.fc: each task's input phase 2.9 -> 5.0 us,
-# task_probe_dump_gpt2_ln2.json), so a task pays norm_task_us for its own norm and for each norm in its
-# prologue, small_task_us for its own small op. Scored with bench/sim_score.py on every row measured
-# with the kernel as it is (the values: docs/compiler.md).
-SMALL_KINDS = ("elementwise", "activation", "rope", "cache_write")
-
-
-def light_tasks(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per task, (1 where its own op is a small op of SMALL_KINDS, 1 where it is a row norm, how many
-    distinct row norms its fused producers run), kept on the task graph (they depend on the lowering
-    alone)."""
-    tg = plan.tg
-    cached = tg.__dict__.get("_light_tasks")
-    if cached is None:
-        kind = {o.name: o.kind for o in tg.graph.ops}
-        n = len(tg.tasks)
-        cached = tg.__dict__["_light_tasks"] = (
-            np.fromiter((kind[t.op] in SMALL_KINDS for t in tg.tasks), dtype=float, count=n),
-            np.fromiter((kind[t.op] in NORM_KINDS for t in tg.tasks), dtype=float, count=n),
-            np.fromiter((len({p for p, _ in t.prologue if kind[p] in NORM_KINDS}) for t in tg.tasks), dtype=float, count=n))
-    return cached
-
-
-def light_task_us(plan: Plan, dev: DeviceSpec) -> np.ndarray | float:
-    """Per task, the light ops' own time it pays (see above): small_task_us for its own small op,
-    norm_task_us for its own norm and each fused norm it recomputes (not one it computes on chip, an
-    `inline` norm, which onchip_norm_us prices)."""
-    if not (dev.small_task_us or dev.norm_task_us):
-        return 0.0
-    small, own, fused = light_tasks(plan)
-    return dev.small_task_us * small + dev.norm_task_us * (own + np.maximum(0.0, fused - _onchip_array(plan)))
 
 
 # Under LL hops (the default kernel) a task that reaches the head of its SM's queue before its inputs

@@ -16,6 +16,20 @@ from megakernel_gym.compiler.schedule import Plan
 from megakernel_gym.compiler.tasks import per_task, task_boxes
 
 
+def _op_index(tg) -> tuple[list[str], np.ndarray]:
+    """(op names, each task's index into them), kept on the task graph."""
+    cached = tg.__dict__.get("_op_index")
+    if cached is None and tg.__dict__.get("_op_lowerings") is not None:
+        lows = tg.__dict__["_op_lowerings"]
+        idx = np.repeat(np.arange(len(lows), dtype=np.int64), [len(low.tasks) for _, low, _ in lows])
+        cached = tg.__dict__["_op_index"] = ([op for op, _, _ in lows], idx)
+    if cached is None:
+        names: dict[str, int] = {}
+        idx = np.fromiter((names.setdefault(t.op, len(names)) for t in tg.tasks), dtype=np.int64, count=len(tg.tasks))
+        cached = tg.__dict__["_op_index"] = (list(names), idx)
+    return cached
+
+
 def _frozen_floats(values) -> np.ndarray:
     a = np.asarray(values, dtype=float)
     a.flags.writeable = False
