@@ -10,7 +10,7 @@ One command answers "is this change to costmodel.py better or worse, on everythi
 
 Nothing here touches a GPU: the measurements are the files'; the predictions are made now. The plans
 are rebuilt from each row's edits (a pool of `workers`), pickled under `--cache` keyed by the row and
-the source of everything that lowers a plan (costmodel.py, devices.py and simloop.py left out, so a
+the source of everything that lowers a plan (the cost model's own files, MODEL_FILES, left out, so a
 change to the model reuses them), and priced afresh each run. A row's ratio is its time over its
 group's reference (the expert, a bisection's start, an A/B file's first build), GPU and sim; a
 *wrong sign* is a row the sim reads at least 1% faster than its reference where the GPU ran it at
@@ -51,7 +51,7 @@ ADVERSARY = ("sim_adversary.json", "sim_adversary_s47.json", "sim_adversary_ligh
 ALIGNED = "2026-11-30T12:40"
 SIM_KNOBS = ("distinct_ops",)    # emit_cuda knobs the sim prices; a build with any other is left out
 SIGN = 0.01                      # a wrong sign: the sim and the GPU at least this far apart, either side of 1
-MODEL_FILES = ("costmodel.py", "devices.py", "simloop.py")
+MODEL_FILES = ("costmodel.py", "devices.py", "simloop.py", "trips.py", "codecost.py")
 SETS = ("adversary", "bisect", "ab", "probe")
 
 
@@ -102,50 +102,38 @@ def bisect_rows(since: str) -> list[dict]:
     return out
 
 
-def ab_rows(since: str) -> list[dict]:
-    out = []
-    for f in sorted(glob.glob(str(RESULTS / "ab_knobs_*.json"))):
+def _timed_files(pattern: str, since: str):
+    """(file name, doc, model, {schedule label: its variant file}) of each result file in bench/results
+    matching `pattern` timed on an H200 from `since` on."""
+    for f in sorted(glob.glob(str(RESULTS / pattern))):
         doc = json.loads(Path(f).read_text())
         if doc.get("date", "") < since or "H200" not in doc.get("device", ""):
             continue
         cmd = doc["command"]
         m = re.search(r"--model (\S+)", cmd)
-        model = m.group(1) if m else "llama-1b"
-        files = dict(re.findall(r"(\S+?)=(bench/variants/\S+)", cmd))
-        for i, r in enumerate(doc["rows"]):
-            r = dict(r, target=model, label=f"{r['schedule']} {json.dumps(r['knobs'], sort_keys=True)}",
-                     measured={"median_us": r["median_us"]}, correct=r.get("same_bits_as_defaults", True))
-            r["group"] = Path(f).name
-            r["skip"] = sorted(set(r["knobs"]) - set(SIM_KNOBS))
-            r["build"] = ("ab", model, r["schedule"], files.get(r["schedule"]))
-            out.append(r)
-    return out
+        yield Path(f).name, doc, m.group(1) if m else "llama-1b", dict(re.findall(r"(\S+?)=(bench/variants/\S+)", cmd))
+
+
+def _build_row(group: str, model: str, files: dict, schedule: str, knobs: dict, median_us: float,
+               correct: bool = True) -> dict:
+    """A row of a file of builds: a schedule (the default, expert or tuned edits, or a variant file) built
+    with codegen `knobs`, left out where the sim does not price a knob."""
+    return {"schedule": schedule, "knobs": knobs, "target": model, "label": f"{schedule} {json.dumps(knobs, sort_keys=True)}",
+            "measured": {"median_us": median_us}, "correct": correct, "group": group,
+            "skip": sorted(set(knobs) - set(SIM_KNOBS)), "build": ("ab", model, schedule, files.get(schedule))}
+
+
+def ab_rows(since: str) -> list[dict]:
+    """Each build of each knob A/B file (ab_knobs_*.json)."""
+    return [_build_row(name, model, files, r["schedule"], r["knobs"], r["median_us"], r.get("same_bits_as_defaults", True))
+            for name, doc, model, files in _timed_files("ab_knobs_*.json", since) for r in doc["rows"]]
 
 
 def probe_rows(since: str) -> list[dict]:
     """The plain megakernel's time of each schedule a task probe built (task_probe*.json; not its probed run)."""
-    out = []
-    for f in sorted(glob.glob(str(RESULTS / "task_probe*.json"))):
-        if f.endswith("_tasks.json"):
-            continue
-        doc = json.loads(Path(f).read_text())
-        if doc.get("date", "") < since or "H200" not in doc.get("device", ""):
-            continue
-        cmd = doc["command"]
-        m = re.search(r"--model (\S+)", cmd)
-        model = m.group(1) if m else "llama-1b"
-        files = dict(re.findall(r"(\S+?)=(bench/variants/\S+)", cmd))
-        for r in doc["rows"]:
-            if r.get("no_deps"):
-                continue
-            knobs = r.get("codegen") or {}
-            r = {"schedule": r["schedule"], "knobs": knobs, "target": model,
-                 "label": f"{r['schedule']} {json.dumps(knobs, sort_keys=True)}",
-                 "measured": {"median_us": r["megakernel"]["median_us"]}, "correct": True,
-                 "group": Path(f).name, "skip": sorted(set(knobs) - set(SIM_KNOBS)),
-                 "build": ("ab", model, r["schedule"], files.get(r["schedule"]))}
-            out.append(r)
-    return out
+    return [_build_row(name, model, files, r["schedule"], r.get("codegen") or {}, r["megakernel"]["median_us"])
+            for name, doc, model, files in _timed_files("task_probe*.json", since) for r in doc["rows"]
+            if not r.get("no_deps")]
 
 
 def _edits(model: str, schedule: str, path: str | None) -> str:

@@ -113,8 +113,8 @@ DATASHEET = {
 # H200 staged_us 3.0 (the note above norm_staged): the best of 2.0-4.0 on the adversary's 56 rows and
 # the bisect's 98, chosen by hand (fit_device does not fit it); the other constants kept. The H100 has
 # none (a norm's staged loads at its memory latency): no adversary has been timed on one. Both take
-# caps_path_us 0.03 and ahead_path_us 0.01 (the note above caps_path), and cold_code_us 5.5 (the
-# note above cold_code; measured on an H200 only).
+# caps_path_us 0.03 and ahead_path_us 0.01 (the note above caps_path), and the cold code's constants (the
+# note above cold_code, compiler/codecost.py; measured on an H200 only; 5.5 a call until session 48).
 # H200 onchip_norm_us 0.6 (2026-11-30, issue 39): an rmsnorm a matmul computes on chip (`inline`) reduces its
 # input across the block before any row, after the input is in. Priced at nothing, `inline` alone read 3.8%
 # (Qwen3) and 1.7% (llama-1b) faster than the climb it was taken from, and ran 0.7% faster and 1.0% slower
@@ -156,6 +156,10 @@ DATASHEET = {
 # Spearman 0.970, median 1.8%, gain 1.233x. The fit is of one model's schedules on one day (its task
 # overhead 1.09 us and memory latency 0.20 are where those schedules put them), and no adversary has
 # searched against it on an H100.
+# Both since session 48 (issue 39): cold_code_us 5.5 -> 0.2 a first call plus cold_code_kchar_us 0.8 per 1,000
+# characters of the function, small_task_us 0.3 and norm_task_us 1.5 (compiler/codecost.py's notes), chosen on
+# a grid scored by bench/sim_score.py over every H200 row of the kernel as it is. The H100 takes the same
+# values, not measured there.
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
                        sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, caps_path_us=0.03,
