@@ -11,7 +11,8 @@ One command answers "is this change to costmodel.py better or worse, on everythi
 Nothing here touches a GPU: the measurements are the files'; the predictions are made now. The plans
 are rebuilt from each row's edits (a pool of `workers`), pickled under `--cache` keyed by the row and
 the source of everything that lowers a plan (the cost model's own files, MODEL_FILES, left out, so a
-change to the model reuses them), and priced afresh each run. A row's ratio is its time over its
+change to the model reuses them; about 25 MB a plan, some 10 GB for every row, git-ignored), and priced
+afresh each run. A row's ratio is its time over its
 group's reference (the expert, a bisection's start, an A/B file's first build), GPU and sim; a
 *wrong sign* is a row the sim reads at least 1% faster than its reference where the GPU ran it at
 least 1% slower, or the reverse: a reward with the wrong sign, the error a policy would learn.
