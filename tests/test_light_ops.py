@@ -13,7 +13,7 @@ from megakernel_gym.compiler import ZOO, capture
 from megakernel_gym.compiler import costmodel
 from megakernel_gym.compiler.codegen import function_calls, function_table
 from megakernel_gym.compiler.costmodel import (DEVICES, SMALL_KINDS, _onchip_array, cold_code, cold_code_chars,
-                                               light_task_us, light_tasks, predict)
+                                               first_call_us, light_task_us, light_tasks, predict)
 from megakernel_gym.ir_exposure import apply_edits, make_ir
 from megakernel_gym.policies.expert import expert_edits
 
@@ -79,6 +79,8 @@ def test_cold_code_chars_weigh_each_first_call_by_its_source(qwen3):
         count, chars = cold_code(plan), cold_code_chars(plan)
         assert (chars[count == 0] == 0).all() and (chars[count > 0] > 0).all()
         assert min(sizes.values()) * count.sum() <= chars.sum() <= max(sizes.values()) * count.sum()
+        dev = DEVICES["H200"]      # predict's one walk prices both
+        assert np.allclose(first_call_us(plan, dev), dev.cold_code_us * count + dev.cold_code_kchar_us / 1e3 * chars)
     # a projection's code is several times a residual add's
     plan = base.plan()
     calls, sizes = function_table(plan)

@@ -97,6 +97,17 @@ def cold_code_chars(plan: Plan, distinct_ops: str = "") -> np.ndarray:
     return np.bincount(tasks, weights=chars[fids], minlength=len(plan.tg.tasks)).astype(float)
 
 
+def first_call_us(plan: Plan, dev: DeviceSpec, distinct_ops: str = "") -> np.ndarray | float:
+    """Per task, what its first calls cost (see above): cold_code_us a call plus cold_code_kchar_us per
+    1,000 characters of the functions, from one walk of the queues (predict's share of cold_code and
+    cold_code_chars)."""
+    if not (dev.cold_code_us or dev.cold_code_kchar_us):
+        return 0.0
+    tasks, fids, chars = _first_calls(plan, distinct_ops)
+    return np.bincount(tasks, weights=dev.cold_code_us + dev.cold_code_kchar_us / 1e3 * chars[fids],
+                       minlength=len(plan.tg.tasks)).astype(float)
+
+
 # The light ops' own time. Every family's default runs its small ops longer than their bytes say: in the
 # task dumps of four families' defaults (layers 4-8 on an H200, docs/compiler.md) adds, activations,
 # ropes and cache writes ran 0.3-1.9 us past their input, row norms 1.7-3.6 us more than the sim gave
@@ -136,4 +147,4 @@ def light_task_us(plan: Plan, dev: DeviceSpec) -> np.ndarray | float:
     return dev.small_task_us * small + dev.norm_task_us * (own + np.maximum(0.0, fused - _onchip_array(plan)))
 
 
-__all__ = ["cold_code", "cold_code_chars", "light_tasks", "light_task_us", "SMALL_KINDS"]
+__all__ = ["cold_code", "cold_code_chars", "first_call_us", "light_tasks", "light_task_us", "SMALL_KINDS"]

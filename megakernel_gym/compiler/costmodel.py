@@ -52,7 +52,7 @@ from megakernel_gym.compiler.devices import (  # noqa: F401  (costmodel's names 
 from megakernel_gym.compiler.work import (  # noqa: F401  (costmodel's names for them)
     _cache_share, _nbytes, _op_flops, attended_positions, fed_positions, positions_input, required_bytes)
 from megakernel_gym.compiler.codecost import (  # noqa: F401  (costmodel's names for them)
-    SMALL_KINDS, _first_calls, cold_code, cold_code_chars, light_task_us, light_tasks)
+    SMALL_KINDS, cold_code, cold_code_chars, first_call_us, light_task_us, light_tasks)
 from megakernel_gym.compiler.trips import (  # noqa: F401  (costmodel's names for them)
     _op_index, _frozen_floats, TRIPS, SPLIT_TRIPS, STEP_INPUT_KINDS, BOX_KINDS, NORM_KINDS,
     _per_task_kept, task_trips, _epilogues, _absorbs, box_loop_trips, norm_staged,
@@ -823,8 +823,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     need_csr, add_csr, gsize = _wait_csr(plan, hops)
     fixed = (dev.task_overhead_us + (dev.caps_path_us if caps_path(plan) else 0.0)
              + (dev.ahead_path_us if ahead_path(plan) else 0.0)
-             + (dev.cold_code_us * cold_code(plan, distinct_ops) if dev.cold_code_us else 0.0)
-             + (dev.cold_code_kchar_us / 1e3 * cold_code_chars(plan, distinct_ops) if dev.cold_code_kchar_us else 0.0)
+             + first_call_us(plan, dev, distinct_ops)
              + light_task_us(plan, dev)
              + dev.counter_us * np.diff(need_csr[0]).astype(float))
     # each group's producers still to finish and their latest finish: a task may start once every
@@ -877,7 +876,7 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "task_bandwidth_terms", "wait_groups", "required_bytes", "ring_bytes", "RING_BYTES", "FREE_BYTES",
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
            "box_loop_trips", "norm_trips", "onchip_norm_loads", "input_stagings", "norm_staged", "task_staged", "staged_trip_us", "caps_path", "ahead_path", "cold_code",
-           "cold_code_chars", "light_tasks", "light_task_us", "SMALL_KINDS",
+           "cold_code_chars", "first_call_us", "light_tasks", "light_task_us", "SMALL_KINDS",
            "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
            "own_caps", "ring_share", "copies_busy", "COPIES_BUSY", "attended_positions", "attention_work", "costs_at",
            "compute_us", "positions_input", "fed_positions"]
