@@ -28,10 +28,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 import torch  # noqa: E402
 
 from judge_bench import write  # noqa: E402
-from megakernel_edits import load_step, rel_err, schedule_file  # noqa: E402
+from megakernel_edits import load_step, named_edits, rel_err, schedule_file  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
-from megakernel_gym.ir_exposure import apply_edits, tuned_edits  # noqa: E402
-from megakernel_gym.policies.expert import expert_edits  # noqa: E402
+from megakernel_gym.ir_exposure import apply_edits  # noqa: E402
 
 
 def knob_set(spec: str, sep: str = ",") -> dict:
@@ -84,7 +83,7 @@ def main():
             raise SystemExit(f"knob set for {sched!r}: no such schedule (the schedules: {', '.join(names)})")
     step = load_step(args.model)
     base = step.base
-    edits = {"expert": lambda: expert_edits(base), "tuned": lambda: tuned_edits(base), "default": lambda: ""}
+    edits = {name: lambda name=name: named_edits(base, name) for name in ("expert", "tuned", "default")}
     for spec in args.extra:
         name, _, path = spec.partition("=")
         edits[name] = lambda path=path: schedule_file(base, path)

@@ -131,6 +131,13 @@ def load_step(model_name: str) -> SimpleNamespace:
                            eager_err=rel_err(ref, truth))
 
 
+def named_edits(base, schedule: str) -> str:
+    """The edit text of a named schedule for `base`: "expert", "tuned" (the compiler's tuned_edits) or
+    "default" (none). The schedules ab_knobs.py builds by name, and bench/sim_score.py prices."""
+    from megakernel_gym.policies.expert import expert_edits
+    return {"expert": lambda: expert_edits(base), "tuned": lambda: tuned_edits(base), "default": lambda: ""}[schedule]()
+
+
 def schedule_file(base, path: str) -> str:
     """A file of edit lines as edit text for `base`: a line TUNED stands for the compiler's
     tuned_edits, EXPERT for the expert's edits (both spelled out for `base`)."""

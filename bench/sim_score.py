@@ -137,14 +137,10 @@ def probe_rows(since: str) -> list[dict]:
             if not r.get("no_deps")]
 
 
-def _edits(model: str, schedule: str, path: str | None) -> str:
-    from megakernel_edits import schedule_file
-    from megakernel_gym.ir_exposure import tuned_edits
-    from megakernel_gym.policies.expert import expert_edits
-    _, base = target_ir(model, 132)
-    if path:
-        return schedule_file(base, str(ROOT / path))
-    return {"expert": lambda: expert_edits(base), "tuned": lambda: tuned_edits(base), "default": lambda: ""}[schedule]()
+def _edits(base, schedule: str, path: str | None) -> str:
+    """A build file's schedule for `base`: its variant file, else the schedule it names."""
+    from megakernel_edits import named_edits, schedule_file
+    return schedule_file(base, str(ROOT / path)) if path else named_edits(base, schedule)
 
 
 def _build_job(build: tuple) -> bytes:
@@ -157,7 +153,7 @@ def _build_job(build: tuple) -> bytes:
     else:
         _, model, schedule, path = build
         _, base = target_ir(model, 132)
-        plan = apply_edits(base, _edits(model, schedule, path)).plan()
+        plan = apply_edits(base, _edits(base, schedule, path)).plan()
     return pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
 
 

@@ -60,7 +60,7 @@ def _run(tmp_path, monkeypatch, graphs, speed: dict, argv: list[str]):
     monkeypatch.setattr(ab_knobs, "apply_edits", apply)
     monkeypatch.setattr(ab_knobs, "load_step", lambda name: step)
     monkeypatch.setattr(ab_knobs, "Megakernel", FakeMegakernel)
-    monkeypatch.setattr(ab_knobs, "expert_edits", lambda base: "")
+    monkeypatch.setattr(ab_knobs, "named_edits", lambda base, name: "")
     monkeypatch.setattr(ab_knobs, "schedule_file", lambda base, path: "")
     monkeypatch.setattr(ab_knobs, "rel_err", lambda a, b: 0.01)
     monkeypatch.setattr(ab_knobs, "time_us", timed)
