@@ -112,13 +112,17 @@ def _timed_files(pattern: str, since: str):
             continue
         cmd = doc["command"]
         m = re.search(r"--model (\S+)", cmd)
-        yield Path(f).name, doc, m.group(1) if m else "llama-1b", dict(re.findall(r"(\S+?)=(bench/variants/\S+)", cmd))
+        # --extra LABEL=FILE: a schedule of edits from a file under bench/ (bench/variants, bench/schedules)
+        yield Path(f).name, doc, m.group(1) if m else "llama-1b", dict(re.findall(r"(\S+?)=(bench/\S+)", cmd))
 
 
 def _build_row(group: str, model: str, files: dict, schedule: str, knobs: dict, median_us: float,
                correct: bool = True) -> dict:
     """A row of a file of builds: a schedule (the default, expert or tuned edits, or a variant file) built
     with codegen `knobs`, left out where the sim does not price a knob."""
+    if schedule not in ("default", "expert", "tuned") and not files.get(schedule):
+        raise SystemExit(f"{group}: its schedule {schedule!r} is neither a named schedule nor an --extra file "
+                         "its command names (LABEL=bench/...)")
     return {"schedule": schedule, "knobs": knobs, "target": model, "label": f"{schedule} {json.dumps(knobs, sort_keys=True)}",
             "measured": {"median_us": median_us}, "correct": correct, "group": group,
             "skip": sorted(set(knobs) - set(SIM_KNOBS)), "build": ("ab", model, schedule, files.get(schedule))}

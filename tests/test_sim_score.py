@@ -55,10 +55,12 @@ def test_the_plan_cache_is_keyed_by_the_lowering_not_the_cost_model():
 
 def test_ab_and_probe_rows_take_the_kernel_as_it_is_and_leave_out_knobs_the_sim_cannot_price(tmp_path, monkeypatch):
     import json
-    cmd = "python bench/ab_knobs.py --model mk_qwen3_0p6b --extra v8=bench/variants/qwen3_expert_tile_v8.txt"
+    cmd = ("python bench/ab_knobs.py --model mk_qwen3_0p6b --extra v8=bench/variants/qwen3_expert_tile_v8.txt "
+           "add32=bench/schedules/s49_expert_add32.edits")
     rows = [{"schedule": "expert", "knobs": {}, "median_us": 776.0},
             {"schedule": "expert", "knobs": {"distinct_ops": "layers\\.0\\."}, "median_us": 803.0},
-            {"schedule": "v8", "knobs": {"maxnreg": 184}, "median_us": 790.0}]
+            {"schedule": "v8", "knobs": {"maxnreg": 184}, "median_us": 790.0},
+            {"schedule": "add32", "knobs": {}, "median_us": 777.0}]
     for name, date in (("ab_knobs_new.json", sim_score.ALIGNED + ":30"), ("ab_knobs_old.json", "2026-11-29T10:00:00")):
         (tmp_path / name).write_text(json.dumps({"device": "NVIDIA H200", "date": date, "command": cmd, "rows": rows}))
     probe = {"device": "NVIDIA H200", "date": sim_score.ALIGNED + ":31", "command": "python bench/task_probe.py --model llama-1b",
@@ -67,9 +69,17 @@ def test_ab_and_probe_rows_take_the_kernel_as_it_is_and_leave_out_knobs_the_sim_
     (tmp_path / "task_probe_x.json").write_text(json.dumps(probe))
     monkeypatch.setattr(sim_score, "RESULTS", tmp_path)
     ab = sim_score.ab_rows(sim_score.ALIGNED)
-    assert [r["group"] for r in ab] == ["ab_knobs_new.json"] * 3          # the file before the fix is left out
-    assert [r["skip"] for r in ab] == [[], [], ["maxnreg"]]               # distinct_ops is priced, maxnreg not
+    assert [r["group"] for r in ab] == ["ab_knobs_new.json"] * 4          # the file before the fix is left out
+    assert [r["skip"] for r in ab] == [[], [], ["maxnreg"], []]           # distinct_ops is priced, maxnreg not
     assert ab[2]["build"] == ("ab", "mk_qwen3_0p6b", "v8", "bench/variants/qwen3_expert_tile_v8.txt")
-    assert len(sim_score.ab_rows("2026-11-29")) == 6
+    # an --extra file under bench/schedules is found too (the reader knew bench/variants alone: KeyError)
+    assert ab[3]["build"] == ("ab", "mk_qwen3_0p6b", "add32", "bench/schedules/s49_expert_add32.edits")
+    assert len(sim_score.ab_rows("2026-11-29")) == 8
+    # a schedule its command names no file for is a clear error, not a KeyError in a pool worker
+    doc = json.loads((tmp_path / "ab_knobs_new.json").read_text())
+    doc["rows"].append({"schedule": "mystery", "knobs": {}, "median_us": 1.0})
+    (tmp_path / "ab_knobs_new.json").write_text(json.dumps(doc))
+    with pytest.raises(SystemExit, match="mystery.*neither a named schedule"):
+        sim_score.ab_rows(sim_score.ALIGNED)
     pr = sim_score.probe_rows(sim_score.ALIGNED)
     assert len(pr) == 1 and pr[0]["target"] == "llama-1b" and pr[0]["measured"] == {"median_us": 785.0}
