@@ -4,7 +4,9 @@ Per task: the bytes it must move (each read region and its output tile once, les
 bytes the SM's weight ring loaded while it waited for the task's inputs: ring_bytes, RING_BYTES)
 at the bandwidth one SM gets while the SMs streaming beside it stream together (stream_rate: each
 alone at its own rate, together short of the chip's HBM bandwidth until many stream, each SM's
-share weighted by the copies its ring keeps in flight: ring_share): its ring-fed
+share weighted by the copies its ring keeps in flight: ring_share; the rings preloading while their
+SMs wait and the L2 prefetches streaming ahead of their tasks count beside them: prefetch_terms,
+which also reads again the prefetched bytes the L2 cannot hold until their rings take them): its ring-fed
 weights at sm_gbs times the share of the ring's stages its rows fill (ring_fill_array), the rest
 (KV caches, activations) at plain_gbs; plus the memory latency (or, where the schedule prefetches
 its weights, the cost of issuing the prefetch) and one more for each round trip its body makes one
@@ -98,6 +100,69 @@ def prefetched(plan: Plan) -> list[bool]:
     keys, idx = _task_keys(plan.tg)
     on = np.array([any(depth.get(o, 0) > 0 for o in k) for k in keys], dtype=bool)
     return on[idx].tolist()
+
+
+def prefetch_depths(plan: Plan, least: int = 2) -> np.ndarray:
+    """Per task, the prefetch depth codegen gives its weights: its op's, or a fused producer's, the
+    deepest (all 0 where no op's depth reaches `least`)."""
+    depth = (plan.knobs.prefetch if plan.knobs else {}) or {}
+    if not any(v >= least for v in depth.values()):
+        return np.zeros(len(plan.tg.tasks), dtype=np.int64)
+    keys, idx = _task_keys(plan.tg)
+    d = np.array([max(depth.get(o, 0) for o in k) for k in keys], dtype=np.int64)
+    return d[idx]
+
+
+# An L2 prefetch (the `prefetch` edit) was priced as its issue latency alone, prefetch_us in place of the
+# memory latency, and the sim read every one within 0.2% of the schedule without it. On an H200
+# (ab_knobs_s49_probe.json, ab_knobs_s49_prefetch.json, ab_knobs_s49_qwen3.json) lm_head prefetched at
+# depth 2 ran llama-1b's expert 5.8% slower, its default 4.5%, Qwen3's expert 3.3% and default 2.0%; at
+# depth 1 llama-1b's expert 4.9%; gate/up at depth 2 11.7%; small ones (a layer's gate at 1, a v_proj at
+# 2) within 0.1%. A task's whole tile goes to L2 in one bulk request, so 128 SMs each sending 4 MB of
+# lm_head's 525 MB overflow a 50 MB L2 whatever the depth, and gate/up's 64 MB a layer, sent while o_proj
+# streams, also stand in the latency chain's way. Fitted on those rows and scored on every H200 row by
+# bench/sim_score.py (docs/compiler.md): prefetch_reread 0.4, prefetch_stream 2 (1 scored the same but
+# for gate/up, read 5.8%).
+def prefetch_terms(plan: Plan, queues, start: np.ndarray, finish: np.ndarray, wb: np.ndarray, rate: np.ndarray,
+                   l2_bytes: float):
+    """(per task: the share of its ring-fed weight bytes read from HBM twice, the prefetch streams as
+    (start, end) arrays): a task's L2 prefetch of depth d goes out as the task d-1 places before it in
+    its SM's queue is dequeued (d = 1: as the task itself is, before its wait). Its bytes wait in L2
+    until its ring reads them; chip-wide, time-averaged over the task's span from issue to finish
+    (all its bytes before it starts, half on average while it runs), where they pass `l2_bytes` the
+    excess share is evicted (predict reads dev.prefetch_reread of it again). The stream: from issue,
+    at the task's rate, until the task starts (predict weights it dev.prefetch_stream beside the
+    tasks streaming then)."""
+    n = len(start)
+    out = np.zeros(n)
+    depth = prefetch_depths(plan, 1)
+    empty = (np.zeros(0), np.zeros(0))
+    if not (depth >= 1).any():
+        return out, empty
+    q_ptr, q_tasks = queues
+    h = np.arange(len(q_tasks))
+    first = np.repeat(q_ptr[:-1], np.diff(q_ptr))
+    prev = np.where(h > first, finish[q_tasks[np.maximum(h - 1, 0)]], 0.0)     # each task's dequeue
+    d = depth[q_tasks]
+    issue = prev[np.maximum(first, h - np.maximum(d - 1, 0))]
+    tt = q_tasks
+    sel = (d >= 1) & (wb[tt] > 0)
+    if not sel.any():
+        return out, empty
+    t, iss = tt[sel], issue[sel]
+    s0, f0 = start[t], finish[t]
+    if l2_bytes > 0:
+        a0, a1 = np.concatenate([iss, s0]), np.concatenate([s0, f0])
+        w = np.concatenate([wb[t], wb[t] / 2])
+        keep = a1 > a0
+        ts, level = _sweep(a0[keep], a1[keep], w[keep])
+        integral = np.concatenate([[0.0], np.cumsum(level[:-1] * np.diff(ts))])
+        span = f0 - iss
+        held = np.where(span > 0, (integral[np.searchsorted(ts, f0)] - integral[np.searchsorted(ts, iss)])
+                        / np.maximum(span, 1e-12), 0.0)
+        out[t] = np.where(span > 0, np.maximum(0.0, 1.0 - l2_bytes / np.maximum(held, 1.0)), 0.0)
+    end = np.minimum(s0, iss + wb[t] / np.maximum(rate[t], 1e-9))
+    return out, (iss, end)
 
 
 def stream_rate(spread, sm_gbs: float, hbm_gbs: float):
@@ -318,11 +383,13 @@ def _sweep(start: np.ndarray, finish: np.ndarray, weight: np.ndarray) -> tuple[n
     return ts[order], np.cumsum(step[order])
 
 
-def streaming_concurrency(start: np.ndarray, finish: np.ndarray, streams: np.ndarray, weight=None) -> np.ndarray:
+def streaming_concurrency(start: np.ndarray, finish: np.ndarray, streams: np.ndarray, weight=None,
+                          also=None) -> np.ndarray:
     """Per task, the time-averaged number of streaming tasks (`streams`: a bool per task) running
     while it runs, itself included (1 for a task of no duration or one that moves no bytes); with
     `weight` (per task: ring_share), the time-averaged sum of their weights (its own for a task
-    alone)."""
+    alone). `also`: more streams (start, finish, weight arrays) that count beside them, such as the
+    rings preloading while their SMs wait."""
     start, finish = np.asarray(start, dtype=float), np.asarray(finish, dtype=float)
     on = np.asarray(streams, dtype=bool) & (finish > start)
     out = np.ones(len(start))
@@ -330,7 +397,13 @@ def streaming_concurrency(start: np.ndarray, finish: np.ndarray, streams: np.nda
         return out
     s, f = start[on], finish[on]
     w = np.ones(len(s)) if weight is None else np.asarray(weight, dtype=float)[on]
-    ts, active = _sweep(s, f, w)
+    if also is not None:
+        a0, a1, aw = (np.asarray(x, dtype=float) for x in also)
+        keep = a1 > a0
+        ts, active = _sweep(np.concatenate([s, a0[keep]]), np.concatenate([f, a1[keep]]),
+                            np.concatenate([w, aw[keep]]))
+    else:
+        ts, active = _sweep(s, f, w)
     integral = np.concatenate([[0.0], np.cumsum(active[:-1] * np.diff(ts))])
     got = (integral[np.searchsorted(ts, f)] - integral[np.searchsorted(ts, s)]) / (f - s)
     out[on] = np.maximum(got, 1.0 if weight is None else w)
@@ -835,29 +908,42 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     hop, weight = hop0, np.ones(0)
     wb = ring_fed_bytes(plan, nbytes)
     plain = nbytes - wb
+    firsts = queues[1][queues[0][:-1][np.diff(queues[0]) > 0]]      # each queue's first task
     if dev.quiet_wait_us is not None:     # what each ring-fed task adds to the chip's busyness (busy_hop_weight)
         streams = tuple(np.where(wb > 0, copies_busy(c), 0.0) for c in own_caps(plan))
-        firsts = queues[1][queues[0][:-1][np.diff(queues[0]) > 0]]      # each queue's first task
     share = ring_share(plan)
     pre_share = ring_share(plan, waiting=True)
     spread = spread * share
+    reread = np.zeros(n)
     for round_ in range(SPREAD_ROUNDS + 1):
         alone = stream_rate(spread, dev.sm_gbs * fill, dev.hbm_gbs) * 1e3
         rate, pre_rate = share * alone, pre_share * alone
         plain_us = plain / (stream_rate(spread, dev.plain_gbs, dev.hbm_gbs) * 1e3)
         start, finish, preloaded, busy, left = list_schedule(
-            queues, need_csr, add_csr, gsize, wb, rate, wb, trip_a, lat_us + plain_us, compute,
+            queues, need_csr, add_csr, gsize, wb * (1.0 + reread), rate, wb, trip_a, lat_us + plain_us, compute,
             fixed, hop, FREE_BYTES * fill, RING_BYTES * fill, hide, pre_rate=pre_rate, chide=chide)
         if left:
             raise ValueError("the plan deadlocks: validate it before predicting")
         if round_ < SPREAD_ROUNDS:     # the SMs that streamed beside each task share the chip's HBM with it
             keep = SPREAD_DAMPING if round_ else 0.0
-            spread = keep * spread + (1 - keep) * streaming_concurrency(start, finish, own_a > 0, share)
-            if dev.quiet_wait_us is not None:     # its ring preloads from its SM's previous finish
-                prev = np.zeros(n)
-                prev[queues[1][1:]] = finish[queues[1][:-1]]
-                prev[firsts] = 0.0
-                preload_to = prev + np.divide(preloaded, pre_rate, out=np.zeros(n), where=pre_rate > 0)
+            # its ring preloads from its SM's previous finish, and streams beside the tasks running then
+            # (issue 39: 'ring preloads charged to the HBM budget'; with them free, o_proj in 32 tasks
+            # left 100 SMs to preload gate/up at no cost, read 1.0% slower than llama-1b's expert and
+            # ran 5.5% slower, in 64 tasks read 1.2% faster and ran 0.1% slower: ab_knobs_s49_probe.json);
+            # so do the L2 prefetches issued ahead of their tasks (prefetch_terms)
+            prev = np.zeros(n)
+            prev[queues[1][1:]] = finish[queues[1][:-1]]
+            prev[firsts] = 0.0
+            preload_to = prev + np.divide(preloaded, pre_rate, out=np.zeros(n), where=pre_rate > 0)
+            also = [(prev, np.minimum(preload_to, start), pre_share)]
+            if dev.prefetch_reread or dev.prefetch_stream:
+                rr, (p0, p1) = prefetch_terms(plan, queues, start, finish, wb, rate, dev.l2_mb * 1e6)
+                reread = keep * reread + (1 - keep) * dev.prefetch_reread * rr
+                if dev.prefetch_stream and len(p0):
+                    also.append((p0, p1, np.full(len(p0), dev.prefetch_stream)))
+            spread = keep * spread + (1 - keep) * streaming_concurrency(
+                start, finish, own_a > 0, share, tuple(np.concatenate(x) for x in zip(*also)))
+            if dev.quiet_wait_us is not None:
                 new_w, new_s = busy_hop_weight(start, finish, streams, prev, preload_to, dev,
                                                finish, start[sidx])
                 weight = new_w if not round_ else keep * weight + (1 - keep) * new_w

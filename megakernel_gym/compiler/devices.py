@@ -37,6 +37,9 @@ class DeviceSpec:
     small_task_us: float = 0.0  # a task of a small op (costmodel.SMALL_KINDS): its time past its bytes (light_tasks) ...
     norm_task_us: float = 0.0   # ... and a task's row norm, its own or each fused one it recomputes
     onchip_norm_us: float = 0.0  # an rmsnorm a matmul computes on chip (`inline`): its reduction, once the input is in
+    l2_mb: float = 50.0         # the L2 cache, MB (datasheet: 50 on an H100 SXM and an H200), where prefetches wait ...
+    prefetch_reread: float = 0.0  # ... the share of the prefetched bytes past it read from HBM again (prefetch_terms) ...
+    prefetch_stream: float = 0.0  # ... and a prefetch's weight in the chip's HBM while it streams ahead of its task
 
 
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
@@ -164,10 +167,10 @@ DEVICES = {
     "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
                        sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, caps_path_us=0.03,
                        ahead_path_us=0.01, cold_code_us=0.2, cold_code_kchar_us=0.8, small_task_us=0.3,
-                       norm_task_us=1.5),
+                       norm_task_us=1.5, prefetch_reread=0.4, prefetch_stream=2.0),
     "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 1.5, 3.95, 0.483,
                        sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26,
                        staged_us=1.2, caps_path_us=0.03, ahead_path_us=0.01, cold_code_us=0.2,
                        cold_code_kchar_us=0.8, small_task_us=0.3, norm_task_us=1.5,
-                       onchip_norm_us=0.6),
+                       onchip_norm_us=0.6, prefetch_reread=0.4, prefetch_stream=2.0),
 }
