@@ -130,6 +130,15 @@ def test_fit_improves_a_perturbed_start(sampled):
     assert spec_literal(fitted).startswith(f'"{start.name}": DeviceSpec(')
 
 
+def test_spec_literal_is_the_shipped_spec_again():
+    """spec_literal, pasted into DEVICES, gives back the spec it printed, every field the model reads
+    included (it had left out session 49's l2_mb, prefetch_reread and prefetch_stream)."""
+    from megakernel_gym.compiler.devices import DeviceSpec
+    for dev in DEVICES.values():
+        again = eval(spec_literal(dev).split(": ", 1)[1].rstrip(","), {"DeviceSpec": DeviceSpec})
+        assert again == dev, dev.name
+
+
 def test_fit_refuses_mismatched_input(sampled):
     _, pc = sampled
     with pytest.raises(ValueError):

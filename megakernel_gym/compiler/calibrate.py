@@ -634,6 +634,9 @@ def spec_literal(dev: DeviceSpec) -> str:
             + (f', small_task_us={dev.small_task_us:.3g}' if dev.small_task_us else '')
             + (f', norm_task_us={dev.norm_task_us:.3g}' if dev.norm_task_us else '')
             + (f', onchip_norm_us={dev.onchip_norm_us:.3g}' if dev.onchip_norm_us else '')
+            + (f', l2_mb={dev.l2_mb:.3g}' if dev.l2_mb != 50.0 else '')
+            + (f', prefetch_reread={dev.prefetch_reread:.3g}' if dev.prefetch_reread else '')
+            + (f', prefetch_stream={dev.prefetch_stream:.3g}' if dev.prefetch_stream else '')
             + '),')
 
 
