@@ -94,12 +94,7 @@ def _task_keys(tg) -> tuple[list[tuple], np.ndarray]:
 
 def prefetched(plan: Plan) -> list[bool]:
     """Per task, whether the schedule prefetches its weights: its op's depth, or a fused producer's."""
-    depth = (plan.knobs.prefetch if plan.knobs else {}) or {}
-    if not any(v > 0 for v in depth.values()):
-        return [False] * len(plan.tg.tasks)
-    keys, idx = _task_keys(plan.tg)
-    on = np.array([any(depth.get(o, 0) > 0 for o in k) for k in keys], dtype=bool)
-    return on[idx].tolist()
+    return (prefetch_depths(plan, 1) > 0).tolist()
 
 
 def prefetch_depths(plan: Plan, least: int = 2) -> np.ndarray:
@@ -123,8 +118,8 @@ def prefetch_depths(plan: Plan, least: int = 2) -> np.ndarray:
 # streams, also stand in the latency chain's way. Fitted on those rows and scored on every H200 row by
 # bench/sim_score.py (docs/compiler.md): prefetch_reread 0.4, prefetch_stream 2 (1 scored the same but
 # for gate/up, read 5.8%).
-def prefetch_terms(plan: Plan, queues, start: np.ndarray, finish: np.ndarray, wb: np.ndarray, rate: np.ndarray,
-                   l2_bytes: float):
+def prefetch_terms(plan: Plan, queues, prev: np.ndarray, start: np.ndarray, finish: np.ndarray, wb: np.ndarray,
+                   rate: np.ndarray, l2_bytes: float):
     """(per task: the share of its ring-fed weight bytes read from HBM twice, the prefetch streams as
     (start, end) arrays): a task's L2 prefetch of depth d goes out as the task d-1 places before it in
     its SM's queue is dequeued (d = 1: as the task itself is, before its wait). Its bytes wait in L2
@@ -132,7 +127,8 @@ def prefetch_terms(plan: Plan, queues, start: np.ndarray, finish: np.ndarray, wb
     (all its bytes before it starts, half on average while it runs), where they pass `l2_bytes` the
     excess share is evicted (predict reads dev.prefetch_reread of it again). The stream: from issue,
     at the task's rate, until the task starts (predict weights it dev.prefetch_stream beside the
-    tasks streaming then)."""
+    tasks streaming then). `prev`: per task, its SM's previous finish (0 for a queue's first), when
+    its queue dequeues it."""
     n = len(start)
     out = np.zeros(n)
     depth = prefetch_depths(plan, 1)
@@ -142,25 +138,20 @@ def prefetch_terms(plan: Plan, queues, start: np.ndarray, finish: np.ndarray, wb
     q_ptr, q_tasks = queues
     h = np.arange(len(q_tasks))
     first = np.repeat(q_ptr[:-1], np.diff(q_ptr))
-    prev = np.where(h > first, finish[q_tasks[np.maximum(h - 1, 0)]], 0.0)     # each task's dequeue
     d = depth[q_tasks]
-    issue = prev[np.maximum(first, h - np.maximum(d - 1, 0))]
-    tt = q_tasks
-    sel = (d >= 1) & (wb[tt] > 0)
+    issue = prev[q_tasks[np.maximum(first, h - np.maximum(d - 1, 0))]]
+    sel = (d >= 1) & (wb[q_tasks] > 0)
     if not sel.any():
         return out, empty
-    t, iss = tt[sel], issue[sel]
+    t, iss = q_tasks[sel], issue[sel]
     s0, f0 = start[t], finish[t]
     if l2_bytes > 0:
-        a0, a1 = np.concatenate([iss, s0]), np.concatenate([s0, f0])
-        w = np.concatenate([wb[t], wb[t] / 2])
-        keep = a1 > a0
-        ts, level = _sweep(a0[keep], a1[keep], w[keep])
-        integral = np.concatenate([[0.0], np.cumsum(level[:-1] * np.diff(ts))])
-        span = f0 - iss
-        held = np.where(span > 0, (integral[np.searchsorted(ts, f0)] - integral[np.searchsorted(ts, iss)])
-                        / np.maximum(span, 1e-12), 0.0)
-        out[t] = np.where(span > 0, np.maximum(0.0, 1.0 - l2_bytes / np.maximum(held, 1.0)), 0.0)
+        # the bytes waiting, time-averaged over each task's span from issue to finish (weight 0 for the
+        # spans themselves: only the waiting bytes count)
+        held = streaming_concurrency(iss, f0, np.ones(len(t), dtype=bool), np.zeros(len(t)),
+                                     (np.concatenate([iss, s0]), np.concatenate([s0, f0]),
+                                      np.concatenate([wb[t], wb[t] / 2])))
+        out[t] = np.where(f0 > iss, np.maximum(0.0, 1.0 - l2_bytes / np.maximum(held, 1.0)), 0.0)
     end = np.minimum(s0, iss + wb[t] / np.maximum(rate[t], 1e-9))
     return out, (iss, end)
 
@@ -937,7 +928,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
             preload_to = prev + np.divide(preloaded, pre_rate, out=np.zeros(n), where=pre_rate > 0)
             also = [(prev, np.minimum(preload_to, start), pre_share)]
             if dev.prefetch_reread or dev.prefetch_stream:
-                rr, (p0, p1) = prefetch_terms(plan, queues, start, finish, wb, rate, dev.l2_mb * 1e6)
+                rr, (p0, p1) = prefetch_terms(plan, queues, prev, start, finish, wb, rate, dev.l2_mb * 1e6)
                 reread = keep * reread + (1 - keep) * dev.prefetch_reread * rr
                 if dev.prefetch_stream and len(p0):
                     also.append((p0, p1, np.full(len(p0), dev.prefetch_stream)))
