@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import torch  # noqa: E402
 
 from judge_bench import write  # noqa: E402
-from megakernel_edits import load_step, named_edits, rel_err, schedule_file  # noqa: E402
+from megakernel_edits import NAMED_SCHEDULES, load_step, named_edits, rel_err, schedule_file  # noqa: E402
 from megakernel_gym.compiler.runtime import Megakernel, time_us  # noqa: E402
 from megakernel_gym.ir_exposure import apply_edits  # noqa: E402
 
@@ -67,7 +67,7 @@ def main():
     ap.add_argument("knobs", nargs="*", metavar="KEY=VALUE[,KEY=VALUE]")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--model", default="llama-1b")
-    ap.add_argument("--schedules", nargs="*", default=["expert"], choices=["expert", "tuned", "default"])
+    ap.add_argument("--schedules", nargs="*", default=["expert"], choices=list(NAMED_SCHEDULES))
     ap.add_argument("--extra", nargs="*", default=[], metavar="LABEL=FILE",
                     help="more schedules: a label and a file of edits (EXPERT / TUNED lines stand for those edits)")
     ap.add_argument("--rounds", type=int, default=3)
@@ -83,7 +83,7 @@ def main():
             raise SystemExit(f"knob set for {sched!r}: no such schedule (the schedules: {', '.join(names)})")
     step = load_step(args.model)
     base = step.base
-    edits = {name: lambda name=name: named_edits(base, name) for name in ("expert", "tuned", "default")}
+    edits = {name: lambda name=name: named_edits(base, name) for name in NAMED_SCHEDULES}
     for spec in args.extra:
         name, _, path = spec.partition("=")
         edits[name] = lambda path=path: schedule_file(base, path)

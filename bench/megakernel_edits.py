@@ -131,9 +131,12 @@ def load_step(model_name: str) -> SimpleNamespace:
                            eager_err=rel_err(ref, truth))
 
 
+NAMED_SCHEDULES = ("expert", "tuned", "default")     # the schedules named_edits spells out
+
+
 def named_edits(base, schedule: str) -> str:
-    """The edit text of a named schedule for `base`: "expert", "tuned" (the compiler's tuned_edits) or
-    "default" (none). The schedules ab_knobs.py builds by name, and bench/sim_score.py prices."""
+    """The edit text of a named schedule (NAMED_SCHEDULES) for `base`: "expert", "tuned" (the compiler's
+    tuned_edits) or "default" (none). The schedules ab_knobs.py builds by name, and bench/sim_score.py prices."""
     from megakernel_gym.policies.expert import expert_edits
     return {"expert": lambda: expert_edits(base), "tuned": lambda: tuned_edits(base), "default": lambda: ""}[schedule]()
 

@@ -120,7 +120,8 @@ def _build_row(group: str, model: str, files: dict, schedule: str, knobs: dict, 
                correct: bool = True) -> dict:
     """A row of a file of builds: a schedule (the default, expert or tuned edits, or a variant file) built
     with codegen `knobs`, left out where the sim does not price a knob."""
-    if schedule not in ("default", "expert", "tuned") and not files.get(schedule):
+    from megakernel_edits import NAMED_SCHEDULES
+    if schedule not in NAMED_SCHEDULES and not files.get(schedule):
         raise SystemExit(f"{group}: its schedule {schedule!r} is neither a named schedule nor an --extra file "
                          "its command names (LABEL=bench/...)")
     return {"schedule": schedule, "knobs": knobs, "target": model, "label": f"{schedule} {json.dumps(knobs, sort_keys=True)}",
