@@ -21,6 +21,11 @@ from megakernel_gym.ir_exposure.ir import MAX_TASKS
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# The fixed terms fit_device keeps and its critical-path model does not see (cold code, the light ops'
+# own time): off in every synthetic truth here, so predict() and the fit's surrogate agree.
+FIXED_OFF = dict(cold_code_us=0.0, cold_code_kchar_us=0.0, small_task_us=0.0, norm_task_us=0.0)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     m, inputs = ZOO["llama-tiny"]()
@@ -84,7 +89,7 @@ def test_fit_recovers_known_constants(sampled):
     # (and a norm's staged loads at the memory latency, no cold code and no on-chip norm reductions, as the critical-path model
     # takes them: fit_device)
     # (from a wait latency away from the truth's, whatever the shipped one is)
-    base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9, quiet_wait_us=None, staged_us=None, cold_code_us=0.0, cold_code_kchar_us=0.0, small_task_us=0.0, norm_task_us=0.0,
+    base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9, quiet_wait_us=None, staged_us=None, **FIXED_OFF,
                    onchip_norm_us=0.0, wait_latency_us=2.31)
     true = replace(base, hbm_gbs=200.0, task_overhead_us=0.5, wait_latency_us=1.5, mem_latency_us=2.0,
                    launch_us=5.0)
@@ -117,7 +122,7 @@ def test_fit_improves_a_perturbed_start(sampled):
     _, pc = sampled
     # (no cold code: the critical-path model does not see it, fit_device's note)
     true = replace(DEVICES["H200"], hbm_gbs=300.0, task_overhead_us=0.9, wait_latency_us=0.7, mem_latency_us=1.2,
-                   launch_us=6.0, cold_code_us=0.0, cold_code_kchar_us=0.0, small_task_us=0.0, norm_task_us=0.0)
+                   launch_us=6.0, **FIXED_OFF)
     measured = [predict(p, true, costs=c).latency_us for p, c in pc]
     start = replace(true, hbm_gbs=600.0, task_overhead_us=0.3, wait_latency_us=1.4, mem_latency_us=0.6,
                     launch_us=3.0)
@@ -215,7 +220,7 @@ def test_fit_finds_how_much_fewer_copies_in_flight_shorten_a_hop(tiny):
     # of the tiny's 16 schedules with the other fitted fields; nor the prefetches' bytes (prefetch_terms:
     # the sampled schedules' prefetch edits, fixed terms the fit does not take, moved it 3.6% off)
     base = replace(DEVICES["H200"], quiet_wait_us=None, wait_latency_us=2.31, hbm_gbs=200.0, staged_us=None,
-                   caps_path_us=0.0, cold_code_us=0.0, cold_code_kchar_us=0.0, small_task_us=0.0, norm_task_us=0.0, onchip_norm_us=0.0,
+                   caps_path_us=0.0, **FIXED_OFF, onchip_norm_us=0.0,
                    prefetch_reread=0.0, prefetch_stream=0.0)
     true = replace(base, wait_latency_us=1.5, capped_wait=0.4)
     measured = [predict(p, true, costs=c).latency_us for p, c in pc]
@@ -236,7 +241,7 @@ def test_fit_recovers_a_quiet_chips_wait_latency(sampled):
     _, pc = sampled
     # the tiny's hops weigh against its loads: the rates this was written with, not whatever is shipped
     base = replace(DEVICES["H200"], stage_us=0.0, stage_gbs=1e9, wait_latency_us=2.0, quiet_wait_us=1.0,
-                   sm_gbs=43.5, plain_gbs=74.8, staged_us=None, cold_code_us=0.0, cold_code_kchar_us=0.0, small_task_us=0.0, norm_task_us=0.0, onchip_norm_us=0.0)
+                   sm_gbs=43.5, plain_gbs=74.8, staged_us=None, **FIXED_OFF, onchip_norm_us=0.0)
     true = replace(base, wait_latency_us=2.5, quiet_wait_us=0.3)
     measured = [predict(p, true, costs=c).latency_us for p, c in pc]
     fitted, report = fit_device(pc, measured, base, prior=0.0, fields=("wait_latency_us", "quiet_wait_us"))
