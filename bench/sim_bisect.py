@@ -2,7 +2,7 @@
 calls fast and the GPU does not, taken apart by edit verb and measured piece by piece in one run.
 
     python bench/sim_bisect.py [--runs bench/results/sim_adversary.json] [--pick TARGET=LABEL ...] [--worst 3]
-                               [--iters 20] [--rounds 5] [--sim-only] [--out DIR]
+                               [--with VERB ...] [--iters 20] [--rounds 5] [--sim-only] [--out DIR]
     python bench/sim_bisect.py --merge RUN1.json RUN2.json ...   # the rows of several runs in one file
 
 For each picked row of a sim_adversary run (`--pick`, else the `--worst` searched rows whose sim speedup
@@ -40,10 +40,12 @@ def verb(edit: str) -> str:
     return edit.split(None, 1)[0] if edit.strip() else ""
 
 
-def variants(target: str, num_sms: int, row: dict) -> list[tuple]:
+def variants(target: str, num_sms: int, row: dict, pair_with: tuple = ()) -> list[tuple]:
     """(label, edit text from the default, IR, start, edits from the start) for the row's start, the whole
     climb, and per verb the climb without that verb's edits and the start with only them (those the edit
-    language refuses as a script are left out, logged)."""
+    language refuses as a script are left out, logged). Per verb W of `pair_with` and each other verb V,
+    also the start with only V's and W's edits (in the climb's order): where W's edits cost the GPU more
+    beside the climb than alone, the pair that does it."""
     from megakernel_gym.policies.expert import expert_edits
     _, base = target_ir(target, num_sms)
     start_text = expert_edits(base) if row["start"] == "expert" else ""
@@ -53,6 +55,10 @@ def variants(target: str, num_sms: int, row: dict) -> list[tuple]:
     picks = [("whole", path)]
     for v in verbs:
         picks += [(f"without {v}", [e for e in path if verb(e) != v]), (f"only {v}", [e for e in path if verb(e) == v])]
+    for w in pair_with:
+        if w not in verbs:
+            raise SystemExit(f"--with {w}: the climb has no {w!r} edit (its verbs: {', '.join(verbs)})")
+        picks += [(f"only {v} and {w}", [e for e in path if verb(e) in (v, w)]) for v in verbs if v != w]
     name = f"{row['label']} ({target})"
     out, seen = [(f"{name}: start", start_text, start, row["start"], [])], {start.text}
     for label, edits in picks:
@@ -102,6 +108,9 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sim-only", action="store_true")
+    ap.add_argument("--with", dest="pair_with", nargs="*", default=[], metavar="VERB",
+                    help="also the start with only VERB's edits and each other verb's (pairs: which other verb "
+                         "makes VERB's edits cost more than alone)")
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--merge", nargs="+", default=None, metavar="RUN.json",
@@ -116,7 +125,7 @@ def main() -> None:
     device = next((k for k in DEVICES if gpu and k in torch.cuda.get_device_name(0)), doc.get("sim_device", "H200"))
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count if gpu else doc["num_sms"]
     picked = picked_rows(doc, a.pick, a.worst)
-    per = [(r["target"], variants(r["target"], num_sms, r)) for r in picked]
+    per = [(r["target"], variants(r["target"], num_sms, r, tuple(a.pair_with))) for r in picked]
     if not gpu:
         for t, vs in per:
             for label, _, ir, _, _ in vs:

@@ -27,6 +27,22 @@ def test_a_climb_comes_apart_into_its_start_the_whole_and_each_verb_without_and_
     assert [e.split()[0] for e in got[1][4]] == ["assign", "assign"]
 
 
+def test_pairs_put_one_verbs_edits_beside_each_other_verbs_alone():
+    """--with VERB: the start with only VERB's edits and one other verb's, in the climb's order; a verb the
+    climb lacks is refused by name."""
+    row = {"target": "llama-tiny", "label": "climb 1 from default", "start": "default",
+           "edits_from_start": ["assign layers.*.attn.q_proj sms=0-3", "ahead layers.*.mlp.gate_proj n=1",
+                                "tile layers.*.mlp.down_proj n=2", "assign layers.0.mlp.down_proj sms=4-7",
+                                "inflight layers.*.mlp.down_proj n=1"]}
+    e = row["edits_from_start"]
+    got = {label.rsplit(": ", 1)[1]: edits for label, _, _, _, edits in variants("llama-tiny", 8, row, ("ahead",))}
+    assert got["only assign and ahead"] == e[:2] + e[3:4]
+    assert got["only tile and ahead"] == e[1:3] and got["only inflight and ahead"] == [e[1], e[4]]
+    assert "only ahead and ahead" not in got
+    with pytest.raises(SystemExit, match="no 'split' edit"):
+        variants("llama-tiny", 8, row, ("split",))
+
+
 def test_ratios_are_over_each_climbs_own_start_and_the_worst_rows_are_picked():
     rows = [{"label": "c (m): start", "predicted_us": 100.0, "measured": {"median_us": 200.0}},
             {"label": "c (m): whole", "predicted_us": 90.0, "measured": {"median_us": 240.0}},
