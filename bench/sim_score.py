@@ -7,6 +7,7 @@ is (--since).
 One command answers "is this change to costmodel.py better or worse, on everything we measured?":
 
     python bench/sim_score.py [--workers 2] [--sets adversary bisect ab] [--cache runs/sim_score]
+                              [--variant NAME:FIELD=VALUE[,FIELD=VALUE] ...]
 
 Nothing here touches a GPU: the measurements are the files'; the predictions are made now. The plans
 are rebuilt from each row's edits (a pool of `workers`), pickled under `--cache` keyed by the row and
@@ -17,7 +18,9 @@ group's reference (the expert, a bisection's start, an A/B file's first build), 
 *wrong sign* is a row the sim reads at least 1% faster than its reference where the GPU ran it at
 least 1% slower, or the reverse: a reward with the wrong sign, the error a policy would learn.
 Rows the sim cannot price (A/B builds with codegen knobs it does not model, such as maxnreg) are
-left out and counted. Writes bench/results/sim_score.json.
+left out and counted. Writes bench/results/sim_score.json. `--variant` scores other constants beside the
+shipped ones in the same pass (each plan is read once, and a prediction after the first costs ~0.04 s),
+side by side in <name>_variants.json: a grid of a constant costs about what one scoring does.
 """
 from __future__ import annotations
 
@@ -194,24 +197,57 @@ def plans_for(rows: list[dict], cache: Path, workers: int) -> None:
     log(f"{len(todo)} plans built in {time.perf_counter() - t0:.0f} s")
 
 
-def _price_job(job: tuple) -> float:
-    """A pickled plan's latency under the model as it is now (in a pool worker)."""
-    path, target, pos, device, distinct_ops = job
+def _price_job(job: tuple) -> list[float]:
+    """A pickled plan's latency under each of `specs` (DeviceSpecs: the model as it is now, then any
+    variants), in a pool worker. The plan is read once: its lowering's caches are built on the first
+    prediction and serve the rest (they hold nothing of the constants)."""
+    path, target, pos, specs, distinct_ops = job
     plan = pickle.loads(Path(path).read_bytes())
     positions = pos if isinstance(pos, list) else step_positions(target, pos)
-    return predict(plan, device, costs=costs_at(plan, positions), distinct_ops=distinct_ops).latency_us
+    costs = costs_at(plan, positions)
+    return [predict(plan, spec, costs=costs, distinct_ops=distinct_ops).latency_us for spec in specs]
 
 
-def price(rows: list[dict], device: str, workers: int) -> None:
-    """Each row's predicted_us under the model as it is now, at the positions it was timed at."""
+def price(rows: list[dict], specs: dict, workers: int) -> None:
+    """Each row's predicted_us under the model as it is now, at the positions it was timed at, and
+    predicted_by: its prediction under each of `specs` (name -> DeviceSpec; the first is the model's)."""
     todo = [r for r in rows if not r.get("skip")]
-    jobs = [(str(r["plan_file"]), r["target"], r["build"][4] if r["build"][0] == "row" else "seed", device,
+    names, values = list(specs), list(specs.values())
+    jobs = [(str(r["plan_file"]), r["target"], r["build"][4] if r["build"][0] == "row" else "seed", values,
              r.get("knobs", {}).get("distinct_ops", "")) for r in todo]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
         for r, us in zip(todo, pool.map(_price_job, jobs, chunksize=1)):
-            r["predicted_us"] = us
-    log(f"{len(todo)} plans priced in {time.perf_counter() - t0:.0f} s")
+            r["predicted_by"] = dict(zip(names, us))
+            r["predicted_us"] = us[0]
+    log(f"{len(todo)} plans priced in {time.perf_counter() - t0:.0f} s ({len(specs)} sets of constants)")
+
+
+def variant_specs(device: str, variants: list[str]) -> dict:
+    """name -> DeviceSpec: the device's constants as shipped ("shipped"), then each `variants` entry
+    NAME:FIELD=VALUE[,FIELD=VALUE...] (those constants with the fields replaced). A field the spec lacks
+    or a value that is not a number is a clear error naming the entry."""
+    from dataclasses import fields, replace
+
+    from megakernel_gym.compiler.costmodel import DEVICES
+    base = DEVICES[device]
+    known = {f.name for f in fields(base)} - {"name"}
+    out = {"shipped": base}
+    for v in variants:
+        name, _, spec = v.partition(":")
+        if not name or not spec or name in out:
+            raise SystemExit(f"--variant {v!r}: write NAME:FIELD=VALUE[,FIELD=VALUE...] with a new NAME")
+        kw = {}
+        for item in spec.split(","):
+            field, _, value = item.partition("=")
+            if field not in known:
+                raise SystemExit(f"--variant {v!r}: {field!r} is not a DeviceSpec field (one of {', '.join(sorted(known))})")
+            try:
+                kw[field] = float(value)
+            except ValueError:
+                raise SystemExit(f"--variant {v!r}: {field}={value!r} is not a number") from None
+        out[name] = replace(base, **kw)
+    return out
 
 
 # ---- scores
@@ -257,25 +293,67 @@ def main() -> None:
                     help=f"A/B files and bisections measured from this date on (default {ALIGNED}: the kernel as it is)")
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--name", default="sim_score", help="the result file's name (sim_score: the shipped model's)")
+    ap.add_argument("--variant", nargs="*", default=[], metavar="NAME:FIELD=VALUE[,FIELD=VALUE]",
+                    help="also score the model with these constants changed (each plan is read once and priced "
+                         "under every set); the summaries side by side go to <name>_variants.json")
     args = ap.parse_args()
     t0 = time.perf_counter()
     cache = Path(args.cache)
-    doc = {"name": args.name, "device": f"the rows' (NVIDIA H200); predicted on this CPU at {args.device_name}",
-           "since": args.since,
-           "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": "python " + " ".join(sys.argv)}
-    summary = {}
+    specs = variant_specs(args.device_name, args.variant)
+    rows_of = {}                     # each row set's rows, built and priced once under every spec
     if "adversary" in args.sets:
-        doc["adversary"] = {}
-        met = total = 0
         for name in args.adversary:
             if not (RESULTS / name).exists():
                 log(f"{name}: not in bench/results, skipped")
                 continue
-            rows = adversary_rows(name)
-            plans_for(rows, cache, args.workers)
-            price(rows, args.device_name, args.workers)
-            log(f"-- {name}")
-            targets = score_all(rows)
+            rows_of[name] = adversary_rows(name)
+    for which, of in (("bisect", bisect_rows), ("ab", ab_rows), ("probe", probe_rows)):
+        if which in args.sets:
+            rows_of[which] = of(args.since)
+    for rows in rows_of.values():
+        plans_for(rows, cache, args.workers)
+        price(rows, specs, args.workers)
+    docs = {v: score(rows_of, v, args) for v in specs}
+    notes = (f"targets: searched speedup within {SPEEDUP_TOLERANCE:.0%}, Spearman >= {SPEARMAN_TARGET} over points "
+             f"{DISTINCT:.0%} apart (sim_adversary.score); wrong sign: sim and GPU {SIGN:.0%} or more apart "
+             f"either side of the reference; {time.perf_counter() - t0:.0f} s")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = dict(docs["shipped"], notes=notes)
+    (out / f"{args.name}.json").write_text(json.dumps(doc, indent=1))
+    print(json.dumps(doc["summary"], indent=1))
+    if args.variant:
+        grid = {"name": f"{args.name}_variants", "device": doc["device"], "date": doc["date"], "command": doc["command"],
+                "variants": {v: {"constants": {f: getattr(specs[v], f) for f in _changed(specs["shipped"], specs[v])},
+                                 "summary": d["summary"], "adversary": d.get("adversary")} for v, d in docs.items()},
+                "notes": notes}
+        (out / f"{args.name}_variants.json").write_text(json.dumps(grid, indent=1))
+        for v, d in docs.items():
+            print(f"{v:24s} " + "  ".join(f"{k} {x}" for k, x in d["summary"].items()))
+
+
+def _changed(a, b) -> list[str]:
+    from dataclasses import fields
+    return [f.name for f in fields(a) if getattr(a, f.name) != getattr(b, f.name)]
+
+
+def score(rows_of: dict, variant: str, args) -> dict:
+    """The scores of every row set under one set of constants (each row's predicted_by[variant])."""
+    doc = {"name": args.name, "device": f"the rows' (NVIDIA H200); predicted on this CPU at {args.device_name}",
+           "since": args.since, "variant": variant,
+           "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": "python " + " ".join(sys.argv)}
+    summary = {}
+    adversaries = [n for n in rows_of if n not in SETS]
+    if adversaries:
+        doc["adversary"] = {}
+        met = total = 0
+        for name in adversaries:
+            rows = rows_of[name]
+            for r in rows:
+                r["predicted_us"] = r["predicted_by"][variant]
+            if variant == "shipped":
+                log(f"-- {name}")
+            targets = score_all(rows, log_them=variant == "shipped")
             per = [t for t in targets if not t["target"].startswith("all targets") and "correct" not in t["target"]]
             met += sum(t["met"] for t in per)
             total += len(per)
@@ -284,31 +362,27 @@ def main() -> None:
                 {k: r.get(k) for k in ("target", "label", "sim_speedup_vs_expert", "gpu_speedup_vs_expert", "sim_over_gpu")}
                 for r in rows]
         summary["adversary targets met"] = f"{met}/{total}"
-    for which, rows_of, ref_of in (
-            ("bisect", bisect_rows, lambda rs: next((r for r in rs if r["label"] == "start"), rs[0])),
-            ("ab", ab_rows, lambda rs: rs[0]),
-            ("probe", probe_rows, lambda rs: next((r for r in rs if r["schedule"] == "default"), rs[0]))):
-        if which not in args.sets:
+    for which, ref_of in (
+            ("bisect", lambda rs: next((r for r in rs if r["label"] == "start"), rs[0])),
+            ("ab", lambda rs: rs[0]),
+            ("probe", lambda rs: next((r for r in rs if r["schedule"] == "default"), rs[0]))):
+        if which not in rows_of:
             continue
-        rows = rows_of(args.since)
-        plans_for(rows, cache, args.workers)
-        price(rows, args.device_name, args.workers)
+        rows = rows_of[which]
+        for r in rows:
+            if not r.get("skip"):
+                r["predicted_us"] = r["predicted_by"][variant]
         s = ratio_scores(rows, ref_of)
         s["left_out"] = sorted({f"{r['group']}: {r['label']}" for r in rows if r.get("skip")})
         doc[which] = s
         summary[f"{which} rms"] = s["rms"]
         summary[f"{which} wrong signs"] = len(s["wrong_sign"])
-        log(f"-- {which}: {s['rows']} rows, rms {s['rms']}, wrong signs {len(s['wrong_sign'])}")
-        for w in s["wrong_sign"]:
-            log(f"   wrong sign {w['group']}: {w['label']}: sim {w['sim']} GPU {w['gpu']}")
+        log(f"-- {variant} {which}: {s['rows']} rows, rms {s['rms']}, wrong signs {len(s['wrong_sign'])}")
+        if variant == "shipped":
+            for w in s["wrong_sign"]:
+                log(f"   wrong sign {w['group']}: {w['label']}: sim {w['sim']} GPU {w['gpu']}")
     doc["summary"] = summary
-    doc["notes"] = (f"targets: searched speedup within {SPEEDUP_TOLERANCE:.0%}, Spearman >= {SPEARMAN_TARGET} over points "
-                    f"{DISTINCT:.0%} apart (sim_adversary.score); wrong sign: sim and GPU {SIGN:.0%} or more apart "
-                    f"either side of the reference; {time.perf_counter() - t0:.0f} s")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.name}.json").write_text(json.dumps(doc, indent=1))
-    print(json.dumps(summary, indent=1))
+    return doc
 
 
 if __name__ == "__main__":

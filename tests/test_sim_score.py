@@ -83,3 +83,30 @@ def test_ab_and_probe_rows_take_the_kernel_as_it_is_and_leave_out_knobs_the_sim_
         sim_score.ab_rows(sim_score.ALIGNED)
     pr = sim_score.probe_rows(sim_score.ALIGNED)
     assert len(pr) == 1 and pr[0]["target"] == "llama-1b" and pr[0]["measured"] == {"median_us": 785.0}
+
+
+def test_variants_replace_named_constants_and_a_plan_priced_under_several_gives_each_its_own_price():
+    """--variant NAME:FIELD=VALUE: the shipped constants with those fields replaced; a field the spec lacks,
+    a value that is no number or a repeated name is refused by name. One plan priced under the shipped
+    constants and then a variant gives the variant what a fresh plan does (its cached lowering holds
+    nothing of the constants), so one pass scores a whole grid."""
+    import pickle
+
+    from megakernel_gym.compiler.costmodel import DEVICES, predict
+
+    specs = sim_score.variant_specs("H200", ["light:norm_task_us=0,small_task_us=0.1"])
+    assert list(specs) == ["shipped", "light"] and specs["shipped"] == DEVICES["H200"]
+    assert specs["light"].norm_task_us == 0.0 and specs["light"].small_task_us == 0.1
+    assert specs["light"].staged_us == DEVICES["H200"].staged_us
+    for bad, why in (("x:nope=1", "not a DeviceSpec field"), ("x:norm_task_us=fast", "not a number"),
+                     ("shipped:norm_task_us=1", "new NAME"), ("x", "NAME:FIELD=VALUE")):
+        with pytest.raises(SystemExit, match=why):
+            sim_score.variant_specs("H200", [bad])
+    from sim_adversary import target_ir
+    _, ir = target_ir("llama-tiny", 8)
+    plan = ir.plan()
+    blob = pickle.dumps(plan)
+    first = predict(plan, specs["shipped"]).latency_us
+    after = predict(plan, specs["light"]).latency_us
+    fresh = predict(pickle.loads(blob), specs["light"]).latency_us
+    assert after == fresh and after < first
