@@ -53,7 +53,13 @@ def test_a_fused_norm_is_paid_in_every_task_that_recomputes_it(qwen3):
     assert (prologue[ids] == 1).all()
     dev = DEVICES["H200"]
     us = light_task_us(fused, dev)
-    assert np.allclose(us[ids], dev.small_task_us + dev.norm_task_us)
+    # a fused norm has its own price (it cannot start before the input is in), apart from a norm task's
+    assert dev.fused_norm_us is not None and dev.fused_norm_us != dev.norm_task_us
+    assert np.allclose(us[ids], dev.small_task_us + dev.fused_norm_us)
+    assert np.allclose(us[fused.tg.by_op[f"{L0}input_layernorm"]], dev.norm_task_us)
+    # with none set, a fused norm costs what a norm task does
+    same = replace(dev, fused_norm_us=None)
+    assert np.allclose(light_task_us(fused, same)[ids], dev.small_task_us + dev.norm_task_us)
 
 
 def test_an_inline_norm_computed_on_chip_is_not_charged_as_a_norm_task(qwen3):
@@ -90,7 +96,7 @@ def test_cold_code_chars_weigh_each_first_call_by_its_source(qwen3):
 def test_predict_prices_the_light_ops_and_the_code_by_its_size(qwen3):
     base, expert = qwen3
     dev = DEVICES["H200"]
-    bare = replace(dev, small_task_us=0.0, norm_task_us=0.0, cold_code_us=0.0, cold_code_kchar_us=0.0)
+    bare = replace(dev, small_task_us=0.0, norm_task_us=0.0, fused_norm_us=0.0, cold_code_us=0.0, cold_code_kchar_us=0.0)
     for ir in (base, expert):
         plan = ir.plan()
         # each term only adds time, and the default's chain of small ops and norm tasks is on its path

@@ -117,7 +117,11 @@ def first_call_us(plan: Plan, dev: DeviceSpec, distinct_ops: str = "") -> np.nda
 # every task that runs it (GPT-2 large's ln_2 in mlp.fc: each task's input phase 2.9 -> 5.0 us,
 # task_probe_dump_gpt2_ln2.json), so a task pays norm_task_us for its own norm and for each norm in its
 # prologue, small_task_us for its own small op. Scored with bench/sim_score.py on every row measured
-# with the kernel as it is (the values: docs/compiler.md).
+# with the kernel as it is (the values: docs/compiler.md). Since session 50 the two norms are priced apart:
+# a norm task stages its parameters while its SM waits for the input (from its last producer's signal
+# to its own an H200 took 1.0-2.3 us, the sim 2.6-4.6 at norm_task_us 1.5), where a norm fused into a
+# consumer's prologue starts only once the input is in, in every task of the consumer (GPT-2's ln_2 in
+# mlp.fc: 2.1 us each): norm_task_us 1.0, fused_norm_us 2.0 (devices.py).
 SMALL_KINDS = ("elementwise", "activation", "rope", "cache_write")
 
 
@@ -139,12 +143,14 @@ def light_tasks(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def light_task_us(plan: Plan, dev: DeviceSpec) -> np.ndarray | float:
     """Per task, the light ops' own time it pays (see above): small_task_us for its own small op,
-    norm_task_us for its own norm and each fused norm it recomputes (not one it computes on chip, an
-    `inline` norm, which onchip_norm_us prices)."""
-    if not (dev.small_task_us or dev.norm_task_us):
+    norm_task_us for its own norm and fused_norm_us (norm_task_us where it is None) for each fused norm
+    it recomputes (not one it computes on chip, an `inline` norm, which onchip_norm_us prices)."""
+    fused_us = dev.norm_task_us if dev.fused_norm_us is None else dev.fused_norm_us
+    if not (dev.small_task_us or dev.norm_task_us or fused_us):
         return 0.0
     small, own, fused = light_tasks(plan)
-    return dev.small_task_us * small + dev.norm_task_us * (own + np.maximum(0.0, fused - _onchip_array(plan)))
+    return (dev.small_task_us * small + dev.norm_task_us * own
+            + fused_us * np.maximum(0.0, fused - _onchip_array(plan)))
 
 
 __all__ = ["cold_code", "cold_code_chars", "first_call_us", "light_tasks", "light_task_us", "SMALL_KINDS"]

@@ -35,7 +35,8 @@ class DeviceSpec:
     cold_code_us: float = 0.0   # a device function's first calls in the step: its code from memory (cold_code) ...
     cold_code_kchar_us: float = 0.0  # ... plus this per 1,000 characters of its source (cold_code_chars)
     small_task_us: float = 0.0  # a task of a small op (costmodel.SMALL_KINDS): its time past its bytes (light_tasks) ...
-    norm_task_us: float = 0.0   # ... and a task's row norm, its own or each fused one it recomputes
+    norm_task_us: float = 0.0   # ... and a task's own row norm ...
+    fused_norm_us: float | None = None  # ... and each norm fused into its prologue it recomputes (None: norm_task_us)
     onchip_norm_us: float = 0.0  # an rmsnorm a matmul computes on chip (`inline`): its reduction, once the input is in
     l2_mb: float = 50.0         # the L2 cache, MB (datasheet: 50 on an H100 SXM and an H200), where prefetches wait ...
     prefetch_reread: float = 0.0  # ... the share of the prefetched bytes past it read from HBM again (prefetch_terms) ...
@@ -163,14 +164,27 @@ DATASHEET = {
 # characters of the function, small_task_us 0.3 and norm_task_us 1.5 (compiler/codecost.py's notes), chosen on
 # a grid scored by bench/sim_score.py over every H200 row of the kernel as it is. The H100 takes the same
 # values, not measured there.
+# H200 since session 50 (issue 39): hbm_gbs 4452.6 -> 4850, norm_task_us 1.5 -> 1.0 and a norm fused into a
+# consumer's prologue, recomputed by each of its tasks, priced apart at fused_norm_us 2.0 (the H100 takes the
+# norms' values, not its HBM). llama-1b's lm_head (525 MB of packed 4 KB rows over every SM) streamed at 3.9 TB/s
+# on an H200 (134.5 us, task_probe_dump_llama_c6.json) where stream_rate at 132 SMs gave 3.54 (148.4 us);
+# at 4850, 3.88. From a norm task's last producer's signal to its own (bench/task_hops.py over the H200's task
+# dumps) the GPU took 1.0-2.3 us and the sim 2.6-4.6, every add, rope and cache write 0.7-1.5 against 1.7-2.6:
+# a norm task stages its parameters while its SM waits, so its own time is short; the sim's extra second per
+# norm task read SmolLM2's climb with its two norms inlined 7.6% faster than without, where it ran 1.3% faster
+# (task_probe_dump_smollm2_s49c4.json). A fused norm cannot start before its input is in: GPT-2 large's ln_2
+# in mlp.fc grew each fc task's input phase by 2.1 us (task_probe_dump_gpt2_ln2.json). Chosen on grids of the
+# three scored by sim_score --variant over every H200 row (bench/results/sim_score_variants.json): adversary
+# targets over five searches 32/40 -> 39/40, bisections 2.46% rms with 13 wrong signs -> 2.20% with 1, A/B
+# files 1.49% -> 1.36%, probes 5.04% -> 4.79% (docs/compiler.md has the grid).
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
                        sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, caps_path_us=0.03,
                        ahead_path_us=0.01, cold_code_us=0.2, cold_code_kchar_us=0.8, small_task_us=0.3,
-                       norm_task_us=1.5, prefetch_reread=0.4, prefetch_stream=2.0),
-    "H200": DeviceSpec("H200", 132, 4452.6, 790.0, 0.576, 1.5, 3.95, 0.483,
+                       norm_task_us=1.0, fused_norm_us=2.0, prefetch_reread=0.4, prefetch_stream=2.0),
+    "H200": DeviceSpec("H200", 132, 4850.0, 790.0, 0.576, 1.5, 3.95, 0.483,
                        sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26,
                        staged_us=1.2, caps_path_us=0.03, ahead_path_us=0.01, cold_code_us=0.2,
-                       cold_code_kchar_us=0.8, small_task_us=0.3, norm_task_us=1.5,
+                       cold_code_kchar_us=0.8, small_task_us=0.3, norm_task_us=1.0, fused_norm_us=2.0,
                        onchip_norm_us=0.6, prefetch_reread=0.4, prefetch_stream=2.0),
 }
