@@ -174,9 +174,11 @@ DATASHEET = {
 # norm task read SmolLM2's climb with its two norms inlined 7.6% faster than without, where it ran 1.3% faster
 # (task_probe_dump_smollm2_s49c4.json). A fused norm cannot start before its input is in: GPT-2 large's ln_2
 # in mlp.fc grew each fc task's input phase by 2.1 us (task_probe_dump_gpt2_ln2.json). Chosen on grids of the
-# three scored by sim_score --variant over every H200 row (bench/results/sim_score_variants.json): adversary
-# targets over five searches 32/40 -> 39/40, bisections 2.46% rms with 13 wrong signs -> 2.20% with 1, A/B
-# files 1.49% -> 1.36%, probes 5.04% -> 4.79% (docs/compiler.md has the grid).
+# three scored by sim_score --variant over every H200 row (docs/compiler.md has the grid): adversary targets
+# over five searches 32/40 -> 39/40, bisections 2.46% rms with 13 wrong signs -> 2.20% with 1, A/B files
+# 1.49% -> 1.36%, probes 5.04% -> 4.79%. An adversary searched against these met 7 of its 8 targets on two
+# H200s (sim_adversary.json); over all six searches 46/48 (session 49's constants 39/48: sim_score.json, and
+# sim_score_variants.json beside it).
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
                        sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, caps_path_us=0.03,
