@@ -343,14 +343,16 @@ def score(rows_of: dict, variant: str, args) -> dict:
            "since": args.since, "variant": variant,
            "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": "python " + " ".join(sys.argv)}
     summary = {}
+    for rows in rows_of.values():          # every scorer below reads a row's predicted_us
+        for r in rows:
+            if not r.get("skip"):
+                r["predicted_us"] = r["predicted_by"][variant]
     adversaries = [n for n in rows_of if n not in SETS]
     if adversaries:
         doc["adversary"] = {}
         met = total = 0
         for name in adversaries:
             rows = rows_of[name]
-            for r in rows:
-                r["predicted_us"] = r["predicted_by"][variant]
             if variant == "shipped":
                 log(f"-- {name}")
             targets = score_all(rows, log_them=variant == "shipped")
@@ -369,9 +371,6 @@ def score(rows_of: dict, variant: str, args) -> dict:
         if which not in rows_of:
             continue
         rows = rows_of[which]
-        for r in rows:
-            if not r.get("skip"):
-                r["predicted_us"] = r["predicted_by"][variant]
         s = ratio_scores(rows, ref_of)
         s["left_out"] = sorted({f"{r['group']}: {r['label']}" for r in rows if r.get("skip")})
         doc[which] = s
