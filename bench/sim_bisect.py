@@ -2,7 +2,7 @@
 calls fast and the GPU does not, taken apart by edit verb and measured piece by piece in one run.
 
     python bench/sim_bisect.py [--runs bench/results/sim_adversary.json] [--pick TARGET=LABEL ...] [--worst 3]
-                               [--with VERB ...] [--iters 20] [--rounds 5] [--sim-only] [--out DIR]
+                               [--with VERB ...] [--after LABEL] [--iters 20] [--rounds 5] [--sim-only] [--out DIR]
     python bench/sim_bisect.py --merge RUN1.json RUN2.json ...   # the rows of several runs in one file
 
 For each picked row of a sim_adversary run (`--pick`, else the `--worst` searched rows whose sim speedup
@@ -40,17 +40,22 @@ def verb(edit: str) -> str:
     return edit.split(None, 1)[0] if edit.strip() else ""
 
 
-def variants(target: str, num_sms: int, row: dict, pair_with: tuple = ()) -> list[tuple]:
+def variants(target: str, num_sms: int, row: dict, pair_with: tuple = (), prefix: tuple = ()) -> list[tuple]:
     """(label, edit text from the default, IR, start, edits from the start) for the row's start, the whole
     climb, and per verb the climb without that verb's edits and the start with only them (those the edit
     language refuses as a script are left out, logged). Per verb W of `pair_with` and each other verb V,
     also the start with only V's and W's edits (in the climb's order): where W's edits cost the GPU more
-    beside the climb than alone, the pair that does it."""
+    beside the climb than alone, the pair that does it. `prefix`: the climb's first edits (an earlier row
+    of the same climb, `--after`), taken as part of the start, so that only the edits after them are
+    taken apart; every variant's edits_from_start still counts from the default or the expert."""
     from megakernel_gym.policies.expert import expert_edits
     _, base = target_ir(target, num_sms)
-    start_text = expert_edits(base) if row["start"] == "expert" else ""
+    prefix = list(prefix)
+    if list(row["edits_from_start"][:len(prefix)]) != prefix:
+        raise SystemExit(f"--after: {row['label']!r}'s edits do not begin with the earlier row's")
+    start_text = "\n".join(([expert_edits(base)] if row["start"] == "expert" else []) + prefix)
     start = apply_edits(base, start_text) if start_text else base
-    path = list(row["edits_from_start"])
+    path = list(row["edits_from_start"][len(prefix):])
     verbs = sorted({verb(e) for e in path} - {""})
     picks = [("whole", path)]
     for v in verbs:
@@ -59,8 +64,8 @@ def variants(target: str, num_sms: int, row: dict, pair_with: tuple = ()) -> lis
         if w not in verbs:
             raise SystemExit(f"--with {w}: the climb has no {w!r} edit (its verbs: {', '.join(verbs)})")
         picks += [(f"only {v} and {w}", [e for e in path if verb(e) in (v, w)]) for v in verbs if v != w]
-    name = f"{row['label']} ({target})"
-    out, seen = [(f"{name}: start", start_text, start, row["start"], [])], {start.text}
+    name = f"{row['label']} ({target})" + (f" after its first {len(prefix)} edits" if prefix else "")
+    out, seen = [(f"{name}: start", start_text, start, row["start"], prefix)], {start.text}
     for label, edits in picks:
         try:
             ir = apply_edits(start, "\n".join(edits)) if edits else start
@@ -71,7 +76,7 @@ def variants(target: str, num_sms: int, row: dict, pair_with: tuple = ()) -> lis
             continue
         seen.add(ir.text)
         text = "\n".join(([start_text] if start_text else []) + edits)
-        out.append((f"{name}: {label}", text, ir, row["start"], edits))
+        out.append((f"{name}: {label}", text, ir, row["start"], prefix + edits))
     return out
 
 
@@ -86,6 +91,20 @@ def picked_rows(doc: dict, picks: list[str], worst: int) -> list[dict]:
     searched = [r for r in rows if r.get("sim_over_gpu") and r["label"] not in ("default", "expert")
                 and r.get("start") in ("default", "expert") and r.get("edits_from_start")]
     return sorted(searched, key=lambda r: -r["sim_over_gpu"])[:worst]
+
+
+def after_prefix(doc: dict, row: dict, label: str | None) -> tuple:
+    """The edits of the row of `row`'s target labelled `label` (--after), which must begin `row`'s; ()
+    without one."""
+    if label is None:
+        return ()
+    got = [r for r in doc["rows"] if r["target"] == row["target"] and r["label"] == label]
+    if not got:
+        raise SystemExit(f"--after {label!r}: no row of {row['target']} has that label")
+    prefix = list(got[0].get("edits_from_start") or [])
+    if got[0].get("start") != row.get("start") or list(row["edits_from_start"][:len(prefix)]) != prefix:
+        raise SystemExit(f"--after {label!r}: its edits do not begin {row['label']!r}'s (from the same start)")
+    return tuple(prefix)
 
 
 def summarize(rows: list[dict]) -> None:
@@ -111,6 +130,10 @@ def main() -> None:
     ap.add_argument("--with", dest="pair_with", nargs="*", default=[], metavar="VERB",
                     help="also the start with only VERB's edits and each other verb's (pairs: which other verb "
                          "makes VERB's edits cost more than alone)")
+    ap.add_argument("--after", default=None, metavar="LABEL",
+                    help="take apart only the edits past another row of the same target whose edits begin the "
+                         "picked row's (say 'climb 4 from default after 33%%': where the climb's last two thirds "
+                         "move the sim and the GPU apart)")
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--merge", nargs="+", default=None, metavar="RUN.json",
@@ -125,7 +148,8 @@ def main() -> None:
     device = next((k for k in DEVICES if gpu and k in torch.cuda.get_device_name(0)), doc.get("sim_device", "H200"))
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count if gpu else doc["num_sms"]
     picked = picked_rows(doc, a.pick, a.worst)
-    per = [(r["target"], variants(r["target"], num_sms, r, tuple(a.pair_with))) for r in picked]
+    per = [(r["target"], variants(r["target"], num_sms, r, tuple(a.pair_with), after_prefix(doc, r, a.after)))
+           for r in picked]
     if not gpu:
         for t, vs in per:
             for label, _, ir, _, _ in vs:

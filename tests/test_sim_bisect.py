@@ -8,7 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from sim_bisect import picked_rows, summarize, variants  # noqa: E402
+from sim_bisect import after_prefix, picked_rows, summarize, variants  # noqa: E402
 
 
 def test_a_climb_comes_apart_into_its_start_the_whole_and_each_verb_without_and_alone():
@@ -41,6 +41,31 @@ def test_pairs_put_one_verbs_edits_beside_each_other_verbs_alone():
     assert "only ahead and ahead" not in got
     with pytest.raises(SystemExit, match="no 'split' edit"):
         variants("llama-tiny", 8, row, ("split",))
+
+
+def test_after_an_earlier_row_only_the_edits_past_it_come_apart():
+    """--after LABEL: the earlier row of the same climb is the start; each variant keeps its edits and
+    counts its own from the default (so sim_score rebuilds it from the row); a row whose edits do not
+    begin the picked one's, or a label no row has, is refused by name."""
+    e = ["assign layers.*.attn.q_proj sms=0-3", "tile layers.*.mlp.gate_proj n=16",
+         "assign layers.0.mlp.down_proj sms=4-7", "tile layers.*.mlp.down_proj n=2"]
+    whole = {"target": "llama-tiny", "label": "climb 0 from default", "start": "default", "edits_from_start": e}
+    third = {"target": "llama-tiny", "label": "climb 0 from default after 33%", "start": "default",
+             "edits_from_start": e[:2]}
+    doc = {"rows": [third, whole]}
+    prefix = after_prefix(doc, whole, third["label"])
+    assert prefix == tuple(e[:2])
+    got = {label.rsplit(": ", 1)[1]: (label, edits) for label, _, _, _, edits in variants("llama-tiny", 8, whole, (), prefix)}
+    assert got["start"] == ("climb 0 from default (llama-tiny) after its first 2 edits: start", e[:2])
+    assert got["whole"][1] == e
+    assert got["only assign"][1] == e[:3] and got["without assign"][1] == e[:2] + e[3:]
+    assert "only tile" not in got   # the same schedule as "without assign", measured once
+    other = dict(third, edits_from_start=[e[1], e[0]])
+    with pytest.raises(SystemExit, match="do not begin"):
+        after_prefix({"rows": [other, whole]}, whole, third["label"])
+    with pytest.raises(SystemExit, match="no row of llama-tiny"):
+        after_prefix(doc, whole, "climb 9")
+    assert after_prefix(doc, whole, None) == ()
 
 
 def test_ratios_are_over_each_climbs_own_start_and_the_worst_rows_are_picked():
