@@ -756,3 +756,29 @@ def test_a_matmul_stages_its_input_before_its_rows_and_a_waiting_sm_takes_it_in(
     assert np.all(d1[took_in] - d0[took_in] <= dev.mem_latency_us + 1e-9)
     assert np.all(d1[pays] > d0[pays]) and np.all(d1[pays] - d0[pays] <= staging[pays] + 1e-9)
     assert with_it.latency_us > without.latency_us
+
+
+def test_a_ring_that_has_landed_its_last_bytes_keeps_no_copies_in_flight(big):
+    """DeviceSpec.idle_ring: a running task's ring holds the chip's memory up only until its last bytes are
+    in (its preloaded ones, the rest at its rate from its start); a task computing from weights it preloaded
+    while its SM waited copies nothing. On an H200 (task_probe_dump_smollm2_s50c4_inline.json) the norm
+    after 120 tasks of o_proj fused into the residual add, each with its 15 KB of weights preloaded during
+    the attention, signalled 1.25 us after them where the sim, counting those 120 rings as streaming to
+    their finish, gave it 3.3. With the share at 1 the hops read no busier, at 0 as before."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    base = make_ir(big, num_sms=132)
+    plan = apply_edits(base, expert_edits(base)).plan()
+    dev = DEVICES["H200"]
+    off, on = (predict(plan, replace(dev, idle_ring=x)) for x in (0.0, 1.0))
+    w0, w1 = np.array(off.hop_busy), np.array(on.hop_busy)
+    assert len(w0) == len(w1) == len(plan.tg.tasks)
+    assert w1.mean() < w0.mean() and on.latency_us < off.latency_us
+    # the H100's constants have no busy hop: the share changes nothing there
+    h = DEVICES["H100"]
+    assert h.quiet_wait_us is None
+    assert predict(plan, replace(h, idle_ring=1.0)).latency_us == pytest.approx(predict(plan, h).latency_us)

@@ -528,7 +528,7 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     from `starts` random constants (seeded by `seed`) within 10x of base's. The constants returned
     are the best that predict() itself scored, with the kernel's `hops` (costmodel.wait_groups).
     base's staged_us (a norm's staged loads on a busy chip), caps_path_us, ahead_path_us, cold_code_us,
-    cold_code_kchar_us, small_task_us, norm_task_us, fused_norm_us and onchip_norm_us are
+    cold_code_kchar_us, small_task_us, norm_task_us, fused_norm_us, onchip_norm_us and idle_ring are
     kept, not fitted, and the critical-path model takes those loads at the memory latency and no caps paths,
     cold code or light ops' own time (and of a waiting task's input stagings, costmodel.input_stagings, only the polled latency
     taken into its wait): with them set,
@@ -635,6 +635,7 @@ def spec_literal(dev: DeviceSpec) -> str:
             + (f', norm_task_us={dev.norm_task_us:.3g}' if dev.norm_task_us else '')
             + (f', fused_norm_us={dev.fused_norm_us:.3g}' if dev.fused_norm_us is not None else '')
             + (f', onchip_norm_us={dev.onchip_norm_us:.3g}' if dev.onchip_norm_us else '')
+            + (f', idle_ring={dev.idle_ring:.3g}' if dev.idle_ring else '')
             + (f', l2_mb={dev.l2_mb:.3g}' if dev.l2_mb != 50.0 else '')
             + (f', prefetch_reread={dev.prefetch_reread:.3g}' if dev.prefetch_reread else '')
             + (f', prefetch_stream={dev.prefetch_stream:.3g}' if dev.prefetch_stream else '')

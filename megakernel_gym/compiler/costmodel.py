@@ -455,7 +455,8 @@ def busy_hop_weight(start, finish, streams, preload_from, preload_to, dev: Devic
     run, pre = streams
     sweeps = (_demand_sweep(start, finish, np.asarray(run, dtype=float)),
               _demand_sweep(preload_from, preload_to, np.asarray(pre, dtype=float)))
-    out = [((_demand_at(sweeps[0], t) + _demand_at(sweeps[1], t)) / dev.num_sms) ** dev.busy_power
+    # (at least 0: a sweep's running sums may end a hair below it, and a fractional busy_power of that is nan)
+    out = [(np.maximum(_demand_at(sweeps[0], t) + _demand_at(sweeps[1], t), 0.0) / dev.num_sms) ** dev.busy_power
            for t in (at or (finish,))]
     return out if at else out[0]
 
@@ -795,6 +796,15 @@ def _group_members(tg, groups: list[tuple[int, ...]]) -> list[list[int]]:
 # of its own that opens its ring stages: cold_code): +20.8 and +13.9 us predicted against 21.1 and
 # 12.3 measured (0.025 before the cold code, which priced both). The H100 takes the H200's (the same
 # GH100 SM and kernel).
+# ahead_path_us 0.04 since session 51: with the WS_AHEAD path every task's wait phase (its counters'
+# polls) ran 0.03 us longer on an H200, in llama-1b's expert and Qwen3's default alike (task_probe_dump_
+# llama_ahead_v3.json, task_probe_dump_qwen3_ahead_q2.json); ahead caps at each op's own cap, so that no
+# stage's cap changes and no op gets a function of its own, cost Qwen3's default 1.6-2.6% (the caps path
+# alone 0.5%) and llama-1b's expert 0.1% (ab_knobs_qwen3_ahead_fn.json, ab_knobs_llama_ahead_fn.json).
+# Scored by sim_score over every H200 row: adversary targets 46/48 as before, bisections 2.83 -> 2.74% rms,
+# A/B files 1.32 -> 1.25%. What an `ahead` edit on one layer cost llama-1b's expert (1.7%) was that op's
+# function of its own (distinct_ops alone: the same 1.7%), code layout the sim does not price (Qwen3's
+# default lost nothing to one).
 def caps_path(plan: Plan) -> bool:
     """Whether the plan's kernel runs per-op ring caps: any op with an `inflight` or `ahead` cap (see above)."""
     return bool(plan.knobs and (plan.knobs.inflight or plan.knobs.ahead))
@@ -935,7 +945,11 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
             spread = keep * spread + (1 - keep) * streaming_concurrency(
                 start, finish, own_a > 0, share, tuple(np.concatenate(x) for x in zip(*also)))
             if dev.quiet_wait_us is not None:
-                new_w, new_s = busy_hop_weight(start, finish, streams, prev, preload_to, dev,
+                # (idle_ring: a task's ring copies nothing once its last bytes are in, those it preloaded
+                # while its SM waited and the rest streamed at its rate from its start)
+                landed = (finish - dev.idle_ring * (finish - np.minimum(finish, start + np.divide(
+                    np.maximum(wb - preloaded, 0.0), rate, out=np.zeros(n), where=rate > 0))) if dev.idle_ring else finish)
+                new_w, new_s = busy_hop_weight(start, landed, streams, prev, preload_to, dev,
                                                finish, start[sidx])
                 weight = new_w if not round_ else keep * weight + (1 - keep) * new_w
                 hop = busy_hops(hop0, weight, dev)
