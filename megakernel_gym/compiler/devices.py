@@ -179,11 +179,13 @@ DATASHEET = {
 # three scored by sim_score --variant over every H200 row (docs/compiler.md has the grid): adversary targets
 # over five searches 32/40 -> 39/40, bisections 2.46% rms with 13 wrong signs -> 2.20% with 1, A/B files
 # 1.49% -> 1.36%, probes 5.04% -> 4.79%. An adversary searched against these met 7 of its 8 targets on two
-# H200s (sim_adversary.json); over all six searches 46/48 (session 49's constants 39/48: sim_score.json, and
-# sim_score_variants.json beside it).
+# H200s (sim_adversary.json); over all six searches 46/48 (session 49's constants 39/48: git show
+# 2b8cb4c:bench/results/sim_score.json, and sim_score_variants.json beside it).
 # Both since session 51 (issue 39): ahead_path_us 0.01 -> 0.04, a task's wait phase 0.03 us longer with the
-# WS_AHEAD path in two H200 task dumps (the note above costmodel.caps_path). idle_ring stays 0: it fixed
-# the bisections' wrong signs and cost the older searches three targets (docs/compiler.md).
+# WS_AHEAD path in two H200 task dumps (the note above costmodel.caps_path): 46/48 adversary targets over
+# six searches, bisections 2.74% rms, A/B 1.25%, probes 4.11% (sim_score.json; session 50's constants and
+# idle_ring beside them in sim_score_variants.json). idle_ring stays 0: it fixed the bisections' wrong signs
+# and cost the older searches three targets (docs/compiler.md).
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
                        sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, caps_path_us=0.03,
