@@ -50,9 +50,7 @@ def variants(target: str, num_sms: int, row: dict, pair_with: tuple = (), prefix
     taken apart; every variant's edits_from_start still counts from the default or the expert."""
     from megakernel_gym.policies.expert import expert_edits
     _, base = target_ir(target, num_sms)
-    prefix = list(prefix)
-    if list(row["edits_from_start"][:len(prefix)]) != prefix:
-        raise SystemExit(f"--after: {row['label']!r}'s edits do not begin with the earlier row's")
+    prefix = list(prefix)   # (after_prefix checked that it begins the row's edits)
     start_text = "\n".join(([expert_edits(base)] if row["start"] == "expert" else []) + prefix)
     start = apply_edits(base, start_text) if start_text else base
     path = list(row["edits_from_start"][len(prefix):])

@@ -802,9 +802,9 @@ def _group_members(tg, groups: list[tuple[int, ...]]) -> list[list[int]]:
 # stage's cap changes and no op gets a function of its own, cost Qwen3's default 1.6-2.6% (the caps path
 # alone 0.5%) and llama-1b's expert 0.1% (ab_knobs_qwen3_ahead_fn.json, ab_knobs_llama_ahead_fn.json).
 # Scored by sim_score over every H200 row: adversary targets 46/48 as before, bisections 2.83 -> 2.74% rms,
-# A/B files 1.32 -> 1.25%. What an `ahead` edit on one layer cost llama-1b's expert (1.7%) was that op's
-# function of its own (distinct_ops alone: the same 1.7%), code layout the sim does not price (Qwen3's
-# default lost nothing to one).
+# A/B files 1.32 -> 1.25%. What an `ahead` edit on one layer cost llama-1b's expert (1.6-1.8%) was that
+# op's function of its own (distinct_ops alone: 1.8%), code layout the sim does not price (Qwen3's default
+# lost nothing to one).
 def caps_path(plan: Plan) -> bool:
     """Whether the plan's kernel runs per-op ring caps: any op with an `inflight` or `ahead` cap (see above)."""
     return bool(plan.knobs and (plan.knobs.inflight or plan.knobs.ahead))

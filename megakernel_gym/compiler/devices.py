@@ -184,8 +184,8 @@ DATASHEET = {
 # Both since session 51 (issue 39): ahead_path_us 0.01 -> 0.04, a task's wait phase 0.03 us longer with the
 # WS_AHEAD path in two H200 task dumps (the note above costmodel.caps_path): 46/48 adversary targets over
 # six searches, bisections 2.74% rms, A/B 1.25%, probes 4.11% (sim_score.json; session 50's constants and
-# idle_ring beside them in sim_score_variants.json). idle_ring stays 0: it fixed the bisections' wrong signs
-# and cost the older searches three targets (docs/compiler.md).
+# idle_ring beside them in sim_score_variants.json). idle_ring stays 0: it left one of the bisections' 11 wrong
+# signs and met 43 of the 48 targets (docs/compiler.md).
 DEVICES = {
     "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
                        sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, caps_path_us=0.03,
