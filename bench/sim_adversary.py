@@ -586,9 +586,8 @@ def save(rows: list[dict], per_target: dict, device: str, search_note: str, doc:
     left = [t for t in per_target if t not in measured]
     note = (f"{', '.join(measured)}; sim constants {device}; {search_note}"
             + (f"; PARTIAL: not measured yet: {', '.join(left)}" if left else ""))
-    out = write("adversary", rows, targets, out_dir, prefix="sim_", quiet=True, notes=note)
-    out.update(doc, wall_s=round(time.perf_counter() - t_start, 1))
-    (out_dir / "sim_adversary.json").write_text(json.dumps(out, indent=1))
+    write("adversary", rows, targets, out_dir, prefix="sim_", quiet=True, notes=note,
+          extra=dict(doc, wall_s=round(time.perf_counter() - t_start, 1)))
 
 
 def row_ir(row: dict, num_sms: int, sampled: tuple):

@@ -47,7 +47,7 @@ from megakernel_gym.compiler.calibrate import spearman  # noqa: E402
 from megakernel_gym.compiler.costmodel import costs_at, predict  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-ADVERSARY = ("sim_adversary.json", "sim_adversary_s49.json", "sim_adversary_s48.json", "sim_adversary_s47.json", "sim_adversary_light.json", "sim_adversary_candidate.json")
+ADVERSARY = ("sim_adversary.json", "sim_adversary_s50.json", "sim_adversary_s49.json", "sim_adversary_s48.json", "sim_adversary_s47.json", "sim_adversary_light.json", "sim_adversary_candidate.json")
 # The kernel as it is dates from the alignment fix of the dynamic shared memory (2b85624, 2026-11-30 12:40 on the
 # device's clock): before it, a build's static variables could put every ring stage 16 bytes off a line (llama-1b's
 # builds with an `ahead` cap ran 7% slower, every GPT-2 large build 1-2.5%), so older A/B files and bisections
@@ -296,6 +296,8 @@ def main() -> None:
     ap.add_argument("--variant", nargs="*", default=[], metavar="NAME:FIELD=VALUE[,FIELD=VALUE]",
                     help="also score the model with these constants changed (each plan is read once and priced "
                          "under every set); the summaries side by side go to <name>_variants.json")
+    ap.add_argument("--dump", metavar="PATH", help="also write every row's measured time and its prediction under "
+                    "each set of constants (JSON, by row set): to take a grid apart row by row")
     args = ap.parse_args()
     t0 = time.perf_counter()
     cache = Path(args.cache)
@@ -330,6 +332,21 @@ def main() -> None:
         (out / f"{args.name}_variants.json").write_text(json.dumps(grid, indent=1))
         for v, d in docs.items():
             print(f"{v:24s} " + "  ".join(f"{k} {x}" for k, x in d["summary"].items()))
+    if args.dump:
+        write_dump(Path(args.dump), specs, rows_of)
+        log(f"every row's predictions: {args.dump}")
+
+
+DUMPED = ("group", "target", "label", "start", "correct", "measured", "predicted_by", "skip")
+
+
+def write_dump(path: Path, specs: dict, rows_of: dict) -> None:
+    """--dump: each row set's rows with what names them, their GPU time and their prediction under every
+    set of constants (predicted_by), and each set's changed constants; enough to score any set again
+    (sim_adversary.score_all, ratio_scores) row by row without a plan."""
+    path.write_text(json.dumps(
+        {"variants": {v: {f: getattr(specs[v], f) for f in _changed(specs["shipped"], specs[v])} for v in specs},
+         "rows": {s: [{k: r[k] for k in DUMPED if k in r} for r in rows] for s, rows in rows_of.items()}}))
 
 
 def _changed(a, b) -> list[str]:

@@ -205,3 +205,24 @@ def test_an_adversary_file_gives_back_its_climbs_to_measure_again():
     assert [(c["climb"], c["start"], c["path"], c["counts"]["snapshots"]) for c in out["climbs"]["m"]] == [
         (0, "expert", ["z"], []), (4, "default", ["x", "y"], [[0.1, ["x"], None]])]
     assert [c["path"] for c in out["climbs"]["n"]] == [["w"]]
+
+
+def test_a_saved_run_is_written_once_with_its_search_and_a_partial_one_names_what_is_left(tmp_path):
+    """sim_adversary.save: one sim_adversary.json with the rows, the targets over them, the search's fields
+    and wall_s; a save before the last target names the targets not measured yet."""
+    import json
+    import time
+
+    from sim_adversary import save
+
+    rows = [{"target": "a", "label": label, "start": start, "predicted_us": p, "correct": True, "measured": {"median_us": m}}
+            for label, start, p, m in (("default", "", 120.0, 130.0), ("expert", "", 100.0, 100.0),
+                                       ("climb 0 from default", "default", 110.0, 125.0))]
+    doc = {"num_sms": 132, "search": "the search's note", "climbs": {"a": [], "b": []}}
+    save(rows, {"a": [], "b": []}, "H200", "searched", doc, tmp_path, time.perf_counter(), final=False)
+    out = json.loads((tmp_path / "sim_adversary.json").read_text())
+    assert out["name"] == "sim_adversary" and out["search"] == "the search's note" and out["wall_s"] >= 0
+    assert out["rows"][2]["gpu_speedup_vs_expert"] == 0.8 and "PARTIAL: not measured yet: b" in out["notes"]
+    # the climb reads 0.909x the expert and ran 0.8x: 13.6% off, past the 5%; ranked right; correct
+    assert [t["met"] for t in out["targets"]] == [False, True, True]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sim_adversary.json"]

@@ -110,3 +110,28 @@ def test_variants_replace_named_constants_and_a_plan_priced_under_several_gives_
     after = predict(plan, specs["light"]).latency_us
     fresh = predict(pickle.loads(blob), specs["light"]).latency_us
     assert after == fresh and after < first
+
+
+def test_the_dump_keeps_every_rows_price_under_each_set_and_rescores_as_the_run_did(tmp_path):
+    """--dump PATH: a grid taken apart row by row afterwards. Each row keeps its name, GPU time and its
+    prediction under every set of constants, not its plan file; rescored from the dump, a set's ratios
+    are the run's."""
+    import json
+    specs = sim_score.variant_specs("H200", ["quiet:idle_ring=1"])
+    rows = [row("g", "start", 100.0, 100.0, predicted_by={"shipped": 100.0, "quiet": 90.0}, plan_file=tmp_path / "a.pkl",
+                build=("row", {}, 132, (), "mid")),
+            row("g", "x", 95.0, 104.0, predicted_by={"shipped": 95.0, "quiet": 91.0}, plan_file=tmp_path / "b.pkl",
+                build=("row", {}, 132, (), "mid"))]
+    sim_score.write_dump(tmp_path / "d.json", specs, {"bisect": rows})
+    d = json.loads((tmp_path / "d.json").read_text())
+    assert d["variants"] == {"shipped": {}, "quiet": {"idle_ring": 1.0}}
+    assert [set(r) for r in d["rows"]["bisect"]] == [{"group", "label", "measured", "predicted_by"}] * 2
+    for v in ("shipped", "quiet"):
+        again = [dict(r, predicted_us=r["predicted_by"][v]) for r in d["rows"]["bisect"]]
+        ran = [dict(r, predicted_us=r["predicted_by"][v]) for r in rows]
+        ref = lambda rs: rs[0]  # noqa: E731
+        assert sim_score.ratio_scores(again, ref) == sim_score.ratio_scores(ran, ref)
+    # the GPU ran x slower than the start: the shipped set reads it faster (a wrong sign), the other slower
+    shipped, quiet = (sim_score.ratio_scores([dict(r, predicted_us=r["predicted_by"][v]) for r in d["rows"]["bisect"]],
+                                             lambda rs: rs[0])["wrong_sign"] for v in ("shipped", "quiet"))
+    assert [w["label"] for w in shipped] == ["x"] and quiet == []
