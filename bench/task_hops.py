@@ -6,10 +6,11 @@ ops' hops or bodies the model prices wrong; the end-to-end rows of sim_adversary
 does.
 
     python bench/task_hops.py RUN.json [RUN.json ...] [--device-name H200] [--layers 2 13] [--num-sms 132]
-                              [--fit wait_latency_us,quiet_wait_us,...]
+                              [--fit wait_latency_us,quiet_wait_us,...] [--also idle_ring=1,...]
 
 RUN.json: a task_probe --dump result, its `<name>_tasks.json.gz` (or .json) beside it (every task, or some layers'
-with their ids). `--fit` fits constants to the ops' medians (fit_to_tasks) and shows both. No GPU.
+with their ids). `--fit` fits constants to the ops' medians (fit_to_tasks) and shows both; `--also` prices
+each plan with some constants changed as well, beside the shipped. No GPU.
 """
 from __future__ import annotations
 
@@ -122,6 +123,17 @@ def load_runs(paths, num_sms: int) -> list[tuple]:
     return out
 
 
+def priced_specs(device_name: str, also: str | None) -> list:
+    """The constants each plan is priced under: the device's as shipped, then (--also) those with the
+    fields FIELD=VALUE[,...] replaced (sim_score.variant_specs: a field the spec lacks is refused by name)."""
+    from megakernel_gym.compiler.costmodel import DEVICES
+    if not also:
+        return [DEVICES[device_name]]
+    from sim_score import variant_specs
+    specs = variant_specs(device_name, [f"also:{also}"])
+    return [specs["shipped"], specs["also"]]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", nargs="+", help="task_probe.py --dump results (each with its _tasks.json.gz or _tasks.json beside it)")
@@ -130,12 +142,13 @@ def main():
     ap.add_argument("--num-sms", type=int, default=132, help="the SMs of the GPU the runs measured")
     ap.add_argument("--fit", default=None, metavar="A,B",
                     help="fit these DeviceSpec constants to the ops' medians (fit_to_tasks) and show both")
+    ap.add_argument("--also", default=None, metavar="FIELD=VALUE[,FIELD=VALUE]",
+                    help="also price each plan with these constants changed (sim_score's --variant), shown after the shipped")
     args = ap.parse_args()
-    from megakernel_gym.compiler.costmodel import DEVICES
-    dev = DEVICES[args.device_name]
+    devs = priced_specs(args.device_name, args.also)
+    dev = devs[0]
     layers = range(args.layers[0], args.layers[1] + 1)
     runs = load_runs(args.runs, args.num_sms)
-    devs = [dev]
     if args.fit:
         from megakernel_gym.compiler.calibrate import spec_literal
         fitted, after, before = fit_to_tasks([(p, c, g, layers) for _, p, c, g, _ in runs], dev,
@@ -146,8 +159,9 @@ def main():
         for d in devs:
             pred = predict(plan, d, costs=costs)
             table = ready_to_signal(plan, gpu, list(zip(pred.start_us, pred.finish_us)), layers)
-            print(f"{label}: {measured:.1f} us measured, {pred.latency_us:.1f} predicted ({d.name}"
-                  f"{', fitted' if d is not dev else ''}); from the last producer's signal to the task's (us):")
+            how = "" if d is dev else f", {args.also}" if args.also and d is devs[1] else ", fitted"
+            print(f"{label}: {measured:.1f} us measured, {pred.latency_us:.1f} predicted ({d.name}{how}); "
+                  "from the last producer's signal to the task's (us):")
             for key, r in table.items():
                 print(f"  {key:28s} {r['tasks']:5d} tasks  gpu {r['gpu_us']:6.2f}  sim {r['sim_us']:6.2f}  "
                       f"gpu - sim {r['gpu_minus_sim_us']:+6.2f}")

@@ -167,6 +167,22 @@ def test_task_hops_fit_recovers_the_wait_latency_the_tasks_were_timed_with(graph
     assert fitted.wait_latency_us == pytest.approx(1.2, abs=0.02) and after < 0.05 < before
 
 
+def test_task_hops_also_prices_each_plan_with_named_constants_changed():
+    """task_hops --also FIELD=VALUE[,...]: the shipped constants first, then those with the fields
+    replaced; a field the spec lacks is refused by name before any dump is read."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import pytest
+    from task_hops import priced_specs
+
+    from megakernel_gym.compiler.costmodel import DEVICES
+    assert priced_specs("H200", None) == [DEVICES["H200"]]
+    shipped, also = priced_specs("H200", "idle_preloaded=1,busy_power=0.7")
+    assert shipped == DEVICES["H200"] and (also.idle_preloaded, also.busy_power) == (1.0, 0.7)
+    assert also.wait_latency_us == shipped.wait_latency_us
+    with pytest.raises(SystemExit, match="'idle' is not a DeviceSpec field"):
+        priced_specs("H200", "idle=1")
+
+
 def test_the_sim_beside_the_probes_prices_the_positions_the_step_was_fed():
     """task_probe times a step at its inputs' pos; the sim's column beside it is predicted there
     (fed_positions), not at the judge's expectation, and a step with no attention has none."""

@@ -949,6 +949,9 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
                 # while its SM waited and the rest streamed at its rate from its start)
                 landed = (finish - dev.idle_ring * (finish - np.minimum(finish, start + np.divide(
                     np.maximum(wb - preloaded, 0.0), rate, out=np.zeros(n), where=rate > 0))) if dev.idle_ring else finish)
+                if dev.idle_preloaded:      # (idle_preloaded: one whose ring had every byte in before it started)
+                    whole = (wb > 0) & (preloaded >= wb * (1 - 1e-9))
+                    landed = np.where(whole, landed - dev.idle_preloaded * (landed - start), landed)
                 new_w, new_s = busy_hop_weight(start, landed, streams, prev, preload_to, dev,
                                                finish, start[sidx])
                 weight = new_w if not round_ else keep * weight + (1 - keep) * new_w

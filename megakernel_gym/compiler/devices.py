@@ -40,6 +40,8 @@ class DeviceSpec:
     onchip_norm_us: float = 0.0  # an rmsnorm a matmul computes on chip (`inline`): its reduction, once the input is in
     idle_ring: float = 0.0      # the share of a running task's time past its ring's last bytes (its preloaded ones in, the
                                 # rest at its rate) that adds nothing to the chip's busyness (busy_hop_weight); 0: to its finish
+    idle_preloaded: float = 0.0  # the same share of the whole run of a task whose ring had all its weights in before it
+                                 # started (preloaded while its SM waited), whatever idle_ring says of the others
     l2_mb: float = 50.0         # the L2 cache, MB (datasheet: 50 on an H100 SXM and an H200), where prefetches wait ...
     prefetch_reread: float = 0.0  # ... the share of the prefetched bytes past it read from HBM again (prefetch_terms) ...
     prefetch_stream: float = 0.0  # ... and a prefetch's weight in the chip's HBM while it streams ahead of its task
