@@ -10,6 +10,7 @@ from megakernel_gym.compiler.codegen import function_table
 from megakernel_gym.compiler.devices import DeviceSpec
 from megakernel_gym.compiler.schedule import Plan
 from megakernel_gym.compiler.simloop import csr
+from megakernel_gym.compiler.tasks import task_boxes
 from megakernel_gym.compiler.trips import NORM_KINDS, _onchip_array, _op_index
 
 
@@ -125,31 +126,39 @@ def first_call_us(plan: Plan, dev: DeviceSpec, distinct_ops: str = "") -> np.nda
 SMALL_KINDS = ("elementwise", "activation", "rope", "cache_write")
 
 
-def light_tasks(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rows(tg, task) -> int:
+    """The rows of a task's output box (every axis but the last)."""
+    box, _ = task_boxes(tg, task)
+    return int(np.prod([hi - lo for lo, hi in box[:-1]]))
+
+
+def light_tasks(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per task, (1 where its own op is a small op of SMALL_KINDS, 1 where it is a row norm, how many
-    distinct row norms its fused producers run), kept on the task graph (they depend on the lowering
-    alone)."""
+    distinct row norms its fused producers run, the rows its own norm normalizes past the first), kept
+    on the task graph (they depend on the lowering alone)."""
     tg = plan.tg
     cached = tg.__dict__.get("_light_tasks")
     if cached is None:
         kind = {o.name: o.kind for o in tg.graph.ops}
         n = len(tg.tasks)
+        own = np.fromiter((kind[t.op] in NORM_KINDS for t in tg.tasks), dtype=float, count=n)
         cached = tg.__dict__["_light_tasks"] = (
             np.fromiter((kind[t.op] in SMALL_KINDS for t in tg.tasks), dtype=float, count=n),
-            np.fromiter((kind[t.op] in NORM_KINDS for t in tg.tasks), dtype=float, count=n),
-            np.fromiter((len({p for p, _ in t.prologue if kind[p] in NORM_KINDS}) for t in tg.tasks), dtype=float, count=n))
+            own,
+            np.fromiter((len({p for p, _ in t.prologue if kind[p] in NORM_KINDS}) for t in tg.tasks), dtype=float, count=n),
+            np.fromiter((_rows(tg, t) - 1 if o else 0 for t, o in zip(tg.tasks, own)), dtype=float, count=n))
     return cached
 
 
 def light_task_us(plan: Plan, dev: DeviceSpec) -> np.ndarray | float:
     """Per task, the light ops' own time it pays (see above): small_task_us for its own small op,
-    norm_task_us for its own norm and fused_norm_us (norm_task_us where it is None) for each fused norm
+    norm_task_us for its own norm plus norm_row_us for each row of it past the first, and fused_norm_us (norm_task_us where it is None) for each fused norm
     it recomputes (not one it computes on chip, an `inline` norm, which onchip_norm_us prices)."""
     fused_us = dev.norm_task_us if dev.fused_norm_us is None else dev.fused_norm_us
-    if not (dev.small_task_us or dev.norm_task_us or fused_us):
+    if not (dev.small_task_us or dev.norm_task_us or fused_us or dev.norm_row_us):
         return 0.0
-    small, own, fused = light_tasks(plan)
-    return (dev.small_task_us * small + dev.norm_task_us * own
+    small, own, fused, more_rows = light_tasks(plan)
+    return (dev.small_task_us * small + dev.norm_task_us * own + dev.norm_row_us * more_rows
             + fused_us * np.maximum(0.0, fused - _onchip_array(plan)))
 
 
