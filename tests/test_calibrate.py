@@ -4,7 +4,7 @@ import json
 import math
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
 import pytest
@@ -142,6 +142,11 @@ def test_spec_literal_is_the_shipped_spec_again():
     for dev in DEVICES.values():
         again = eval(spec_literal(dev).split(": ", 1)[1].rstrip(","), {"DeviceSpec": DeviceSpec})
         assert again == dev, dev.name
+    # every field off its default comes back too, the ones added after the literal was written included
+    odd = replace(DEVICES["H200"], **{f.name: 0.5 for f in fields(DeviceSpec)
+                                      if f.default is not MISSING and f.name != "name"})
+    again = eval(spec_literal(odd).split(": ", 1)[1].rstrip(","), {"DeviceSpec": DeviceSpec})
+    assert again == odd and "idle_preloaded=0.5" in spec_literal(odd)
 
 
 def test_fit_refuses_mismatched_input(sampled):

@@ -34,6 +34,7 @@ from scipy.optimize import minimize   # Nelder-Mead: the loss has kinks (a max o
 from scipy.stats import spearmanr
 
 from megakernel_gym.compiler.codegen import INFLIGHT, MAX_INFLIGHT
+from megakernel_gym.compiler.devices import spec_literal
 from megakernel_gym.compiler.costmodel import (DeviceSpec, Prediction, _input_arrays, busy_hops, compute_us, hop_scale,
                                                 onchip_norm_loads, polled_latency, predict, prefetched, ring_caps,
                                                 ring_fed_bytes, ring_fill_array, ring_share, stream_rate,
@@ -528,8 +529,8 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     from `starts` random constants (seeded by `seed`) within 10x of base's. The constants returned
     are the best that predict() itself scored, with the kernel's `hops` (costmodel.wait_groups).
     base's staged_us (a norm's staged loads on a busy chip), caps_path_us, ahead_path_us, cold_code_us,
-    cold_code_kchar_us, small_task_us, norm_task_us, fused_norm_us, onchip_norm_us and idle_ring are
-    kept, not fitted, and the critical-path model takes those loads at the memory latency and no caps paths,
+    cold_code_kchar_us, small_task_us, norm_task_us, fused_norm_us, onchip_norm_us, norm_row_us, idle_ring and
+    idle_preloaded are kept, not fitted, and the critical-path model takes those loads at the memory latency and no caps paths,
     cold code or light ops' own time (and of a waiting task's input stagings, costmodel.input_stagings, only the polled latency
     taken into its wait): with them set,
     only predict() at each round's optimum sees them (fit from a base without them for the
@@ -616,30 +617,6 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
         "rounds": history,
     }
     return fitted, report
-
-
-def spec_literal(dev: DeviceSpec) -> str:
-    """The DeviceSpec as the line costmodel.DEVICES holds, ready to paste."""
-    return (f'"{dev.name}": DeviceSpec("{dev.name}", {dev.num_sms}, {dev.hbm_gbs:.1f}, {dev.tflops:.1f}, '
-            f'{dev.task_overhead_us:.3g}, {dev.wait_latency_us:.3g}, {dev.launch_us:.3g}, {dev.mem_latency_us:.3g}, '
-            f'sm_gbs={dev.sm_gbs:.1f}, counter_us={dev.counter_us:.3g}, prefetch_us={dev.prefetch_us:.3g}'
-            + (f', capped_wait={dev.capped_wait:.3g}' if dev.capped_wait else '')
-            + f', plain_gbs={dev.plain_gbs:.1f}'
-            + (f', quiet_wait_us={dev.quiet_wait_us:.3g}, busy_power={dev.busy_power:.3g}' if dev.quiet_wait_us is not None else '')
-            + (f', staged_us={dev.staged_us:.3g}' if dev.staged_us is not None else '')
-            + (f', caps_path_us={dev.caps_path_us:.3g}' if dev.caps_path_us else '')
-            + (f', ahead_path_us={dev.ahead_path_us:.3g}' if dev.ahead_path_us else '')
-            + (f', cold_code_us={dev.cold_code_us:.3g}' if dev.cold_code_us else '')
-            + (f', cold_code_kchar_us={dev.cold_code_kchar_us:.3g}' if dev.cold_code_kchar_us else '')
-            + (f', small_task_us={dev.small_task_us:.3g}' if dev.small_task_us else '')
-            + (f', norm_task_us={dev.norm_task_us:.3g}' if dev.norm_task_us else '')
-            + (f', fused_norm_us={dev.fused_norm_us:.3g}' if dev.fused_norm_us is not None else '')
-            + (f', onchip_norm_us={dev.onchip_norm_us:.3g}' if dev.onchip_norm_us else '')
-            + (f', idle_ring={dev.idle_ring:.3g}' if dev.idle_ring else '')
-            + (f', l2_mb={dev.l2_mb:.3g}' if dev.l2_mb != 50.0 else '')
-            + (f', prefetch_reread={dev.prefetch_reread:.3g}' if dev.prefetch_reread else '')
-            + (f', prefetch_stream={dev.prefetch_stream:.3g}' if dev.prefetch_stream else '')
-            + '),')
 
 
 def plans_and_costs(schedules: list[tuple[str, IR]]) -> list[tuple[Plan, tuple]]:

@@ -152,8 +152,9 @@ def light_tasks(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
 
 def light_task_us(plan: Plan, dev: DeviceSpec) -> np.ndarray | float:
     """Per task, the light ops' own time it pays (see above): small_task_us for its own small op,
-    norm_task_us for its own norm plus norm_row_us for each row of it past the first, and fused_norm_us (norm_task_us where it is None) for each fused norm
-    it recomputes (not one it computes on chip, an `inline` norm, which onchip_norm_us prices)."""
+    norm_task_us for its own norm plus norm_row_us for each row of it past the first, and fused_norm_us
+    (norm_task_us where it is None) for each fused norm it recomputes (not one it computes on chip, an
+    `inline` norm, which onchip_norm_us prices)."""
     fused_us = dev.norm_task_us if dev.fused_norm_us is None else dev.fused_norm_us
     if not (dev.small_task_us or dev.norm_task_us or fused_us or dev.norm_row_us):
         return 0.0

@@ -48,6 +48,26 @@ class DeviceSpec:
     prefetch_stream: float = 0.0  # ... and a prefetch's weight in the chip's HBM while it streams ahead of its task
 
 
+# DeviceSpec's positional fields after its name, in order (with the name, the first eight arguments of every
+# DEVICES line)
+POSITIONAL = ("num_sms", "hbm_gbs", "tflops", "task_overhead_us", "wait_latency_us", "launch_us", "mem_latency_us")
+
+
+def spec_literal(dev: DeviceSpec) -> str:
+    """The DeviceSpec as the line DEVICES holds, ready to paste: the positional constants, then every other
+    field that differs from its default (a field added later is never left out of a fitted spec: the list
+    written by hand had lost session 49's l2_mb, prefetch_reread and prefetch_stream)."""
+    from dataclasses import MISSING, fields
+
+    def num(name: str) -> str:       # rates to 0.1, latencies and shares to three figures, as fitted
+        v = getattr(dev, name)
+        return str(v) if isinstance(v, int) else f"{v:.1f}" if name.endswith(("_gbs", "flops")) else f"{v:.3g}"
+    rest = [f"{f.name}={num(f.name)}" for f in fields(dev)
+            if f.name != "name" and f.name not in POSITIONAL and f.default is not MISSING
+            and getattr(dev, f.name) != f.default]
+    return f'"{dev.name}": DeviceSpec("{dev.name}", ' + ", ".join([num(p) for p in POSITIONAL] + rest) + "),"
+
+
 # First estimates from datasheets and one measured device copy, before any megakernel was timed:
 # where calibration starts from (bench/megakernel_schedules.py), and the prior it is pulled toward.
 DATASHEET = {
