@@ -326,7 +326,7 @@ def main() -> None:
     print(json.dumps(doc["summary"], indent=1))
     if args.variant:
         grid = {"name": f"{args.name}_variants", "device": doc["device"], "date": doc["date"], "command": doc["command"],
-                "variants": {v: {"constants": {f: getattr(specs[v], f) for f in _changed(specs["shipped"], specs[v])},
+                "variants": {v: {"constants": _changed(specs["shipped"], specs[v]),
                                  "summary": d["summary"], "adversary": d.get("adversary")} for v, d in docs.items()},
                 "notes": notes}
         (out / f"{args.name}_variants.json").write_text(json.dumps(grid, indent=1))
@@ -345,13 +345,14 @@ def write_dump(path: Path, specs: dict, rows_of: dict) -> None:
     set of constants (predicted_by), and each set's changed constants; enough to score any set again
     (sim_adversary.score_all, ratio_scores) row by row without a plan."""
     path.write_text(json.dumps(
-        {"variants": {v: {f: getattr(specs[v], f) for f in _changed(specs["shipped"], specs[v])} for v in specs},
+        {"variants": {v: _changed(specs["shipped"], specs[v]) for v in specs},
          "rows": {s: [{k: r[k] for k in DUMPED if k in r} for r in rows] for s, rows in rows_of.items()}}))
 
 
-def _changed(a, b) -> list[str]:
+def _changed(a, b) -> dict:
+    """The fields in which DeviceSpec b differs from a, with b's values."""
     from dataclasses import fields
-    return [f.name for f in fields(a) if getattr(a, f.name) != getattr(b, f.name)]
+    return {f.name: getattr(b, f.name) for f in fields(a) if getattr(a, f.name) != getattr(b, f.name)}
 
 
 def score(rows_of: dict, variant: str, args) -> dict:

@@ -147,6 +147,7 @@ def main():
     args = ap.parse_args()
     devs = priced_specs(args.device_name, args.also)
     dev = devs[0]
+    how = {id(d): w for d, w in zip(devs, ("", f", {args.also}"))}    # each spec's words beside its device's name
     layers = range(args.layers[0], args.layers[1] + 1)
     runs = load_runs(args.runs, args.num_sms)
     if args.fit:
@@ -155,12 +156,12 @@ def main():
                                              tuple(args.fit.split(",")))
         print(f"fitted {args.fit}: ops' error {before:.2f} -> {after:.2f} us\n{spec_literal(fitted)}")
         devs.append(fitted)
+        how[id(fitted)] = ", fitted"
     for label, plan, costs, gpu, measured in runs:
         for d in devs:
             pred = predict(plan, d, costs=costs)
             table = ready_to_signal(plan, gpu, list(zip(pred.start_us, pred.finish_us)), layers)
-            how = "" if d is dev else f", {args.also}" if args.also and d is devs[1] else ", fitted"
-            print(f"{label}: {measured:.1f} us measured, {pred.latency_us:.1f} predicted ({d.name}{how}); "
+            print(f"{label}: {measured:.1f} us measured, {pred.latency_us:.1f} predicted ({d.name}{how[id(d)]}); "
                   "from the last producer's signal to the task's (us):")
             for key, r in table.items():
                 print(f"  {key:28s} {r['tasks']:5d} tasks  gpu {r['gpu_us']:6.2f}  sim {r['sim_us']:6.2f}  "
