@@ -6,11 +6,12 @@ ops' hops or bodies the model prices wrong; the end-to-end rows of sim_adversary
 does.
 
     python bench/task_hops.py RUN.json [RUN.json ...] [--device-name H200] [--layers 2 13] [--num-sms 132]
-                              [--fit wait_latency_us,quiet_wait_us,...] [--also idle_ring=1,...]
+                              [--fit wait_latency_us,quiet_wait_us,...] [--also idle_ring=1,...] [--spread]
 
 RUN.json: a task_probe --dump result, its `<name>_tasks.json.gz` (or .json) beside it (every task, or some layers'
 with their ids). `--fit` fits constants to the ops' medians (fit_to_tasks) and shows both; `--also` prices
-each plan with some constants changed as well, beside the shipped. No GPU.
+each plan with some constants changed as well, beside the shipped; `--spread` how far each op's wait groups'
+last producer signals past their median one (group_spread). No GPU.
 """
 from __future__ import annotations
 
@@ -65,6 +66,31 @@ def ready_to_signal(plan, gpu: dict[int, tuple[float, float]], sim: list[tuple[f
     for key, v in got.items():
         g, s = statistics.median(x for x, _ in v), statistics.median(y for _, y in v)
         out[key] = {"tasks": len(v), "gpu_us": round(g, 3), "sim_us": round(s, 3), "gpu_minus_sim_us": round(g - s, 3)}
+    return out
+
+
+def group_spread(plan, gpu: dict[int, tuple[float, float]], sim: list[tuple[float, float]], layers: range,
+                 least: int = 4) -> dict[str, dict]:
+    """Per op of `layers` (layer prefix dropped) whose tasks wait on groups of at least `least` producers,
+    all measured in `gpu`: over its distinct producer sets, the median of their count and of their last
+    producer's signal less their median producer's, on the GPU and in `sim` (per task: start, finish).
+    How far a wait group's last like task lands past the rest (the sim's list schedule draws an op's
+    tasks alike, so its spread is the SMs' queues' alone): the time a reader waits that no hop holds."""
+    got: dict[str, dict[tuple, tuple[int, float, float]]] = {}
+    for t in plan.tg.tasks:
+        layer, key = layer_key(t.op)
+        deps = tuple(sorted(plan.tg.deps.get(t.id, ())))
+        if layer is None or layer not in layers or len(deps) < least or any(p not in gpu for p in deps):
+            continue
+        g = [gpu[p][1] for p in deps]
+        s = [sim[p][1] for p in deps]
+        got.setdefault(key, {})[deps] = (len(deps), max(g) - statistics.median(g), max(s) - statistics.median(s))
+    out = {}
+    for key, sets in got.items():
+        v = list(sets.values())
+        g, s = statistics.median(x[1] for x in v), statistics.median(x[2] for x in v)
+        out[key] = {"groups": len(v), "producers": statistics.median(x[0] for x in v),
+                    "gpu_us": round(g, 3), "sim_us": round(s, 3), "gpu_minus_sim_us": round(g - s, 3)}
     return out
 
 
@@ -142,6 +168,8 @@ def main():
     ap.add_argument("--num-sms", type=int, default=132, help="the SMs of the GPU the runs measured")
     ap.add_argument("--fit", default=None, metavar="A,B",
                     help="fit these DeviceSpec constants to the ops' medians (fit_to_tasks) and show both")
+    ap.add_argument("--spread", action="store_true",
+                    help="also show, per op, how far its wait groups' last producer signals past their median one (group_spread)")
     ap.add_argument("--also", default=None, metavar="FIELD=VALUE[,FIELD=VALUE]",
                     help="also price each plan with these constants changed (sim_score's --variant), shown after the shipped")
     args = ap.parse_args()
@@ -166,6 +194,11 @@ def main():
             for key, r in table.items():
                 print(f"  {key:28s} {r['tasks']:5d} tasks  gpu {r['gpu_us']:6.2f}  sim {r['sim_us']:6.2f}  "
                       f"gpu - sim {r['gpu_minus_sim_us']:+6.2f}")
+            if args.spread:
+                print("  its wait groups of 4 or more producers, the last producer's signal past the median one's (us):")
+                for key, r in group_spread(plan, gpu, list(zip(pred.start_us, pred.finish_us)), layers).items():
+                    print(f"  {key:28s} {r['groups']:5d} groups of {r['producers']:5.0f}  gpu {r['gpu_us']:6.2f}  "
+                          f"sim {r['sim_us']:6.2f}  gpu - sim {r['gpu_minus_sim_us']:+6.2f}")
 
 
 if __name__ == "__main__":

@@ -164,3 +164,28 @@ def test_per_task_hops_agree_compiled_and_as_python_and_one_number_is_every_task
     each = simloop.list_schedule(*args, np.full(n, 0.7), 1.0, 2.0)
     for a, b in zip(one[:4], each[:4]):
         assert np.array_equal(a, b)
+
+
+def test_a_groups_tail_delays_its_readers_alike_compiled_or_not(tiny):
+    """gtail[g]: a wait group's readers see it complete that long past its last producer's signal, in
+    the compiled run and the Python reference alike; none given is a tail of 0."""
+    plan = tiny.plan()
+    need, add, gsize = _wait_csr(plan, "ll")
+    n = len(plan.tg.tasks)
+    rng = np.random.default_rng(1)
+    terms = [rng.uniform(1, 5, n) for _ in range(7)]
+    args = (_queue_csr(plan), need, add, gsize, *terms, 0.5, 16.0, 64.0)
+    gtail = rng.uniform(0, 3, len(gsize))
+    py = simloop.list_schedule(*args, compiled=False, gtail=gtail)
+    assert py[4] == 0
+    if simloop.COMPILED:
+        for a, b in zip(py[:4], simloop.list_schedule(*args, compiled=True, gtail=gtail)[:4]):
+            assert np.array_equal(a, b)
+    start, finish = py[0], py[1]
+    group = {t: need[1][need[0][t]] for t in range(n) if need[0][t + 1] > need[0][t]}
+    for t, deps in plan.tg.deps.items():
+        if deps:
+            assert start[t] >= max(finish[p] for p in deps) + 0.5 + gtail[group[t]] - 1e-9
+    none = simloop.list_schedule(*args, compiled=False)
+    assert np.array_equal(none[1], simloop.list_schedule(*args, compiled=False, gtail=np.zeros(len(gsize)))[1])
+    assert finish.max() > none[1].max()

@@ -211,3 +211,29 @@ def test_task_dumps_are_read_gzipped_or_plain(tmp_path):
     (tmp_path / "task_probe_x_tasks.json.gz").write_bytes(gzip.compress(json.dumps(packed).encode(), mtime=0))
     assert load_dumps(run) == packed                              # the gzipped one, as task_probe writes it
     assert sorted(p.name for p in (ROOT / "bench" / "results").glob("*_tasks.json")) == []   # git keeps them packed
+
+
+def test_task_hops_spread_finds_a_wait_groups_late_producer(graphs):
+    """task_hops.group_spread: with GPU times the sim's own, a wait group's last producer is where the sim
+    put it; with one producer of a layer-1 group signalling 2 us late, only ops reading it read later (by 2 us
+    at most: the median of their groups)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from task_hops import group_spread
+
+    from megakernel_gym.compiler.costmodel import predict
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    base = make_ir(graphs["llama-tiny"], num_sms=8)
+    plan = apply_edits(base, expert_edits(base)).plan()
+    p = predict(plan, "H200")
+    sim = list(zip(p.start_us, p.finish_us))
+    same = group_spread(plan, dict(enumerate(sim)), sim, range(0, 2), least=2)
+    assert same and all(r["gpu_minus_sim_us"] == 0 for r in same.values())
+    late = max(next(sorted(d) for t, d in sorted(plan.tg.deps.items())
+                    if len(d) >= 2 and plan.tg.tasks[t].op.startswith("layers.1.")))
+    gpu = {i: (s, f + 2.0) if i == late else (s, f) for i, (s, f) in enumerate(sim)}
+    got = group_spread(plan, gpu, sim, range(1, 2), least=2)
+    moved = {k for k, r in got.items() if r["gpu_minus_sim_us"] > 0}
+    assert moved and all(got[k]["gpu_minus_sim_us"] <= 2.0 for k in moved)
+    readers = {plan.tg.tasks[t].op.split(".", 2)[2] for t, deps in plan.tg.deps.items() if late in deps}
+    assert moved <= readers

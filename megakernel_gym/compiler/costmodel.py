@@ -480,6 +480,44 @@ def busy_hops(hop, weight, dev: DeviceSpec) -> np.ndarray:
     return hop / dev.wait_latency_us * busy_hop_us(weight, dev)
 
 
+# Like tasks do not finish together on the GPU. Over the H200's task dumps (session 53, layers 4-8 of 47
+# schedules, four families), a wait group's last producer signalled 0.5-2 us after its median one where the
+# group had 64 or more producers, 0.25-1 us with 8-63, where the list schedule, drawing every task of an op
+# alike, has them finish together; the GPU's hop behind such a group, from its last producer's signal, was
+# the quiet one. group_tail prices the spread a reader waits past its group's last producer as drawn: the
+# device's group_tail_us times the expected largest of the group's producers' N standard normal draws past
+# their mean (spread_z). busy_group instead scales a hop's busy part (busy_hop_us past the quiet wait) as each
+# reader's group waits it, by the group's spread over that of `busy_group` producers: one producer, the quiet hop;
+# busy_light scales the busy part a light reader waits (a small op's or a norm's task: from their last
+# producer's signal to their own every H200 dump has them 1.0-1.3 us shorter than the sim, the matmuls after
+# the same producers within 0.3).
+def spread_z(n) -> np.ndarray:
+    """The expected largest of n standard normal draws (the extreme-value expansion: 0 for one, ~0.75
+    for two, ~1.5 for 8, ~2.6 for 128)."""
+    n = np.maximum(np.asarray(n, dtype=float), 1.0)
+    r = np.sqrt(2.0 * np.log(np.maximum(n, 2.0)))
+    z = r - (np.log(np.log(np.maximum(n, 2.0))) + np.log(4.0 * np.pi) - 2.0 * np.euler_gamma) / (2.0 * r)
+    return np.where(n > 1, np.maximum(z, 0.0), 0.0)
+
+
+def group_tail(gsize, dev: DeviceSpec) -> np.ndarray:
+    """Per wait group of `gsize` producers, how long past its last producer its readers see it done
+    (see above)."""
+    return dev.group_tail_us * spread_z(gsize) if dev.group_tail_us else np.zeros(len(gsize))
+
+
+def busy_scale(plan: Plan, hops: str, gsize, dev: DeviceSpec) -> np.ndarray:
+    """Per wait group, the share of its producers' busy hop part its readers wait (see above): its spread
+    over busy_group producers' (1 without busy_group), times busy_light where its reader is a light task
+    (under "ll" hops, where each group has one reader)."""
+    scale = spread_z(gsize) / spread_z(dev.busy_group) if dev.busy_group else np.ones(len(gsize))
+    if dev.busy_light != 1.0 and hops == "ll":
+        small, own, _, _ = light_tasks(plan)
+        readers = np.flatnonzero(np.bincount(dep_edges(plan.tg)[0], minlength=len(plan.tg.tasks)) > 0)
+        scale = scale * np.where((small + own)[readers] > 0, dev.busy_light, 1.0)
+    return scale
+
+
 @dataclass
 class Prediction:
     device: str
@@ -895,6 +933,10 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     staged_w = np.ones(len(sidx))
     trip_a, lat_us, compute, hide, chide = latencies(staged_w)
     need_csr, add_csr, gsize = _wait_csr(plan, hops)
+    gtail = group_tail(gsize, dev)
+    grouped = (dev.busy_group or dev.busy_light != 1.0) and dev.quiet_wait_us is not None
+    # (busy_group, busy_light: a hop's busy part as its reader's group waits it)
+    gscale = busy_scale(plan, hops, gsize, dev) if grouped else None
     fixed = (dev.task_overhead_us + (dev.caps_path_us if caps_path(plan) else 0.0)
              + (dev.ahead_path_us if ahead_path(plan) else 0.0)
              + first_call_us(plan, dev, distinct_ops)
@@ -907,6 +949,10 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     # loading them ahead while the SM waits; the rest of its bytes through its own loads (plain_gbs)
     hop0, fill = hop_us(plan, dev), ring_fill_array(plan)
     hop, weight = hop0, np.ones(0)
+    hbusy = None
+    if grouped:
+        quiet = np.broadcast_to(busy_hops(hop0, 0.0, dev), (n,))
+        hop, hbusy = quiet, np.broadcast_to(hop0, (n,)) - quiet
     wb = ring_fed_bytes(plan, nbytes)
     plain = nbytes - wb
     firsts = queues[1][queues[0][:-1][np.diff(queues[0]) > 0]]      # each queue's first task
@@ -922,7 +968,8 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
         plain_us = plain / (stream_rate(spread, dev.plain_gbs, dev.hbm_gbs) * 1e3)
         start, finish, preloaded, busy, left = list_schedule(
             queues, need_csr, add_csr, gsize, wb * (1.0 + reread), rate, wb, trip_a, lat_us + plain_us, compute,
-            fixed, hop, FREE_BYTES * fill, RING_BYTES * fill, hide, pre_rate=pre_rate, chide=chide)
+            fixed, hop, FREE_BYTES * fill, RING_BYTES * fill, hide, pre_rate=pre_rate, chide=chide, gtail=gtail,
+            hbusy=hbusy, gscale=gscale)
         if left:
             raise ValueError("the plan deadlocks: validate it before predicting")
         if round_ < SPREAD_ROUNDS:     # the SMs that streamed beside each task share the chip's HBM with it
@@ -956,6 +1003,8 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
                                                finish, start[sidx])
                 weight = new_w if not round_ else keep * weight + (1 - keep) * new_w
                 hop = busy_hops(hop0, weight, dev)
+                if grouped:
+                    hop, hbusy = quiet, hop - quiet
                 if len(sidx):
                     staged_w = new_s if not round_ else keep * staged_w + (1 - keep) * new_s
                     trip_a, lat_us, compute, hide, chide = latencies(staged_w)
@@ -971,6 +1020,6 @@ __all__ = ["DEVICES", "DATASHEET", "DeviceSpec", "Prediction", "predict", "task_
            "ring_stage_bytes", "ring_fill_array", "ring_fed_bytes", "ring_consume_us", "polled_latency",
            "box_loop_trips", "norm_trips", "onchip_norm_loads", "input_stagings", "norm_staged", "task_staged", "staged_trip_us", "caps_path", "ahead_path", "cold_code",
            "cold_code_chars", "first_call_us", "light_tasks", "light_task_us", "SMALL_KINDS",
-           "busy_hop_weight", "busy_hop_us", "busy_hops", "streaming_demand_at",
+           "busy_hop_weight", "busy_hop_us", "busy_hops", "group_tail", "spread_z", "busy_scale", "streaming_demand_at",
            "own_caps", "ring_share", "copies_busy", "COPIES_BUSY", "attended_positions", "attention_work", "costs_at",
            "compute_us", "positions_input", "fed_positions"]

@@ -43,6 +43,11 @@ class DeviceSpec:
                                 # rest at its rate) that adds nothing to the chip's busyness (busy_hop_weight); 0: to its finish
     idle_preloaded: float = 0.0  # the same share of the whole run of a task whose ring had all its weights in before it
                                  # started (preloaded while its SM waited), whatever idle_ring says of the others
+    group_tail_us: float = 0.0  # the spread of like tasks' finishes: a wait group of N producers completes this times the
+                                # expected largest of N standard normal draws past its last producer (costmodel.group_tail)
+    busy_group: float = 0.0     # where set (with a quiet wait), the busy part of a hop a reader waits is scaled by the
+                                # expected largest of its group's N producers' draws over that of this many (costmodel.busy_scale)
+    busy_light: float = 1.0     # ... and by this where the reader is a light task (a small op's or a norm's)
     l2_mb: float = 50.0         # the L2 cache, MB (datasheet: 50 on an H100 SXM and an H200), where prefetches wait ...
     prefetch_reread: float = 0.0  # ... the share of the prefetched bytes past it read from HBM again (prefetch_terms) ...
     prefetch_stream: float = 0.0  # ... and a prefetch's weight in the chip's HBM while it streams ahead of its task

@@ -26,7 +26,8 @@ except ImportError:
 
 def _list_schedule(q_ptr, q_tasks, need_ptr, need_idx, add_ptr, add_idx, gsize,
                    own, rate, wb, trip_us, lat_us, compute, fixed,
-                   hop, free_bytes, ring_bytes, hide, pre_rate, chide, start, finish, preloaded, busy):
+                   hop, free_bytes, ring_bytes, hide, pre_rate, chide, gtail, hbusy, gscale,
+                   start, finish, preloaded, busy):
     """Fill start/finish/preloaded (per task) and busy (per SM); return how many tasks could not
     start (0 unless the plan deadlocks). Queues, needs and group members are CSR arrays:
     q_tasks[q_ptr[s]:q_ptr[s+1]] is SM s's queue, need_idx[need_ptr[t]:need_ptr[t+1]] the groups
@@ -35,7 +36,9 @@ def _list_schedule(q_ptr, q_tasks, need_ptr, need_idx, add_ptr, add_idx, gsize,
     much of task t's time its SM's wait for its inputs may take in (its first loads are its polls);
     pre_rate[t]: how fast its ring loads its weights while its SM waits (rate[t] once it runs);
     chide[t]: how much of its compute path the wait takes in (at least hide[t]: the loads of its
-    input vectors are its polls too)."""
+    input vectors are its polls too); gtail[g]: how long past its last producer's signal group g's
+    readers see it complete (the spread of its producers' finishes the schedule does not draw);
+    hbusy[t] * gscale[g]: more of task t's hop, as group g's readers see it."""
     nsm = len(q_ptr) - 1
     left = [0] * len(gsize)
     last = [0.0] * len(gsize)
@@ -58,8 +61,8 @@ def _list_schedule(q_ptr, q_tasks, need_ptr, need_idx, add_ptr, add_idx, gsize,
                     if left[c]:
                         blocked = True
                         break
-                    if last[c] > ready:
-                        ready = last[c]
+                    if last[c] + gtail[c] > ready:
+                        ready = last[c] + gtail[c]
                 if blocked:
                     break
                 start[t] = ready
@@ -81,8 +84,9 @@ def _list_schedule(q_ptr, q_tasks, need_ptr, need_idx, add_ptr, add_idx, gsize,
                 for k in range(add_ptr[t], add_ptr[t + 1]):
                     c = add_idx[k]
                     left[c] -= 1
-                    if seen > last[c]:
-                        last[c] = seen
+                    seen_c = seen + hbusy[t] * gscale[c]
+                    if seen_c > last[c]:
+                        last[c] = seen_c
                 sm_free[s] = f
                 busy[s] += dur
                 h += 1
@@ -108,14 +112,17 @@ def csr(lists) -> tuple[np.ndarray, np.ndarray]:
 
 
 def list_schedule(queues, needs, adds, gsize, own, rate, wb, trip_us, lat_us, compute, fixed,
-                  hop, free_bytes, ring_bytes, hide=0.0, compiled: bool | None = None, pre_rate=None, chide=None):
+                  hop, free_bytes, ring_bytes, hide=0.0, compiled: bool | None = None, pre_rate=None, chide=None,
+                  gtail=None, hbusy=None, gscale=None):
     """(start, finish, preloaded, busy, tasks left) for the plan's queues and per-task terms. `queues`,
     `needs` and `adds` are CSR pairs (csr()); the per-task terms are float arrays. `hop`: how long
     after each task finishes its readers see it; `free_bytes`, `ring_bytes`: the weight bytes a task's
     ring takes in before the task before it signals, and in all; `hide`: the part of each task's time a
     wait of its SM for its inputs takes in (each per task, or a number for every task); `pre_rate`: how
     fast each task's ring loads while its SM waits (default `rate`); `chide`: the part of each task's
-    compute path a wait takes in (default `hide`; never less). `compiled`: None picks numba where
+    compute path a wait takes in (default `hide`; never less); `gtail`: per wait group, how long past
+    its last producer's signal its readers see it complete (default none); `hbusy` (per task) times
+    `gscale` (per group): more of a task's hop as a group's readers see it (default none). `compiled`: None picks numba where
     it imports; False runs the same function as Python (the reference)."""
     n = len(own)
     nsm = len(queues[0]) - 1
@@ -123,6 +130,9 @@ def list_schedule(queues, needs, adds, gsize, own, rate, wb, trip_us, lat_us, co
                                          for a in (hop, free_bytes, ring_bytes, hide))
     pre_rate = rate if pre_rate is None else pre_rate
     chide = hide if chide is None else np.broadcast_to(np.asarray(chide, dtype=np.float64), (n,))
+    gtail, gscale = (np.broadcast_to(np.asarray(d if a is None else a, dtype=np.float64), (len(gsize),))
+                     for a, d in ((gtail, 0.0), (gscale, 1.0)))
+    hbusy = np.broadcast_to(np.asarray(0.0 if hbusy is None else hbusy, dtype=np.float64), (n,))
     use = COMPILED if compiled is None else compiled
     if use and not COMPILED:
         raise RuntimeError("numba is not installed: pip install numba (or pass compiled=None)")
@@ -131,13 +141,13 @@ def list_schedule(queues, needs, adds, gsize, own, rate, wb, trip_us, lat_us, co
         ints = [np.require(a, np.int64, ["C", "W"]) for a in (*queues, *needs, *adds, gsize)]
         floats = [np.require(a, np.float64, ["C", "W"])
                   for a in (own, rate, wb, trip_us, lat_us, compute, fixed, hop, free_bytes, ring_bytes, hide,
-                            pre_rate, chide)]
+                            pre_rate, chide, gtail, hbusy, gscale)]
         start, finish, preloaded, busy = np.zeros(n), np.full(n, -1.0), np.zeros(n), np.zeros(nsm)
         left = _compiled(*ints, *floats, start, finish, preloaded, busy)
         return start, finish, preloaded, busy, int(left)
     lists = [a.tolist() if isinstance(a, np.ndarray) else list(a)
              for a in (*queues, *needs, *adds, gsize, own, rate, wb, trip_us, lat_us, compute, fixed, hop,
-                       free_bytes, ring_bytes, hide, pre_rate, chide)]
+                       free_bytes, ring_bytes, hide, pre_rate, chide, gtail, hbusy, gscale)]
     start, finish, preloaded, busy = [0.0] * n, [-1.0] * n, [0.0] * n, [0.0] * nsm
     left = _list_schedule(*lists, start, finish, preloaded, busy)
     return (np.asarray(start), np.asarray(finish), np.asarray(preloaded), np.asarray(busy), left)
