@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 # The fixed terms fit_device keeps and its critical-path model does not see (cold code, the light ops'
-# own time): off in every synthetic truth here, so predict() and the fit's surrogate agree.
-FIXED_OFF = dict(cold_code_us=0.0, cold_code_kchar_us=0.0, small_task_us=0.0, norm_task_us=0.0)
+# own time, wait groups' tails): off in every synthetic truth here, so predict() and the fit's surrogate agree.
+FIXED_OFF = dict(cold_code_us=0.0, cold_code_kchar_us=0.0, small_task_us=0.0, norm_task_us=0.0, group_tail_us=0.0)
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,9 @@ def test_baselines_rank_as_they_should_on_sim(mlp_board):
     # on the MLP block the expert's one lever past the heuristic is the inlined norm: measured within
     # 1% on an H100 (the decode table's MLP column, 59.2 vs 58.8 us); the sim puts it 2.3% behind (1.071
     # against 1.096 over the default) since a task's first memory latency overlaps its wait
-    # (costmodel.polled_latency), which the norm's own task gets and the inlined norm saves no more
-    assert level["expert"]["geomean_speedup"] >= 0.97 * level["heuristic"]["geomean_speedup"]
+    # (costmodel.polled_latency), which the norm's own task gets and the inlined norm saves no more;
+    # 3.0% behind (1.061 against 1.095) with the H200's wait groups' tails since session 53
+    assert level["expert"]["geomean_speedup"] >= 0.965 * level["heuristic"]["geomean_speedup"]
     ep = mlp_board["random"]["episodes"][0]
     # three random edits, then submit; none beat the default on the MLP block, so it stands (speedup 1, return 0)
     assert ep["turns"] == 4 and ep["status"] in ("correct", "default_schedule")

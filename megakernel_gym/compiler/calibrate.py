@@ -529,9 +529,9 @@ def fit_device(plans_costs: list[tuple[Plan, tuple]], measured_us: list[float], 
     from `starts` random constants (seeded by `seed`) within 10x of base's. The constants returned
     are the best that predict() itself scored, with the kernel's `hops` (costmodel.wait_groups).
     base's staged_us (a norm's staged loads on a busy chip), caps_path_us, ahead_path_us, cold_code_us,
-    cold_code_kchar_us, small_task_us, norm_task_us, fused_norm_us, onchip_norm_us, norm_row_us, idle_ring and
-    idle_preloaded are kept, not fitted, and the critical-path model takes those loads at the memory latency and no caps paths,
-    cold code or light ops' own time (and of a waiting task's input stagings, costmodel.input_stagings, only the polled latency
+    cold_code_kchar_us, small_task_us, norm_task_us, fused_norm_us, onchip_norm_us, norm_row_us, idle_ring,
+    idle_preloaded, group_tail_us, busy_group and busy_light are kept, not fitted, and the critical-path model takes those
+    loads at the memory latency and no caps paths, cold code, light ops' own time or wait groups' tails (and of a waiting task's input stagings, costmodel.input_stagings, only the polled latency
     taken into its wait): with them set,
     only predict() at each round's optimum sees them (fit from a base without them for the
     surrogate's exact terms).
