@@ -21,8 +21,9 @@ counter it waits on. Across SMs: each SM runs its queue in order; a task starts 
 and every group of producers it waits on has finished (plus the latency of seeing that in global
 memory: the wait latency, shorter from a producer whose weight ring keeps fewer copies in flight,
 hop_us, and on a device with a quiet_wait_us shorter as fewer SMs stream when the producer signals,
-busy_hop_us), less the memory latency its polls (and a norm's staged parameters) spent while its SM
-waited (polled_latency). The prediction is the last finish plus one kernel launch.
+busy_hop_us; plus, for a group of many like producers, the spread of their finishes the schedule does
+not draw: compiler/waits.py), less the memory latency its polls (and a norm's staged parameters) spent
+while its SM waited (polled_latency). The prediction is the last finish plus one kernel launch.
 
 What a task waits on follows the kernel's hops (compiler/hops.py, emit_cuda's `hops`): with
 counters, each counter of the plan it waits on (an op counter makes it wait for every producer
