@@ -851,10 +851,10 @@ def test_busy_group_and_busy_light_scale_the_busy_hop_a_reader_waits(big):
     base = make_ir(big, num_sms=132)
     plan = base.plan()
     h200 = DEVICES["H200"]
-    _, _, gsize = _wait_csr(plan, "ll")
-    assert busy_scale(plan, "ll", gsize, replace(h200, busy_group=128)).tolist() == pytest.approx(
+    need, _, gsize = _wait_csr(plan, "ll")
+    assert busy_scale(plan, "ll", need, gsize, replace(h200, busy_group=128)).tolist() == pytest.approx(
         (spread_z(gsize) / spread_z(128)).tolist())
-    light = busy_scale(plan, "ll", gsize, replace(h200, busy_light=0.25))
+    light = busy_scale(plan, "ll", need, gsize, replace(h200, busy_light=0.25))
     small, own, _, _ = light_tasks(plan)
     readers = np.flatnonzero([bool(plan.tg.deps.get(t)) for t in range(len(plan.tg.tasks))])
     assert light.tolist() == [0.25 if small[r] + own[r] else 1.0 for r in readers]

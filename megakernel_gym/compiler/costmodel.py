@@ -900,7 +900,7 @@ def predict(plan: Plan, device: str | DeviceSpec = "H200", costs: tuple | None =
     gtail = group_tail(gsize, dev)
     grouped = (dev.busy_group or dev.busy_light != 1.0) and dev.quiet_wait_us is not None
     # (busy_group, busy_light: a hop's busy part as its reader's group waits it)
-    gscale = busy_scale(plan, hops, gsize, dev) if grouped else None
+    gscale = busy_scale(plan, hops, need_csr, gsize, dev) if grouped else None
     fixed = (dev.task_overhead_us + (dev.caps_path_us if caps_path(plan) else 0.0)
              + (dev.ahead_path_us if ahead_path(plan) else 0.0)
              + first_call_us(plan, dev, distinct_ops)

@@ -81,12 +81,20 @@ def _list_schedule(q_ptr, q_tasks, need_ptr, need_idx, add_ptr, add_idx, gsize,
                 f = ready + dur
                 finish[t] = f
                 seen = f + hop[t]
-                for k in range(add_ptr[t], add_ptr[t + 1]):
-                    c = add_idx[k]
-                    left[c] -= 1
-                    seen_c = seen + hbusy[t] * gscale[c]
-                    if seen_c > last[c]:
-                        last[c] = seen_c
+                hb = hbusy[t]
+                if hb:      # a busy part its readers' groups scale (busy_scale): a loop of its own, off the common path
+                    for k in range(add_ptr[t], add_ptr[t + 1]):
+                        c = add_idx[k]
+                        left[c] -= 1
+                        seen_c = seen + hb * gscale[c]
+                        if seen_c > last[c]:
+                            last[c] = seen_c
+                else:
+                    for k in range(add_ptr[t], add_ptr[t + 1]):
+                        c = add_idx[k]
+                        left[c] -= 1
+                        if seen > last[c]:
+                            last[c] = seen
                 sm_free[s] = f
                 busy[s] += dur
                 h += 1

@@ -9,7 +9,6 @@ import numpy as np
 from megakernel_gym.compiler.codecost import light_tasks
 from megakernel_gym.compiler.devices import DeviceSpec
 from megakernel_gym.compiler.schedule import Plan
-from megakernel_gym.compiler.tasks import dep_edges
 
 
 # Like tasks do not finish together on the GPU. Over the H200's task dumps (session 53, layers 4-8 of 47
@@ -26,9 +25,10 @@ from megakernel_gym.compiler.tasks import dep_edges
 def spread_z(n) -> np.ndarray:
     """The expected largest of n standard normal draws (the extreme-value expansion: 0 for one, ~0.75
     for two, ~1.5 for 8, ~2.6 for 128)."""
-    n = np.maximum(np.asarray(n, dtype=float), 1.0)
-    r = np.sqrt(2.0 * np.log(np.maximum(n, 2.0)))
-    z = r - (np.log(np.log(np.maximum(n, 2.0))) + np.log(4.0 * np.pi) - 2.0 * np.euler_gamma) / (2.0 * r)
+    n = np.asarray(n, dtype=float)
+    log_n = np.log(np.maximum(n, 2.0))     # (one draw: 0, below)
+    r = np.sqrt(2.0 * log_n)
+    z = r - (np.log(log_n) + np.log(4.0 * np.pi) - 2.0 * np.euler_gamma) / (2.0 * r)
     return np.where(n > 1, np.maximum(z, 0.0), 0.0)
 
 
@@ -38,14 +38,15 @@ def group_tail(gsize, dev: DeviceSpec) -> np.ndarray:
     return dev.group_tail_us * spread_z(gsize) if dev.group_tail_us else np.zeros(len(gsize))
 
 
-def busy_scale(plan: Plan, hops: str, gsize, dev: DeviceSpec) -> np.ndarray:
-    """Per wait group, the share of its producers' busy hop part its readers wait (see above): its spread
-    over busy_group producers' (1 without busy_group), times busy_light where its reader is a light task
-    (under "ll" hops, where each group has one reader)."""
+def busy_scale(plan: Plan, hops: str, needs, gsize, dev: DeviceSpec) -> np.ndarray:
+    """Per wait group (costmodel._wait_csr's `needs` CSR pair and group sizes), the share of its producers'
+    busy hop part its readers wait (see above): its spread over busy_group producers' (1 without
+    busy_group), times busy_light where its reader is a light task (under "ll" hops, where each task
+    with inputs is the one reader of a group of its own, numbered in task order)."""
     scale = spread_z(gsize) / spread_z(dev.busy_group) if dev.busy_group else np.ones(len(gsize))
     if dev.busy_light != 1.0 and hops == "ll":
         small, own, _, _ = light_tasks(plan)
-        readers = np.flatnonzero(np.bincount(dep_edges(plan.tg)[0], minlength=len(plan.tg.tasks)) > 0)
+        readers = np.flatnonzero(np.diff(needs[0]) > 0)
         scale = scale * np.where((small + own)[readers] > 0, dev.busy_light, 1.0)
     return scale
 
