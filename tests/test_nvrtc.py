@@ -40,6 +40,31 @@ def test_compile_produces_cubin_and_caches(tmp_path, monkeypatch):
     assert time.perf_counter() - t0 < first  # served from the disk cache
 
 
+def test_disk_cache_is_bounded_and_keeps_what_was_used_last(tmp_path, monkeypatch):
+    """Every distinct source (an agent's impl body: a whole megakernel) adds a cubin; past
+    MKGYM_CUDA_CACHE_MAX_MB the entries used longest ago go, a cache hit counting as a use (a red team
+    grew the cache without bound off the GPU, where no cubin is ever loaded)."""
+    import os
+
+    monkeypatch.setenv("MKGYM_CUDA_CACHE", str(tmp_path))
+    stamp = time.time()
+    srcs = [SRC.replace("a * x[i]", f"a * x[i] + {i}.5f") + f"// {stamp}" for i in range(5)]
+    cubins = [compile_cuda(src, arch="sm_90") for src in srcs[:3]]
+    assert len(set(cubins)) == 3 and len(list(tmp_path.glob("*.cubin"))) == 3
+    old = time.time() - 100
+    for f in tmp_path.iterdir():                       # entries 0-2 used long ago ...
+        os.utime(f, (old, old))
+    assert compile_cuda(srcs[0], arch="sm_90") == cubins[0]    # ... then entry 0 again, from the cache
+    one = max(len(c) for c in cubins)
+    monkeypatch.setenv("MKGYM_CUDA_CACHE_MAX_MB", str((3 * one + one // 2) / (1 << 20)))   # room for three
+    cubins.append(compile_cuda(srcs[3], arch="sm_90"))       # a fourth: the cache is over, 1 and 2 go
+    left = {f.read_bytes() for f in tmp_path.glob("*.cubin")}
+    assert left == {cubins[0], cubins[3]}
+    assert sum(f.stat().st_size for f in tmp_path.iterdir()) <= 3 * one + one // 2
+    compile_cuda(srcs[1], arch="sm_90")                # an evicted entry compiles again and is kept again
+    assert len(list(tmp_path.glob("*.cubin"))) == 3
+
+
 def test_compile_error_carries_nvrtc_message_with_line_numbers():
     bad = 'extern "C" __global__ void k(float* y) {\n  y[0] = 1.0f;\n  y[1] = not_declared;\n}\n'
     with pytest.raises(CudaCompileError) as ei:

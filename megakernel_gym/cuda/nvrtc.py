@@ -131,6 +131,48 @@ def _cache_dir() -> Path:
     return user_cache_path("MKGYM_CUDA_CACHE", "cubin")
 
 
+# The disk cache is bounded. An env compiles every distinct `impl` body an agent sends into a whole
+# megakernel's cubin (~130 KB for the 1B model's), and off the GPU none is ever loaded: a red team's
+# attempts grew it 0.1 -> 0.4 MB in three steps, ~130 GB over a million. Past MKGYM_CUDA_CACHE_MAX_MB
+# (default 2,048) the entries used longest ago go (a hit marks its entry used), down to 3/4 of it.
+CACHE_MAX_MB = 2048.0
+
+
+def _cache_max_bytes() -> int:
+    try:
+        mb = float(os.environ.get("MKGYM_CUDA_CACHE_MAX_MB", CACHE_MAX_MB))
+    except ValueError:
+        mb = CACHE_MAX_MB
+    return int(max(mb, 0.0) * (1 << 20))
+
+
+def _prune_cache(folder: Path, limit: int) -> None:
+    """Remove the cache's least recently used entries (a cubin and its names file together) until what
+    is left takes at most 3/4 of `limit` bytes, where it takes more than `limit`."""
+    entries: dict[str, list] = {}
+    try:
+        for f in os.scandir(folder):
+            if f.is_file() and f.name.endswith((".cubin", ".names.json")):
+                st = f.stat()
+                e = entries.setdefault(f.name.split(".", 1)[0], [0.0, 0, []])
+                e[0], e[1] = max(e[0], st.st_mtime), e[1] + st.st_size
+                e[2].append(f.path)
+    except OSError:
+        return
+    total = sum(e[1] for e in entries.values())
+    if total <= limit:
+        return
+    for used, size, paths in sorted(entries.values(), key=lambda e: e[0]):
+        if total <= limit * 3 // 4:
+            break
+        for path in paths:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        total -= size
+
+
 def _nvrtc_include_dirs() -> list[str]:
     """Headers shipped with the nvidia-cuda-nvrtc / cuda toolkit wheels (cuda_fp16.h etc.)."""
     dirs = []
@@ -190,7 +232,9 @@ def compile_program(source: str, name: str = "kernel.cu", options: tuple[str, ..
     if cache.exists() and (not names or side.exists()):
         try:
             lowered = json.loads(side.read_text()) if names else {}
-            return cache.read_bytes(), lowered
+            cubin = cache.read_bytes()
+            os.utime(cache)         # used now: the last entry _prune_cache removes
+            return cubin, lowered
         except (OSError, ValueError):
             pass  # a damaged cache entry only costs a recompile
 
@@ -207,6 +251,7 @@ def compile_program(source: str, name: str = "kernel.cu", options: tuple[str, ..
         if names:
             _atomic_write(side, json.dumps(lowered).encode())
         _atomic_write(cache, cubin)
+        _prune_cache(cache.parent, _cache_max_bytes())
     except OSError:
         pass  # a read-only cache dir only costs a recompile
     return cubin, lowered
