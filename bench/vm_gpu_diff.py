@@ -141,9 +141,14 @@ def prepare(plan: dict, arch: str | None) -> dict:
     out = {"tasks": len(p.tg.tasks)}
     if arch:
         from megakernel_gym.compiler.codegen import emit_cuda
+        from megakernel_gym.compiler.runtime import megakernel_arch
         from megakernel_gym.cuda.nvrtc import CudaCompileError, compile_cuda
         try:
-            compile_cuda(emit_cuda(p)[0], "megakernel.cu", (), None if arch == "default" else arch,
+            # for the arch Megakernel asks for (sm_90a where the kernel takes maxnreg, its default since
+            # 33e13b3): compiled for plain sm_90, every plan missed the cache and the GPU run compiled them
+            # one after another (531 plans past 565 s on an H200, where the run had taken 286 s)
+            source, table = emit_cuda(p)
+            compile_cuda(source, "megakernel.cu", (), None if arch == "default" else megakernel_arch(table, arch),
                          host_includes=False)
         except CudaCompileError as e:
             out["compile_error"] = str(e)[:800]

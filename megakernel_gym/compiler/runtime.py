@@ -28,11 +28,13 @@ class ImplFaultError(MegakernelError):
     performed, the kernel ran on, and the CUDA context is intact."""
 
 
-def megakernel_arch(table) -> str:
-    """The arch to compile a megakernel for: the GPU's, made Hopper's arch-specific sm_90a where the kernel
-    gives its compute warps more registers with setmaxnreg (codegen's maxnreg), which only sm_90a has."""
-    from megakernel_gym.cuda.nvrtc import _default_arch
-    arch = _default_arch()
+def megakernel_arch(table, arch: str | None = None) -> str:
+    """The arch to compile a megakernel for: the GPU's (or `arch`, named by a process with no GPU that fills
+    the compile cache for one), made Hopper's arch-specific sm_90a where the kernel gives its compute warps
+    more registers with setmaxnreg (codegen's maxnreg), which only sm_90a has."""
+    if arch is None:
+        from megakernel_gym.cuda.nvrtc import _default_arch
+        arch = _default_arch()
     return arch + "a" if table.maxnreg and arch == "sm_90" else arch
 
 
