@@ -43,6 +43,10 @@ MAX_CODE = 120_000        # a 1B-shaped model's IR is ~9k characters; candidates
 MAX_FEEDBACK = 16_000
 MAX_ACTION = 120_000
 FLOOR_SCORE = -1.0        # the failure tier: where a kernel-code episode starts
+# how `impl` bodies compile off the GPU, for feedback only (_Megakernel.compile_problem): to PTX for
+# Hopper's virtual arch, unoptimized
+FEEDBACK_ARCH = "compute_90"
+FEEDBACK_OPTIONS = ("-G",)
 
 
 def discounted_returns(rewards: list[float], gamma: float = 0.4) -> list[float]:
@@ -99,10 +103,14 @@ class _Megakernel:
         self.gpu_judge = None
 
     def compile_problem(self, ir) -> str | None:
-        """Off the GPU, `impl` task bodies are compiled (NVRTC, sm_90, in a process of its own under a
-        time limit, with no include path) for feedback, never run: why the megakernel does not
-        compile, or None. The compiler's log is cut to diagnostics located in the megakernel's own
-        source (impl_guard.compile_log_for_agent), so no other file's text can come back."""
+        """Off the GPU, `impl` task bodies are compiled (NVRTC, in a process of its own under a time
+        limit, with no include path) for feedback, never run: why the megakernel does not compile, or
+        None. Only to PTX for Hopper's virtual arch, unoptimized (FEEDBACK_ARCH, FEEDBACK_OPTIONS): the
+        parser's and type checker's errors are the gpu backend's, but a body NVRTC's optimizer takes a
+        minute over (a red team's nested constant loops, fully unrolled: 7.6k characters past the 60 s
+        limit, one sim step each) compiles in half a second, and no cubin nothing loads is made. The
+        compiler's log is cut to diagnostics located in the megakernel's own source
+        (impl_guard.compile_log_for_agent), so no other file's text can come back."""
         if not ir.impls:
             return None
         from megakernel_gym.compiler.codegen import CodegenError, emit_cuda
@@ -110,7 +118,8 @@ class _Megakernel:
         from megakernel_gym.cuda.nvrtc import IMPL_COMPILE_TIMEOUT_S, CudaCompileError, compile_cuda
         try:
             source = emit_cuda(ir.plan(), impls=ir.impls)[0]
-            compile_cuda(source, "megakernel.cu", arch="sm_90", host_includes=False, timeout_s=IMPL_COMPILE_TIMEOUT_S)
+            compile_cuda(source, "megakernel.cu", FEEDBACK_OPTIONS, FEEDBACK_ARCH, host_includes=False,
+                         timeout_s=IMPL_COMPILE_TIMEOUT_S)
         except CodegenError as e:
             return str(e)
         except CudaCompileError as e:
