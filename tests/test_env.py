@@ -124,13 +124,14 @@ def test_impl_edits_off_the_gpu_are_compiled_for_feedback(sim_env):
     assert "impl silu_mul <<<" in sim_env.code and "tile [lo, hi)" in sim_env._statement()
 
 
-def test_impl_feedback_off_the_gpu_is_not_held_up_by_the_optimizer(sim_env):
+def test_impl_feedback_off_the_gpu_is_not_held_up_by_the_optimizer(sim_env, tmp_path, monkeypatch):
     """Off the GPU a body is compiled to PTX unoptimized, for its errors only: a red team's nest of
     constant loops, which NVRTC's optimizer unrolls for a minute (7.6k characters past the 60 s limit,
-    every sim step), is answered in seconds as not_run, and a body with an error still gets NVRTC's
-    message naming it."""
+    every sim step), is answered in seconds as not_run without writing to the kernel cache, and a body
+    with an error still gets NVRTC's message naming it."""
     import time
 
+    monkeypatch.setenv("MKGYM_CUDA_CACHE", str(tmp_path))
     sim_env.reset(seed=0, options={"problem": "mk_mlp_block"})
     nest = ("for (int a = 0; a < 8; ++a) for (int b = 0; b < 8; ++b) for (int c = 0; c < 8; ++c) "
             "for (int d = 0; d < 8; ++d) { acc[(a*8+b+c*3+d)%64] += bf2f(in0[(a*512+b*64+c*8+d)%2048]) * 1.0001f; }\n")
@@ -140,6 +141,7 @@ def test_impl_feedback_off_the_gpu_is_not_held_up_by_the_optimizer(sim_env):
     _, _, _, _, info = sim_env.step(f"impl silu_mul <<<{body}>>>")
     assert info["eval"]["status"] == "not_run", info["eval"]["reason"]
     assert time.perf_counter() - t0 < 20          # about 1 s here; 60 s (the limit) optimized
+    assert not any(tmp_path.iterdir())            # nothing cached: no cubin was made
     _, _, _, _, info = sim_env.step("impl silu_mul <<<float acc = 0.0f; acc.x = 1; out[lo] = f2bf(acc);>>>")
     assert info["eval"]["status"] == "compile_error" and "NVRTC" in info["eval"]["reason"]
     assert "acc" in info["eval"]["reason"], info["eval"]["reason"]

@@ -246,6 +246,8 @@ def compile_program(source: str, name: str = "kernel.cu", options: tuple[str, ..
             cubin, lowered = nvrtc_compile(source, name, opts, headers, names)
         except NvrtcFailed as e:
             raise CudaCompileError(e.args[0], name) from None
+    if not cubin:       # a virtual arch's compile (PTX, for its errors only: env's impl feedback) keeps nothing
+        return cubin, lowered
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         if names:
