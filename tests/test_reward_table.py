@@ -104,3 +104,38 @@ def sim_env():
     env = gym.make("MegaKernel-v0", backend="sim")
     yield env.unwrapped
     env.close()
+
+
+@pytest.mark.parametrize("mode", ["score", "kevin"])
+def test_submit_is_worth_keeping_the_schedule_to_the_limit(mode):
+    """Under "score" and "kevin" every turn pays for the schedule as it stands, so turns that change
+    nothing (a comment) pay again; a fifth red team found `submit` worth 0 beside them (kevin: 26.0 for
+    twenty no-ops, 1.5 for the expert then submit). `submit` now earns what keeping the schedule to the
+    turn limit would: the same return (kevin's discounted as discounted_returns does) either way, a
+    refused edit on the way leaving the schedule, and what it is worth, as it stood."""
+    import gymnasium as gym
+
+    from megakernel_gym.env.megakernel import discounted_returns
+    from megakernel_gym.policies.expert import expert_edits
+
+    env = gym.make("MegaKernel-v0", backend="sim", reward=mode).unwrapped
+    ret = (lambda rs: sum(rs)) if mode == "score" else (lambda rs: discounted_returns(rs)[0])
+    try:
+        for start in ([], ["expert"], ["expert", "tile no_such_op n=8"], ["tile down_proj n=2048"]):
+            returns = []
+            for end in ("submit", "pad"):
+                env.reset(seed=0, options={"problem": "mk_mlp_block"})
+                rewards, done = [], False
+                for a in start:
+                    _, r, done, trunc, info = env.step(expert_edits(env.ir) if a == "expert" else a)
+                    rewards.append(r)
+                while not done:
+                    _, r, term, trunc, info = env.step("submit" if end == "submit" else "# nothing")
+                    rewards.append(r)
+                    done = term or trunc
+                returns.append(ret(rewards))
+            assert returns[0] == pytest.approx(returns[1]), (start, returns)
+            if start == ["tile down_proj n=2048"] and mode == "score":
+                assert returns[0] < 0        # a slower schedule kept is worth less than the default
+    finally:
+        env.close()

@@ -17,11 +17,13 @@ score against the fastest baseline on gpu; -1, the failure tier, for kernel code
 earns a negative reward and a faster one a positive one; the last turn also earns the best score minus
 its own, so an episode's return is the best score found minus the start. "best" gives only each turn's
 rise of the best so far (same return, never negative); "score" each turn's score as is; "kevin"
-0.3 * correct + speedup per turn (discount it with `discounted_returns`).
+0.3 * correct + speedup per turn (discount it with `discounted_returns`). Under "score" and "kevin"
+`submit` earns what keeping the kernel as it stands to the turn limit would (_submit_reward).
 """
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +51,10 @@ FEEDBACK_ARCH = "compute_90"
 FEEDBACK_OPTIONS = ("-G",)
 
 
-def discounted_returns(rewards: list[float], gamma: float = 0.4) -> list[float]:
+KEVIN_GAMMA = 0.4    # Kevin-32B's discount of later turns' rewards
+
+
+def discounted_returns(rewards: list[float], gamma: float = KEVIN_GAMMA) -> list[float]:
     """Kevin-32B's per-turn returns: G_t = r_t + gamma * G_{t+1}."""
     out, g = [], 0.0
     for r in reversed(rewards):
@@ -367,6 +372,11 @@ class MegaKernelEnv(gym.Env):
         else:
             self.code, self.last = "", "no kernel yet: write ModelNew."
         self._turn_rewards = TurnRewards("score" if self.reward_mode == "kevin" else self.reward_mode, start)
+        # what a turn that changes nothing would earn now under "score" and "kevin" (the kernel or schedule
+        # as it stands, judged again): what `submit` pays for each turn it leaves (_submit_reward)
+        self._kept = start
+        if self.reward_mode == "kevin":     # nothing written yet, or the default schedule: correct, and timed but on cpu
+            self._kept = 0.0 if self.kind == "code" else 0.3 + (math.exp(start) if self.backend != "cpu" else 0.0)
         self._done = False
         obs = self._obs()
         return obs, self._info(obs, None, None)
@@ -410,10 +420,10 @@ class MegaKernelEnv(gym.Env):
         act = pending.act
         if act.kind == "submit":
             self._done = True
-            reward = self._turn_rewards.submit() if self.reward_mode != "kevin" else 0.0
+            reward, why = self._submit_reward()
             self.rewards.append(reward)
             self.last = (f"submitted after {self.turn - 1} turn(s); best score {self.best:+.3f}"
-                         + (f"; reward {reward:+.3f} (the best minus the last turn's score)" if reward else ""))
+                         + (f"; reward {reward:+.3f} ({why})" if reward else ""))
             obs = self._obs()
             return obs, reward, True, False, self._info(obs, None, act)
         res.elapsed_s = None   # wall time is not part of what an agent is told or scored on
@@ -438,6 +448,8 @@ class MegaKernelEnv(gym.Env):
         reward = self._turn_rewards.turn(score, last=truncated)
         if self.reward_mode == "kevin":
             reward = kevin_reward(res)
+        if res.category not in ("edit", "bad_action"):      # (a refused edit or action leaves what stands)
+            self._kept = reward
         self.rewards.append(reward)
         self.last = feedback(res, self.turn, self.turns, self.best, reward)
         self._done = truncated
@@ -445,6 +457,22 @@ class MegaKernelEnv(gym.Env):
             self.last += f"\nturn limit ({self.turns}) reached: the episode ends."
         obs = self._obs()
         return obs, float(reward), False, truncated, self._info(obs, res, act)
+
+    def _submit_reward(self) -> tuple[float, str]:
+        """What `submit` earns, and why. Under "improvement" the best score minus the last turn's, so the
+        return is the best found minus the start; under "best" nothing. Under "score" and "kevin", where
+        each turn pays for the kernel as it stands, what a turn that changed nothing would earn, once for
+        this turn and each left to the limit (kevin: discounted by KEVIN_GAMMA, as discounted_returns
+        does): ending an episode is worth what keeping the kernel to the limit is, where a fifth red team
+        found `submit` worth nothing and turns of no-ops worth 1.3 each (kevin on a level-5 problem)."""
+        if self.reward_mode in ("improvement", "best"):
+            return self._turn_rewards.submit(), "the best minus the last turn's score"
+        left = self.turns - self.turn + 1
+        if self.reward_mode == "score":
+            return float(self._kept * left), f"the kernel as it stands, {self._kept:+.3f} a turn for {left} turn(s)"
+        weight = (1.0 - KEVIN_GAMMA ** left) / (1.0 - KEVIN_GAMMA)
+        return (float(self._kept * weight),
+                f"the kernel as it stands, {self._kept:+.3f} a turn for {left} turn(s) discounted by {KEVIN_GAMMA}")
 
     def _fail(self, status: str, reason: str, category: str) -> EvalResult:
         from megakernel_gym.rewards.problem import sha256
