@@ -885,3 +885,21 @@ def test_busy_group_and_busy_light_scale_the_busy_hop_a_reader_waits(big):
     assert predict(expert, replace(h200, busy_light=1.0, busy_group=0.0)).latency_us == off.latency_us
     h = DEVICES["H100"]
     assert predict(expert, replace(h, busy_group=128, busy_light=0.0)).latency_us == predict(expert, h).latency_us
+
+
+def test_attn_task_us_lengthens_every_task_that_runs_an_attention_and_no_other(tiny):
+    """attn_task_us (0 as shipped; the H200's task dumps had the default schedules' unsplit attention
+    1.9-2.7 us longer than the sim) is compute a task running a decode attention, its own or a fused
+    producer's, spends past its positions: such a task grows by at most that (its bytes stream beside
+    its compute), no other task moves, and on one SM the step grows by what they grew."""
+    from dataclasses import replace
+
+    from megakernel_gym.compiler.costmodel import attention_work
+    plan = build_plan(tiny, default_knobs(tiny, 1))
+    runs = attention_work(plan)[0] > 0
+    assert 0 < runs.sum() < len(runs)
+    h200 = DEVICES["H200"]
+    off, on = predict(plan, h200), predict(plan, replace(h200, attn_task_us=1.5))
+    took = np.subtract(on.finish_us, on.start_us) - np.subtract(off.finish_us, off.start_us)
+    assert (took[runs] > 0.5).all() and (took[runs] <= 1.5 + 1e-9).all() and np.abs(took[~runs]).max() < 1e-9
+    assert on.latency_us == pytest.approx(off.latency_us + took[runs].sum())

@@ -546,12 +546,13 @@ def attention_work(plan: Plan) -> np.ndarray:
 def compute_us(plan: Plan, dev: DeviceSpec, flops, attn=None) -> np.ndarray:
     """Per task its compute time: the tensor cores' share of its flops, or its compute warps' time
     through its ring stages (ring_consume_us), whichever is longer, plus its attention's rows and
-    flops (`attn`: attention_work's, its default) at attn_gbs and attn_gflops."""
+    flops (`attn`: attention_work's, its default) at attn_gbs and attn_gflops and, where it runs one,
+    attn_task_us."""
     ab, af = attention_work(plan) if attn is None else np.asarray(attn, dtype=float)
     sm_rate = dev.tflops * 1e6 / dev.num_sms          # flops per us per SM
     tensor = np.asarray(flops, dtype=float) - af
     return (np.maximum(tensor / sm_rate, ring_consume_us(plan, dev))
-            + ab / (dev.attn_gbs * 1e3) + af / (dev.attn_gflops * 1e3))
+            + ab / (dev.attn_gbs * 1e3) + af / (dev.attn_gflops * 1e3) + np.where(ab > 0, dev.attn_task_us, 0.0))
 
 
 def _ring_stage_terms(plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ class DeviceSpec:
     busy_power: float = 1.0     # how a hop's latency grows with the share of SMs streaming (busy_hop_weight)
     attn_gbs: float = 35.0      # a decode attention's attended K and V rows an SM, GB/s ... (compute_us)
     attn_gflops: float = 290.0  # ... plus its flops (CUDA cores, not tensor cores), GFLOP/s
+    attn_task_us: float = 0.0  # ... plus this compute a task that runs a decode attention (its own or a fused producer's) spends past its positions
     staged_us: float | None = None  # a norm's weight (or bias) staged from HBM, every SM streaming (staged_trip_us)
     caps_path_us: float = 0.0   # every task's extra time in a kernel with per-op ring caps (caps_path) ...
     ahead_path_us: float = 0.0  # ... and more in one with any `ahead` cap (ahead_path)
