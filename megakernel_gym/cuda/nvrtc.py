@@ -162,7 +162,7 @@ def _prune_cache(folder: Path, limit: int) -> None:
     total = sum(e[1] for e in entries.values())
     if total <= limit:
         return
-    for used, size, paths in sorted(entries.values(), key=lambda e: e[0]):
+    for _, size, paths in sorted(entries.values(), key=lambda e: e[0]):
         if total <= limit * 3 // 4:
             break
         for path in paths:
@@ -233,10 +233,14 @@ def compile_program(source: str, name: str = "kernel.cu", options: tuple[str, ..
         try:
             lowered = json.loads(side.read_text()) if names else {}
             cubin = cache.read_bytes()
-            os.utime(cache)         # used now: the last entry _prune_cache removes
-            return cubin, lowered
         except (OSError, ValueError):
             pass  # a damaged cache entry only costs a recompile
+        else:
+            try:
+                os.utime(cache)     # used now: the last entry _prune_cache removes
+            except OSError:
+                pass                # a read-only cache dir: still a hit
+            return cubin, lowered
 
     from megakernel_gym.cuda.nvrtc_child import NvrtcFailed, nvrtc_compile
     if timeout_s is not None:

@@ -468,11 +468,10 @@ class MegaKernelEnv(gym.Env):
         if self.reward_mode in ("improvement", "best"):
             return self._turn_rewards.submit(), "the best minus the last turn's score"
         left = self.turns - self.turn + 1
-        if self.reward_mode == "score":
-            return float(self._kept * left), f"the kernel as it stands, {self._kept:+.3f} a turn for {left} turn(s)"
-        weight = (1.0 - KEVIN_GAMMA ** left) / (1.0 - KEVIN_GAMMA)
-        return (float(self._kept * weight),
-                f"the kernel as it stands, {self._kept:+.3f} a turn for {left} turn(s) discounted by {KEVIN_GAMMA}")
+        kevin = self.reward_mode == "kevin"
+        weight = (1.0 - KEVIN_GAMMA ** left) / (1.0 - KEVIN_GAMMA) if kevin else left
+        return (float(self._kept * weight), f"the kernel as it stands, {self._kept:+.3f} a turn for {left} turn(s)"
+                + (f" discounted by {KEVIN_GAMMA}" if kevin else ""))
 
     def _fail(self, status: str, reason: str, category: str) -> EvalResult:
         from megakernel_gym.rewards.problem import sha256
