@@ -47,7 +47,7 @@ from megakernel_gym.compiler.calibrate import spearman  # noqa: E402
 from megakernel_gym.compiler.costmodel import costs_at, predict  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-ADVERSARY = ("sim_adversary.json", "sim_adversary_s53.json", "sim_adversary_s52.json", "sim_adversary_s50.json", "sim_adversary_s49.json", "sim_adversary_s48.json", "sim_adversary_s47.json", "sim_adversary_light.json", "sim_adversary_candidate.json")
+ADVERSARY = ("sim_adversary.json", "sim_adversary_s53b.json", "sim_adversary_s53.json", "sim_adversary_s52.json", "sim_adversary_s50.json", "sim_adversary_s49.json", "sim_adversary_s48.json", "sim_adversary_s47.json", "sim_adversary_light.json", "sim_adversary_candidate.json")
 # The kernel as it is dates from the alignment fix of the dynamic shared memory (2b85624, 2026-11-30 12:40 on the
 # device's clock): before it, a build's static variables could put every ring stage 16 bytes off a line (llama-1b's
 # builds with an `ahead` cap ran 7% slower, every GPT-2 large build 1-2.5%), so older A/B files and bisections

@@ -228,7 +228,7 @@ DATASHEET = {
 # (tail 0.1-0.25, wait 0.9-1.2) scored by sim_score over every H200 row, the session's adversary, SmolLM2's
 # bisection and A/B file included: adversary targets 61/64 -> 62/64 over eight searches, bisections 2.75% rms
 # with 17 wrong signs -> 2.19% with 7, A/B 1.54% (2) -> 1.44% (1), probes 4.33 -> 3.86% (docs/compiler.md). An
-# adversary searched against it met 7 of 8 targets on one H200 (sim_adversary.json); over nine searches 69/72
+# adversary searched against it met 7 of 8 targets on one H200 (sim_adversary_s53b.json); over nine searches 69/72
 # (sim_score.json; the constants before 68/72, sim_score_variants.json).
 # The H100 keeps its one fitted wait and no tail: it has no busy hop for a tail to take from, and no dump.
 DEVICES = {
