@@ -20,6 +20,10 @@ STALE_BODY = "{ const float o = bf2f(out[lo]); if (o == o) return; }\n" + SILU_M
 HANG_BODY = "while (1) { atomicAdd(&sm[0], 1.0f); }\n" + SILU_MUL_BODY
 HANG_LAST = "while (1) { atomicAdd(&sm[0], 1.0f); }"   # a side effect: an empty loop may be compiled away (C++ forward progress)
 FAULT_BODY = "out[1LL << 40] = 0;\n" + SILU_MUL_BODY      # far outside any buffer: out's view refuses it
+# a barrier only the first warp reaches: undefined in CUDA. The block may hang there (the kernel's wait
+# bound traps its readers, or the watchdog kills it), pass it, or pair it with a later barrier of the
+# megakernel's own and compute garbage; whichever, the judge answers and its next evaluation is right
+DIVERGENT_BARRIER = "if (threadIdx.x < 32) { __syncthreads(); }\n" + SILU_MUL_BODY
 
 pytestmark = pytest.mark.gpu
 
@@ -87,6 +91,17 @@ def test_hang_and_fault_end_the_worker_not_the_judge(judge):
     restarts = j.restarts
     r = _eval(judge, ir, problem)                                      # a fresh worker, same answers
     assert r.status == "correct" and j.restarts == restarts + 1, r.reason
+
+
+def test_a_barrier_only_some_threads_reach_ends_in_an_answer(judge):
+    j, ir, problem = judge
+    r = _eval(judge, apply_edits(ir, f"impl silu_mul <<<{DIVERGENT_BARRIER}>>>"), problem)
+    assert r.status in ("correct", "incorrect", "timeout", "runtime_error"), (r.status, r.reason)
+    if r.status == "timeout":
+        assert "killed" in r.reason, r.reason
+    r2 = _eval(judge, ir, problem)
+    assert r2.status == "correct", r2.reason
+    print(f"divergent barrier: {r.status}: {r.reason[:200]}")
 
 
 def test_gpu_env_serves_level_5():
