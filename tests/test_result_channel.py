@@ -341,3 +341,22 @@ def test_timing_holds_the_rechecked_outputs_and_two_more_at_most(monkeypatch):
     timing.time_gpu(types.SimpleNamespace(cuda=cuda), fn, lambda k: None, min_iters=30, max_iters=30, warmup=1,
                     keep_outputs=1, keep_at={1, 5, 9})
     assert peak[0] == RECHECKED + 2
+
+
+def test_outputs_are_bounded_before_any_is_written():
+    """worker_env.outputs_over: a call's outputs reach the channel (host shared memory) only within
+    MAX_OUTPUTS tensors and the cap from the problem's own outputs (a wider dtype passes; a view counts
+    its elements, not its storage); tests/adversarial/output_flood.py and its honest twin end to end."""
+    from megakernel_gym.rewards.worker_env import MAX_OUTPUTS, OUTPUT_FLOOR, output_cap, outputs_over
+    ref = torch.zeros(13, 300)                                   # softmax's output: 15,600 bytes
+    fp = {"inputs": 15_600, "params": 0, "outputs": 15_600}
+    cap = output_cap(fp)
+    assert cap == 4 * 15_600 + OUTPUT_FLOOR and output_cap(None) == 512 << 20
+    assert outputs_over([ref], cap, 15_600) == ""
+    assert outputs_over([ref.double()], cap, 15_600) == ""                          # float64 where float32 is
+    assert outputs_over([torch.zeros(13, 512)[:, :300]], cap, 15_600) == ""         # a padded buffer's view
+    big = torch.empty(1_000_000)
+    why = outputs_over([ref] + [big] * 2, cap, 15_600)
+    assert "8,015,600 bytes of outputs" in why and "the problem's outputs hold 15,600 bytes" in why, why
+    assert "outputs; at most 64" in outputs_over([torch.zeros(0)] * (MAX_OUTPUTS + 1), cap)
+    assert outputs_over([big], None) == ""                                          # no cap given: bytes unbounded

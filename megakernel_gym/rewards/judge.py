@@ -19,6 +19,7 @@ from typing import Any
 from megakernel_gym.cache_paths import judge_run_dirs
 from megakernel_gym.rewards import anticheat
 from megakernel_gym.rewards.admission import GpuMemory, gpu_need, host_need, measured_need
+from megakernel_gym.rewards.worker_env import output_cap
 from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.result import EvalResult, Flag
@@ -369,12 +370,14 @@ class Judge:
 
     def _run(self, problem: Problem, cand: Candidate, cls: str, meta: dict) -> EvalResult:
         specs = self._specs(meta.get("input_transforms", ()))
+        fp = meta.get("footprint")
 
         # 3. the candidate (candidate worker): outputs go to the file channel, not through here
         self.cand.clear_channel()
         msg = {"cmd": "candidate", "problem_source": problem.source, "problem_name": problem.name,
                "candidate_source": cand.source, "candidate_sha256": cand.sha256, "candidate_class": cls, "specs": specs,
-               "channel": self.cand.channel, "fast_inline": self.fast_inline, "python_guard": self.python_guard}
+               "channel": self.cand.channel, "fast_inline": self.fast_inline, "python_guard": self.python_guard,
+               "max_output_bytes": output_cap(fp), "ref_output_bytes": fp["outputs"] if fp else None}
         header = self._call_candidate(problem, cand, msg)
         if isinstance(header, EvalResult):
             return header

@@ -26,7 +26,7 @@ from typing import Any
 from megakernel_gym.rewards.kernel_accounting import KernelSession, _own_kernel_names, judge_stream
 from megakernel_gym.rewards.reference_role import (handle_baselines, handle_check, handle_compare, handle_meta,
                                                     trim_resident)
-from megakernel_gym.rewards.worker_env import Env, _free_cached, _load_module, _tb, as_outputs
+from megakernel_gym.rewards.worker_env import Env, _free_cached, _load_module, _tb, as_outputs, outputs_over
 
 MAX_MESSAGE_BYTES = 1 << 26  # JSON only: sources, descriptions, results
 
@@ -620,6 +620,11 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             lap("forward")
             if flags:
                 break
+            # bounded before anything is written: the channel is host shared memory (worker_env.outputs_over)
+            over = outputs_over(outs, msg.get("max_output_bytes"), msg.get("ref_output_bytes"))
+            if over:
+                return {"ok": True, "status": "incorrect", "category": "output_size", "reason": over,
+                        "flags": flags}
             # (written before the checks after the loop: a flagged candidate's header carries no outputs,
             # so the judge reads none of these files, and clears the channel for the next candidate)
             descs.append(write_outputs(torch, outs, channel, f"s{i}"))
@@ -644,7 +649,8 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
             first = msg["specs"][0]["init_seed"]
             _PENDING.clear()
             _PENDING.update(sha=msg["candidate_sha256"], model=models[first], mod=mod, channel=channel,
-                            specs=[sp for sp in msg["specs"] if sp["init_seed"] == first])
+                            specs=[sp for sp in msg["specs"] if sp["init_seed"] == first],
+                            max_output_bytes=msg.get("max_output_bytes"), ref_output_bytes=msg.get("ref_output_bytes"))
         return header
     except BaseException as e:  # noqa: BLE001 - the candidate is untrusted; every failure is a result
         if isinstance(e, (KeyboardInterrupt, SystemExit)) and not isinstance(e, SystemExit):
@@ -757,8 +763,13 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         # files of this timing call's own (the judge's prefix): a re-measure must not overwrite the outputs of
         # the run it may keep
         prefix = msg.get("recheck_prefix", "r")
-        header["recheck_outputs"] = [write_outputs(torch, as_outputs(torch, o), channel, f"{prefix}{i}")
-                                     for i, (_, o) in enumerate(kept)]
+        kept_outs = [as_outputs(torch, o) for _, o in kept]
+        over = next((w for w in (outputs_over(o, _PENDING.get("max_output_bytes"), _PENDING.get("ref_output_bytes"))
+                                 for o in kept_outs) if w), "")
+        if over:   # the checked calls' outputs were within the bound; a timed call's may not be
+            return {"ok": True, "status": "incorrect", "category": "output_size", "phase": "timing",
+                    "reason": f"a timed call: {over}", "flags": flags}
+        header["recheck_outputs"] = [write_outputs(torch, o, channel, f"{prefix}{i}") for i, o in enumerate(kept_outs)]
         phases["to_channel"] = round(_time.perf_counter() - t2, 4)
         tampered = _tampered(torch, snap)
         if tampered:

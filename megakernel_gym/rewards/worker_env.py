@@ -130,6 +130,37 @@ def tensor_bytes(ts) -> int:
     return sum(t.numel() * t.element_size() for t in ts)
 
 
+# What one call's outputs may hold before any of them is written to the result channel (a folder in the
+# host's shared memory, charged to no process's memory limit): a sixth red team's forward returning one
+# 40 MB tensor ten times put 2.4 GB in /dev/shm in one step, on a softmax whose output is 16 KB, and the
+# bytes grow with the copies while the candidate holds one tensor. MAX_OUTPUTS tensors a call;
+# OUTPUT_SLACK times the problem's own outputs' bytes (a wider dtype than the reference's passes) plus
+# OUTPUT_FLOOR, or UNKNOWN_OUTPUT_BYTES where the problem's footprint is unknown (reference_role.footprint).
+MAX_OUTPUTS = 64
+OUTPUT_SLACK = 4
+OUTPUT_FLOOR = 1 << 20
+UNKNOWN_OUTPUT_BYTES = 512 << 20
+
+
+def output_cap(fp: dict | None) -> int:
+    """The most bytes one call's outputs may hold, from the problem's footprint (None: unknown)."""
+    return OUTPUT_SLACK * int(fp["outputs"]) + OUTPUT_FLOOR if fp else UNKNOWN_OUTPUT_BYTES
+
+
+def outputs_over(outs: list, cap: int | None, expected: int | None = None) -> str:
+    """Why a call's outputs may not go to the result channel ("" when they may): more than MAX_OUTPUTS
+    tensors, or more than `cap` bytes together (`expected`: the problem's own, for the message)."""
+    if len(outs) > MAX_OUTPUTS:
+        return (f"forward returned {len(outs)} outputs; at most {MAX_OUTPUTS} are accepted. Return the "
+                "problem's outputs, as its Model does")
+    n = tensor_bytes(outs)
+    if cap is not None and n > cap:
+        theirs = f"; the problem's outputs hold {expected:,} bytes" if expected is not None else ""
+        return (f"forward returned {n:,} bytes of outputs{theirs} (at most {cap:,} accepted). Return tensors "
+                "of the problem's output shapes, each once")
+    return ""
+
+
 def _free_cached(torch) -> None:
     """Give the allocator's cached blocks back to the driver where they are large: the judges beside this
     one on the GPU are admitted against its memory (rewards/admission.py), not against what a worker
