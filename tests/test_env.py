@@ -164,6 +164,43 @@ def test_bad_actions_get_feedback_and_the_env_keeps_working(cpu_env, sim_env):
     assert sim_env.observation_space.contains(obs)
 
 
+def test_the_same_kernel_or_schedule_again_gets_its_result_again_not_a_fresh_timing(sim_env, cpu_env, monkeypatch):
+    """An episode judges each kernel or schedule text once: sent again (or reached again by other edits) it
+    gets the earlier turn's result, so a policy cannot collect the best of many GPU timings of one schedule
+    (a sixth red team's farm: 20 turns of one schedule, the best draw kept). A changed one is judged."""
+    from megakernel_gym.env import megakernel as mk_env
+    from megakernel_gym.rewards import EvalResult
+    calls = []
+    real = mk_env._Megakernel.score
+    monkeypatch.setattr(mk_env._Megakernel, "score", lambda self, *a: calls.append(a[2]) or real(self, *a))
+    sim_env.reset(seed=0, options={"problem": "mk_mlp_block"})
+    _, r1, _, _, i1 = sim_env.step("prefetch gate_proj depth=1")
+    _, r2, _, _, i2 = sim_env.step("prefetch gate_proj depth=1")   # the same edit again: the same schedule
+    _, _, _, _, i3 = sim_env.step("prefetch gate_proj depth=0")    # a new one
+    _, _, _, _, i4 = sim_env.step("prefetch gate_proj depth=1")    # back to turn 1's schedule
+    assert len(calls) == 2 and len(set(calls)) == 2, calls
+    assert "the same schedule as turn 1: its result then, not judged again" in i2["eval"]["reason"]
+    assert i4["eval"]["reason"].startswith("the same schedule as turn 1") and i3["eval"]["reason"] != i1["eval"]["reason"]
+    assert r1 != 0 and r2 == 0.0 and i2["eval"]["speedup"] == i1["eval"]["speedup"]
+
+    class CountingJudge:                                        # kernel code: what reaches the judge
+        def __init__(self):
+            self.seen = []
+
+        def evaluate(self, problem, cand):
+            self.seen.append(cand.sha256)
+            return EvalResult(status="correct", reason="judged", problem=problem.name, backend="cpu",
+                              candidate_sha256=cand.sha256, problem_sha256=problem.sha256, speedup=1.0)
+    judge = CountingJudge()
+    monkeypatch.setattr(cpu_env, "_get_judge", lambda: judge)
+    cpu_env.reset(seed=0, options={"problem": "softmax"})
+    ref = reference_candidates("softmax")["triton"].source
+    infos = [cpu_env.step("```python\n" + src + "\n```")[4] for src in (ref, ref, ref + "\n# a comment\n")]
+    assert len(judge.seen) == 2, judge.seen                     # the repeat is not judged; a changed text is
+    assert infos[1]["eval"]["reason"] == "the same kernel as turn 1: its result then, not judged again. judged"
+    assert infos[2]["eval"]["reason"] == "judged"
+
+
 def test_turn_limit_truncates(sim_env):
     sim_env.reset(seed=0, options={"problem": "mk_mlp_block"})
     for i in range(sim_env.turns):
