@@ -30,8 +30,9 @@ number, `{3..7}` a number in a range (`tile layers.*.attn.q_proj n=32`, `assign 
 sms=0-65`); a number in a pattern is a whole number of the name (`layers.*{3..7}` does not take
 layer 23's 3). Patterns match in time linear in the name and the pattern (`_pattern`). Numbers are
 written with the digits 0-9 (another script's digits are refused, not read). The same edits as
-JSON, for structured policies: a list of objects such as {"verb": "tile", "op": OP, "n": 64} (see
-`Edit.to_json`).
+JSON, for structured policies in Python: a list of objects such as {"verb": "tile", "op": OP, "n": 64}
+(`edits_from_json`, `Edit.to_json`; the env's actions are the text form, so such a policy sends
+`format_edits(edits_from_json(obj))`).
 
 What one batch may cost is capped: MAX_EDIT_CHARS of text and MAX_EDITS edits, at most MAX_TASKS
 tasks (ir.py) and MAX_DEPENDENCIES task dependencies (compiler/tasks.py: counted before any is
