@@ -505,8 +505,9 @@ class MegaKernelEnv(gym.Env):
         except (EditError, IRError, ScheduleError) as e:
             return self._fail("compile_error", str(e), "edit")
         self.ir, self.code = ir, render(ir)
-        again = self._judged_again(sha256(self.code), "schedule")
-        return again if again is not None else self._mk[self.problem.sha256].score(ir, self.problem, sha256(self.code))
+        sha = sha256(self.code)
+        again = self._judged_again(sha, "schedule")
+        return again if again is not None else self._mk[self.problem.sha256].score(ir, self.problem, sha)
 
     def _get_judge(self):
         """What scores kernels: the caller's pool, else this env's own judge (or one-judge pool)."""

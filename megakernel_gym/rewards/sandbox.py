@@ -764,11 +764,11 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         # the run it may keep
         prefix = msg.get("recheck_prefix", "r")
         kept_outs = [as_outputs(torch, o) for _, o in kept]
-        over = next((w for w in (outputs_over(o, _PENDING.get("max_output_bytes"), _PENDING.get("ref_output_bytes"))
-                                 for o in kept_outs) if w), "")
-        if over:   # the checked calls' outputs were within the bound; a timed call's may not be
-            return {"ok": True, "status": "incorrect", "category": "output_size", "phase": "timing",
-                    "reason": f"a timed call: {over}", "flags": flags}
+        for outs in kept_outs:   # the checked calls' outputs were within the bound; a timed call's may not be
+            over = outputs_over(outs, _PENDING.get("max_output_bytes"), _PENDING.get("ref_output_bytes"))
+            if over:
+                return {"ok": True, "status": "incorrect", "category": "output_size", "phase": "timing",
+                        "reason": f"a timed call: {over}", "flags": flags}
         header["recheck_outputs"] = [write_outputs(torch, o, channel, f"{prefix}{i}") for i, o in enumerate(kept_outs)]
         phases["to_channel"] = round(_time.perf_counter() - t2, 4)
         tampered = _tampered(torch, snap)
