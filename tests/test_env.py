@@ -1,4 +1,5 @@
 """MegaKernel-v0 (env/): registration, Gymnasium's env checker, scripted episodes, bad input."""
+import math
 import subprocess
 import sys
 
@@ -199,6 +200,42 @@ def test_the_same_kernel_or_schedule_again_gets_its_result_again_not_a_fresh_tim
     assert len(judge.seen) == 2, judge.seen                     # the repeat is not judged; a changed text is
     assert infos[1]["eval"]["reason"] == "the same kernel as turn 1: its result then, not judged again. judged"
     assert infos[2]["eval"]["reason"] == "judged"
+
+
+@pytest.mark.parametrize("mode", ["improvement", "best", "score", "kevin"])
+def test_a_kernel_resent_with_its_text_changed_earns_nothing_from_a_faster_draw(mode, monkeypatch):
+    """On the GPU a kernel whose text changed (a comment) is timed again, a fresh draw of the noise; a draw
+    within the margin above the best is not credited, and under score and kevin submit pays no more than
+    the best credited a turn, so sending one kernel until it draws fast and then submitting earns what its
+    first timing did. A kernel faster past the margin is credited."""
+    from megakernel_gym.rewards import EvalResult
+    draws = iter([1.500, 1.512, 1.526, 1.60])                  # the same kernel three times, then a faster one
+
+    class NoisyGPU:
+        def evaluate(self, problem, cand):
+            return EvalResult(status="correct", reason="timed", problem=problem.name, backend="gpu",
+                              candidate_sha256=cand.sha256, problem_sha256=problem.sha256, speedup=next(draws))
+    env = MegaKernelEnv(backend="cpu", reward=mode)
+    monkeypatch.setattr(env, "_get_judge", lambda: NoisyGPU())
+    env.reset(seed=0, options={"problem": "softmax"})
+    ref = reference_candidates("softmax")["triton"].source
+    rewards = [env.step("```python\n" + ref + "\n# take %d\n```" % i)[1] for i in range(3)]
+    assert env.best == pytest.approx(math.log(1.5)) and env.best_result.speedup == 1.5
+    _, r_submit, _, _, _ = env.step("submit")
+    ret = sum(rewards) + r_submit
+    left = env.turns - 3
+    if mode in ("improvement", "best"):
+        assert ret == pytest.approx(math.log(1.5) + 1.0)              # the first draw minus the start (-1)
+    elif mode == "score":                   # the draws as they came, then 1.5's score for each turn left
+        assert r_submit == pytest.approx(math.log(1.5) * left)
+    else:
+        assert r_submit == pytest.approx((0.3 + 1.5) * (1 - 0.4 ** left) / 0.6)
+    env.reset(seed=0, options={"problem": "softmax"})
+    draws = iter([1.500, 1.60])
+    env.step("```python\n" + ref + "\n```")
+    env.step("```python\n" + ref + "\n# faster\n```")
+    assert env.best == pytest.approx(math.log(1.6)) and env.best_result.speedup == 1.6
+    env.close()
 
 
 def test_turn_limit_truncates(sim_env):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,32 @@ def test_best_and_score_modes():
     assert [score.turn(s) for s in (-0.5, 0.3)] == [-0.5, 0.3]
     with pytest.raises(ValueError, match="unknown reward mode 'speed'"):
         TurnRewards("speed", 0.0)
+
+
+def test_a_gpu_timing_is_credited_as_a_new_best_only_past_its_noise():
+    """Each GPU timing is a draw of its noise; a faster draw within the margin is not a new best, in
+    every mode, so the best of many timings of one kernel is not a return (a sixth red team's farm)."""
+    from megakernel_gym.rewards.reward_fns import CREDIT_MARGIN, credit_margin
+    gpu = lambda sp, **t: replace(_res("correct", sp), backend="gpu", timing=t or None)   # noqa: E731
+    m = credit_margin(gpu(1.5))
+    assert m == pytest.approx(math.log1p(CREDIT_MARGIN["code"])) and m > 0
+    assert credit_margin(gpu(1.5), "edits") == pytest.approx(math.log1p(CREDIT_MARGIN["edits"]))
+    assert credit_margin(gpu(1.5, rel_stderr=0.02)) == pytest.approx(math.log1p(0.06))   # its own noise raises it
+    assert credit_margin(gpu(1.5, rel_stderr=0.0)) == m                  # ...and never lowers it
+    assert credit_margin(gpu(1.5, rel_stderr=float("nan"))) == m
+    assert credit_margin(replace(_res("correct", 1.5), backend="sim")) == 0.0   # sim: exact
+    assert credit_margin(replace(_res("incorrect"), backend="gpu")) == 0.0
+    draws = [1.50, 1.51, 1.49, 1.525, 1.52]                            # one kernel, its text changed
+    for mode in ("improvement", "best", "score"):
+        tr = TurnRewards(mode, -1.0)
+        total = sum(tr.turn(gated_log_speedup(gpu(sp)), margin=m) for sp in draws) + tr.submit()
+        assert tr.best == pytest.approx(math.log(1.50)) and not tr.credited
+        if mode != "score":
+            assert total == pytest.approx(math.log(1.50) + 1.0)          # not ln(1.525): the first draw stands
+        assert tr.turn(gated_log_speedup(gpu(1.60)), margin=m) is not None and tr.credited   # 6.7% faster: a new best
+        assert tr.best == pytest.approx(math.log(1.60))
+    best = TurnRewards("best", -1.0)
+    assert [best.turn(gated_log_speedup(gpu(sp)), margin=m) for sp in draws][1:] == [0.0] * 4
 
 
 def test_the_env_pays_a_level5_slowdown_negatively(sim_env):

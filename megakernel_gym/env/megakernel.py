@@ -18,7 +18,8 @@ earns a negative reward and a faster one a positive one; the last turn also earn
 its own, so an episode's return is the best score found minus the start. "best" gives only each turn's
 rise of the best so far (same return, never negative); "score" each turn's score as is; "kevin"
 0.3 * correct + speedup per turn (discount it with `discounted_returns`). Under "score" and "kevin"
-`submit` earns what keeping the kernel as it stands to the turn limit would (_submit_reward).
+`submit` earns what keeping the kernel as it stands to the turn limit would (_submit_reward). On the GPU
+a turn is credited as the new best only past its timing's noise (reward_fns.credit_margin).
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ from megakernel_gym.curriculum.curriculum import Curriculum
 from megakernel_gym.ir_exposure.observe import CHARSET, feedback, printable, prompt, read_action
 from megakernel_gym.rewards import Candidate, EvalResult, ProblemError
 from megakernel_gym.rewards.judge import problem_failure
-from megakernel_gym.rewards.reward_fns import TurnRewards, gated_log_speedup, kevin_reward, log_speedup_score
+from megakernel_gym.rewards.reward_fns import (TurnRewards, credit_margin, gated_log_speedup, kevin_reward,
+                                               log_speedup_score)
 
 BACKENDS = ("sim", "cpu", "gpu")
 REWARDS = ("improvement", "best", "score", "kevin")
@@ -458,10 +460,12 @@ class MegaKernelEnv(gym.Env):
             return obs, 0.0, False, True, info
         score = gated_log_speedup(res)
         truncated = self.turn >= self.turns
-        if score > self.best:
+        # a GPU timing is credited as the new best only past its noise (credit_margin): a kernel no better
+        # than the best, sent again with its text changed, draws its timing again and earns nothing from it
+        reward = self._turn_rewards.turn(score, last=truncated, margin=credit_margin(res, self.kind))
+        if self._turn_rewards.credited:
             self.best_result = res
             self.best_ir = self.ir if self.kind == "edits" else None
-        reward = self._turn_rewards.turn(score, last=truncated)
         if self.reward_mode == "kevin":
             reward = kevin_reward(res)
         if res.category not in ("edit", "bad_action"):      # (a refused edit or action leaves what stands)
@@ -486,8 +490,14 @@ class MegaKernelEnv(gym.Env):
         left = self.turns - self.turn + 1
         kevin = self.reward_mode == "kevin"
         weight = (1.0 - KEVIN_GAMMA ** left) / (1.0 - KEVIN_GAMMA) if kevin else left
-        return (float(self._kept * weight), f"the kernel as it stands, {self._kept:+.3f} a turn for {left} turn(s)"
-                + (f" discounted by {KEVIN_GAMMA}" if kevin else ""))
+        # at most what the best credited would earn a turn: a kernel no better than it, sent until a timing
+        # drew fast and then submitted, would have multiplied that draw by every turn left
+        best = self.best if not kevin else 0.3 + math.exp(self.best)
+        kept = min(self._kept, best)
+        return (float(kept * weight), f"the kernel as it stands, {kept:+.3f} a turn for {left} turn(s)"
+                + (f" discounted by {KEVIN_GAMMA}" if kevin else "")
+                + (f" (its last timing, {self._kept:+.3f}, within the noise above the best credited)"
+                   if kept < self._kept else ""))
 
     def _fail(self, status: str, reason: str, category: str) -> EvalResult:
         from megakernel_gym.rewards.problem import sha256

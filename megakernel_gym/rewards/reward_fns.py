@@ -38,6 +38,28 @@ def log_speedup_score(speedup: float, clip: tuple[float, float] = (-0.4, 3.0)) -
 
 EPISODE_REWARDS = ("improvement", "best", "score")
 
+# How much faster (relative) than the episode's best so far a GPU-timed result must be before it is
+# credited as the new best. Each timing is one draw of the GPU's noise and an episode's return keeps its
+# best turn, so a kernel sent again with only its text changed (a comment, a renamed variable) drew its
+# timing again for nothing: the best of twenty draws. The margins sit past each judge's run-to-run spread
+# on an H200: ten evaluations of one op-level kernel 0.6-1.3% max over min (judge_repeatability.json),
+# two builds of one megakernel schedule 0.0-0.3% apart (megakernel_edits_caps_path.json, default and d2).
+CREDIT_MARGIN = {"code": 0.02, "edits": 0.01}
+
+
+def credit_margin(r: EvalResult, kind: str = "code") -> float:
+    """The score (ln speedup) by which `r` must pass the best so far to be credited as a new best:
+    CREDIT_MARGIN[kind] for a correct GPU-timed result (three times its own median's relative standard
+    error where that is larger: the worker reports it, so it can only raise the bar), 0 for everything
+    else (sim and cpu scores are exact, failure tiers fixed)."""
+    if r.status != "correct" or r.backend != "gpu" or not r.speedup:
+        return 0.0
+    rel = CREDIT_MARGIN.get(kind, CREDIT_MARGIN["code"])
+    rse = (r.timing or {}).get("rel_stderr")
+    if isinstance(rse, (int, float)) and math.isfinite(rse):
+        rel = max(rel, min(3.0 * rse, 1.0))
+    return math.log1p(rel)
+
 
 class TurnRewards:
     """An episode's turn rewards from its turns' scores (gated_log_speedup), by mode:
@@ -52,6 +74,11 @@ class TurnRewards:
     - "best": each turn earns how much it raises the best score so far (never negative); the return is
       the same, but a turn below the best earns 0 whatever it was.
     - "score": each turn earns its score.
+
+    A turn is credited as the new best only where its score passes the best by `margin` (credit_margin:
+    a GPU timing's noise; 0 where scores are exact). A faster draw of a kernel no better than the best
+    then earns nothing past it, and the return is the best credited minus the start. `credited` tells
+    whether the last turn was.
     """
 
     def __init__(self, mode: str, start: float):
@@ -59,15 +86,18 @@ class TurnRewards:
             raise ValueError(f"unknown reward mode {mode!r}; use one of {', '.join(EPISODE_REWARDS)}")
         self.mode, self.start = mode, start
         self.prev = self.best = start
+        self.credited = False
 
-    def turn(self, score: float, last: bool = False) -> float:
+    def turn(self, score: float, last: bool = False, margin: float = 0.0) -> float:
+        self.credited = score > self.best + margin
+        best = score if self.credited else self.best
         if self.mode == "improvement":
             reward = score - self.prev
         elif self.mode == "best":
-            reward = max(score, self.best) - self.best
+            reward = best - self.best
         else:
             reward = score
-        self.prev, self.best = score, max(self.best, score)
+        self.prev, self.best = score, best
         if last and self.mode == "improvement":
             reward += self.best - score
         return float(reward)
