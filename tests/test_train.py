@@ -55,6 +55,7 @@ def test_env_reward_scores_completions_like_the_env(tmp_path):
     timeline saved beside the run."""
     from test_env import FUSED_MLP
     from megakernel_gym.curriculum import reference_candidates
+    logged = {}
     reward = EnvReward("sim", out_dir=tmp_path)
     try:
         got = reward(prompts=["p"] * 3, completions=[FUSED_MLP, "tile * n=32", ""],
@@ -65,6 +66,16 @@ def test_env_reward_scores_completions_like_the_env(tmp_path):
     # fusions at 1.15x, bench/results/leaderboard_gpu.json), a bad edit, nothing
     assert got[0] > math.log(1.05) and got[1] == -1.0 and got[2] == -1.0
     assert reward.seen == 3 and reward.correct == 1
+    # an edit that changes nothing is correct but not a pass (the logged pass rate), and `submit` as the
+    # one action earns the start's score, one turn's worth: the default schedule's 0 here, and the failure
+    # tier on kernel code (not -1 for each of its ten turns)
+    reward = EnvReward("sim")
+    try:
+        got = reward(prompts=["p"] * 2, completions=["counter norm op", "submit"], problem=["mk_mlp_block"] * 2,
+                     log_metric=lambda k, v: logged.__setitem__(k, v))
+    finally:
+        reward.close()
+    assert got == [0.0, 0.0] and reward.correct == 0 and logged["env/L5/pass_rate"] == 0.0
     from PIL import Image
     assert Image.open(tmp_path / "best_megakernel_timeline.png").size[0] > 100
     ref = "```python\n" + reference_candidates("softmax")["triton"].source + "\n```"
@@ -76,6 +87,11 @@ def test_env_reward_scores_completions_like_the_env(tmp_path):
         reward.close()
     assert got[0] == 0.0 and got[1] == -1.0 and -1.0 < got[2] < 0   # correct (cpu: no speedup), no kernel, wrong
     assert len(reward.envs) == 4 and reward.correct == 1          # one env per kernel, one batch on the pool
+    reward = EnvReward("cpu")
+    try:
+        assert reward(prompts=["p"], completions=["submit"], problem=["softmax"]) == [-1.0]
+    finally:
+        reward.close()
 
 
 def test_bad_models_and_configs_are_named(tmp_path):

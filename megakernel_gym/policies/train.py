@@ -197,6 +197,7 @@ class EnvReward:
         self.seen = 0
         self.correct = 0
         self.best_megakernel = float("-inf")   # the best level-5 score so far (its timeline is logged)
+        self._start: dict[str, float] = {}     # each level-5 problem's start (its default schedule's score)
 
     @property
     def env(self):
@@ -224,8 +225,9 @@ class EnvReward:
             text = text if text.strip() else "(empty)"
             first.reset(options={"problem": name})
             if first.kind == "edits":
+                self._start[name] = first.best      # the default schedule's score: a pass beats it
                 obs, reward, _, _, info = first.step(text)
-                out[i] = (obs, reward, info, first.ir)      # IRs are values: this schedule, for its timeline
+                out[i] = (obs, self._one_turn(first, reward, info), info, first.ir)   # IRs are values: for its timeline
                 continue
             k = len(pendings) + 1
             if k == len(self.envs):
@@ -235,8 +237,24 @@ class EnvReward:
         results = judge_pending(pendings, lambda: self.pool)
         for k, (i, p) in enumerate(pendings.items(), start=1):
             obs, reward, _, _, info = self.envs[k].end_step(p, results[i])
-            out[i] = (obs, reward, info, None)
+            out[i] = (obs, self._one_turn(self.envs[k], reward, info), info, None)
         return out
+
+    @staticmethod
+    def _one_turn(env, reward: float, info: dict) -> float:
+        """A completion's reward as the one turn it is: `submit` changes nothing, so it earns what the
+        episode's start scores (the failure tier for kernel code, the default schedule's score for level
+        5), not the env's submit under "score", which pays that for every turn left (a seventh red team
+        found a bare `submit` at -10 on softmax, ten times any failure)."""
+        return float(env.best) if (info.get("action") or {}).get("kind") == "submit" else reward
+
+    @staticmethod
+    def _passed(ev: dict, info: dict, reward: float, start: float) -> bool:
+        """A pass in the logged pass rates: a correct kernel; for a level-5 schedule, a correct one that
+        scores above the default's (every schedule the validator takes is correct, so an edit that
+        changes nothing, `counter norm op`, had counted as a pass: a seventh red team's no-op policy
+        showed a 100% level-5 pass rate)."""
+        return bool(ev.get("correct")) and (info.get("kind") != "edits" or reward > start)
 
     def __call__(self, prompts=None, completions=None, problem=None, level=None, heldout=None, **kwargs
                  ) -> list[float | None]:
@@ -247,8 +265,9 @@ class EnvReward:
         for i, (obs, reward, info, ir) in enumerate(self.play(completions, problem)):
             ev = info.get("eval") or {}
             self.seen += 1
-            self.correct += bool(ev.get("correct"))
-            by_level.setdefault(info["level"], []).append(bool(ev.get("correct")))
+            ok = self._passed(ev, info, reward, self._start.get(problem[i], 0.0))
+            self.correct += ok
+            by_level.setdefault(info["level"], []).append(ok)
             statuses.append(ev.get("status", "none"))
             speedups.append(ev.get("speedup"))
             feedback.append(obs["feedback"][:400])
