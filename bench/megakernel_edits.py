@@ -134,18 +134,21 @@ def load_step(model_name: str) -> SimpleNamespace:
 NAMED_SCHEDULES = ("expert", "tuned", "default")     # the schedules named_edits spells out
 
 
-def named_edits(base, schedule: str) -> str:
+def named_edits(base, schedule: str, as_of: str | None = None) -> str:
     """The edit text of a named schedule (NAMED_SCHEDULES) for `base`: "expert", "tuned" (the compiler's
-    tuned_edits) or "default" (none). The schedules ab_knobs.py builds by name, and bench/sim_score.py prices."""
-    from megakernel_gym.policies.expert import expert_edits
-    return {"expert": lambda: expert_edits(base), "tuned": lambda: tuned_edits(base), "default": lambda: ""}[schedule]()
+    tuned_edits) or "default" (none). The schedules ab_knobs.py builds by name, and bench/sim_score.py prices
+    (the expert as it was on `as_of`, the day a row was timed: policies.expert.levers_as_of)."""
+    from megakernel_gym.policies.expert import expert_edits, levers_as_of
+    return {"expert": lambda: expert_edits(base, levers=levers_as_of(as_of)), "tuned": lambda: tuned_edits(base),
+            "default": lambda: ""}[schedule]()
 
 
-def schedule_file(base, path: str) -> str:
+def schedule_file(base, path: str, as_of: str | None = None) -> str:
     """A file of edit lines as edit text for `base`: a line TUNED stands for the compiler's
-    tuned_edits, EXPERT for the expert's edits (both spelled out for `base`)."""
-    from megakernel_gym.policies.expert import expert_edits
-    return "\n".join(tuned_edits(base) if ln.strip() == "TUNED" else expert_edits(base) if ln.strip() == "EXPERT"
+    tuned_edits, EXPERT for the expert's edits (both spelled out for `base`; the expert as on `as_of`)."""
+    from megakernel_gym.policies.expert import expert_edits, levers_as_of
+    expert = lambda: expert_edits(base, levers=levers_as_of(as_of))   # noqa: E731
+    return "\n".join(tuned_edits(base) if ln.strip() == "TUNED" else expert() if ln.strip() == "EXPERT"
                      else ln for ln in Path(path).read_text().splitlines())
 
 

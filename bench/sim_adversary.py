@@ -179,8 +179,10 @@ def target_ir(name: str, num_sms: int):
     return g, make_ir(g, num_sms=num_sms)
 
 
-def expert_of(base):
-    return apply_edits(base, expert_edits(base))
+def expert_of(base, as_of: str | None = None):
+    """The expert on `base`, as it was on `as_of` (policies.expert.levers_as_of; None: as it is now)."""
+    from megakernel_gym.policies.expert import levers_as_of
+    return apply_edits(base, expert_edits(base, levers=levers_as_of(as_of)))
 
 
 SAMPLED = "sampled: "
@@ -590,25 +592,26 @@ def save(rows: list[dict], per_target: dict, device: str, search_note: str, doc:
           extra=dict(doc, wall_s=round(time.perf_counter() - t_start, 1)))
 
 
-def row_ir(row: dict, num_sms: int, sampled: tuple):
+def row_ir(row: dict, num_sms: int, sampled: tuple, as_of: str | None = None):
     """The schedule a measured row names: the default, the expert, a sampled one by label, or its
-    start (the default or the expert) with its edits from there."""
+    start (the default or the expert) with its edits from there; the expert as it was on `as_of`,
+    the day the row was timed (None: as it is now)."""
     _, base = target_ir(row["target"], num_sms)
     if row["label"] == "default":
         return base
     if row["label"] == "expert":
-        return expert_of(base)
+        return expert_of(base, as_of)
     if row.get("start") == "sampled":
         return ir_of(row["target"], num_sms, row["label"], sampled)
-    start = expert_of(base) if row["start"] == "expert" else base
+    start = expert_of(base, as_of) if row["start"] == "expert" else base
     return apply_edits(start, "\n".join(row["edits_from_start"]))
 
 
 def _plan_job(job: tuple):
     """(plan, its costs at the positions the row was timed at: costmodel.costs_at) of a measured row's
     schedule (in a pool worker)."""
-    row, num_sms, sampled, positions = job
-    plan = row_ir(row, num_sms, sampled).plan()
+    row, num_sms, sampled, positions, as_of = job
+    plan = row_ir(row, num_sms, sampled, as_of).plan()
     return plan, costs_at(plan, step_positions(row["target"], positions))
 
 
@@ -617,8 +620,8 @@ def rebuilt_plans(doc: dict, rows: list[dict], workers: int) -> list[tuple]:
     sampled = (doc["sampled"]["n"], doc["sampled"]["seed"]) if doc.get("sampled") else ()
     t0 = time.perf_counter()
     with ProcessPoolExecutor(workers or os.cpu_count() or 2, mp_context=get_context("spawn")) as pool:
-        plans = list(pool.map(_plan_job, [(r, doc["num_sms"], sampled, doc.get("positions", "seed")) for r in rows],
-                              chunksize=1))
+        plans = list(pool.map(_plan_job, [(r, doc["num_sms"], sampled, doc.get("positions", "seed"), doc.get("date", ""))
+                                          for r in rows], chunksize=1))   # the expert as the run timed it
     log(f"{len(plans)} plans rebuilt in {time.perf_counter() - t0:.0f} s")
     return plans
 

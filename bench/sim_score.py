@@ -82,23 +82,30 @@ def _ident(row: dict) -> dict:
 
 # ---- the row sets: each row gets `build` (how to rebuild its plan), `group`, `ref` (its group's reference)
 
+def _epoch(when: str) -> str:
+    """The expert's epoch a row timed at `when` belongs to: the last time a lever joined it at or before then
+    ("" before any): part of each build, so a row is priced with the expert it was timed with."""
+    from megakernel_gym.policies.expert import LEVER_SINCE
+    return max((d for d in LEVER_SINCE.values() if d <= when), default="")
+
+
 def adversary_rows(name: str) -> list[dict]:
     doc = json.loads((RESULTS / name).read_text())
     sampled = (doc["sampled"]["n"], doc["sampled"]["seed"]) if doc.get("sampled") else ()
     rows = [r for r in doc["rows"] if r.get("measured") and r.get("correct")]
     for r in rows:
-        r["build"] = ("row", _ident(r), doc["num_sms"], sampled, doc.get("positions", "seed"))
+        r["build"] = ("row", _ident(r), doc["num_sms"], sampled, doc.get("positions", "seed"), _epoch(doc["date"]))
         r["group"] = f"{name}: {r['target']}"
     return rows
 
 
 def bisect_rows(since: str) -> list[dict]:
     doc = json.loads((RESULTS / "sim_bisect.json").read_text())
-    runs = {r["run"] for r in doc.get("runs", []) if r["date"] >= since}
+    runs = {r["run"]: r["date"] for r in doc.get("runs", []) if r["date"] >= since}
     rows = [r for r in doc["rows"] if r.get("measured") and r.get("correct") and r["run"] in runs]
     out = []
     for r in rows:
-        r["build"] = ("row", _ident(r), 132, (), r["pos"])
+        r["build"] = ("row", _ident(r), 132, (), r["pos"], _epoch(runs[r["run"]]))
         head, _, tail = r["label"].rpartition(": ")
         r["group"] = f"sim_bisect run {r['run']}: {head}"
         r["label"] = tail
@@ -120,7 +127,7 @@ def _timed_files(pattern: str, since: str):
 
 
 def _build_row(group: str, model: str, files: dict, schedule: str, knobs: dict, median_us: float,
-               correct: bool = True) -> dict:
+               correct: bool = True, date: str = "") -> dict:
     """A row of a file of builds: a schedule (the default, expert or tuned edits, or a variant file) built
     with codegen `knobs`, left out where the sim does not price a knob."""
     from megakernel_edits import NAMED_SCHEDULES
@@ -129,26 +136,28 @@ def _build_row(group: str, model: str, files: dict, schedule: str, knobs: dict, 
                          "its command names (LABEL=bench/...)")
     return {"schedule": schedule, "knobs": knobs, "target": model, "label": f"{schedule} {json.dumps(knobs, sort_keys=True)}",
             "measured": {"median_us": median_us}, "correct": correct, "group": group,
-            "skip": sorted(set(knobs) - set(SIM_KNOBS)), "build": ("ab", model, schedule, files.get(schedule))}
+            "skip": sorted(set(knobs) - set(SIM_KNOBS)), "build": ("ab", model, schedule, files.get(schedule), _epoch(date))}
 
 
 def ab_rows(since: str) -> list[dict]:
     """Each build of each knob A/B file (ab_knobs_*.json)."""
-    return [_build_row(name, model, files, r["schedule"], r["knobs"], r["median_us"], r.get("same_bits_as_defaults", True))
+    return [_build_row(name, model, files, r["schedule"], r["knobs"], r["median_us"], r.get("same_bits_as_defaults", True),
+                       doc["date"])
             for name, doc, model, files in _timed_files("ab_knobs_*.json", since) for r in doc["rows"]]
 
 
 def probe_rows(since: str) -> list[dict]:
     """The plain megakernel's time of each schedule a task probe built (task_probe*.json; not its probed run)."""
-    return [_build_row(name, model, files, r["schedule"], r.get("codegen") or {}, r["megakernel"]["median_us"])
+    return [_build_row(name, model, files, r["schedule"], r.get("codegen") or {}, r["megakernel"]["median_us"],
+                       date=doc["date"])
             for name, doc, model, files in _timed_files("task_probe*.json", since) for r in doc["rows"]
             if not r.get("no_deps")]
 
 
-def _edits(base, schedule: str, path: str | None) -> str:
-    """A build file's schedule for `base`: its variant file, else the schedule it names."""
+def _edits(base, schedule: str, path: str | None, epoch: str | None = None) -> str:
+    """A build file's schedule for `base`: its variant file, else the schedule it names (the expert of `epoch`)."""
     from megakernel_edits import named_edits, schedule_file
-    return schedule_file(base, str(ROOT / path)) if path else named_edits(base, schedule)
+    return schedule_file(base, str(ROOT / path), epoch) if path else named_edits(base, schedule, epoch)
 
 
 def _build_job(build: tuple) -> bytes:
@@ -156,17 +165,17 @@ def _build_job(build: tuple) -> bytes:
     caches on the task graph are made afresh by each scoring)."""
     from megakernel_gym.ir_exposure import apply_edits
     if build[0] == "row":
-        _, row, num_sms, sampled, _ = build
-        plan = row_ir(row, num_sms, sampled).plan()
+        _, row, num_sms, sampled, _, epoch = build
+        plan = row_ir(row, num_sms, sampled, epoch).plan()
     else:
-        _, model, schedule, path = build
+        _, model, schedule, path, epoch = build
         _, base = target_ir(model, 132)
-        plan = apply_edits(base, _edits(base, schedule, path)).plan()
+        plan = apply_edits(base, _edits(base, schedule, path, epoch)).plan()
     return pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _cache_key(build: tuple, digest: str) -> str:
-    ident = json.dumps(build[:4], sort_keys=True)
+    ident = json.dumps([*build[:4], build[-1]], sort_keys=True)   # (a row's positions are priced, not built)
     return hashlib.sha256((digest + ident).encode()).hexdigest()[:24]
 
 

@@ -241,3 +241,29 @@ def test_expert_splits_the_1b_attention_and_waves_qkv(llama_1b):
     text = expert_edits(base)
     assert "split layers.15.attn.decode_attention n=8" in text and "inline layers.3.mlp.norm" in text
     assert "tile layers.0.attn.q_proj n=32" in text and "tile layers.0.attn.v_proj n=32" in text
+
+
+def test_expert_spreads_a_lone_matmul_that_leaves_most_sms_idle(llama_1b):
+    """GPT-2's 50,257-row lm_head (29 x 1,733) got its default tile of 1,733 rows, the smallest giving at most
+    one task per SM, and so ran on 29 SMs; in 29-row tiles GPT-2 large's expert ran 7.1% faster on an H200
+    (ab_knobs_gpt2_lm29.json). The spread lever picks the tile whose SMs stream the fewest rows each, here on a
+    1,943-row head (29 x 67) over 16 SMs: one 1,943-row task by default, 67-row tiles (two an SM at most)."""
+    import torch
+    from torch import nn
+
+    from megakernel_gym.compiler import capture
+    from megakernel_gym.policies.expert import expert_edits, lever_edits, spread_tile
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.lm_head = nn.RMSNorm(64), nn.Linear(64, 1943, bias=False)
+
+        def forward(self, x):
+            return self.lm_head(self.norm(x))
+    base = make_ir(capture(Head().to("meta"), (torch.empty(1, 64, device="meta"),), "head"), num_sms=16)
+    assert base.tile("lm_head") == 1943 and spread_tile(base, "lm_head") == 67
+    assert lever_edits(base, "spread") == ["tile lm_head n=67"] and "tile lm_head n=67" in expert_edits(base)
+    assert spread_tile(apply_edits(base, "tile lm_head n=67"), "lm_head") is None     # half the chip or more: kept
+    # the 1B decoder's ops fill the chip or are q/k/v (the wave lever's): nothing to spread
+    assert lever_edits(make_ir(llama_1b, num_sms=132), "spread") == []

@@ -46,10 +46,12 @@ def test_the_plan_cache_is_keyed_by_the_lowering_not_the_cost_model():
     """A change to the cost model reuses the cached plans; the key names the row and the lowering."""
     digest = sim_score.lowering_digest()
     assert digest == sim_score.lowering_digest()
-    b1 = ("row", {"target": "llama-1b", "label": "expert", "start": "", "edits_from_start": []}, 132, (), "mid")
-    b2 = ("row", {"target": "llama-1b", "label": "expert", "start": "", "edits_from_start": ["x"]}, 132, (), "mid")
+    b1 = ("row", {"target": "llama-1b", "label": "expert", "start": "", "edits_from_start": []}, 132, (), "mid", "")
+    b2 = ("row", {"target": "llama-1b", "label": "expert", "start": "", "edits_from_start": ["x"]}, 132, (), "mid", "")
     assert sim_score._cache_key(b1, digest) != sim_score._cache_key(b2, digest)
     assert sim_score._cache_key(b1, digest) != sim_score._cache_key(b1, "other")
+    assert sim_score._cache_key(b1, digest) != sim_score._cache_key(b1[:-1] + ("2026-12-02T03:00",), digest)   # another expert
+    assert sim_score._cache_key(b1, digest) == sim_score._cache_key(b1[:4] + ("seed", ""), digest)      # positions: priced
     assert all(name in sim_score.MODEL_FILES for name in ("costmodel.py", "devices.py"))
 
 
@@ -71,9 +73,9 @@ def test_ab_and_probe_rows_take_the_kernel_as_it_is_and_leave_out_knobs_the_sim_
     ab = sim_score.ab_rows(sim_score.ALIGNED)
     assert [r["group"] for r in ab] == ["ab_knobs_new.json"] * 4          # the file before the fix is left out
     assert [r["skip"] for r in ab] == [[], [], ["maxnreg"], []]           # distinct_ops is priced, maxnreg not
-    assert ab[2]["build"] == ("ab", "mk_qwen3_0p6b", "v8", "bench/variants/qwen3_expert_tile_v8.txt")
+    assert ab[2]["build"] == ("ab", "mk_qwen3_0p6b", "v8", "bench/variants/qwen3_expert_tile_v8.txt", "")
     # an --extra file under bench/schedules is found too (the reader knew bench/variants alone: KeyError)
-    assert ab[3]["build"] == ("ab", "mk_qwen3_0p6b", "add32", "bench/schedules/s49_expert_add32.edits")
+    assert ab[3]["build"] == ("ab", "mk_qwen3_0p6b", "add32", "bench/schedules/s49_expert_add32.edits", "")
     assert len(sim_score.ab_rows("2026-11-29")) == 8
     # a schedule its command names no file for is a clear error, not a KeyError in a pool worker
     doc = json.loads((tmp_path / "ab_knobs_new.json").read_text())
@@ -119,9 +121,9 @@ def test_the_dump_keeps_every_rows_price_under_each_set_and_rescores_as_the_run_
     import json
     specs = sim_score.variant_specs("H200", ["quiet:idle_ring=1"])
     rows = [row("g", "start", 100.0, 100.0, predicted_by={"shipped": 100.0, "quiet": 90.0}, plan_file=tmp_path / "a.pkl",
-                build=("row", {}, 132, (), "mid")),
+                build=("row", {}, 132, (), "mid", "")),
             row("g", "x", 95.0, 104.0, predicted_by={"shipped": 95.0, "quiet": 91.0}, plan_file=tmp_path / "b.pkl",
-                build=("row", {}, 132, (), "mid"))]
+                build=("row", {}, 132, (), "mid", ""))]
     sim_score.write_dump(tmp_path / "d.json", specs, {"bisect": rows})
     d = json.loads((tmp_path / "d.json").read_text())
     assert d["variants"] == {"shipped": {}, "quiet": {"idle_ring": 1.0}}
@@ -135,3 +137,14 @@ def test_the_dump_keeps_every_rows_price_under_each_set_and_rescores_as_the_run_
     shipped, quiet = (sim_score.ratio_scores([dict(r, predicted_us=r["predicted_by"][v]) for r in d["rows"]["bisect"]],
                                              lambda rs: rs[0])["wrong_sign"] for v in ("shipped", "quiet"))
     assert [w["label"] for w in shipped] == ["x"] and quiet == []
+
+
+def test_a_row_is_priced_with_the_expert_it_was_timed_with():
+    """A lever that joins the expert changes what "expert" names: a row timed before it (an A/B file's
+    expert, a climb from the expert) is rebuilt without it, a row timed since with it."""
+    from megakernel_gym.policies.expert import LEVER_SINCE, LEVERS, levers_as_of
+    assert levers_as_of(None) == LEVERS and "spread" in LEVERS
+    since = LEVER_SINCE["spread"]                     # GPT-2's lm_head beside its old expert was timed before it
+    assert "spread" not in levers_as_of("2026-12-02T02:51:50") and "spread" in levers_as_of("2026-12-02T03:10:37")
+    assert sim_score._epoch("2026-11-30T10:00:00") == "" and sim_score._epoch("2026-12-02T03:10:37") == since
+    assert sim_score._epoch("2026-12-02T02:51:50") == "" and sim_score._epoch("2027-01-01T00:00:00") == since

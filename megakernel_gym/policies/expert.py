@@ -31,6 +31,13 @@ measured alone in bench/results/megakernel_levers.json:
   families_s20_expert.json; but 1-6% slower on the level-5 families of hidden size 896-1536,
   whose layers stream too few bytes to hide the slower stream: families_attn1.json).
 
+- `spread` a lone matmul whose tiles leave most of the chip idle (fewer tasks than half the SMs, outside a
+  sibling group) over every SM: the tile, of those its rows divide into (at least 8), that has an SM stream
+  the fewest rows. GPT-2's 50,257-row lm_head (29 x 1,733) had its default tile of 1,733 rows, the smallest
+  giving at most one task per SM, and so ran its 128 MB on 29 SMs; in 29-row tiles (1,733 tasks, at most 14
+  an SM) GPT-2 large's expert ran 7.1% faster on an H200 (1660.4 -> 1550.8 us, ab_knobs_gpt2_lm29.json;
+  found by an adversary's climb, issue 39).
+
 Each lever is kept only where the IR accepts it, so any graph gets the subset that applies.
 """
 from __future__ import annotations
@@ -38,7 +45,15 @@ from __future__ import annotations
 from megakernel_gym.compiler.tasks import MAX_SPLIT
 from megakernel_gym.compiler.legality import wave_tile as _wave_tile
 
-LEVERS = ("inline", "split", "wave", "cache", "inflight")
+LEVERS = ("inline", "split", "wave", "cache", "inflight", "spread")
+# when each lever joined the expert after the first five (UTC, ISO): a schedule timed before it was the
+# expert without it, and what re-prices those rows (bench/sim_score.py) rebuilds them so (levers_as_of)
+LEVER_SINCE = {"spread": "2026-12-02T03:00"}
+
+
+def levers_as_of(when: str | None) -> tuple[str, ...]:
+    """The expert's levers at `when` (an ISO datetime, as result files date their runs; None: now, LEVERS)."""
+    return LEVERS if when is None else tuple(lv for lv in LEVERS if LEVER_SINCE.get(lv, "") <= when)
 
 
 SPLIT_POSITIONS = 128   # cached positions per split part at full length
@@ -78,6 +93,20 @@ def wave_tile(ir, names: list[str]) -> int | None:
     """The smallest tile size every op in `names` allows that gives them at most one task per SM
     together, or None (compiler.legality.wave_tile on this IR's chip)."""
     return _wave_tile(ir.facts, names, ir.knobs.num_sms)
+
+
+def spread_tile(ir, name: str) -> int | None:
+    """A tile for matmul `name` that streams its rows over the whole chip, where its tiles now leave more
+    than half the SMs idle: of the allowed tiles of at least 8 rows, the one whose SMs stream the fewest
+    rows each (its tasks over the SMs, rounded up, times its rows; the larger tile on a tie). None where
+    the op fills half the chip already or no tile streams fewer rows an SM than its own."""
+    f, sms = ir.facts.info[name], ir.knobs.num_sms
+    now = ir.tile(name)
+    if f.extent // now >= sms // 2:
+        return None
+    rows = lambda t: -(-(f.extent // t) // sms) * t   # noqa: E731
+    best = min((t for t in f.allowed() if t >= 8), key=lambda t: (rows(t), -t), default=now)
+    return best if rows(best) < rows(now) else None
 
 
 def attention_matmuls(ir) -> list[str]:
@@ -122,6 +151,11 @@ def lever_edits(ir, lever: str, parts: int | None = None) -> list[str]:
             t = wave_tile(ir, group)
             out += [f"tile {n} n={t}" for n in group] if t else []
         return out
+    if lever == "spread":
+        siblings = {n for group in sibling_matmuls(ir) for n in group}
+        tiles = {n: spread_tile(ir, n) for n in ir.ops
+                 if kinds[n] == "matmul" and n not in ir.fused and n not in siblings}
+        return [f"tile {n} n={t}" for n, t in tiles.items() if t]
     raise ValueError(f"unknown lever {lever!r}; the levers are {', '.join(LEVERS)}")
 
 
@@ -147,4 +181,5 @@ def expert_edits(ir, levers: tuple[str, ...] = LEVERS, parts: int | None = None,
     return "\n".join(k for k in kept if k)
 
 
-__all__ = ["expert_edits", "lever_edits", "split_parts", "sibling_matmuls", "wave_tile", "attention_matmuls", "LEVERS"]
+__all__ = ["expert_edits", "lever_edits", "split_parts", "sibling_matmuls", "wave_tile", "spread_tile", "attention_matmuls",
+           "LEVERS", "LEVER_SINCE", "levers_as_of"]
