@@ -1,6 +1,6 @@
 """Judge benchmarks (issue: the judge). Run on an H100/H200:
 
-    python bench/judge_bench.py [time_to_reward|throughput|repeatability|all] [--out DIR]
+    python bench/judge_bench.py [time_to_reward|throughput|repeatability|all|mk_repeatability] [--out DIR]
 
 Each writes bench/results/judge_<name>.json (or DIR/judge_<name>.json) with the device,
 date, exact command, rows (medians with spread) and targets (measured value, met or not).
@@ -13,6 +13,10 @@ date, exact command, rows (medians with spread) and targets (measured value, met
   (compile cached, the RL steady state of a policy resubmitting). Target: >= 5 / s.
 - repeatability: one candidate evaluated 10 times (no result cache); spread of the medians
   (max/min - 1). Target: <= 2%.
+- mk_repeatability: a level-5 schedule (the expert of mk_llama_decode) scored by the gpu backend's
+  megakernel judge 5 times in each of 3 judge workers (each worker times its baselines afresh at start):
+  the spread of its speedups within a worker and across them, against the margin a timing must pass to
+  be credited as an episode's new best (reward_fns.CREDIT_MARGIN["edits"]).
 """
 from __future__ import annotations
 
@@ -257,6 +261,44 @@ def bench_repeatability(judge: Judge, out: Path, n: int = 10):
     write("repeatability", rows, targets, out)
 
 
+def bench_mk_repeatability(out: Path, name: str = "mk_llama_decode", n: int = 5, restarts: int = 3):
+    """The gpu backend's level-5 judge on one schedule, again and again: does a speedup move by less than
+    CREDIT_MARGIN["edits"] between evaluations, and between workers (whose baselines are timed afresh)?"""
+    from megakernel_gym.env.megakernel import MegaKernelEnv
+    from megakernel_gym.ir_exposure import apply_edits
+    from megakernel_gym.policies.expert import expert_edits
+    from megakernel_gym.rewards.reward_fns import CREDIT_MARGIN
+    env = MegaKernelEnv(backend="gpu")
+    env.reset(options={"problem": name})
+    mk = env._mk[env.problem.sha256]          # the env's scorer of this problem (what a step calls)
+    ir = apply_edits(mk.ir0, expert_edits(mk.ir0))
+    rows = []
+    for w in range(restarts):
+        t0 = time.perf_counter()
+        start = mk.start_score()              # starts the worker: its baselines timed now
+        for i in range(n):
+            r = mk.score(ir, env.problem, f"repeat-{w}-{i}")
+            assert r.status == "correct", r.reason
+            rows.append({"worker": w, "eval": i, "speedup": r.speedup, "best_baseline": r.best_baseline,
+                         "median_us": r.timing["median_us"], "start_score": start,
+                         "baselines_us": {k: v["median_us"] for k, v in r.baselines.items()}})
+            print(f"worker {w} eval {i}: {r.timing['median_us']:.1f} us, {r.speedup:.4f}x over {r.best_baseline}",
+                  flush=True)
+        mk.close()                            # the next round starts a fresh worker
+        print(f"worker {w}: {time.perf_counter() - t0:.0f} s", flush=True)
+    env.close()
+    within = max(spread([r["speedup"] for r in rows if r["worker"] == w])["max_over_min_minus_1"] for w in range(restarts))
+    across = spread([r["speedup"] for r in rows])["max_over_min_minus_1"]
+    margin = CREDIT_MARGIN["edits"]
+    targets = [{"target": f"{name}'s expert: max/min - 1 of its speedups within one worker < the credit margin "
+                          f"({margin:.0%}) / 2", "measured": round(within, 5), "met": within < margin / 2},
+               {"target": f"... and over {restarts} workers, each timing its baselines afresh, < the margin",
+                "measured": round(across, 5), "met": across < margin}]
+    write("mk_repeatability", rows, targets, out,
+          notes="each worker's speedups are over the fastest baseline it timed at start (default schedule, eager, "
+                "CUDA graph, torch.compile); the env credits a new best only past CREDIT_MARGIN")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("which", nargs="?", default="all")
@@ -264,6 +306,8 @@ def main():
     ap.add_argument("--slots", default="1,2,4", help="slots per GPU to measure throughput at, comma-separated")
     args = ap.parse_args()
     out = Path(args.out)
+    if args.which == "mk_repeatability":
+        return bench_mk_repeatability(out)
     if args.which in ("throughput", "all"):
         bench_throughput(out, slot_counts=tuple(int(x) for x in args.slots.split(",")))
     store = Path(tempfile.mkdtemp()) / "bench.sqlite"

@@ -75,6 +75,7 @@ def test_a_body_that_reuses_earlier_results_is_caught_after_timing(judge):
 
 def test_hang_and_fault_end_the_worker_not_the_judge(judge):
     j, ir, problem = judge
+    first = j.ready["baselines"]
     # an index outside out's tile is refused on the GPU, not performed: the same worker goes on
     r = _eval(judge, apply_edits(ir, f"impl silu_mul <<<{FAULT_BODY}>>>"), problem)
     assert r.status == "runtime_error" and r.category == "impl_bounds", r.reason
@@ -91,6 +92,9 @@ def test_hang_and_fault_end_the_worker_not_the_judge(judge):
     restarts = j.restarts
     r = _eval(judge, ir, problem)                                      # a fresh worker, same answers
     assert r.status == "correct" and j.restarts == restarts + 1, r.reason
+    # ...against the baselines the first worker timed: a hang does not redraw the speedup's denominator
+    assert j.ready["baselines"] == first and r.baselines["default_schedule"]["median_us"] == first["default_schedule"]["median_us"]
+
 
 
 def test_a_barrier_only_some_threads_reach_ends_in_an_answer(judge):
