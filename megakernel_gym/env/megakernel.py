@@ -493,7 +493,7 @@ class MegaKernelEnv(gym.Env):
         # at most what the best credited would earn a turn: a kernel no better than it, sent until a timing
         # drew fast and then submitted, would have multiplied that draw by every turn left
         best = self.best if not kevin else 0.3 + math.exp(self.best)
-        kept = min(self._kept, best)
+        kept = best if self._kept > best + 1e-9 else self._kept      # (exp(ln s) is s to rounding: no cap)
         return (float(kept * weight), f"the kernel as it stands, {kept:+.3f} a turn for {left} turn(s)"
                 + (f" discounted by {KEVIN_GAMMA}" if kevin else "")
                 + (f" (its last timing, {self._kept:+.3f}, within the noise above the best credited)"
