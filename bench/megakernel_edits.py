@@ -146,10 +146,9 @@ def named_edits(base, schedule: str, as_of: str | None = None) -> str:
 def schedule_file(base, path: str, as_of: str | None = None) -> str:
     """A file of edit lines as edit text for `base`: a line TUNED stands for the compiler's
     tuned_edits, EXPERT for the expert's edits (both spelled out for `base`; the expert as on `as_of`)."""
-    from megakernel_gym.policies.expert import expert_edits, levers_as_of
-    expert = lambda: expert_edits(base, levers=levers_as_of(as_of))   # noqa: E731
-    return "\n".join(tuned_edits(base) if ln.strip() == "TUNED" else expert() if ln.strip() == "EXPERT"
-                     else ln for ln in Path(path).read_text().splitlines())
+    named = {"TUNED": "tuned", "EXPERT": "expert"}
+    return "\n".join(named_edits(base, named[ln.strip()], as_of) if ln.strip() in named else ln
+                     for ln in Path(path).read_text().splitlines())
 
 
 def main():

@@ -197,7 +197,6 @@ class EnvReward:
         self.seen = 0
         self.correct = 0
         self.best_megakernel = float("-inf")   # the best level-5 score so far (its timeline is logged)
-        self._start: dict[str, float] = {}     # each level-5 problem's start (its default schedule's score)
 
     @property
     def env(self):
@@ -225,7 +224,6 @@ class EnvReward:
             text = text if text.strip() else "(empty)"
             first.reset(options={"problem": name})
             if first.kind == "edits":
-                self._start[name] = first.best      # the default schedule's score: a pass beats it
                 obs, reward, _, _, info = first.step(text)
                 out[i] = (obs, self._one_turn(first, reward, info), info, first.ir)   # IRs are values: for its timeline
                 continue
@@ -249,12 +247,13 @@ class EnvReward:
         return float(env.best) if (info.get("action") or {}).get("kind") == "submit" else reward
 
     @staticmethod
-    def _passed(ev: dict, info: dict, reward: float, start: float) -> bool:
-        """A pass in the logged pass rates: a correct kernel; for a level-5 schedule, a correct one that
-        scores above the default's (every schedule the validator takes is correct, so an edit that
-        changes nothing, `counter norm op`, had counted as a pass: a seventh red team's no-op policy
-        showed a 100% level-5 pass rate)."""
-        return bool(ev.get("correct")) and (info.get("kind") != "edits" or reward > start)
+    def _passed(ev: dict, info: dict) -> bool:
+        """A pass in the logged pass rates: a correct kernel; for a level-5 schedule, a correct one faster
+        than the default schedule (every schedule the validator takes is correct, so an edit that changes
+        nothing, `counter norm op`, had counted as a pass: a seventh red team's no-op policy showed a 100%
+        level-5 pass rate)."""
+        return bool(ev.get("correct")) and (info.get("kind") != "edits"
+                                            or (ev.get("speedups") or {}).get("default_schedule", 0.0) > 1.0)
 
     def __call__(self, prompts=None, completions=None, problem=None, level=None, heldout=None, **kwargs
                  ) -> list[float | None]:
@@ -265,7 +264,7 @@ class EnvReward:
         for i, (obs, reward, info, ir) in enumerate(self.play(completions, problem)):
             ev = info.get("eval") or {}
             self.seen += 1
-            ok = self._passed(ev, info, reward, self._start.get(problem[i], 0.0))
+            ok = self._passed(ev, info)
             self.correct += ok
             by_level.setdefault(info["level"], []).append(ok)
             statuses.append(ev.get("status", "none"))
