@@ -285,6 +285,9 @@ MODULE_NAMES: dict[str, set[str] | None] = {
     "itertools": {"chain", "product", "count", "repeat", "islice", "zip_longest", "permutations",
                   "combinations", "combinations_with_replacement", "cycle", "pairwise", "takewhile",
                   "dropwhile", "compress", "tee", "filterfalse"},
+    # (`wraps` is the guard's own, Guard._wraps: functools.wraps copies attributes named by its caller,
+    # `__dict__` by default, and ran in functools, past the guard: `wraps(torch)(holder)` handed a candidate
+    # torch's whole namespace, `_C` and `sys.modules` with it; red team 8)
     "functools": {"partial", "reduce", "lru_cache", "cache", "wraps", "cached_property"},
     "operator": {n for n in dir(operator) if not n.startswith("_")} - {"attrgetter", "methodcaller"},
     "typing": {"Optional", "List", "Tuple", "Dict", "Any", "Union", "Sequence", "Callable", "Iterable",
@@ -339,6 +342,7 @@ class Guard:
         self._own_types: set[type] = set()
         self._kernel_types = _kernel_types()
         self._modules = {name: None for name in MODULE_NAMES}
+        self._functools = self._safe_functools()
 
     def reset(self) -> None:
         """A new candidate in this worker: no refusals, no classes of its own yet."""
@@ -366,6 +370,8 @@ class Guard:
         if not isinstance(name, str):
             raise self.refuse(f"an attribute name of type {type(obj).__name__}")
         if self._attr_allowed(obj, name):
+            if isinstance(obj, types.ModuleType) and obj.__name__ == "functools":
+                obj = self._functools   # the module itself is only reached by judge code; its names are ours
             value = getattr(obj, name, *default)
             if callable(value) and not isinstance(value, type):
                 if isinstance(obj, self.Tensor):
@@ -452,6 +458,37 @@ class Guard:
 
     def _own_function(self, fn) -> bool:
         return getattr(fn, "__module__", None) == self.candidate_module
+
+    def _safe_functools(self) -> types.ModuleType:
+        """What `import functools` gives a candidate: a module of the allowed names, `wraps` the guard's."""
+        import functools
+        mod = types.ModuleType("functools")
+        for n in MODULE_NAMES["functools"]:
+            setattr(mod, n, getattr(functools, n))
+        mod.wraps = self._wraps
+        return mod
+
+    def _wraps(self, wrapped, *args, **kw):
+        """functools.wraps for a candidate's decorators: the wrapper (its own function) takes the wrapped
+        callable's name, qualified name and docstring, if they are strings, and `__wrapped__`; nothing else.
+        functools' own copies the attributes its caller names and the wrapped object's `__dict__`, outside
+        the guard (a module's namespace into an object whose attributes the candidate may read)."""
+        guard = self
+        if args or kw:
+            raise self.refuse("functools.wraps with assigned= or updated=",
+                              "wraps(fn) copies the name and docstring only")
+
+        def decorate(wrapper):
+            if not (isinstance(wrapper, types.FunctionType) and guard._own_function(wrapper)):
+                raise guard.refuse(f"functools.wraps(...) applied to {_describe(wrapper)}",
+                                   "it decorates a function of your own")
+            for n in ("__name__", "__qualname__", "__doc__"):
+                v = getattr(wrapped, n, None)
+                if isinstance(v, str):
+                    setattr(wrapper, n, v)
+            wrapper.__wrapped__ = wrapped
+            return wrapper
+        return decorate
 
     def _hint(self, obj) -> str:
         if isinstance(obj, types.ModuleType) and obj.__name__ in MODULE_NAMES:
@@ -550,6 +587,8 @@ class Guard:
             raise self.refuse(f"import of {name!r}", "a candidate may import "
                               + ", ".join(sorted(m for m in IMPORTABLE if "." not in m or m == "torch.nn")))
         mod = builtins.__import__(name, globals, locals, fromlist, level)
+        if name == "functools":
+            mod = self._functools
         if fromlist:
             for n in fromlist:
                 if n == "*" or not self._module_attr(mod, n) and f"{name}.{n}" not in IMPORTABLE:
