@@ -152,6 +152,7 @@ def test_bad_actions_get_feedback_and_the_env_keeps_working(cpu_env, sim_env):
     cpu_env.reset(seed=0, options={"problem": "softmax"})
     for action, needle in [("", "empty"), ("   \n", "empty"), (b"\x00\xff", "an action is text"),
                            ("x" * 10_000_000, "limit is"), ("\x00junk", "NUL"),
+                           ("```python\nclass ModelNew:  # \ud800\n    pass\n```", "lone surrogate"),
                            ("```python\nimport torch\n```", "no ModelNew"),
                            ("tile lm_head n=64", "no kernel code")]:
         obs, r, term, trunc, info = cpu_env.step(action)
@@ -163,6 +164,17 @@ def test_bad_actions_get_feedback_and_the_env_keeps_working(cpu_env, sim_env):
     assert "not a ModelNew" in info["eval"]["reason"] and r == -1.0      # the failure score, from the default's 0
     obs, r, _, _, info = sim_env.step("\u00e9\u00e8 non-ascii \u2603 edit")
     assert sim_env.observation_space.contains(obs)
+    # a lone surrogate (red team 8: it raised out of step, from the hash of the text)
+    obs, r, _, _, info = sim_env.step("counter norm op  # \udfff")
+    assert info["eval"]["category"] == "bad_action" and "U+DFFF" in info["eval"]["reason"]
+    assert sim_env.observation_space.contains(obs)
+
+
+def test_a_candidate_with_a_lone_surrogate_is_a_compile_error_not_a_crash(cpu_judge):
+    from megakernel_gym.curriculum import get_problem, reference_candidates
+    src = reference_candidates("softmax")["triton"].source + "\n# \ud800\n"
+    res = cpu_judge.evaluate(get_problem("softmax"), src)
+    assert res.status == "compile_error" and "lone surrogate (U+D800)" in res.reason
 
 
 def test_the_same_kernel_or_schedule_again_gets_its_result_again_not_a_fresh_timing(sim_env, cpu_env, monkeypatch):

@@ -13,7 +13,7 @@ import re
 import string
 from dataclasses import dataclass
 
-from megakernel_gym.rewards.problem import candidate_code
+from megakernel_gym.rewards.problem import candidate_code, lone_surrogate
 
 CHARSET = frozenset(string.printable)   # what observations and actions are made of (Gymnasium Text)
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
@@ -44,6 +44,10 @@ def read_action(text: object, kind: str, max_chars: int) -> Action:
                       "Send one kernel or a few edit lines at a time")
     if "\x00" in text:
         return Action("invalid", "", "the action contains NUL bytes; send plain text")
+    bad = lone_surrogate(text)
+    if bad is not None:
+        return Action("invalid", "", f"the action holds a lone surrogate (U+{ord(text[bad]):04X}) at character "
+                      f"{bad:,}, which no UTF-8 text can hold; send plain text")
     body = text.strip()
     if not body:
         return Action("invalid", "", "the action is empty; send " + ("a ```python block defining ModelNew"

@@ -21,7 +21,7 @@ from megakernel_gym.rewards import anticheat
 from megakernel_gym.rewards.admission import GpuMemory, gpu_need, host_need, measured_need
 from megakernel_gym.rewards.worker_env import output_cap
 from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
-from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable
+from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable, lone_surrogate
 from megakernel_gym.rewards.result import EvalResult, Flag
 from megakernel_gym.rewards.store import ResultsStore, as_store
 from megakernel_gym.rewards.sandbox import timed_spec
@@ -327,6 +327,11 @@ class Judge:
 
     def _evaluate(self, problem: Problem, cand: Candidate) -> EvalResult:
         # 1. static: parse, interface, anti-cheat rules (nothing of the candidate runs here)
+        bad = lone_surrogate(cand.source)
+        if bad is not None:
+            return self._fail(problem, cand, "compile_error", f"the candidate's text holds a lone surrogate "
+                              f"(U+{ord(cand.source[bad]):04X}) at character {bad:,}, which no UTF-8 source "
+                              "can hold", category="syntax")
         try:
             flags = anticheat.check_candidate(cand.source, problem.meta.get("FORBIDDEN", ()))
         except SyntaxError as e:

@@ -130,8 +130,19 @@ def deep_call(fn, *args, depth: int):
     return out["value"]
 
 
+def lone_surrogate(text: str) -> int | None:
+    """The index of the first lone surrogate in `text` (a str Python holds but UTF-8 cannot: the hashes,
+    files and compilers downstream would raise on it), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return e.start
+    return None
+
+
 def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    # (surrogatepass: a lone surrogate in an agent's text hashes, and its evaluation says what is wrong)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:

@@ -86,7 +86,11 @@ class ResultsStore:
             self._conn.close()
 
     def put(self, result: EvalResult, device: str, source: str | None = None) -> None:
-        """One evaluation; with `source`, the candidate's code too (kept once per hash: what export ships)."""
+        """One evaluation; with `source`, the candidate's code too (kept once per hash: what export ships;
+        not a text no UTF-8 can hold, one with a lone surrogate, which SQLite would refuse)."""
+        from megakernel_gym.rewards.problem import lone_surrogate
+        if source is not None and lone_surrogate(source) is not None:
+            source = None
         row = (result.problem, result.problem_sha256, result.candidate_sha256, device, result.backend,
                result.status, result.speedup, result.to_json(), time.time())
         with self._lock:
