@@ -64,6 +64,27 @@ def _check(name: str, ok: bool | None, detail: str, **values) -> dict[str, Any]:
     return {"name": name, "ok": ok, "detail": detail, **values}
 
 
+def trivial_answer(torch, base: list, other: list | None, inputs_differ: bool, atol, rtol,
+                   preset: str | None = None) -> str | None:
+    """Why a kernel that computes nothing would be scored correct on this problem, or None: every output is
+    zeros within the judge's tolerance, or (where the inputs differ between the two draws) the outputs for
+    `other` inputs match `base` everywhere, so one cached answer passes. The judge serves no such problem
+    (red team 8: KernelBench's level2/80_Gemm_Max_Subtract_GELU is GELU(x - mean(x)) over a max's single
+    column, zeros for every input, and a kernel writing zeros scored correct on all six seeds). The
+    run_filters thresholds are stricter and for `mkgym problems check`; this is the judge's own line,
+    exact: the trivial kernel passes the comparison outright."""
+    if all(o.numel() == 0 or close_fraction(torch, torch.zeros_like(o), o, atol, rtol, preset) == 1.0 for o in base):
+        return ("every output is zero within the tolerance (the judge's first seed): a kernel that writes zeros "
+                "would be scored correct, so the problem is not served (its computation cancels out; change the "
+                "problem)")
+    if other is not None and inputs_differ and all(
+            close_fraction(torch, b, a, atol, rtol, preset) == 1.0 for a, b in zip(base, other)):
+        return ("the outputs do not depend on the inputs (two random draws give the same answer within the "
+                "tolerance): a kernel returning one cached answer would be scored correct, so the problem is not "
+                "served")
+    return None
+
+
 def run_filters(env, mod, specs: list[dict], atol, rtol, run: Callable, preset: str | None = None) -> dict[str, Any]:
     """All filters for one problem. `run(model, inputs)` returns the outputs as a list of
     tensors (the worker's forward under no_grad); atol/rtol are the problem's (None: the

@@ -232,7 +232,7 @@ class Judge:
             tail = self.ref.log_tail()
             self.ref.restart()
             raise ProblemError(f"problem {msg['problem_name']!r}: the reference crashed: {e}\n{tail}") from e
-        if not header.get("ok") and header.get("error") == "too_large":   # reference_role.footprint, before any candidate
+        if not header.get("ok") and header.get("error") in ("too_large", "trivial"):   # before any candidate (reference_role)
             raise ProblemUnservable(f"problem {msg['problem_name']!r}: {header.get('message', '')}")
         if header.get("restart"):     # the worker says its own state is not to be trusted (handle_baselines)
             self.ref.restart()
@@ -256,8 +256,21 @@ class Judge:
         cannot produce outputs fails here, as a problem error, before any candidate is blamed for it."""
         if problem.sha256 not in self._reference_ran:
             self._ref_call({"cmd": "meta", "problem_source": problem.source, "problem_name": problem.name,
-                            "spec": self._specs(())[0], "footprint": False})   # seed 0 is plain whatever is allowed
+                            "spec": self._specs(())[0], "footprint": False,   # seed 0 is plain whatever is allowed
+                            "tolerance": problem.tolerance})
             self._reference_ran.add(problem.sha256)
+
+    def refusal(self, problem: Problem) -> str | None:
+        """Why this judge serves no candidate of `problem` (ProblemUnservable: too large for the backend, or
+        an answer a kernel computing nothing matches: filters.trivial_answer), or None where it does. Runs
+        the problem's reference once, as the first evaluation would; other problem errors raise."""
+        self.warm()
+        try:
+            self._problem_meta(problem)
+            self._reference_once(problem)
+        except ProblemUnservable as e:
+            return str(e)
+        return None
 
     def fresh_reference(self) -> None:
         """A new reference worker, and this judge's per-problem memory of the old one forgotten: a problem

@@ -31,11 +31,29 @@ def handle_meta(env: Env, msg: dict, workdir: str) -> dict:
             return {"ok": False, "error": "too_large", "message": over}
         if msg.get("spec"):
             # run the reference once: a problem that cannot produce outputs fails here, as a
-            # problem error, before any candidate is blamed for it
-            _reference_outputs(env, mod, env.problem_sha(msg["problem_source"]), msg["spec"])
+            # problem error, before any candidate is blamed for it; nor is one served whose answer a
+            # kernel computing nothing would match (filters.trivial_answer)
+            sha = env.problem_sha(msg["problem_source"])
+            base = _reference_outputs(env, mod, sha, msg["spec"])
+            why = _trivial(env, mod, sha, msg["spec"], base, meta, msg.get("tolerance"))
+            if why:
+                return {"ok": False, "error": "trivial", "message": why}
         return {"ok": True, "meta": meta}
     except BaseException:  # noqa: BLE001 - the problem file is untrusted input
         return {"ok": False, "error": "problem_load", "message": _tb()}
+
+
+def _trivial(env: Env, mod, sha: str, spec: dict, base: list, meta: dict, preset) -> str | None:
+    """filters.trivial_answer on the reference's outputs for `spec` and for another draw of its inputs."""
+    from megakernel_gym.rewards.filters import OTHER_SEED, trivial_answer
+    torch = env.torch
+    other_spec = {**spec, "seed": OTHER_SEED, "cache": False}
+    mine, theirs = env.inputs(mod, spec), env.inputs(mod, other_spec)
+    differ = any(isinstance(a, torch.Tensor) and not (a.shape == b.shape and torch.equal(a, b))
+                 for a, b in zip(mine, theirs))
+    del mine, theirs     # (a KernelBench problem's inputs can be gigabytes: not held beside the run)
+    other = _reference_outputs(env, mod, sha, other_spec) if differ else None
+    return trivial_answer(torch, base, other, differ, meta["atol"], meta["rtol"], preset)
 
 
 def footprint(torch, mod) -> dict | None:

@@ -1,0 +1,110 @@
+"""The judge serves no problem whose answer a kernel computing nothing would match (filters.trivial_answer):
+all zeros, or the same answer for any input. A red team (8) found KernelBench's level2/80_Gemm_Max_Subtract_GELU
+returns exactly zeros (GELU of a max's single column minus its own mean), and a kernel writing zeros scored
+correct on all six seeds; `mkgym problems check` would have refused it, but nothing ran that check on the
+suites the env serves. Honest problems beside it stay served: a scalar loss, inputs that are not random,
+an output that is mostly zeros."""
+import textwrap
+
+import pytest
+import torch
+
+from megakernel_gym.rewards import Candidate, Problem, ProblemUnservable
+from megakernel_gym.rewards.filters import trivial_answer
+
+ZEROS_KERNEL = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _zeros(y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.zeros([BLOCK], tl.float32), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features, max_dim):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features)
+        self.max_dim = max_dim
+
+    def forward(self, x):
+        y = torch.empty((x.shape[0], 1), device=x.device, dtype=x.dtype)
+        _zeros[(triton.cdiv(y.numel(), 1024),)](y, y.numel(), BLOCK=1024)
+        return y
+'''
+
+
+def test_trivial_answer_names_zeros_and_input_independent_outputs_only():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 32, generator=g), torch.randn(64, 32, generator=g)
+    assert "zero" in trivial_answer(torch, [torch.zeros(8, 1)], None, True, None, None)
+    assert "zero" in trivial_answer(torch, [torch.full((8,), 1e-9)], None, True, None, None)   # within atol
+    assert "do not depend on the inputs" in trivial_answer(torch, [torch.ones(4)], [torch.ones(4)], True, None, None)
+    # honest: a varying answer; a mostly-zero one (ReLU); a scalar loss; the same answer for inputs that are the same
+    assert trivial_answer(torch, [x], [y], True, None, None) is None
+    relu = torch.relu(x - 2.0)
+    assert 0 < int(relu.count_nonzero()) < relu.numel() // 10
+    assert trivial_answer(torch, [relu], [torch.relu(y - 2.0)], True, None, None) is None
+    assert trivial_answer(torch, [(x ** 2).mean()], [(y ** 2).mean()], True, None, None) is None
+    assert trivial_answer(torch, [x], [x.clone()], False, None, None) is None
+
+
+def _problem(tmp_path, name, body):
+    p = tmp_path / f"{name}.py"
+    p.write_text(textwrap.dedent(body))
+    return Problem.from_file(p)
+
+
+def test_the_judge_refuses_kernelbench_80_and_serves_honest_problems(cpu_judge, tmp_path):
+    from megakernel_gym.curriculum.suite import kernelbench_dir
+    from megakernel_gym.rewards.pool import judge_one
+    from megakernel_gym.rewards.reward_fns import gated_log_speedup
+    kb80 = Problem.from_file(kernelbench_dir() / "level2" / "80_Gemm_Max_Subtract_GELU.py")
+    with pytest.raises(ProblemUnservable, match="a kernel that writes zeros would be scored correct"):
+        cpu_judge.evaluate(kb80, Candidate(ZEROS_KERNEL, "zeros.py"))
+    res, stored = judge_one(cpu_judge, kb80, Candidate(ZEROS_KERNEL, "zeros.py"), "cpu")
+    assert (res.status, res.category, stored) == ("not_run", "unservable", False)
+    assert gated_log_speedup(res) == 0.0
+    cached = _problem(tmp_path, "cached", """
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.ones(16) + 0 * x.sum()
+        def get_inputs():
+            return [torch.randn(16)]
+        def get_init_inputs():
+            return []
+    """)
+    with pytest.raises(ProblemUnservable, match="do not depend on the inputs"):
+        cpu_judge._reference_once(cached)
+    # honest problems: a scalar loss; inputs that are not random (the same for every seed)
+    for name, body in [("loss", """
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return torch.mean((a - b) ** 2)
+        def get_inputs():
+            return [torch.randn(128), torch.randn(128)]
+        def get_init_inputs():
+            return []
+    """), ("fixed", """
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(8))
+            def forward(self, x):
+                return x * self.w
+        def get_inputs():
+            return [torch.arange(8, dtype=torch.float32)]
+        def get_init_inputs():
+            return []
+    """)]:
+        cpu_judge._reference_once(_problem(tmp_path, name, body))   # served: no ProblemUnservable
