@@ -343,6 +343,8 @@ class Guard:
         self._kernel_types = _kernel_types()
         self._modules = {name: None for name in MODULE_NAMES}
         self._functools = self._safe_functools()
+        self._dataclasses = self._safe_dataclasses()
+        self._proxies = {"functools": self._functools, "dataclasses": self._dataclasses}
 
     def reset(self) -> None:
         """A new candidate in this worker: no refusals, no classes of its own yet."""
@@ -370,8 +372,8 @@ class Guard:
         if not isinstance(name, str):
             raise self.refuse(f"an attribute name of type {type(obj).__name__}")
         if self._attr_allowed(obj, name):
-            if isinstance(obj, types.ModuleType) and obj.__name__ == "functools":
-                obj = self._functools   # the module itself is only reached by judge code; its names are ours
+            if isinstance(obj, types.ModuleType) and obj.__name__ in self._proxies:
+                obj = self._proxies[obj.__name__]   # the real module is only reached by judge code; its names are ours
             value = getattr(obj, name, *default)
             if callable(value) and not isinstance(value, type):
                 if isinstance(obj, self.Tensor):
@@ -418,7 +420,9 @@ class Guard:
             return False   # launch with kernel[grid](...), nothing else
         mod = type(obj).__module__ or ""
         if mod.startswith("triton.language") or type(obj).__name__ in ("Config", "_DeviceProperties"):
-            return not name.startswith("_")   # tl.dtype, tl.constexpr, triton.Config, device properties
+            # tl.dtype, tl.constexpr, triton.Config, device properties; not a list, dict or set they share
+            # (red team 9: tl.float32.FP_TYPES.remove('fp32') changed every later kernel's dtypes in the worker)
+            return not name.startswith("_") and not isinstance(getattr(obj, name, None), (list, dict, set))
         if mod.startswith("torch.cuda") and type(obj).__name__ == "Stream":
             return name in ("cuda_stream", "device", "device_index")
         return _kernel_module_attr(obj, name)
@@ -433,8 +437,13 @@ class Guard:
         if mname == "torch" and name in TORCH_INIT_NAMES:
             return self.phase == "init"
         if allowed is None:
-            return not name.startswith("_") and not isinstance(getattr(mod, name, None), types.ModuleType) \
-                or f"{mname}.{name}" in MODULE_NAMES
+            # every public name the module defines itself: not a module, and nothing it imported from
+            # elsewhere (red team 9: triton.language.math re-exports functools.wraps, triton.language.extra
+            # sys.modules as `modules`, importlib's module_from_spec)
+            if f"{mname}.{name}" in MODULE_NAMES:
+                return True
+            value = getattr(mod, name, None)
+            return not name.startswith("_") and not isinstance(value, types.ModuleType) and _own_value(value, mname)
         if name in allowed:
             return True
         return mname == "torch.nn" and _nn_layer(mod, name)
@@ -443,7 +452,9 @@ class Guard:
         # parameters, buffers, submodules and plain attributes of this instance
         d = object.__getattribute__(m, "__dict__")
         if name in d.get("_parameters", {}) or name in d.get("_buffers", {}) or name in d.get("_modules", {}):
-            return True
+            # (a key that is also a class attribute reads the class's: `layer._modules.update({"forward": ...})`
+            # made a torch layer's forward, _call_impl or _apply readable, red team 9)
+            return not hasattr(type(m), name)
         if name in d:
             return not callable(d[name]) or type(m) in self._own_types or _is_kernel_like(d[name], self)
         # class attributes: the candidate's own classes' definitions, nn.Module's allowed API,
@@ -466,6 +477,25 @@ class Guard:
         for n in MODULE_NAMES["functools"]:
             setattr(mod, n, getattr(functools, n))
         mod.wraps = self._wraps
+        return mod
+
+    def _safe_dataclasses(self) -> types.ModuleType:
+        """What `import dataclasses` gives a candidate: `field`, and `dataclass` for its own classes only
+        (dataclass writes __repr__, __eq__, __hash__... into the class it is given, from dataclasses, past the
+        guard's write hook: red team 9 rewrote nn.Linear's repr and made every module unhashable)."""
+        import dataclasses
+        mod = types.ModuleType("dataclasses")
+        mod.field = dataclasses.field
+        guard = self
+
+        def dataclass(cls=None, /, **kw):
+            def wrap(c):
+                if not (isinstance(c, type) and c in guard._own_types):
+                    raise guard.refuse(f"dataclasses.dataclass on {_describe(c)}", "it decorates a class of your own")
+                return dataclasses.dataclass(c, **kw)
+            return wrap if cls is None else wrap(cls)
+        dataclass.__module__ = "dataclasses"
+        mod.dataclass = dataclass
         return mod
 
     def _wraps(self, wrapped, *args, **kw):
@@ -493,7 +523,7 @@ class Guard:
     def _hint(self, obj) -> str:
         if isinstance(obj, types.ModuleType) and obj.__name__ in MODULE_NAMES:
             allowed = MODULE_NAMES[obj.__name__]
-            names = "every public name" if allowed is None else ", ".join(sorted(allowed)[:40]) or "nothing"
+            names = "every public name it defines itself" if allowed is None else ", ".join(sorted(allowed)[:40]) or "nothing"
             return f"of {obj.__name__} a candidate may use {names}"
         if isinstance(obj, types.ModuleType):
             return f"the module {obj.__name__} is not one a candidate may use"
@@ -587,8 +617,8 @@ class Guard:
             raise self.refuse(f"import of {name!r}", "a candidate may import "
                               + ", ".join(sorted(m for m in IMPORTABLE if "." not in m or m == "torch.nn")))
         mod = builtins.__import__(name, globals, locals, fromlist, level)
-        if name == "functools":
-            mod = self._functools
+        if name in self._proxies:
+            mod = self._proxies[name]
         if fromlist:
             for n in fromlist:
                 if n == "*" or not self._module_attr(mod, n) and f"{name}.{n}" not in IMPORTABLE:
@@ -637,7 +667,17 @@ class Guard:
         return b
 
     def hasattr(self, obj, name: str) -> bool:
-        return isinstance(name, str) and self._attr_allowed(obj, name) and hasattr(obj, name)
+        """An attribute the object has but a candidate may not use is a refusal, as reading it is: a quiet
+        False would tell a kernel it runs under the judge (red team 8: `if hasattr(self, "apply")`, False
+        here and True in the exported module, returned zeros there and scored correct here)."""
+        if not isinstance(name, str):
+            return False
+        if self._attr_allowed(obj, name):
+            return hasattr(obj, name)
+        if _native_hasattr(obj, name):
+            where = obj.__name__ if isinstance(obj, types.ModuleType) else _describe(obj)
+            raise self.refuse(f"hasattr({where}, {name!r})", self._hint(obj))
+        return False
 
     def setattr(self, obj, name: str, value) -> None:
         if not isinstance(name, str) or _is_dunder(name) or _is_hook_name(name):
@@ -801,6 +841,24 @@ def _defined_outside(cls: type, name: str, own: set[type]) -> bool:
 def _nn_layer(nn, name: str) -> bool:
     v = getattr(nn, name, None)
     return isinstance(v, type) and issubclass(v, nn.Module)
+
+
+def _own_value(value, module: str) -> bool:
+    """Whether a module's public value is its package's own (a function, class or object defined in it, or a
+    plain number or string), not something it imported from elsewhere."""
+    if isinstance(value, (int, float, complex, bool, str, type(None))):
+        return True
+    home = getattr(value, "__module__", None) if callable(value) else type(value).__module__
+    package = module.split(".")[0]
+    return isinstance(home, str) and (home == package or home.startswith(package + "."))
+
+
+def _native_hasattr(obj, name: str) -> bool:
+    """hasattr without running a property's code more than Python's own would (it does run it)."""
+    try:
+        return hasattr(obj, name)
+    except Exception:  # noqa: BLE001 - an object's own __getattr__ raising something else
+        return False
 
 
 def _describe(obj) -> str:

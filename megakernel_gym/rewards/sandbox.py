@@ -427,6 +427,10 @@ class _CountingModule:
         return attr
 
 
+JUDGE_MODULES = ("torch", "triton", "megakernel_gym.cuda.timing", "megakernel_gym.rewards.correctness",
+                 "megakernel_gym.rewards.sandbox", "megakernel_gym.rewards.guard", "megakernel_gym.rewards.kernel_accounting")
+
+
 def _integrity_snapshot(torch) -> dict[str, Any]:
     """Identities of the functions the judge's own measurements rely on."""
     import inspect
@@ -436,6 +440,15 @@ def _integrity_snapshot(torch) -> dict[str, Any]:
             "Tensor.cpu": T("cpu"), "manual_seed": torch.manual_seed, "save": torch.save,
             "Tensor.copy_": T("copy_"), "Tensor.__torch_dispatch__": T("__torch_dispatch__"),
             "Tensor.__torch_function__": T("__torch_function__"), "device": torch.device}
+    # the judge's own functions its commands import when they run, and the modules they come from (red team 9
+    # replaced megakernel_gym.rewards.correctness in sys.modules, so handle_candidate imported its write_outputs);
+    # the worker's commands call the functions taken here
+    import importlib
+
+    import megakernel_gym.cuda.timing as timing
+    import megakernel_gym.rewards.correctness as correctness
+    snap.update({"time_gpu": timing.time_gpu, "write_outputs": correctness.write_outputs})
+    snap.update({f"sys.modules[{m}]": importlib.import_module(m) for m in JUDGE_MODULES})   # (loaded now if not yet)
     if torch.cuda.is_available():
         E = lambda name: inspect.getattr_static(torch.cuda.Event, name)  # noqa: E731
         snap.update({"Event": torch.cuda.Event, "Event.elapsed_time": E("elapsed_time"),
@@ -556,7 +569,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         lap("import")
         phase = "init"
         descs, models = [], {}   # each seed's outputs go to the channel as it finishes (one seed held at a time)
-        from megakernel_gym.rewards.correctness import write_outputs
+        write_outputs = snap["write_outputs"]   # the judge's, as the worker started (not what sys.modules holds now)
         channel = msg["channel"]
         launches_before = counter.total()
         ops_seen: list[str] = []
@@ -725,8 +738,8 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
     """GPU phase of a candidate that passed correctness: timing on fresh inputs (timed_spec), every
     kernel of every timed call accounted (KernelSession), and the outputs of a secret sample of timed
     calls sent to the channel for re-checking. The judge holds the device for this command alone."""
-    from megakernel_gym.rewards.correctness import write_outputs
-    from megakernel_gym.cuda.timing import time_gpu
+    # the judge's own, as the worker started: not what sys.modules or those modules hold now
+    write_outputs, time_gpu = snap["write_outputs"], snap["time_gpu"]
     torch = env.torch
     if _PENDING.get("sha") != msg.get("candidate_sha256"):
         return {"ok": False, "error": "worker", "message": "time: no candidate passed correctness here"}
