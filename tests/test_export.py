@@ -139,3 +139,90 @@ def test_export_run_of_a_quickstart_run_plays_its_trained_policy(tmp_path):
     assert meta["model"] == str(run / "policy") and meta["sim_device"] == "H100"
     assert "--run " + str(run) in (tmp_path / "mk" / "mk_mlp_block" / "kernel.py").read_text()
     assert "FutureWarning" not in r.stderr and "Loading weights" not in r.stderr
+
+
+IDENTITY_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.clone()
+
+
+def get_inputs():
+    return [torch.randn(8, 64)]
+
+
+def get_init_inputs():
+    return []
+'''
+COPY = WRONG.replace("_zero[(triton.cdiv(n, 1024),)](o, n, B=1024)", "_copy[(triton.cdiv(n, 1024),)](x, o, n, B=1024)") \
+    .replace("@triton.jit\ndef _zero(o, n, B: tl.constexpr):\n    i = tl.program_id(0) * B + tl.arange(0, B)\n"
+             "    tl.store(o + i, tl.zeros([B], tl.float32), mask=i < n)",
+             "@triton.jit\ndef _copy(x, o, n, B: tl.constexpr):\n    i = tl.program_id(0) * B + tl.arange(0, B)\n"
+             "    tl.store(o + i, tl.load(x + i, mask=i < n), mask=i < n)")
+
+
+def test_export_keeps_problems_of_one_name_apart_and_ships_no_candidate_judged_wrong(tmp_path):
+    """Red team 8: export grouped the store's rows by problem name, so a copy kernel judged incorrect on the
+    built-in softmax and correct on a user's softmax.py (an identity) shipped as 'softmax', with the built-in's
+    level, in place of the correct reference. Problems are their file's hash; a candidate judged incorrect on a
+    problem is not shipped for it, whatever else it scored there."""
+    from megakernel_gym.rewards import Problem
+    assert "_copy" in COPY and "_zero" not in COPY
+    user_file = tmp_path / "softmax.py"
+    user_file.write_text(IDENTITY_PROBLEM)
+    user = Problem.from_file(user_file)
+    assert user.name == "softmax" and user.sha256 != get_problem("softmax").sha256
+    store = ResultsStore(tmp_path / "results.sqlite")
+    ref = reference_candidates("softmax")["triton"]
+    with Judge("cpu", store=store) as j:
+        assert j.evaluate(get_problem("softmax"), ref).status == "correct"
+        assert j.evaluate(get_problem("softmax"), COPY).status == "incorrect"
+        copy_on_user = j.evaluate(user, COPY)
+        assert copy_on_user.status == "correct", copy_on_user.reason
+    index = export_kernels(tmp_path / "out", store=store)
+    by_folder = {k["folder"]: k for k in index["kernels"]}
+    assert sorted(by_folder) == sorted(["softmax-" + get_problem("softmax").sha256[:8], "softmax-" + user.sha256[:8]])
+    builtin = by_folder["softmax-" + get_problem("softmax").sha256[:8]]
+    assert builtin["level"] == 1 and (tmp_path / "out" / builtin["folder"] / "kernel.py").read_text() == ref.source
+    mine = by_folder["softmax-" + user.sha256[:8]]
+    assert mine["level"] is None and mine["candidate_sha256"] == copy_on_user.candidate_sha256
+    # the same kernel judged incorrect once on the user's problem too (a flaky kernel): no longer shipped for it
+    bad = copy_on_user.__class__.from_dict({**copy_on_user.to_dict(), "status": "incorrect", "correct": False})
+    store.put(bad, "cpu:cpu")
+    index = export_kernels(tmp_path / "out2", store=store)
+    assert [k["problem_sha256"] for k in index["kernels"]] == [get_problem("softmax").sha256]
+    store.close()
+
+
+def test_an_exported_kernel_runs_under_the_judges_guard(tmp_path):
+    """A kernel that can tell the judge's guard from a plain import (here by the repr of the guard's getattr)
+    computed softmax under the judge and zeros once exported (red team 8's hasattr(self, 'apply') is a refusal
+    now; this is the class): load_kernel runs a judged candidate under the guard, as the judge ran it, so it
+    computes what was scored. guarded=False (trusted code only) shows the difference."""
+    src = reference_candidates("softmax")["triton"].source
+    at = src.index("\n", src.index("    def forward(self")) + 1
+    aware = src[:at] + ('        if "built-in" in repr(getattr):   # a plain import, not the guard\n'
+                        "            return torch.zeros_like(x)\n") + src[at:]
+    store = ResultsStore(tmp_path / "results.sqlite")
+    with Judge("cpu", store=store) as j:
+        res = j.evaluate(get_problem("softmax"), aware)
+    assert res.status == "correct", res.reason
+    export_kernels(tmp_path / "out", store=store)
+    store.close()
+    code = f"""
+import torch
+from megakernel_gym import load_kernel
+x = torch.randn(4, 300)
+for guarded in (None, False):
+    y = load_kernel({str(tmp_path / "out" / "softmax")!r}, guarded=guarded)()(x)
+    print(guarded, float((y - torch.softmax(x, -1)).abs().max()))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    err = {line.split()[0]: float(line.split()[1]) for line in r.stdout.strip().splitlines()}
+    assert err["None"] < 1e-5 and err["False"] > 0.01, err

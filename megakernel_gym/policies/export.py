@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -57,14 +58,17 @@ def export_kernels(out: str | Path, store=None, backend: str | None = None) -> d
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for res, source in best:
-        folder = out / _slug(res.problem)
+    slugs = [_slug(res.problem) for res, _ in best]
+    for (res, source), slug in zip(best, slugs):
+        # one folder per problem: a name two problems share (a user's file named like a built-in, two
+        # tolerance presets) or two names one slug (a/b and a_b) take the problem's hash too
+        folder = out / (slug if slugs.count(slug) == 1 else f"{slug}-{res.problem_sha256[:8]}")
         folder.mkdir(exist_ok=True)
         (folder / "kernel.py").write_text(source)
         (folder / "result.json").write_text(res.to_json(indent=2))
         meta = {"problem": res.problem, "problem_sha256": res.problem_sha256, "candidate_sha256": res.candidate_sha256,
                 "backend": res.backend, "device": res.device, "speedup": res.speedup,
-                "speedups": res.speedups, "level": _level(res.problem)}
+                "speedups": res.speedups, "level": _level(res.problem, res.problem_sha256)}
         (folder / "meta.json").write_text(json.dumps(meta, indent=2))
         rows.append({**meta, "speedups": json.dumps(res.speedups), "folder": folder.name, "source": source,
                      "result": res.to_json()})
@@ -244,25 +248,39 @@ class ScheduledMegakernel(nn.Module):
         return (out, k[0], v[0]) if len(k) == 1 else (out, torch.stack(k), torch.stack(v))
 
 
-def _level(problem: str) -> int | None:
+def _level(problem: str, sha256: str | None = None) -> int | None:
+    """The built-in problem's level, where `problem` is the built-in one (its hash, where given, matches)."""
     try:
         from megakernel_gym.curriculum import get_problem
-        return get_problem(problem).level
+        p = get_problem(problem)
     except Exception:  # noqa: BLE001 - a user's own problem file: no level to report
         return None
+    return p.level if sha256 is None or p.sha256 == sha256 else None
 
 
-def load_kernel(path: str | Path):
+def load_kernel(path: str | Path, guarded: bool | None = None):
     """The exported kernel's `ModelNew` class, or its own `Model` where it has no ModelNew (construct
     it with the problem's init inputs, load the Model's state_dict, call it like Model). `path` is an
     export folder or its kernel.py.
-    The code runs in this process: load only kernels you exported or trust."""
+
+    A judged candidate's code (an export_kernels folder, or a kernel.py with no meta.json) runs as the
+    judge ran it: compiled and run under the judge's guard (rewards/guard.py), so it reaches what it
+    reached there and nothing more, and cannot tell this process from the judge's worker by what the
+    guard refuses (a red team's kernel returned zeros wherever `hasattr(self, "apply")` held, True in a
+    plain import and not under the guard: scored correct, wrong once exported). A schedule folder
+    (export_schedules: the package's own code) is imported as it is. `guarded=False` imports any file
+    plainly: only for code you trust."""
     path = Path(path)
     file = path / "kernel.py" if path.is_dir() else path
     if not file.is_file():
         raise ExportError(f"no kernel at {path}: expected an export folder with kernel.py (mkgym export --out DIR)")
-    spec = importlib.util.spec_from_file_location(f"mkgym_kernel_{_slug(file.parent.name)}", file)
-    mod = importlib.util.module_from_spec(spec)
+    if guarded is None:
+        meta_file = file.with_name("meta.json")
+        try:
+            meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+        except (OSError, ValueError):
+            meta = {}
+        guarded = "candidate_sha256" in meta or not meta
     import os
 
     import torch
@@ -270,12 +288,65 @@ def load_kernel(path: str | Path):
         # no GPU: Triton kernels run in Triton's CPU interpreter (as the judge's cpu backend runs them);
         # @triton.jit reads this when the module defines its kernels, so it is set for the module's life
         os.environ["TRITON_INTERPRET"] = "1"
-    spec.loader.exec_module(mod)   # Triton's @jit needs a real file behind the module: it reads the source
     from megakernel_gym.rewards.anticheat import candidate_class
-    name = candidate_class(file.read_text())   # the class the judge ran
+    source = file.read_text()
+    name = candidate_class(source)   # the class the judge ran
+    module_name = f"mkgym_kernel_{_slug(file.parent.name)}"
+    if guarded:
+        return _guarded_class(source, module_name, name, file)
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)   # Triton's @jit needs a real file behind the module: it reads the source
     if name is None or not hasattr(mod, name):
         raise ExportError(f"{file} defines no ModelNew (nor a Model class of its own)")
     return getattr(mod, name)
+
+
+def _guarded_class(source: str, module_name: str, name: str | None, file: Path):
+    """The candidate's class from its source compiled and run under a guard of its own (the judge's policy
+    and namespace; the checks the judge's worker installs on torch's classes are not installed in a user's
+    process: a kernel that needed them refused was rejected by the judge), its __init__ run in the guard's
+    init phase and its forward in the forward phase, as the judge runs them."""
+    import tempfile
+
+    import torch
+
+    from megakernel_gym.rewards.guard import Guard, GuardError, load_candidate
+    if name is None:
+        raise ExportError(f"{file} defines no ModelNew (nor a Model class of its own)")
+    guard = Guard(torch)
+    folder = tempfile.mkdtemp(prefix="mkgym-kernel-")    # load_candidate writes the source where Triton reads it
+    try:
+        mod = load_candidate(source, module_name, os.path.join(folder, "kernel.py"), guard)
+    except (SyntaxError, GuardError) as e:
+        raise ExportError(f"{file} does not load under the judge's guard ({e}); a kernel the judge scored "
+                          "correct does: was the file changed after export?") from e
+    guard.phase = "idle"
+    cls = vars(mod).get(name)
+    if not isinstance(cls, type):
+        raise ExportError(f"{file} defines no ModelNew (nor a Model class of its own)")
+
+    def phase(p):
+        class _In:
+            def __enter__(self):
+                self.prev, guard.phase = guard.phase, p
+
+            def __exit__(self, *exc):
+                guard.phase = self.prev
+        return _In()
+
+    def __init__(self, *a, **kw):
+        with phase("init"):
+            cls.__init__(self, *a, **kw)
+
+    def forward(self, *a, **kw):
+        with phase("forward"):
+            return cls.forward(self, *a, **kw)
+
+    exported = type(cls.__name__, (cls,), {"__init__": __init__, "forward": forward,
+                                           "__module__": module_name, "__qualname__": cls.__qualname__})
+    guard._own_types.add(exported)
+    return exported
 
 
 __all__ = ["export_kernels", "export_schedules", "run_policy", "no_kernels_message", "played_schedule", "load_kernel", "ScheduledMegakernel", "ExportError"]

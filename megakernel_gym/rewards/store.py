@@ -115,23 +115,30 @@ class ResultsStore:
         return True
 
     def best(self, backend: str | None = None) -> list[tuple[EvalResult, str]]:
-        """Per problem, the best correct result whose source is kept, with that source: the fastest
-        measured speedup (a result without one, as on the cpu backend, ranks below any measured)."""
+        """Per problem (its file's hash: two problems of one name, a built-in and a user's file of the same
+        stem, or one under two tolerance presets, are two problems), the best correct result whose source is
+        kept, with that source: the fastest measured speedup (a result without one, as on the cpu backend,
+        ranks below any measured). A candidate ever judged incorrect or rejected on that problem is left out,
+        whatever its other verdicts (red team 8: export shipped, under the built-in softmax's name and
+        level, a copy kernel judged incorrect there and correct on a user's softmax.py)."""
         q = ("SELECT e.problem, e.result, s.source FROM evaluations e JOIN sources s "
-             "ON e.candidate_sha256 = s.candidate_sha256 WHERE e.status = 'correct'")
+             "ON e.candidate_sha256 = s.candidate_sha256 WHERE e.status = 'correct' AND NOT EXISTS ("
+             "SELECT 1 FROM evaluations f WHERE f.problem_sha256 = e.problem_sha256 "
+             "AND f.candidate_sha256 = e.candidate_sha256 AND f.status IN ('incorrect', 'rejected'))")
         args: tuple = ()
         if backend:
             q += " AND e.backend = ?"
             args = (backend,)
-        q += " ORDER BY e.problem, COALESCE(e.speedup, -1) DESC, e.id DESC"
+        q += " ORDER BY e.problem_sha256, COALESCE(e.speedup, -1) DESC, e.id DESC"
         with self._lock:
             rows = self._conn.execute(q, args).fetchall()
         out, seen = [], set()
-        for problem, result, source in rows:
-            if problem not in seen:
-                seen.add(problem)
-                out.append((EvalResult.from_dict(json.loads(result)), source))
-        return out
+        for _problem, result, source in rows:
+            res = EvalResult.from_dict(json.loads(result))
+            if res.problem_sha256 not in seen:
+                seen.add(res.problem_sha256)
+                out.append((res, source))
+        return sorted(out, key=lambda rs: (rs[0].problem, rs[0].problem_sha256))
 
     def get(self, problem_sha256: str, candidate_sha256: str, device: str) -> EvalResult | None:
         with self._lock:
