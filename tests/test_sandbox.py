@@ -311,3 +311,31 @@ def test_the_interpreter_runs_only_kernels_decorated_in_the_candidates_file(raw_
         assert r.status == "incorrect", (name, r.status, r.reason)
     honest = raw_judge.evaluate(problem, reference_candidates("softmax")["triton"])
     assert honest.status == "correct", honest.reason
+
+
+def test_recycle_always_gives_each_candidate_a_fresh_worker(tmp_path):
+    """State a candidate leaves in its worker's process meets the next candidate only where the worker is kept.
+    Red teams 8 and 9, through guard escapes since closed, patched the guard's and Triton's classes and
+    sys.modules from a candidate scored correct, for every later candidate in that worker. The wall is a new
+    process: recycle="always" (the gpu backend's default) gives each evaluation a worker started during the one
+    before it (the judge's spare).
+    Here the guard and static checks are off (the layer below them is what is tested): the first candidate
+    marks the package module, the second computes softmax only where it finds no mark."""
+    ref = reference_candidates("softmax")["triton"].source
+    at = ref.index("\n", ref.index("    def forward(self")) + 1
+    mark = "import megakernel_gym\nmegakernel_gym.LEFT_BEHIND = True\n" + ref
+    check = ("import megakernel_gym\n" + ref[:at]
+             + "        if getattr(megakernel_gym, 'LEFT_BEHIND', False):\n            return torch.zeros_like(x)\n"
+             + ref[at:])
+    verdicts = {}
+    for recycle in ("never", "always"):
+        with Judge(backend="cpu", store=tmp_path / f"{recycle}.sqlite", timeout_s=60, use_cache=False,
+                   static_checks=False, python_guard=False, recycle=recycle) as j:
+            assert j.evaluate(get_problem("softmax"), mark).status == "correct"
+            verdicts[recycle] = j.evaluate(get_problem("softmax"), check).status
+            if recycle == "always":
+                assert j.cand.alive and not j.cand.ready and j._spare.alive   # the next two are started already
+    assert verdicts["always"] == "correct" and verdicts["never"] != "correct", verdicts   # (zeros, no kernel: rejected)
+    assert Judge(backend="cpu", store=False).recycle == "failure"
+    with pytest.raises(ValueError, match="recycle='sometimes'"):
+        Judge(backend="cpu", store=False, recycle="sometimes")

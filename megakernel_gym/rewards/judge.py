@@ -137,7 +137,7 @@ class Judge:
 
     def __init__(self, backend: str | None = None, store: ResultsStore | str | None | bool = None,
                  timeout_s: float | None = None, device_index: int = 0, use_cache: bool = True,
-                 drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
+                 drop_privileges: bool = True, recycle: str | None = None, timing: dict | None = None,
                  static_checks: bool = True, gpu_lock: threading.Lock | None = None, slot: int = 0,
                  fast_inline: bool = True, compile_timeout_s: float = 600.0, python_guard: bool = True,
                  memory: GpuMemory | None = None, host_memory: GpuMemory | None = None):
@@ -146,6 +146,15 @@ class Judge:
         self.timeout_s = check_timeout(timeout_s) or default_timeout(self.backend)
         self.device_index = device_index
         self.use_cache = use_cache
+        # when the candidate worker is replaced: "always" (after every evaluation, the next one started at once
+        # in the background: no state a candidate left in its process, a module it changed or a class it
+        # patched, meets the next candidate; the default on the gpu backend, whose timings are the reward),
+        # "failure" (after a failed or flagged one; the cpu backend's default, where a start is ~2.5 s of
+        # torch's import on two cores), "never" (tests of the corpus)
+        if recycle is None:
+            recycle = "always" if self.backend == "gpu" else "failure"
+        if recycle not in ("always", "failure", "never"):
+            raise ValueError(f"recycle={recycle!r}: one of 'always', 'failure', 'never'")
         self.recycle = recycle
         self.timing = {**DEFAULT_TIMING, **(timing or {})}
         self.static_checks = static_checks  # False only in tests of the sandbox itself
@@ -180,8 +189,11 @@ class Judge:
                 hide.append(str(run) + os.sep)
         self.ref = WorkerProcess("reference", self.backend, device_index, drop_privileges=False, hide=hide,
                                  slot=slot)
-        self.cand = WorkerProcess("candidate", self.backend, device_index, drop_privileges=drop_privileges,
-                                  hide=hide, slot=slot)
+        self._cand_args = dict(drop_privileges=drop_privileges, hide=hide, slot=slot)
+        self.cand = WorkerProcess("candidate", self.backend, device_index, **self._cand_args)
+        # recycle="always": the worker the next evaluation gets, started while this one runs (a GPU worker's start
+        # is ~5 s of torch's import and CUDA's set-up, which a fresh worker per candidate would otherwise add)
+        self._spare: WorkerProcess | None = None
         self._meta: dict[str, dict] = {}
         self.baseline_memory: dict[str, dict] = {}   # problem sha256: the reference worker's peak (baselines)
         self._software: str | None = None   # what the store files baselines under beside the device (_store_key)
@@ -192,6 +204,25 @@ class Judge:
     def close(self) -> None:
         self.ref.close()
         self.cand.close()
+        if self._spare is not None:
+            self._spare.close()
+
+    def _start_spare(self) -> None:
+        if self.recycle == "always" and (self._spare is None or not self._spare.alive):
+            if self._spare is not None:
+                self._spare.kill()
+            self._spare = WorkerProcess("candidate", self.backend, self.device_index, **self._cand_args)
+            self._spare.spawn()
+
+    def _next_candidate_worker(self) -> None:
+        """The candidate worker replaced by the spare (started during the evaluation that just ended), and a
+        new spare started for the evaluation after it; without a live spare, a new worker starts now."""
+        self.cand.kill()
+        if self._spare is not None and self._spare.alive:
+            self.cand, self._spare = self._spare, None
+        else:
+            self.cand.spawn()
+        self._start_spare()
 
     def __enter__(self):
         return self
@@ -205,6 +236,10 @@ class Judge:
         for w in down:
             w.kill()
             w.spawn()
+        for w in (self.ref, self.cand):
+            if w.alive and not w.ready and w not in down:    # started in the background: read its start now
+                w.wait_ready()
+        self._start_spare()
         if self.backend == "gpu" and down:   # this process's torch, while the workers start (cuda_devices)
             import torch
             if not torch.cuda.is_available():
@@ -381,7 +416,11 @@ class Judge:
                 return self._run(problem, cand, cls, meta)
             finally:
                 self.cand.clear_channel(start=False)   # nothing of this evaluation stays in the host's memory
-                if self.cand.folder_bytes() > WORKER_FOLDER_BYTES:
+                if self.recycle == "always":
+                    # nothing a candidate did to its process (a module it changed, a class it patched) meets the
+                    # next one: the spare started beside this evaluation takes its place, and another starts
+                    self._next_candidate_worker()
+                elif self.cand.folder_bytes() > WORKER_FOLDER_BYTES:
                     self.cand.kill()   # its folder removed with it; the next evaluation starts a fresh one
                 elif self.backend == "gpu":
                     self._release_candidate()
@@ -477,8 +516,8 @@ class Judge:
                               category="worker", log_tail=log)
         flags = [Flag(**f) for f in header.get("flags", []) if isinstance(f, dict)]
         dirty = bool(flags) or header.get("status") != "ran"
-        if dirty and self.recycle in ("failure", "always") or self.recycle == "always":
-            self.cand.restart()
+        if dirty and self.recycle in ("failure", "always"):
+            self.cand.restart()     # ("always": after the evaluation too, once its timing is done; _evaluate)
         if header.get("status") != "ran":
             status = header.get("status")
             if status not in ("compile_error", "runtime_error", "incorrect", "timeout"):

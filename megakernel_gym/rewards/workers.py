@@ -99,6 +99,7 @@ class WorkerProcess:
         self.info: dict[str, Any] = {}
         self._log_offset = 0
         self.workdir = ""
+        self._ready = False     # spawned and its start-up answer read (respawn() starts one it does not wait for)
         _live.add(self)
 
     # -- life cycle ----------------------------------------------------------------------
@@ -120,6 +121,7 @@ class WorkerProcess:
                                 args=(child, self.role, self.backend, self.device_index, self.log_path,
                                       self.workdir, self.drop_privileges, self.hide, self.slot))
         self._spawned_at = time.perf_counter()
+        self._ready = False
         start_process(self.proc)
         child.close()
         self.conn = parent
@@ -139,6 +141,7 @@ class WorkerProcess:
         header["startup_s"] = dict(header.get("startup_s") or {},
                                    spawn_to_ready=round(time.perf_counter() - self._spawned_at, 3))
         self.info = header
+        self._ready = True
         _warn_missing_layers(self.role, header.get("isolation_missing") or [])
         return header
 
@@ -198,6 +201,10 @@ class WorkerProcess:
         return total
 
     @property
+    def ready(self) -> bool:
+        return self._ready
+
+    @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.is_alive()
 
@@ -205,8 +212,11 @@ class WorkerProcess:
         if not self.alive:
             self.kill()
             self.start()
+        elif not self._ready:       # spawned in the background (a judge's spare): its start-up answer is read now
+            self.wait_ready()
 
     def kill(self) -> None:
+        self._ready = False
         if self.proc is not None:
             if self.proc.is_alive():
                 self.proc.kill()
