@@ -64,6 +64,10 @@ def _check(name: str, ok: bool | None, detail: str, **values) -> dict[str, Any]:
     return {"name": name, "ok": ok, "detail": detail, **values}
 
 
+# what trivial_answer's reasons say, for whoever tells its refusals apart from other unservable problems
+TRIVIAL_WORDS = ("a kernel that writes zeros", "do not depend on the inputs")
+
+
 def trivial_answer(torch, base: list, other: list | None, inputs_differ: bool, atol, rtol,
                    preset: str | None = None) -> str | None:
     """Why a kernel that computes nothing would be scored correct on this problem, or None: every output is
