@@ -317,8 +317,8 @@ def test_recycle_always_gives_each_candidate_a_fresh_worker(tmp_path):
     """State a candidate leaves in its worker's process meets the next candidate only where the worker is kept.
     Red teams 8 and 9, through guard escapes since closed, patched the guard's and Triton's classes and
     sys.modules from a candidate scored correct, for every later candidate in that worker. The wall is a new
-    process: recycle="always" (the gpu backend's default) gives each evaluation a worker started during the one
-    before it (the judge's spare).
+    process: recycle="always" gives each evaluation a worker started during the one before it (the judge's
+    spare).
     Here the guard and static checks are off (the layer below them is what is tested): the first candidate
     marks the package module, the second computes softmax only where it finds no mark."""
     ref = reference_candidates("softmax")["triton"].source
@@ -339,3 +339,17 @@ def test_recycle_always_gives_each_candidate_a_fresh_worker(tmp_path):
     assert Judge(backend="cpu", store=False).recycle == "failure"
     with pytest.raises(ValueError, match="recycle='sometimes'"):
         Judge(backend="cpu", store=False, recycle="sometimes")
+
+
+def test_a_candidate_patching_the_guards_or_the_watchers_methods_is_flagged(raw_judge):
+    """Behind the guard (here switched off): a candidate that replaces the guard's or the aten-op watcher's
+    methods in its worker (red team 10 set Guard._attr_allowed and Inspector.forbidden from a candidate that
+    scored correct, so every later candidate in that cpu worker ran unguarded) is a monkeypatch flag, and a
+    flagged candidate's worker is replaced."""
+    ref = reference_candidates("softmax")["triton"].source
+    patch = ("from megakernel_gym.rewards import guard as _g, sandbox as _s\n"
+             "_g.Guard._attr_allowed = lambda self, obj, name: True\n"
+             "_s.Inspector.forbidden = lambda self: []\n" + ref)
+    res = raw_judge.evaluate(get_problem("softmax"), patch)
+    assert res.status == "rejected" and "monkeypatch" in {f.rule for f in res.flags}, res.reason
+    assert "Guard._attr_allowed" in res.reason and "Inspector.forbidden" in res.reason

@@ -140,8 +140,8 @@ class GpuMemory:
 
 def gpu_budgets(devices: int, slots_per_gpu: int) -> list[GpuMemory]:
     """One GpuMemory per visible GPU: its total memory less what every slot's workers hold between
-    evaluations (the two workers' contexts and the cached blocks they may keep, the spare candidate worker's
-    context (Judge's recycle="always", the gpu default), the reference's resident caches)."""
+    evaluations (the two workers' contexts and the cached blocks they may keep, a spare candidate worker's
+    context (a Judge with recycle="always" keeps one), the reference's resident caches)."""
     import torch
     per_slot = 2 * (CONTEXT_BYTES + LINGER_BYTES) + CONTEXT_BYTES + RESIDENT_BYTES
     learned: dict[str, int] = {}       # measured needs, one table for all of them

@@ -314,6 +314,10 @@ TENSOR_NAMES = {
     "itemsize", "nbytes", "layout", "as_strided", "unfold", "movedim", "diagonal", "get_device",
     "is_leaf", "data", "type_as", "is_meta",
 }
+# tensor methods that hand the candidate the tensor's memory as a host object (a numpy array or a storage over
+# the same bytes), refused in __init__ too: red team 10 kept `self.a = self.buf.numpy()` from __init__, then in
+# forward copied the input into buf and computed softmax in numpy, which no aten op sees
+HOST_MEMORY_METHODS = {"numpy", "untyped_storage", "storage"}
 # nn.Module's own API that a candidate may use (its own attributes, parameters, buffers and
 # submodules are reached through the instance)
 MODULE_API = {
@@ -362,7 +366,7 @@ class Guard:
         """In forward, a tensor in Python arithmetic, a comparison, a truth test or a value-reading builtin
         is torch compute or a read of its values on the host. (__init__ may compute its parameters the way
         the problem's Model does: `torch.randn(shape) * 0.02`.)"""
-        if self.phase == "forward" and isinstance(value, self.Tensor):
+        if self.phase == "forward" and (isinstance(value, self.Tensor) or type(value).__module__ == "numpy"):
             raise self.refuse(what, "that is torch compute or a read of a tensor's values on the host; "
                                     "compute in your own kernel")
         return value
@@ -394,7 +398,8 @@ class Guard:
         if isinstance(obj, self.Tensor):
             # __init__ may initialize as the problem's Model does (weight.uniform_(-b, b), .data.normal_()):
             # what it computes there is replaced by Model's weights, and depends on no input
-            return name in TENSOR_NAMES or self.phase == "init" and not name.startswith("_")
+            return name in TENSOR_NAMES or self.phase == "init" and not name.startswith("_") \
+                and name not in HOST_MEMORY_METHODS
         if isinstance(obj, type):
             # a class: the candidate's own classes expose what their bodies define (methods,
             # constants); torch's, Python's and Triton's classes expose nothing but autograd's apply
@@ -850,7 +855,14 @@ def _own_value(value, module: str) -> bool:
         return True
     home = getattr(value, "__module__", None) if callable(value) else type(value).__module__
     package = module.split(".")[0]
-    return isinstance(home, str) and (home == package or home.startswith(package + "."))
+    if not (isinstance(home, str) and (home == package or home.startswith(package + "."))):
+        return False
+    if package == "triton" and isinstance(value, types.FunctionType) and not getattr(value, "__triton_builtin__", False):
+        # a plain Python helper of Triton's, not a kernel builtin: red team 10's tl.str_to_ty ran the candidate's
+        # string through eval() with the real builtins. Only libdevice's device functions (stubs the compiler
+        # resolves, named in kernels) are plain functions a candidate may hold
+        return home.endswith("libdevice")
+    return True
 
 
 def _native_hasattr(obj, name: str) -> bool:

@@ -448,6 +448,11 @@ def _integrity_snapshot(torch) -> dict[str, Any]:
     import megakernel_gym.cuda.timing as timing
     import megakernel_gym.rewards.correctness as correctness
     snap.update({"time_gpu": timing.time_gpu, "write_outputs": correctness.write_outputs})
+    # and the guard's and the watcher's methods (red team 10 set Guard._attr_allowed and Inspector.forbidden to
+    # functions of its own from a candidate that scored correct, for every later candidate in the worker)
+    from megakernel_gym.rewards.guard import Guard
+    for cls in (Guard, Inspector, LaunchCounter):
+        snap.update({f"{cls.__name__}.{n}": v for n, v in vars(cls).items() if callable(v) or isinstance(v, property)})
     snap.update({f"sys.modules[{m}]": importlib.import_module(m) for m in JUDGE_MODULES})   # (loaded now if not yet)
     if torch.cuda.is_available():
         E = lambda name: inspect.getattr_static(torch.cuda.Event, name)  # noqa: E731
