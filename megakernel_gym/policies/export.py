@@ -269,7 +269,11 @@ def load_kernel(path: str | Path, guarded: bool | None = None):
     guard refuses (a red team's kernel returned zeros wherever `hasattr(self, "apply")` held, True in a
     plain import and not under the guard: scored correct, wrong once exported). A schedule folder
     (export_schedules: the package's own code) is imported as it is. `guarded=False` imports any file
-    plainly: only for code you trust."""
+    plainly.
+
+    Either way the code runs in this process, and the guard is not a sandbox (the judge's worker has
+    walls behind it this process has not: red team 10 ran a payload here through an escape since closed).
+    Load only kernels you trust: ones your own judge scored, from a store you keep."""
     path = Path(path)
     file = path / "kernel.py" if path.is_dir() else path
     if not file.is_file():
