@@ -363,3 +363,21 @@ def test_deep_walks_at_once_put_the_limit_back():
         t.join()
     assert len(errors) == 1 and min(seen) > limit
     assert sys.getrecursionlimit() == limit
+
+
+def test_kernel_source_rules_take_linear_time_on_unclosed_comments():
+    """The CUDA-text rules run in the judge's own process, before any worker or time limit. Stripping comments
+    with /\\*.*?\\*/ rescanned the rest of the text from every unclosed '/*': red team 11's 120 KB string of
+    '/*a' (under the env's 120,000-character action limit) held the judge 47 s, 1 MB would be an hour."""
+    import time
+    src = f'{HEAD}\nNOTE = "__global__ " + {"/*a" * 40_000!r}\nSRC = "__global__ void k() {{ cublasSgemm(); }} /* x"\n'
+    t0 = time.perf_counter()
+    assert "forbidden_library" in rules(src)         # the rules still read past an unclosed comment's start
+    assert time.perf_counter() - t0 < 5.0, f"{time.perf_counter() - t0:.1f} s"
+
+
+def test_a_candidate_past_the_size_limit_is_a_compile_error(cpu_judge):
+    from megakernel_gym.curriculum import get_problem
+    from megakernel_gym.rewards.judge import MAX_CANDIDATE_CHARS
+    res = cpu_judge.evaluate(get_problem("softmax"), "# x\n" * (MAX_CANDIDATE_CHARS // 4 + 1))
+    assert res.status == "compile_error" and "at most 1,000,000" in res.reason

@@ -129,6 +129,11 @@ def _allowed_transforms(allowed_kinds) -> list[tuple[str, float, float]]:
     return out
 
 
+# The longest candidate the judge reads: its static stage runs in the judge's own process, before any worker or
+# time limit (the env's actions are at most 120,000 characters; an honest KernelBench answer is a few thousand)
+MAX_CANDIDATE_CHARS = 1_000_000
+
+
 class Judge:
     """Scores candidates for problems on one backend and one device, with two worker processes.
 
@@ -375,6 +380,10 @@ class Judge:
 
     def _evaluate(self, problem: Problem, cand: Candidate) -> EvalResult:
         # 1. static: parse, interface, anti-cheat rules (nothing of the candidate runs here)
+        if len(cand.source) > MAX_CANDIDATE_CHARS:
+            return self._fail(problem, cand, "compile_error", f"the candidate is {len(cand.source):,} characters; the "
+                              f"judge takes at most {MAX_CANDIDATE_CHARS:,} (the env's actions, {120_000:,})",
+                              category="syntax")
         bad = lone_surrogate(cand.source)
         if bad is not None:
             return self._fail(problem, cand, "compile_error", f"the candidate's text holds a lone surrogate "
