@@ -569,6 +569,9 @@ class Interpreter:
             return str(v.v)
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(self._text(x) for x in v) + "]"
+        if isinstance(v, self.torch.Tensor):
+            # a tensor as text is its values read on the host (red team 11: std::to_string(x) compared as a string)
+            raise Unsupported("a tensor as text (std::to_string, a check's message): that reads its values on the host")
         return str(v)
 
     def builtin(self, name: str, short: str, targs, args):  # noqa: C901 - the C++ library subset
