@@ -381,3 +381,16 @@ def test_a_candidate_past_the_size_limit_is_a_compile_error(cpu_judge):
     from megakernel_gym.rewards.judge import MAX_CANDIDATE_CHARS
     res = cpu_judge.evaluate(get_problem("softmax"), "# x\n" * (MAX_CANDIDATE_CHARS // 4 + 1))
     assert res.status == "compile_error" and "at most 1,000,000" in res.reason
+
+
+def test_an_answer_past_the_size_limit_is_not_parsed_for_its_code():
+    """The limit applies to the whole answer before its code block is looked for: a 1.2M-character answer of
+    300k lines and a fenced block was parsed whole (8M characters: 28 s and 5.9 GB, red team 12)."""
+    import time
+
+    from megakernel_gym.rewards import Candidate
+    from megakernel_gym.rewards.problem import MAX_CANDIDATE_CHARS
+    text = "x=1\n" * (MAX_CANDIDATE_CHARS // 4) + "```python\nclass ModelNew:\n    pass\n```\n"
+    t0 = time.perf_counter()
+    c = Candidate(text)
+    assert c.source == text and time.perf_counter() - t0 < 1.0

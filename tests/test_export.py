@@ -199,13 +199,16 @@ def test_export_keeps_problems_of_one_name_apart_and_ships_no_candidate_judged_w
 
 
 def test_an_exported_kernel_runs_under_the_judges_guard(tmp_path):
-    """A kernel that can tell the judge's guard from a plain import (here by the repr of the guard's getattr)
-    computed softmax under the judge and zeros once exported (red team 8's hasattr(self, 'apply') is a refusal
+    """A kernel that can tell the judge's guard from a plain import (here by the repr of the guard's getattr, the
+    module's name or the grad mode) computed softmax under the judge and zeros once exported (red team 8's hasattr(self, 'apply') is a refusal
     now; this is the class): load_kernel runs a judged candidate under the guard, as the judge ran it, so it
     computes what was scored. guarded=False (trusted code only) shows the difference."""
     src = reference_candidates("softmax")["triton"].source
     at = src.index("\n", src.index("    def forward(self")) + 1
-    aware = src[:at] + ('        if "built-in" in repr(getattr):   # a plain import, not the guard\n'
+    # three tells (red teams 8 and 12): the guard's getattr, the module's name (the judge's worker names it
+    # mkgym_candidate_<hash>), the grad mode (the worker runs forward under no_grad)
+    aware = src[:at] + ('        if "built-in" in repr(getattr) or not __name__.startswith("mkgym_candidate_") \\\n'
+                        "                or torch.ones(1, requires_grad=True).clone().requires_grad:\n"
                         "            return torch.zeros_like(x)\n") + src[at:]
     store = ResultsStore(tmp_path / "results.sqlite")
     with Judge("cpu", store=store) as j:

@@ -298,7 +298,9 @@ def test_a_problem_file_cannot_change_the_verdicts_after_it(run_dir, tmp_path):
     honest = reference_candidates("softmax")["triton"].source
     reply = _raw(srv["socket"], (json.dumps({"op": "evaluate", "problem": {"name": "mine", "source": poison},
                                               "candidate": {"source": honest}}) + "\n").encode())
-    assert reply["result"]["status"] == "correct", reply     # its code ran in the reference worker
+    # its code ran in the reference worker: every tolerance 1e30 there, so the compare passes anything, or (where the
+    # gate's own import of the tolerances was the patched one) the judge refuses to serve it: a zeros kernel would pass
+    assert reply.get("result", {}).get("status") == "correct" or "a kernel that writes zeros" in json.dumps(reply), reply
     wrong = (reference_candidates("softmax")["triton"].source    # 1.7x too large, in its own kernel
              .replace("inv_sum = 1.0 / tl.sum", "inv_sum = 1.7 / tl.sum").replace("e * (1.0 / tl.sum", "e * (1.7 / tl.sum"))
     assert wrong != reference_candidates("softmax")["triton"].source

@@ -325,3 +325,13 @@ def test_preset_widens_only_where_the_problem_sets_no_tolerance(cpu_judge, tmp_p
     assert "unknown tolerance preset 'kbv4'; use one of: default, kernelbench, kbv3" in capsys.readouterr().err
     assert main(args + ["--tolerance", "kbv3"]) == 0
     assert '"status": "correct"' in capsys.readouterr().out
+
+
+def test_a_preset_is_hashed_apart_from_any_source_text():
+    """A problem under a preset and another file whose text is the first's plus a line naming the preset had one
+    hash, so the second was served the first's cached verdict (red team 12)."""
+    from megakernel_gym.rewards import Problem
+    src = "import torch\n\ndef get_inputs():\n    return []\n"
+    a = Problem(name="a", source=src, tolerance="kbv3")
+    b = Problem(name="b", source=src + "\n# mkgym tolerance preset: kbv3\n")
+    assert a.sha256 != b.sha256 and a.sha256 != Problem(name="c", source=src).sha256

@@ -108,3 +108,37 @@ def test_the_judge_refuses_kernelbench_80_and_serves_honest_problems(cpu_judge, 
             return []
     """)]:
         cpu_judge._reference_once(_problem(tmp_path, name, body))   # served: no ProblemUnservable
+
+
+def test_integer_outputs_are_trivial_only_where_they_match_exactly():
+    """The judge compares integer outputs exactly; the gate does too (red team 12: a row count with RTOL 0.05 was
+    refused as input-independent, its two draws within 5%, though a cached answer fails the exact check)."""
+    a = torch.tensor([10, 20, 30])
+    assert trivial_answer(torch, [a], [a + 1], True, None, 0.05) is None
+    assert "do not depend" in trivial_answer(torch, [a], [a.clone()], True, None, 0.05)
+    assert trivial_answer(torch, [torch.tensor([0, 1])], None, True, 1.0, 1.0) is None      # 1 is not 0, whatever the atol
+
+
+def test_a_problem_files_tolerances_and_forbidden_list_are_checked(cpu_judge, tmp_path):
+    """A problem file is untrusted input (red team 12): RTOL = math.nan passed every element (a zeros kernel scored
+    correct, and the gate, comparing with <=, served it); FORBIDDEN = 5 raised out of Judge.evaluate."""
+    from megakernel_gym.rewards import ProblemError
+    body = """
+        import math
+        import torch
+        import torch.nn as nn
+        {line}
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.relu(x) + 1
+        def get_inputs():
+            return [torch.randn(64)]
+        def get_init_inputs():
+            return []
+    """
+    for line, why in [("RTOL = math.nan", "RTOL must be a finite number >= 0"),
+                      ("ATOL = -1.0 * 2", "ATOL must be a finite number >= 0"),
+                      ("FORBIDDEN = 5", "FORBIDDEN must be a list of names")]:
+        p = _problem(tmp_path, "bad_" + line.split()[0].lower(), body.format(line=line))
+        with pytest.raises(ProblemError, match=why):
+            cpu_judge.evaluate(p, Candidate(ZEROS_KERNEL, "zeros.py"))

@@ -297,7 +297,10 @@ def load_kernel(path: str | Path, guarded: bool | None = None):
     name = candidate_class(source)   # the class the judge ran
     module_name = f"mkgym_kernel_{_slug(file.parent.name)}"
     if guarded:
-        return _guarded_class(source, module_name, name, file)
+        # the module's name as the judge's worker gives it (the candidate may read its __name__: red team 12's
+        # kernel computed only where it began mkgym_candidate_)
+        from megakernel_gym.rewards.problem import sha256
+        return _guarded_class(source, f"mkgym_candidate_{sha256(source)[:16]}", name, file)
     spec = importlib.util.spec_from_file_location(module_name, file)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)   # Triton's @jit needs a real file behind the module: it reads the source
@@ -310,7 +313,8 @@ def _guarded_class(source: str, module_name: str, name: str | None, file: Path):
     """The candidate's class from its source compiled and run under a guard of its own (the judge's policy
     and namespace; the checks the judge's worker installs on torch's classes are not installed in a user's
     process: a kernel that needed them refused was rejected by the judge), its __init__ run in the guard's
-    init phase and its forward in the forward phase, as the judge runs them."""
+    init phase and its forward in the forward phase under torch.no_grad(), as the judge runs them, and its module
+    named as the judge's worker names it."""
     import tempfile
 
     import torch
@@ -344,8 +348,8 @@ def _guarded_class(source: str, module_name: str, name: str | None, file: Path):
             cls.__init__(self, *a, **kw)
 
     def forward(self, *a, **kw):
-        with phase("forward"):
-            return cls.forward(self, *a, **kw)
+        with torch.no_grad(), phase("forward"):   # as the judge's worker runs it (red team 12: a kernel that read
+            return cls.forward(self, *a, **kw)      # the grad mode computed only under no_grad)
 
     exported = type(cls.__name__, (cls,), {"__init__": __init__, "forward": forward,
                                            "__module__": module_name, "__qualname__": cls.__qualname__})

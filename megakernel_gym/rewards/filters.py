@@ -77,12 +77,15 @@ def trivial_answer(torch, base: list, other: list | None, inputs_differ: bool, a
     column, zeros for every input, and a kernel writing zeros scored correct on all six seeds). The
     run_filters thresholds are stricter and for `mkgym problems check`; this is the judge's own line,
     exact: the trivial kernel passes the comparison outright."""
-    if all(o.numel() == 0 or close_fraction(torch, torch.zeros_like(o), o, atol, rtol, preset) == 1.0 for o in base):
+    def matches(got, ref) -> bool:   # as the judge's compare: integers and booleans exactly (red team 12)
+        if not (ref.is_floating_point() or ref.is_complex()):
+            return got.shape == ref.shape and bool(torch.equal(got, ref))
+        return close_fraction(torch, got, ref, atol, rtol, preset) == 1.0
+    if all(o.numel() == 0 or matches(torch.zeros_like(o), o) for o in base):
         return ("every output is zero within the tolerance (the judge's first seed): a kernel that writes zeros "
                 "would be scored correct, so the problem is not served (its computation cancels out; change the "
                 "problem)")
-    if other is not None and inputs_differ and all(
-            close_fraction(torch, b, a, atol, rtol, preset) == 1.0 for a, b in zip(base, other)):
+    if other is not None and inputs_differ and all(matches(b, a) for a, b in zip(base, other)):
         return ("the outputs do not depend on the inputs (two random draws give the same answer within the "
                 "tolerance): a kernel returning one cached answer would be scored correct, so the problem is not "
                 "served")

@@ -21,7 +21,9 @@ from megakernel_gym.rewards import anticheat
 from megakernel_gym.rewards.admission import GpuMemory, gpu_need, host_need, measured_need
 from megakernel_gym.rewards.worker_env import output_cap
 from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
-from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable, lone_surrogate
+from megakernel_gym.rewards.filters import TRIVIAL_WORDS
+from megakernel_gym.rewards.problem import (MAX_CANDIDATE_CHARS, Candidate, Problem, ProblemError, ProblemUnservable,
+                                             lone_surrogate)
 from megakernel_gym.rewards.result import EvalResult, Flag
 from megakernel_gym.rewards.store import ResultsStore, as_store
 from megakernel_gym.rewards.sandbox import timed_spec
@@ -127,11 +129,6 @@ def _allowed_transforms(allowed_kinds) -> list[tuple[str, float, float]]:
         need = {"plain": set(), "scale": {"scale"}, "shift": {"shift"}, "scale_shift": {"scale", "shift"}}[kind]
         out.append(t if need <= allowed else ("plain", 1.0, 0.0))
     return out
-
-
-# The longest candidate the judge reads: its static stage runs in the judge's own process, before any worker or
-# time limit (the env's actions are at most 120,000 characters; an honest KernelBench answer is a few thousand)
-MAX_CANDIDATE_CHARS = 1_000_000
 
 
 class Judge:
@@ -380,6 +377,10 @@ class Judge:
 
     def _evaluate(self, problem: Problem, cand: Candidate) -> EvalResult:
         # 1. static: parse, interface, anti-cheat rules (nothing of the candidate runs here)
+        forbidden = problem.meta.get("FORBIDDEN") or ()     # (the problem file's: untrusted, red team 12)
+        if not (isinstance(forbidden, (list, tuple)) and all(isinstance(f, str) for f in forbidden)):
+            raise ProblemError(f"problem {problem.name!r}: FORBIDDEN must be a list of names such as "
+                               f"['torch.softmax'], got {forbidden!r}"[:300])
         if len(cand.source) > MAX_CANDIDATE_CHARS:
             return self._fail(problem, cand, "compile_error", f"the candidate is {len(cand.source):,} characters; the "
                               f"judge takes at most {MAX_CANDIDATE_CHARS:,} (the env's actions, {120_000:,})",
@@ -390,7 +391,7 @@ class Judge:
                               f"(U+{ord(cand.source[bad]):04X}) at character {bad:,}, which no UTF-8 source "
                               "can hold", category="syntax")
         try:
-            flags = anticheat.check_candidate(cand.source, problem.meta.get("FORBIDDEN", ()))
+            flags = anticheat.check_candidate(cand.source, forbidden)
         except SyntaxError as e:
             return self._fail(problem, cand, "compile_error",
                               f"Python syntax error at line {e.lineno}: {e.msg}", category="syntax",
@@ -649,7 +650,11 @@ class Judge:
         meta = self._problem_meta(problem)
         specs = [s for s in self._specs(meta.get("input_transforms", ())) if not s.get("secret")]
         with self._admitted(problem, meta):
-            self._reference_once(problem)
+            try:
+                self._reference_once(problem)
+            except ProblemUnservable as e:     # refused as trivial: the filters say why, in their words
+                if not any(w in str(e) for w in TRIVIAL_WORDS):
+                    raise
             header = self._ref_call({"cmd": "check", "problem_source": problem.source, "problem_name": problem.name,
                                      "specs": specs, "atol": meta.get("atol"), "rtol": meta.get("rtol"),
                                      "tolerance": problem.tolerance},

@@ -193,9 +193,11 @@ class Problem:
     @property
     def sha256(self) -> str:
         # the results store's key: a verdict under one tolerance preset is not one under another
+        # (after a NUL, which no Python source can hold: red team 12's file B, file A plus a line naming a preset,
+        # hashed as A under that preset, and was served A's cached verdict)
         if self.tolerance is None:
             return sha256(self.source)
-        return sha256(f"{self.source}\n# mkgym tolerance preset: {self.tolerance}\n")
+        return sha256(f"{self.source}\x00mkgym tolerance preset: {self.tolerance}")
 
     @property
     def level(self) -> int | None:
@@ -267,6 +269,12 @@ def candidate_code(text: str) -> str:
     return text
 
 
+# The longest candidate the judge reads (an answer's whole text): its static stage runs in the judge's own process,
+# before any worker or time limit (the env's actions are at most 120,000 characters; an honest KernelBench answer
+# is a few thousand)
+MAX_CANDIDATE_CHARS = 1_000_000
+
+
 @dataclass(frozen=True)
 class Candidate:
     """`source` is the code judged (see candidate_code); `text` what was submitted, when it differs."""
@@ -275,6 +283,8 @@ class Candidate:
     text: str = field(default="", repr=False, compare=False)
 
     def __post_init__(self):
+        if len(self.source) > MAX_CANDIDATE_CHARS:
+            return     # not parsed for its code block: the judge refuses it by its length (red team 12: 8 MB, 28 s)
         code = candidate_code(self.source)
         if code != self.source:
             object.__setattr__(self, "text", self.source)

@@ -6,6 +6,7 @@ torch.compile, and the production kernels a problem names). None of this runs in
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from megakernel_gym.rewards.problem import BASELINES
@@ -24,6 +25,9 @@ def handle_meta(env: Env, msg: dict, workdir: str) -> dict:
         for k in ("atol", "rtol", "flops", "bytes"):
             if meta[k] is not None and not isinstance(meta[k], (int, float)):
                 raise TypeError(f"{k.upper()} must be a number, got {type(meta[k]).__name__}")
+        for k in ("atol", "rtol"):    # (red team 12: RTOL = math.nan passed every element, a zeros kernel correct)
+            if meta[k] is not None and not (math.isfinite(meta[k]) and meta[k] >= 0):
+                raise ValueError(f"{k.upper()} must be a finite number >= 0, got {meta[k]!r}")
         # sized on the meta device: the cpu backend's host limit, and a GPU's admission (rewards/admission.py)
         fp = meta["footprint"] = footprint(env.torch, mod) if msg.get("footprint", True) else None
         over = _over_host(fp) if fp is not None and env.backend == "cpu" else ""
