@@ -351,7 +351,21 @@ def _check_launch_args(kernel, a, kw, counter: "LaunchCounter") -> None:
     the candidate's whose `data_ptr` property Triton's argument copy would run) would run the candidate's
     Python where the judge's watchers look away."""
     import torch
-    for v in list(a) + [v for k, v in kw.items() if k not in _LAUNCH_OPTIONS]:
+    # a keyword named like a launch option is the kernel's argument where the kernel has a parameter of that name
+    # (red team 13: `def _k(x_ptr, n, stream, BLOCK)` with stream= an object whose data_ptr property computed
+    # softmax in Triton's argument copy, where the watchers look away); a launch option is a plain value
+    params = _kernel_params(kernel)
+    options = {k: v for k, v in kw.items() if k in _LAUNCH_OPTIONS and k not in params}
+    for k, v in options.items():
+        plain = isinstance(v, (int, float, bool, str, type(None))) or k == "grid" and (
+            callable(v) or isinstance(v, (tuple, list)) and all(isinstance(g, int) for g in v))
+        if not plain:
+            what = f"the launch option {k}= of type {type(v).__name__}"
+            hint = "launch options are numbers, strings or None (grid: a tuple of ints or a function of the meta)"
+            if counter.refuse is not None:
+                raise counter.refuse(what, hint)
+            raise TypeError(f"{what}: {hint}")
+    for v in list(a) + [v for k, v in kw.items() if k not in options]:
         if not (type(v) in (torch.Tensor, torch.nn.Parameter) or _constexpr_value(v)):
             what = f"an argument of type {type(v).__name__} to the kernel {getattr(kernel, '__name__', '')}"
             hint = "kernel arguments are torch tensors, numbers, strings, None, triton dtypes or @triton.jit functions"
@@ -364,6 +378,14 @@ def _check_launch_args(kernel, a, kw, counter: "LaunchCounter") -> None:
 # a launch's own keywords, not the kernel's arguments (Triton's run(..., grid=, warmup=, num_warps=...))
 _LAUNCH_OPTIONS = {"grid", "warmup", "num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
                    "launch_cooperative_grid", "launch_pdl", "stream", "device", "device_type"}
+
+
+def _kernel_params(kernel) -> set[str]:
+    """The parameter names of a launched kernel's Python function (through autotune/heuristics wrappers)."""
+    fn = getattr(kernel, "fn", None)
+    while fn is not None and not inspect.isfunction(fn):
+        fn = getattr(fn, "fn", None)
+    return set(inspect.signature(fn).parameters) if fn is not None else set()
 
 
 def _check_constexprs(kernel, a, kw, counter: "LaunchCounter") -> None:
