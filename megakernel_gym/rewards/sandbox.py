@@ -357,7 +357,7 @@ def _check_launch_args(kernel, a, kw, counter: "LaunchCounter") -> None:
     params = _kernel_params(kernel)
     options = {k: v for k, v in kw.items() if k in _LAUNCH_OPTIONS and k not in params}
     for k, v in options.items():
-        plain = isinstance(v, (int, float, bool, str, type(None))) or k == "grid" and (
+        plain = isinstance(v, (int, float, bool, str, type(None), torch.device)) or k == "grid" and (
             callable(v) or isinstance(v, (tuple, list)) and all(isinstance(g, int) for g in v))
         if not plain:
             what = f"the launch option {k}= of type {type(v).__name__}"
