@@ -860,8 +860,9 @@ def _own_value(value, module: str) -> bool:
     if package == "triton" and isinstance(value, types.FunctionType) and not getattr(value, "__triton_builtin__", False):
         # a plain Python helper of Triton's, not a kernel builtin: red team 10's tl.str_to_ty ran the candidate's
         # string through eval() with the real builtins. Only libdevice's device functions (stubs the compiler
-        # resolves, named in kernels) are plain functions a candidate may hold
-        return home.endswith("libdevice")
+        # resolves, named in kernels) are plain functions a candidate may hold, and, on the cpu backend, the
+        # interpreter's stand-ins for the builtins while a kernel body runs (tl.where in a kernel there)
+        return home.endswith("libdevice") or home == "triton.runtime.interpreter"
     return True
 
 
