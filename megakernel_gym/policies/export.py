@@ -285,8 +285,6 @@ def load_kernel(path: str | Path, guarded: bool | None = None):
         except (OSError, ValueError):
             meta = {}
         guarded = "candidate_sha256" in meta or not meta
-    import os
-
     import torch
     if not torch.cuda.is_available() and "TRITON_INTERPRET" not in os.environ:
         # no GPU: Triton kernels run in Triton's CPU interpreter (as the judge's cpu backend runs them);
@@ -334,22 +332,15 @@ def _guarded_class(source: str, module_name: str, name: str | None, file: Path):
     if not isinstance(cls, type):
         raise ExportError(f"{file} defines no ModelNew (nor a Model class of its own)")
 
-    def phase(p):
-        class _In:
-            def __enter__(self):
-                self.prev, guard.phase = guard.phase, p
-
-            def __exit__(self, *exc):
-                guard.phase = self.prev
-        return _In()
+    from megakernel_gym.rewards.sandbox import _guard_phase   # the phases as the judge's worker switches them
 
     def __init__(self, *a, **kw):
-        with phase("init"):
+        with _guard_phase(guard, "init"):
             cls.__init__(self, *a, **kw)
 
     def forward(self, *a, **kw):
-        with torch.no_grad(), phase("forward"):   # as the judge's worker runs it (red team 12: a kernel that read
-            return cls.forward(self, *a, **kw)      # the grad mode computed only under no_grad)
+        with torch.no_grad(), _guard_phase(guard, "forward"):   # as the worker runs it (red team 12: a kernel that
+            return cls.forward(self, *a, **kw)                    # read the grad mode computed only under no_grad)
 
     exported = type(cls.__name__, (cls,), {"__init__": __init__, "forward": forward,
                                            "__module__": module_name, "__qualname__": cls.__qualname__})

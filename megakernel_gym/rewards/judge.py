@@ -21,9 +21,8 @@ from megakernel_gym.rewards import anticheat
 from megakernel_gym.rewards.admission import GpuMemory, gpu_need, host_need, measured_need
 from megakernel_gym.rewards.worker_env import output_cap
 from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
-from megakernel_gym.rewards.filters import TRIVIAL_WORDS
-from megakernel_gym.rewards.problem import (MAX_CANDIDATE_CHARS, Candidate, Problem, ProblemError, ProblemUnservable,
-                                             lone_surrogate)
+from megakernel_gym.rewards.problem import (MAX_CANDIDATE_CHARS, Candidate, Problem, ProblemError, ProblemTrivial,
+                                             ProblemUnservable, lone_surrogate)
 from megakernel_gym.rewards.result import EvalResult, Flag
 from megakernel_gym.rewards.store import ResultsStore, as_store
 from megakernel_gym.rewards.sandbox import timed_spec
@@ -139,7 +138,7 @@ class Judge:
 
     def __init__(self, backend: str | None = None, store: ResultsStore | str | None | bool = None,
                  timeout_s: float | None = None, device_index: int = 0, use_cache: bool = True,
-                 drop_privileges: bool = True, recycle: str | None = None, timing: dict | None = None,
+                 drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
                  static_checks: bool = True, gpu_lock: threading.Lock | None = None, slot: int = 0,
                  fast_inline: bool = True, compile_timeout_s: float = 600.0, python_guard: bool = True,
                  memory: GpuMemory | None = None, host_memory: GpuMemory | None = None):
@@ -153,8 +152,6 @@ class Judge:
         # _integrity_snapshot), "always" (after every evaluation, a spare started during it taking its place: no
         # state a candidate left in its process meets the next, at the price of its compile caches: on an H200
         # with 4 slots, 0.36-0.48 evaluations/s of L1 kernels against 4.4-5.8, judge_throughput.json), "never"
-        if recycle is None:
-            recycle = "failure"
         if recycle not in ("always", "failure", "never"):
             raise ValueError(f"recycle={recycle!r}: one of 'always', 'failure', 'never'")
         self.recycle = recycle
@@ -270,7 +267,8 @@ class Judge:
             self.ref.restart()
             raise ProblemError(f"problem {msg['problem_name']!r}: the reference crashed: {e}\n{tail}") from e
         if not header.get("ok") and header.get("error") in ("too_large", "trivial"):   # before any candidate (reference_role)
-            raise ProblemUnservable(f"problem {msg['problem_name']!r}: {header.get('message', '')}")
+            kind = ProblemTrivial if header["error"] == "trivial" else ProblemUnservable
+            raise kind(f"problem {msg['problem_name']!r}: {header.get('message', '')}")
         if header.get("restart"):     # the worker says its own state is not to be trusted (handle_baselines)
             self.ref.restart()
         if not header.get("ok"):
@@ -383,7 +381,7 @@ class Judge:
                                f"['torch.softmax'], got {forbidden!r}"[:300])
         if len(cand.source) > MAX_CANDIDATE_CHARS:
             return self._fail(problem, cand, "compile_error", f"the candidate is {len(cand.source):,} characters; the "
-                              f"judge takes at most {MAX_CANDIDATE_CHARS:,} (the env's actions, {120_000:,})",
+                              f"judge takes at most {MAX_CANDIDATE_CHARS:,}",
                               category="syntax")
         bad = lone_surrogate(cand.source)
         if bad is not None:
@@ -652,9 +650,8 @@ class Judge:
         with self._admitted(problem, meta):
             try:
                 self._reference_once(problem)
-            except ProblemUnservable as e:     # refused as trivial: the filters say why, in their words
-                if not any(w in str(e) for w in TRIVIAL_WORDS):
-                    raise
+            except ProblemTrivial:     # refused as trivial: the filters say why, in their words
+                pass
             header = self._ref_call({"cmd": "check", "problem_source": problem.source, "problem_name": problem.name,
                                      "specs": specs, "atol": meta.get("atol"), "rtol": meta.get("rtol"),
                                      "tolerance": problem.tolerance},

@@ -35,6 +35,10 @@ class ProblemUnservable(ProblemError):
     footprint is over what a cpu worker may hold): no candidate's doing, and the same for every one."""
 
 
+class ProblemTrivial(ProblemUnservable):
+    """A kernel that computes nothing would be scored correct on the problem (rewards/filters.trivial_answer)."""
+
+
 class CandidateError(ValueError):
     """The candidate text is unusable before anything runs (not a module, no ModelNew...)."""
 

@@ -354,7 +354,8 @@ def _check_launch_args(kernel, a, kw, counter: "LaunchCounter") -> None:
     # a keyword named like a launch option is the kernel's argument where the kernel has a parameter of that name
     # (red team 13: `def _k(x_ptr, n, stream, BLOCK)` with stream= an object whose data_ptr property computed
     # softmax in Triton's argument copy, where the watchers look away); a launch option is a plain value
-    params = _kernel_params(kernel)
+    fn = _kernel_fn(kernel)
+    params = set(inspect.signature(fn).parameters) if fn is not None else set()
     options = {k: v for k, v in kw.items() if k in _LAUNCH_OPTIONS and k not in params}
     for k, v in options.items():
         plain = isinstance(v, (int, float, bool, str, type(None), torch.device)) or k == "grid" and (
@@ -380,19 +381,17 @@ _LAUNCH_OPTIONS = {"grid", "warmup", "num_warps", "num_stages", "num_ctas", "max
                    "launch_cooperative_grid", "launch_pdl", "stream", "device", "device_type"}
 
 
-def _kernel_params(kernel) -> set[str]:
-    """The parameter names of a launched kernel's Python function (through autotune/heuristics wrappers)."""
+def _kernel_fn(kernel):
+    """A launched kernel's Python function (through autotune/heuristics wrappers), or None."""
     fn = getattr(kernel, "fn", None)
     while fn is not None and not inspect.isfunction(fn):
         fn = getattr(fn, "fn", None)
-    return set(inspect.signature(fn).parameters) if fn is not None else set()
+    return fn
 
 
 def _check_constexprs(kernel, a, kw, counter: "LaunchCounter") -> None:
     """A launch's tl.constexpr arguments are what a GPU compile can specialize on (see _check_launch_args)."""
-    fn = getattr(kernel, "fn", None)
-    while fn is not None and not inspect.isfunction(fn):
-        fn = getattr(fn, "fn", None)
+    fn = _kernel_fn(kernel)
     if fn is None:
         return
     slots = _CONSTEXPR_SLOTS.get(fn)

@@ -99,7 +99,7 @@ class WorkerProcess:
         self.info: dict[str, Any] = {}
         self._log_offset = 0
         self.workdir = ""
-        self._ready = False     # spawned and its start-up answer read (respawn() starts one it does not wait for)
+        self._ready = False     # its start-up answer read (a judge's spare is spawned and read later: ensure)
         _live.add(self)
 
     # -- life cycle ----------------------------------------------------------------------
