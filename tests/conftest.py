@@ -18,12 +18,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 def read_expectation(path: Path) -> dict:
-    """The corpus header: `# expect: STATUS [CATEGORY_OR_RULE]` and `# problem: NAME`."""
+    """The corpus header: `# expect: STATUS [CATEGORY_OR_RULE]`, where the gpu backend's verdict differs
+    `# expect-gpu: STATUS [CATEGORY_OR_RULE]` (its "gpu" entry), and `# problem: NAME`."""
     text = path.read_text()
     m = re.search(r"^# expect: (\w+)(?: (\w+))?", text, re.M)
+    g = re.search(r"^# expect-gpu: (\w+)(?: (\w+))?", text, re.M)
     p = re.search(r"^# problem: (\S+)", text, re.M)
     return {"status": m.group(1), "detail": m.group(2), "problem": p.group(1) if p else "softmax",
-            "source": text}
+            "source": text, "gpu": {"status": g.group(1), "detail": g.group(2)} if g else None}
 
 
 def problem_for(exp: dict):

@@ -353,3 +353,21 @@ def test_a_candidate_patching_the_guards_or_the_watchers_methods_is_flagged(raw_
     res = raw_judge.evaluate(get_problem("softmax"), patch)
     assert res.status == "rejected" and "monkeypatch" in {f.rule for f in res.flags}, res.reason
     assert "Guard._attr_allowed" in res.reason and "Inspector.forbidden" in res.reason
+
+
+def test_torch_state_a_candidate_leaves_behind_is_flagged_and_the_next_candidate_is_unharmed(tmp_path):
+    """Red team 14: a correct softmax that on its last checked call entered `torch.device("meta")` in a generator
+    it never resumed left the device context on torch's mode stack; the worker was kept (recycle="failure") and the
+    next candidate's `torch.empty(shape)` was a meta tensor, so an honest softmax got runtime_error. torch's
+    process-wide state (mode stacks, grad and inference mode, default dtype and device...) is compared with the
+    worker's at start after every candidate: a change is a monkeypatch flag, and the flagged worker is replaced."""
+    here = Path(__file__).parent / "adversarial"
+    ref = reference_candidates("softmax")["triton"].source
+    victim = ref.replace("torch.empty(x.shape, device=x.device, dtype=x.dtype)", "torch.empty(x.shape, dtype=x.dtype)")
+    assert victim != ref
+    with Judge(backend="cpu", store=tmp_path / "s.sqlite", timeout_s=120, use_cache=False) as j:
+        res = j.evaluate(get_problem("softmax"), (here / "leave_default_device.py").read_text())
+        assert res.status == "rejected" and "monkeypatch" in {f.rule for f in res.flags}, res.reason
+        assert "default device 'cpu' -> 'meta'" in res.reason, res.reason
+        after = j.evaluate(get_problem("softmax"), victim)
+        assert after.status == "correct", after.reason

@@ -267,7 +267,8 @@ def load_kernel(path: str | Path, guarded: bool | None = None):
     judge ran it: compiled and run under the judge's guard (rewards/guard.py), so it reaches what it
     reached there and nothing more, and cannot tell this process from the judge's worker by what the
     guard refuses (a red team's kernel returned zeros wherever `hasattr(self, "apply")` held, True in a
-    plain import and not under the guard: scored correct, wrong once exported). A schedule folder
+    plain import and not under the guard: scored correct, wrong once exported), nor by what its fresh
+    allocations hold (filled with NaN, as in the judge's checked calls: one fill per allocation). A schedule folder
     (export_schedules: the package's own code) is imported as it is. `guarded=False` imports any file
     plainly.
 
@@ -332,15 +333,18 @@ def _guarded_class(source: str, module_name: str, name: str | None, file: Path):
     if not isinstance(cls, type):
         raise ExportError(f"{file} defines no ModelNew (nor a Model class of its own)")
 
-    from megakernel_gym.rewards.sandbox import _guard_phase   # the phases as the judge's worker switches them
+    # the phases as the judge's worker switches them, and its checked calls' poisoning of fresh allocations
+    from megakernel_gym.rewards.sandbox import _guard_phase, poisoning_mode
 
     def __init__(self, *a, **kw):
         with _guard_phase(guard, "init"):
             cls.__init__(self, *a, **kw)
 
     def forward(self, *a, **kw):
-        with torch.no_grad(), _guard_phase(guard, "forward"):   # as the worker runs it (red team 12: a kernel that
-            return cls.forward(self, *a, **kw)                    # read the grad mode computed only under no_grad)
+        # as the worker runs it: under no_grad (red team 12: a kernel that read the grad mode computed only under
+        # it), fresh allocations filled with NaN (red team 14: one that read a fresh buffer computed only on NaN)
+        with torch.no_grad(), poisoning_mode(torch), _guard_phase(guard, "forward"):
+            return cls.forward(self, *a, **kw)
 
     exported = type(cls.__name__, (cls,), {"__init__": __init__, "forward": forward,
                                            "__module__": module_name, "__qualname__": cls.__qualname__})

@@ -318,6 +318,11 @@ TENSOR_NAMES = {
 # the same bytes), refused in __init__ too: red team 10 kept `self.a = self.buf.numpy()` from __init__, then in
 # forward copied the input into buf and computed softmax in numpy, which no aten op sees
 HOST_MEMORY_METHODS = {"numpy", "untyped_storage", "storage"}
+# tensor methods that run a Python callable of the candidate's over the values, in C++ where no aten op is
+# dispatched: red team 14 kept `self.ap = self.buf.apply_` from __init__, then in forward copied the input into
+# buf and computed softmax in plain Python floats through it (apply_ to read, apply_ to write back). Refused in
+# __init__ and, however reached, in forward (TENSOR_VALUE_DUNDERS)
+HOST_CALLBACK_METHODS = ("apply_", "map_", "map2_")
 # nn.Module's own API that a candidate may use (its own attributes, parameters, buffers and
 # submodules are reached through the instance)
 MODULE_API = {
@@ -399,7 +404,7 @@ class Guard:
             # __init__ may initialize as the problem's Model does (weight.uniform_(-b, b), .data.normal_()):
             # what it computes there is replaced by Model's weights, and depends on no input
             return name in TENSOR_NAMES or self.phase == "init" and not name.startswith("_") \
-                and name not in HOST_MEMORY_METHODS
+                and name not in HOST_MEMORY_METHODS and name not in HOST_CALLBACK_METHODS
         if isinstance(obj, type):
             # a class: the candidate's own classes expose what their bodies define (methods,
             # constants); torch's, Python's and Triton's classes expose nothing but autograd's apply
@@ -760,7 +765,7 @@ TENSOR_VALUE_DUNDERS = tuple(f"__{op}__" for op in (
     "imatmul", "and", "rand", "iand", "or", "ror", "ior", "xor", "rxor", "ixor", "lshift", "rlshift",
     "ilshift", "rshift", "rrshift", "irshift", "neg", "pos", "abs", "invert", "eq", "ne", "lt", "le", "gt",
     "ge", "index", "int", "float", "complex", "bool", "contains", "array", "format", "reversed", "div",
-    "rdiv", "idiv")) + ("item", "tolist", "numpy")
+    "rdiv", "idiv")) + ("item", "tolist", "numpy") + HOST_CALLBACK_METHODS
 
 SAFE_BUILTINS = (
     "None", "True", "False", "Ellipsis", "NotImplemented", "len", "enumerate", "zip", "map",

@@ -524,7 +524,10 @@ class Judge:
                               category="worker", log_tail=log)
         flags = [Flag(**f) for f in header.get("flags", []) if isinstance(f, dict)]
         dirty = bool(flags) or header.get("status") != "ran"
-        if dirty and self.recycle in ("failure", "always"):
+        # a worker a candidate tampered with (judge functions replaced, torch's state left changed) judges nothing
+        # again, whatever the recycle policy: "never" spares the restarts of ordinary failures, not this
+        tampered = any(f.rule == "monkeypatch" for f in flags)
+        if dirty and self.recycle in ("failure", "always") or tampered:
             self.cand.restart()     # ("always": after the evaluation too, once its timing is done; _evaluate)
         if header.get("status") != "ran":
             status = header.get("status")

@@ -147,6 +147,33 @@ def after_command(env: Env, role: str, msg: dict) -> None:
 # candidate role
 
 
+def poison(torch, t) -> None:
+    """Fill a fresh allocation with what no kernel computes by chance (NaN, True, the integer maximum), so an
+    output left unwritten shows in the comparison."""
+    if t.is_floating_point() or t.is_complex():
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(torch.iinfo(t.dtype).max)
+
+
+def poisoning_mode(torch):
+    """A TorchDispatchMode that poisons every fresh allocation as the judge's checked calls do: a loaded export
+    runs under it (policies.export.load_kernel), so a kernel that tells the judge by what its scratch holds
+    computes in use what it computed when judged (red team 14's read a fresh torch.empty and computed softmax only
+    where every element was NaN)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Poison(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ in POISON_OPS and isinstance(out, torch.Tensor):
+                poison(torch, out)
+            return out
+    return _Poison()
+
+
 class Inspector:
     """TorchDispatchMode that records aten ops and poisons fresh allocations."""
 
@@ -162,21 +189,12 @@ class Inspector:
                 name = func.overloadpacket.__name__
                 inspector.ops.append(name)
                 if name in POISON_OPS and isinstance(out, torch.Tensor):
-                    inspector.poison(out)
+                    poison(torch, out)
                 return out
 
         self.torch = torch
         self.ops: list[str] = []
         self.mode = _Mode()
-
-    def poison(self, t) -> None:
-        torch = self.torch
-        if t.is_floating_point() or t.is_complex():
-            t.fill_(float("nan"))
-        elif t.dtype == torch.bool:
-            t.fill_(True)
-        else:
-            t.fill_(torch.iinfo(t.dtype).max)
 
     def forbidden(self) -> list[str]:
         return sorted({op for op in self.ops if op not in ALLOWED_ATEN})
@@ -484,10 +502,30 @@ def _integrity_snapshot(torch) -> dict[str, Any]:
     return snap
 
 
+def _torch_state(torch) -> dict[str, Any]:
+    """torch's process-wide state that a candidate's code can leave changed behind it for the next candidate in
+    the worker: red team 14 left `with torch.device("meta"):` open in a suspended generator from a correct
+    candidate, so the next one's `torch.empty(shape)` was a meta tensor (an honest softmax: runtime_error)."""
+    def call(fn, *a):
+        try:
+            return fn(*a)
+        except Exception as e:  # noqa: BLE001 - an API this torch lacks
+            return type(e).__name__
+    C = torch._C
+    return {"function modes": call(C._len_torch_function_stack), "dispatch modes": call(C._len_torch_dispatch_stack),
+            "grad mode": torch.is_grad_enabled(), "inference mode": torch.is_inference_mode_enabled(),
+            "default dtype": str(torch.get_default_dtype()), "default device": str(call(torch.get_default_device)),
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "matmul precision": torch.get_float32_matmul_precision(),
+            "autocast": (call(torch.is_autocast_enabled, "cpu"), call(torch.is_autocast_enabled, "cuda"))}
+
+
 def _tampered(torch, snap: dict[str, Any]) -> list[str]:
     now = _integrity_snapshot(torch)
-    return [k for k, v in snap.items() if now.get(k) is not v
-            and not (k == "manual_seed" and _dynamo_seed_wrap(torch, now[k], v))]
+    out = [k for k, v in snap.items() if k != "torch state" and now.get(k) is not v
+           and not (k == "manual_seed" and _dynamo_seed_wrap(torch, now[k], v))]
+    state, was = _torch_state(torch), snap.get("torch state", {})
+    return out + [f"torch state: {k} {was[k]!r} -> {v!r}" for k, v in state.items() if k in was and v != was[k]]
 
 
 def _dynamo_seed_wrap(torch, now, before) -> bool:
@@ -678,7 +716,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
         flags += _guard_flags(guard)
         tampered = _tampered(torch, snap)
         if tampered or not counter.intact():
-            flags.append({"rule": "monkeypatch", "detail": "the candidate replaced judge-visible functions: "
+            flags.append({"rule": "monkeypatch", "detail": "the candidate replaced judge-visible functions or left torch's state changed: "
                           + ", ".join(tampered or ["kernel launch hooks"])})
         header: dict[str, Any] = {"ok": True, "status": "ran", "flags": flags, "phases": phases,
                                   "launches": launched, "inline_paths": counter.inline_paths}
@@ -814,7 +852,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         phases["to_channel"] = round(_time.perf_counter() - t2, 4)
         tampered = _tampered(torch, snap)
         if tampered:
-            flags.append({"rule": "monkeypatch", "detail": "judge-visible functions replaced during timing: "
+            flags.append({"rule": "monkeypatch", "detail": "judge-visible functions replaced or torch's state changed during timing: "
                           + ", ".join(tampered)})
         return header
     except BaseException as e:  # noqa: BLE001 - still the candidate's code running
@@ -897,6 +935,7 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
         if role == "candidate":
             counter = LaunchCounter(torch)
             snap = _integrity_snapshot(torch)
+            snap["torch state"] = _torch_state(torch)
             phase("launch_counter")
             os.makedirs(os.path.join(workdir, "triton"), exist_ok=True)
             os.makedirs(os.path.join(workdir, "cubin"), exist_ok=True)

@@ -1,4 +1,5 @@
 # expect: runtime_error no_gpu
+# expect-gpu: compile_error host_code
 # problem: gelu
 # refused: a tensor as text
 # red team 11: host code that reads a tensor's values as text (std::to_string(x), a TORCH_CHECK message holding x) and branches on them; on the cpu backend no host code runs (no_gpu), in the interpreter it is refused when the call reaches it
