@@ -6,12 +6,13 @@ ops' hops or bodies the model prices wrong; the end-to-end rows of sim_adversary
 does.
 
     python bench/task_hops.py RUN.json [RUN.json ...] [--device-name H200] [--layers 2 13] [--num-sms 132]
-                              [--fit wait_latency_us,quiet_wait_us,...] [--also idle_ring=1,...] [--spread]
+                              [--fit wait_latency_us,quiet_wait_us,...] [--also idle_ring=1,...] [--spread] [--phases]
 
 RUN.json: a task_probe --dump result, its `<name>_tasks.json.gz` (or .json) beside it (every task, or some layers'
 with their ids). `--fit` fits constants to the ops' medians (fit_to_tasks) and shows both; `--also` prices
 each plan with some constants changed as well, beside the shipped; `--spread` how far each op's wait groups'
-last producer signals past their median one (group_spread). No GPU.
+last producer signals past their median one (group_spread); `--phases` a layer's phases instead, each op's last
+signal from the previous layer's last add (phase_ends). No GPU.
 """
 from __future__ import annotations
 
@@ -67,6 +68,36 @@ def ready_to_signal(plan, gpu: dict[int, tuple[float, float]], sim: list[tuple[f
         g, s = statistics.median(x for x, _ in v), statistics.median(y for _, y in v)
         out[key] = {"tasks": len(v), "gpu_us": round(g, 3), "sim_us": round(s, 3), "gpu_minus_sim_us": round(g - s, 3)}
     return out
+
+
+def phase_ends(plan, gpu: dict[int, tuple[float, float]], sim: list[tuple[float, float]], layers: range,
+               last_op: str = "mlp.add") -> list[dict]:
+    """Per op of `layers` (layer prefix dropped), in the order the GPU finished them: when its last task signalled,
+    from the previous layer's last `last_op` signal, on the GPU and in `sim`, averaged over the layers whose every
+    task of the op and of that previous op was measured; and the step from the op before it. A layer's phases
+    side by side: which ops the sim runs long or short within a layer, where ready_to_signal's medians see one
+    task each (issue 39: llama-1b's expert layer read 1.4 us slow this way, its fused gate/up phase 1.7 us)."""
+    ops: dict[str, dict[int, list[int]]] = {}
+    for t in plan.tg.tasks:
+        layer, key = layer_key(t.op)
+        if layer is not None and (layer in layers or layer + 1 in layers):
+            ops.setdefault(key, {}).setdefault(layer, []).append(t.id)
+    ends = []
+    for key, by_layer in ops.items():
+        g, s = [], []
+        for layer in layers:
+            ids, prev = by_layer.get(layer), ops.get(last_op, {}).get(layer - 1)
+            if not ids or not prev or any(i not in gpu for i in ids + prev):
+                continue
+            g.append(max(gpu[i][1] for i in ids) - max(gpu[i][1] for i in prev))
+            s.append(max(sim[i][1] for i in ids) - max(sim[i][1] for i in prev))
+        if g:
+            ends.append({"op": key, "layers": len(g), "gpu_us": statistics.mean(g), "sim_us": statistics.mean(s)})
+    ends.sort(key=lambda r: r["gpu_us"])
+    for before, r in zip([None] + ends, ends):
+        r["gpu_step_us"] = r["gpu_us"] - (before["gpu_us"] if before else 0.0)
+        r["sim_step_us"] = r["sim_us"] - (before["sim_us"] if before else 0.0)
+    return ends
 
 
 def group_spread(plan, gpu: dict[int, tuple[float, float]], sim: list[tuple[float, float]], layers: range,
@@ -170,6 +201,9 @@ def main():
                     help="fit these DeviceSpec constants to the ops' medians (fit_to_tasks) and show both")
     ap.add_argument("--spread", action="store_true",
                     help="also show, per op, how far its wait groups' last producer signals past their median one (group_spread)")
+    ap.add_argument("--phases", action="store_true",
+                    help="show each layer's phases instead: when each op's last task signalled, from the previous "
+                         "layer's last residual add, GPU and sim (phase_ends)")
     ap.add_argument("--also", default=None, metavar="FIELD=VALUE[,FIELD=VALUE]",
                     help="also price each plan with these constants changed (sim_score's --variant), shown after the shipped")
     args = ap.parse_args()
@@ -188,6 +222,13 @@ def main():
     for label, plan, costs, gpu, measured in runs:
         for d in devs:
             pred = predict(plan, d, costs=costs)
+            if args.phases:
+                print(f"{label}: {measured:.1f} us measured, {pred.latency_us:.1f} predicted ({d.name}{how[id(d)]}); "
+                      "each op's last signal from the previous layer's last add, and the step from the op before (us):")
+                for r in phase_ends(plan, gpu, list(zip(pred.start_us, pred.finish_us)), layers):
+                    print(f"  {r['op']:28s} end gpu {r['gpu_us']:6.2f} sim {r['sim_us']:6.2f} (sim - gpu "
+                          f"{r['sim_us'] - r['gpu_us']:+5.2f})  step gpu {r['gpu_step_us']:6.2f} sim {r['sim_step_us']:6.2f}")
+                continue
             table = ready_to_signal(plan, gpu, list(zip(pred.start_us, pred.finish_us)), layers)
             print(f"{label}: {measured:.1f} us measured, {pred.latency_us:.1f} predicted ({d.name}{how[id(d)]}); "
                   "from the last producer's signal to the task's (us):")

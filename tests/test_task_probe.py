@@ -142,6 +142,31 @@ def test_task_hops_finds_the_op_whose_tasks_the_sim_prices_short(graphs):
     assert "attn.decode_attention" not in ready_to_signal(plan, some, sim, range(1, 2))
 
 
+def test_task_hops_phases_put_a_late_op_where_the_layer_loses_the_time(graphs):
+    """task_hops --phases (phase_ends): with GPU times the sim's own, every op's phase ends where the sim's does;
+    with one op's tasks signalling 1 us later on the GPU, its phase ends 1 us later there and its step grows by 1 us,
+    while the ops before it in the layer are unmoved."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from task_hops import phase_ends
+
+    from megakernel_gym.compiler.costmodel import predict
+    from megakernel_gym.ir_exposure import apply_edits, make_ir
+    from megakernel_gym.policies.expert import expert_edits
+    base = make_ir(graphs["llama-tiny"], num_sms=8)
+    plan = apply_edits(base, expert_edits(base)).plan()
+    p = predict(plan, "H200")
+    sim = list(zip(p.start_us, p.finish_us))
+    same = phase_ends(plan, dict(enumerate(sim)), sim, range(1, 2))
+    assert same and all(abs(r["gpu_us"] - r["sim_us"]) < 1e-9 for r in same)
+    late = "layers.1.attn.decode_attention"
+    gpu = {i: (s, f + 1.0) if plan.tg.tasks[i].op == late else (s, f) for i, (s, f) in enumerate(sim)}
+    got = {r["op"]: r for r in phase_ends(plan, gpu, sim, range(1, 2))}
+    att = got["attn.decode_attention"]
+    assert abs(att["gpu_us"] - att["sim_us"] - 1.0) < 1e-9
+    assert abs(att["gpu_step_us"] - att["sim_step_us"] - 1.0) < 1e-9
+    assert all(abs(r["gpu_us"] - r["sim_us"]) < 1e-9 for r in got.values() if r["gpu_us"] < att["gpu_us"] - 1.0)
+
+
 def test_task_hops_fit_recovers_the_wait_latency_the_tasks_were_timed_with(graphs):
     """task_hops.fit_to_tasks: GPU spans made by the sim itself at a wait latency of 1.2 us are fitted
     back from 2.0 (the tiny expert and default plans, one constant free)."""
