@@ -443,6 +443,14 @@ def load_cuda(source: str, name: str = "kernel.cu", options: tuple[str, ...] | l
     if not isinstance(source, str):
         raise TypeError("load_cuda(source): source must be CUDA C text (str)")
     options = tuple(options)
+    if host_includes:
+        # the include path is there: what the source or its options may read through it is checked first (red team
+        # 16 stringized an #include "/etc/passwd" into a static_assert, and the compile error carried the file back)
+        from megakernel_gym.cuda.source_rules import SourceRefused, check_cuda_source
+        try:
+            check_cuda_source(source, options)
+        except SourceRefused as e:
+            raise CudaCompileError(str(e), name) from None
     key = hashlib.sha256("\0".join([source, name, arch or "", *options, str(host_includes)]).encode()).hexdigest()
     mod = _modules.get(key)
     if mod is None:

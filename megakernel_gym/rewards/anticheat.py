@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import ast
 import codecs
+import io
 import re
+import tokenize
 from collections.abc import Iterable
 
 from megakernel_gym.rewards.problem import ast_depth, deep_call, parse_python
@@ -527,7 +529,10 @@ def encoding_flags(source: str) -> list[Flag]:
     utf-7` a comment's `+AAo-` is a newline, so one comment the rules read as a comment became lines of
     code in the kernel body Triton ran (red team, session 43: numpy softmax scored correct)."""
     flags = []
-    for i, line in enumerate(source.splitlines()[:2], 1):
+    # the lines as Python's tokenizer (and linecache, which Triton reads through) split them: at \n, \r\n and \r
+    # only; str.splitlines() also splits at U+2028 and the like, so a declaration after one on the first line
+    # was read by the tokenizer and not here (red team 16)
+    for i, line in enumerate(re.split(r"\r\n|\r|\n", source)[:2], 1):
         m = _CODING.match(line)
         if m:
             try:
@@ -539,6 +544,14 @@ def encoding_flags(source: str) -> list[Flag]:
                                                      "is UTF-8 text; drop the line", i))
         if not line.lstrip().startswith("#") and line.strip():
             break    # a declaration counts only in the comments that open the file
+    if not flags:     # and as the reader itself decides it
+        try:
+            found = tokenize.detect_encoding(io.BytesIO(source.encode("utf-8", "surrogatepass")).readline)[0]
+        except SyntaxError as e:
+            found = str(e)
+        if found not in ("utf-8", "utf-8-sig"):
+            flags.append(Flag("source_encoding", f"Python's tokenizer reads the source as {found!r}: a candidate is "
+                                                 "UTF-8 text; drop the declaration", 1))
     return flags
 
 

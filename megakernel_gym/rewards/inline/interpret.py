@@ -111,6 +111,13 @@ class Interpreter:
             return Num(a, num)
         inner = base[12:-1].strip() if base.startswith("std::vector<") else ""
         if inner in _CTYPE_NUM:
+            # numbers only: a tensor (or a list of them) where std::vector<double> goes was read element by element
+            # on the host, one item() each (red team 16 computed softmax there and wrote it back with fill_)
+            if not isinstance(a, (list, tuple)) or any(not isinstance(x, (Num, int, float)) for x in a):
+                if from_python:
+                    raise Unsupported(f"{fn}(): {pname} is a {ctype}: pass a list of Python numbers, not tensors "
+                                      "(their values would be read on the host)")
+                raise Unsupported(f"a {ctype} of anything but numbers (a tensor's values read on the host)")
             return [Num(x.v if isinstance(x, Num) else x, _CTYPE_NUM[inner]) for x in a]
         if inner in ("torch::Tensor", "at::Tensor", "Tensor"):
             if not (isinstance(a, (list, tuple)) and all(isinstance(x, torch.Tensor) for x in a)):
@@ -564,15 +571,26 @@ class Interpreter:
             return self.call(name, args)
         return self.builtin(name, short, targs, args)
 
+    def _dtype_arg(self, v):
+        """A TensorOptions' dtype: a dtype (torch::kFloat32, x.scalar_type()); C++ takes nothing else there."""
+        if not isinstance(v, self.torch.dtype):
+            raise Unsupported(f"a {type(v).__name__} as a TensorOptions dtype: give a dtype (torch::kFloat32, "
+                              "x.scalar_type())")
+        return v
+
     def _text(self, v) -> str:
         if isinstance(v, Num):
             return str(v.v)
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(self._text(x) for x in v) + "]"
-        if isinstance(v, self.torch.Tensor):
-            # a tensor as text is its values read on the host (red team 11: std::to_string(x) compared as a string)
-            raise Unsupported("a tensor as text (std::to_string, a check's message): that reads its values on the host")
-        return str(v)
+        if isinstance(v, (str, bool, int, float, self.torch.dtype, self.torch.device)):
+            return str(v)
+        # anything else as text may hold a tensor, whose text is its values read on the host (red team 11:
+        # std::to_string(x) compared as a string; red team 16: the same through a vector's iterator, or a
+        # TensorOptions whose dtype was a tensor)
+        what = "a tensor" if isinstance(v, self.torch.Tensor) else f"a {type(v).__name__}"
+        raise Unsupported(f"{what} as text (std::to_string, a check's message): only numbers, strings, dtypes and "
+                          "devices are written out on the host, where a tensor's text is its values")
 
     def builtin(self, name: str, short: str, targs, args):  # noqa: C901 - the C++ library subset
         torch = self.torch
@@ -639,7 +657,7 @@ class Interpreter:
         if short in ("TensorOptions", "dtype", "device") and "::" in name:
             opt = Options()
             if short == "dtype":
-                opt.dtype = args[0]
+                opt.dtype = self._dtype_arg(args[0])
             elif short == "device":
                 opt.device = self._device(args[0])
             return opt
@@ -737,7 +755,7 @@ class Interpreter:
         if isinstance(obj, Options):
             if member in ("dtype", "device") and args is not None:
                 new = Options(obj.dtype, obj.device)
-                setattr(new, member, args[0] if member == "dtype" else self._device(args[0]))
+                setattr(new, member, self._dtype_arg(args[0]) if member == "dtype" else self._device(args[0]))
                 return new
             raise Unsupported(f"TensorOptions.{member}")
         if isinstance(obj, Stream) and member == "stream" and args == []:

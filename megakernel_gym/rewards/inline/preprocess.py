@@ -8,45 +8,38 @@ from dataclasses import dataclass
 from typing import Callable
 
 
+from megakernel_gym.cuda.source_rules import SourceRefused
+from megakernel_gym.cuda.source_rules import source_rules as _source_rules
+from megakernel_gym.cuda.source_rules import strip_comments as _strip_comments  # noqa: F401  (inline's name for it)
 from megakernel_gym.rewards.inline.headers import _FLOAT, _INT, _MATH
 from megakernel_gym.rewards.inline.subset import Unsupported
+
+
+def source_rules(src: str) -> None:
+    """cuda.source_rules, refused as host code the judge cannot take (Unsupported)."""
+    try:
+        _source_rules(src)
+    except SourceRefused as e:
+        raise Unsupported(str(e)) from None
 
 
 # ---------------------------------------------------------------------------------------
 # source text: comments, directives, top-level functions
 
 
-def _strip_comments(src: str) -> str:
-    """Comments become spaces (newlines kept, so line numbers hold); strings are left alone."""
-    out, i, n = [], 0, len(src)
-    while i < n:
-        c = src[i]
-        if c == '"' or c == "'":
-            j = i + 1
-            while j < n and src[j] != c:
-                j += 2 if src[j] == "\\" else 1
-            out.append(src[i:j + 1])
-            i = j + 1
-        elif src.startswith("//", i):
-            j = src.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-        elif src.startswith("/*", i):
-            j = src.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append("".join(ch if ch == "\n" else " " for ch in src[i:j]))
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
 @dataclass
 class Macro:
     params: list[str] | None
     body: str
+    at: int = -1      # where its #define is in its source (-1: the headers')
+
+
+def macros_before(defined: dict[str, Macro], at: int, base: dict[str, Macro]) -> dict[str, Macro]:
+    """The macros a C++ compiler applies at offset `at` of one source: `base` (the headers'), then those the same
+    source defines above it. A macro acts only below its #define and in its own translation unit (cpp_sources and
+    cuda_sources are two): red team 16's #define after a host function, or in cpp_sources, changed what the judge
+    ran and not what C++ builds."""
+    return {**base, **{k: m for k, m in defined.items() if m.at < at}}
 
 
 # The numeric macros torch's headers bring into host code (<cmath>, <cfloat>, <climits>), from the stubs
@@ -57,7 +50,8 @@ _HOST_MACROS = {m.group(1): Macro(None, m.group(2).strip())
 
 
 def _directives(src: str) -> tuple[str, dict[str, Macro]]:
-    """Preprocessor lines blanked out of the text (line numbers kept), #defines collected."""
+    """Preprocessor lines blanked out of the text (line numbers kept), #defines collected (each with the offset
+    in `src` where it is defined: `Macro.at`, for macros_before)."""
     lines = src.split("\n")
     macros: dict[str, Macro] = {}
     out = []
@@ -74,7 +68,8 @@ def _directives(src: str) -> tuple[str, dict[str, Macro]]:
                 params = [p.strip() for p in m.group(3).split(",")] if m.group(2) is not None else None
                 if params == [""]:
                     params = []
-                macros[m.group(1)] = Macro(params, m.group(4).strip())
+                macros.pop(m.group(1), None)    # (a redefinition: where it is defined now)
+                macros[m.group(1)] = Macro(params, m.group(4).strip(), sum(len(lines[x]) + 1 for x in range(i)))
             elif re.match(r"\s*#\s*(if|ifdef|ifndef|else|elif|endif|undef)\b", full):
                 if not re.match(r"\s*#\s*pragma", full):
                     raise Unsupported("conditional compilation (#if) in the source")
@@ -204,9 +199,16 @@ def _paste(toks: list[str], macro: str) -> list[str]:
     return out
 
 
+# tokens a source's macros may expand to in one place: red team 16's 403 characters of nested macros made 10^6
+# (12 s, 400 MB of the worker), ten times more a level
+MAX_EXPANDED_TOKENS = 100_000
+
+
 def expand_macros(toks: list[str], macros: dict[str, Macro], depth: int = 0) -> list[str]:
     if depth > 20:
         raise Unsupported("macros nest too deep")
+    if len(toks) > MAX_EXPANDED_TOKENS:
+        raise Unsupported(f"macros that expand to more than {MAX_EXPANDED_TOKENS:,} tokens")
     out, i, changed = [], 0, False
     while i < len(toks):
         t = toks[i]

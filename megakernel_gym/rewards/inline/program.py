@@ -12,7 +12,10 @@ from megakernel_gym.rewards.inline.check import HostCheck, _blank, _check_bindin
 from megakernel_gym.rewards.inline.headers import STUB_HEADERS, TORCH_NVCC_DEFINES, _NVRTC_IGNORE, _NVRTC_PASS
 from megakernel_gym.rewards.inline.interpret import HostFunction, Interpreter, refuse_pointer
 from megakernel_gym.rewards.inline.parse import Parser, _QUALIFIERS
-from megakernel_gym.rewards.inline.preprocess import TopFunction, _HOST_MACROS, _directives, _namespace_depths, _strip_comments, expand_macros, tokenize, top_level_functions
+from megakernel_gym.cuda.source_rules import splice_lines
+from megakernel_gym.rewards.inline.preprocess import (TopFunction, _HOST_MACROS, _directives, _namespace_depths,
+                                                      _strip_comments, expand_macros, macros_before, source_rules,
+                                                      tokenize, top_level_functions)
 from megakernel_gym.rewards.inline.subset import BuildError, CudaRuntimeError, Unsupported
 from megakernel_gym.rewards.inline.values import Kernel, Num, _CTYPE_NUM
 
@@ -49,11 +52,14 @@ class Program:
     def __init__(self, name: str, cpp: str, cuda: str, functions: list[str] | None, cuda_flags: list[str],
                  gpu: bool):
         self.name, self.gpu = name, gpu
-        cuda_nc = _strip_comments(cuda)
-        cpp_nc = _strip_comments(cpp)
+        # as a compiler reads them: lines spliced, then comments out; then what the judge does not read as one does
+        cuda_nc = _strip_comments(splice_lines(cuda))
+        cpp_nc = _strip_comments(splice_lines(cpp))
+        source_rules(cuda_nc)
+        source_rules(cpp_nc)
         cuda_code, macros = _directives(cuda_nc)
         cpp_code, cpp_macros = _directives(cpp_nc)
-        self.macros = {**_HOST_MACROS, **cpp_macros, **macros}
+        self._defined = {"cpp": cpp_macros, "cuda": macros}    # each source's own, for macros_before
         tops = top_level_functions(cuda_code)
         cpp_tops = top_level_functions(cpp_code)
         self.kernels: dict[str, Kernel] = {}
@@ -111,8 +117,8 @@ class Program:
         self.globals: dict[str, Any] = {}       # namespace-scope constants, read-only once loaded
         self.launcher: Callable | None = None   # tests record launches here instead of running them
         self.last_error = 0
-        for code, fns in ((cpp_code, cpp_tops), (cuda_code, tops)):
-            self._read_constants(code, fns)
+        for code, fns, file in ((cpp_code, cpp_tops, "cpp"), (cuda_code, tops, "cuda")):
+            self._read_constants(code, fns, file)
         self.const_names = set(self.globals) | ns_consts
         self.using_std = bool(re.search(r"\busing\s+(?:namespace\s+std\s*;|std::(?:min|max)\b)", cpp_code + cuda_code))
         for cname, f in self.hosts.items():
@@ -139,7 +145,11 @@ class Program:
                         r"(" + "|".join(sorted(map(re.escape, _CTYPE_NUM), key=len, reverse=True)) +
                         r")\s+(\w+)\s*=\s*([^;{}]+);")
 
-    def _read_constants(self, code: str, fns: list[TopFunction]) -> None:
+    def _macros_at(self, file: str, at: int) -> dict:
+        """The macros C++ applies at offset `at` of the cpp or the cuda source (preprocess.macros_before)."""
+        return macros_before(self._defined[file], at, _HOST_MACROS)
+
+    def _read_constants(self, code: str, fns: list[TopFunction], file: str) -> None:
         """Namespace-scope `const int BLOCK = 256;`, enumerators and the like, which host code may read."""
         inside = _namespace_depths(code)
         for m in re.finditer(r"\benum\s+(class\s+|struct\s+)?(\w+)?\s*(?::\s*[\w\s]+)?\{([^}]*)\}", code):
@@ -165,7 +175,7 @@ class Program:
             if any(f.start <= m.start() < f.end for f in fns) or not inside(m.start()):
                 continue
             try:
-                toks = expand_macros(tokenize(m.group(3)), self.macros)
+                toks = expand_macros(tokenize(m.group(3)), self._macros_at(file, m.start(2)))
                 node = Parser(toks, set(), set()).expr()
                 if not _constant_expr(node, self.globals):
                     continue   # a dynamic initializer: not read, so a use of it is refused by name
@@ -176,7 +186,8 @@ class Program:
                 continue  # a constant the host code cannot use; reading it would be Unsupported
 
     def _parse_function(self, f: TopFunction) -> tuple:
-        toks = expand_macros(tokenize(f.body), self.macros)
+        macros = self._macros_at(self.host_file[f.name], f.start + len(f.head))    # (at its body's brace)
+        toks = expand_macros(tokenize(f.body), macros)
         params = []
         ptoks = tokenize(f.params)
         if ptoks and ptoks != ["void"]:
@@ -188,7 +199,7 @@ class Program:
                     raise Unsupported("default arguments")
                 p.expect(",")
                 params.append((ctype, pname, p.quals))
-        ret = " ".join(t for t in expand_macros(tokenize(f.ret), self.macros)
+        ret = " ".join(t for t in expand_macros(tokenize(f.ret), macros)
                        if t not in _QUALIFIERS and t not in ("__host__", "__forceinline__"))
         body = Parser(["{"] + toks + ["}"], set(self.kernels), self.types)
         tree = body.parse_block()
