@@ -567,7 +567,11 @@ def cmd_export(args) -> int:
                     "(a policy's level-5 schedules); nothing else is exported")
     if not os.path.exists(args.store):
         return _err(f"--store {args.store!r} does not exist; give the path of a results database (MKGYM_STORE)")
-    store = ResultsStore(args.store)
+    from megakernel_gym.rewards.store import StoreError
+    try:
+        store = ResultsStore(args.store)
+    except StoreError as e:
+        return _err(str(e))
     try:
         index = export_kernels(args.out, store=store, backend=args.backend)
     except ExportError as e:

@@ -169,3 +169,26 @@ def test_small_things_a_newcomer_meets():
     r = mkgym("compile", "mlp-tiny", "--backend", "sim", "--tuned", "--json")
     d = json.loads(r.stdout)
     assert d["speedup_over_default"] == pytest.approx(d["default_predicted_us"] / d["predicted_us"], rel=1e-3)
+
+
+def test_a_store_that_is_not_a_database_and_a_bad_problem_file_are_json_errors(tmp_path):
+    """Red team 17: --store naming a file that is not SQLite printed a traceback (nothing on stdout, exit 1), a
+    problem file with DTYPES = {"float32"} crashed `problems list --suite --json`, and a 200,000-term expression in
+    one raised RecursionError out of the parser. Each is one JSON error (or a skipped file) now."""
+    bad = tmp_path / "notadb.sqlite"
+    bad.write_text("not a database")
+    for args in (["judge", "softmax", "reference", "--backend", "cpu", "--no-server", "--store", str(bad), "--json"],
+                 ["export", "--store", str(bad), "--out", str(tmp_path / "out"), "--json"]):
+        r = mkgym(*args)
+        assert r.returncode == 2 and "not a results database" in json.loads(r.stdout)["error"], (args, r.stdout, r.stderr[-500:])
+    suite = tmp_path / "suite" / "level1"
+    suite.mkdir(parents=True)
+    body = ("import torch\nimport torch.nn as nn\n{line}\nclass Model(nn.Module):\n    def forward(self, x):\n"
+            "        return torch.relu(x)\ndef get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n")
+    (suite / "1_sets.py").write_text(body.format(line='DTYPES = {"float32"}'))
+    (suite / "2_deep.py").write_text(body.format(line="X = " + "1+" * 200_000 + "1"))
+    (suite / "3_fine.py").write_text(body.format(line='DTYPES = ["float32"]'))
+    r = mkgym("problems", "list", "--suite", str(tmp_path / "suite"), "--json")
+    assert r.returncode == 0, r.stderr[-800:]
+    assert [row["name"] for row in json.loads(r.stdout)] == ["level1/3_fine"]
+    assert "must be a list of strings" in r.stderr and "nested too deep" in r.stderr

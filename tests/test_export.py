@@ -9,7 +9,7 @@ import pytest
 
 from megakernel_gym.curriculum import get_problem, reference_candidates
 from megakernel_gym.policies.export import ExportError, export_kernels, load_kernel
-from megakernel_gym.rewards import Judge, ResultsStore
+from megakernel_gym.rewards import Judge, Problem, ResultsStore
 
 WRONG = "\n".join([
     "import torch", "import triton", "import triton.language as tl", "", "",
@@ -282,3 +282,23 @@ for guarded in (None, False):
     assert r.returncode == 0, r.stderr[-3000:]
     err = {line.split()[0]: float(line.split()[1]) for line in r.stdout.strip().splitlines()}
     assert err["None"] < 1e-5 and err["False"] > 0.01, err
+
+
+def test_export_folders_are_unique_whatever_the_problems_are_named(tmp_path):
+    """Red team 17: two problems named softmax got folders softmax and softmax-<sha8>, but a third problem named
+    softmax-<sha8> (a user's file) took that same folder, and its copy kernel overwrote the built-in softmax's.
+    Folder names are made unique as a set before anything is written, and index.json sends each problem to its own."""
+    builtin = get_problem("softmax")
+    mine = Problem.from_source(builtin.source + "\n# my copy\n", "softmax")
+    named = Problem.from_source(builtin.source + "\n# a third\n", f"softmax-{builtin.sha256[:8]}")
+    honest = reference_candidates("softmax")["triton"]
+    store = ResultsStore(tmp_path / "results.sqlite")
+    with Judge("cpu", store=store) as j:
+        for p in (builtin, mine, named):
+            assert j.evaluate(p, honest).status == "correct"
+    index = export_kernels(tmp_path / "out", store=store)
+    store.close()
+    folders = {k["problem_sha256"]: k["folder"] for k in index["kernels"]}
+    assert len(folders) == 3 and len(set(folders.values())) == 3, folders
+    for sha, folder in folders.items():
+        assert json.loads((tmp_path / "out" / folder / "meta.json").read_text())["problem_sha256"] == sha

@@ -133,7 +133,10 @@ def test_bad_requests_get_an_answer_and_the_server_stays_up(run_dir, tmp_path):
                             (b'{"op": "format_disk"}\n', "unknown op"),
                             (b'{"op": "evaluate", "problem": {}}\n', "bad request"),
                             (b'{"op": "evaluate", "problem": {"name": "p", "source": "x = ("}, '
-                             b'"candidate": {"source": ""}}\n', "syntax error")):
+                             b'"candidate": {"source": ""}}\n', "syntax error"),
+                            # (red team 17: a 200,000-term expression's RecursionError ended the server)
+                            (json.dumps({"op": "evaluate", "problem": {"name": "deep", "source": "x = " + "1+" * 200_000 + "1"},
+                                         "candidate": {"source": ""}}).encode() + b"\n", "nested too deep")):
         reply = _raw(sock, payload)
         assert needle in reply["error"], (payload, reply)
     assert _raw(sock, b'{"op": "ping"}\n')["ok"]

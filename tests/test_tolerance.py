@@ -335,3 +335,14 @@ def test_a_preset_is_hashed_apart_from_any_source_text():
     a = Problem(name="a", source=src, tolerance="kbv3")
     b = Problem(name="b", source=src + "\n# mkgym tolerance preset: kbv3\n")
     assert a.sha256 != b.sha256 and a.sha256 != Problem(name="c", source=src).sha256
+
+
+def test_nan_where_the_reference_is_nan_matches_and_nowhere_else():
+    """Red team 17: KernelBench's level1/98_KLDivLoss takes the log of a seed's shifted inputs, which is NaN, and an
+    honest kernel's NaN there counted as a mismatch (NaN != NaN): no honest kernel passed. Where the reference is
+    NaN the candidate must be NaN; where it is finite, NaN is still wrong; infinities must match."""
+    ref = torch.tensor([1.0, float("nan"), float("inf"), -2.0])
+    assert compare([ref.clone()], [ref], None, None)["ok"]
+    assert not compare([torch.tensor([1.0, 0.0, float("inf"), -2.0])], [ref], None, None)["ok"]        # finite for NaN
+    assert not compare([torch.tensor([float("nan")] * 4)], [ref], None, None)["ok"]                     # NaN for finite
+    assert not compare([torch.tensor([1.0, float("nan"), float("-inf"), -2.0])], [ref], None, None)["ok"]

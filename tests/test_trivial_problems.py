@@ -138,7 +138,42 @@ def test_a_problem_files_tolerances_and_forbidden_list_are_checked(cpu_judge, tm
     """
     for line, why in [("RTOL = math.nan", "RTOL must be a finite number >= 0"),
                       ("ATOL = -1.0 * 2", "ATOL must be a finite number >= 0"),
-                      ("FORBIDDEN = 5", "FORBIDDEN must be a list of names")]:
-        p = _problem(tmp_path, "bad_" + line.split()[0].lower(), body.format(line=line))
+                      ("FORBIDDEN = 5", "FORBIDDEN.* must be a list of"),      # (a literal: refused as the file loads)
+                      ("DTYPES = {'float32'}", "DTYPES.* must be a list of strings"),   # (red team 17)
+                      ("ATOL = 1e999", "ATOL.* must be a finite number >= 0")]:
         with pytest.raises(ProblemError, match=why):
+            p = _problem(tmp_path, "bad_" + line.split()[0].lower(), body.format(line=line))
             cpu_judge.evaluate(p, Candidate(ZEROS_KERNEL, "zeros.py"))
+
+
+def test_each_output_is_its_own_test_and_a_copy_of_an_input_is_trivial_too():
+    """Red team 17: a problem whose second output cancels to zeros let a kernel skip it (the gate asked that every
+    output be zeros); level1/33_BatchNorm at its initial statistics, in eval mode, is its input within 1e-4, and a
+    copy kernel scored correct; a reference that is all NaN is matched by a kernel writing NaN. Honest beside them:
+    an output computed from the input, an output the input's shape but not its values."""
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(64, 32, generator=g), torch.randn(64, 32, generator=g)
+    assert "output 1: every element is zero" in trivial_answer(torch, [torch.relu(x), torch.zeros(4)], None, True, None, None)
+    assert "output 1: the outputs do not depend" in trivial_answer(
+        torch, [torch.relu(x), torch.ones(4)], [torch.relu(y), torch.ones(4)], True, None, None)
+    assert "a kernel that copies its input" in trivial_answer(torch, [x / (1 + 1e-5) ** 0.5], None, True, None, None,
+                                                               inputs=[x])
+    assert "a kernel that writes NaN" in trivial_answer(torch, [torch.full((8,), float("nan"))], None, True, None, None)
+    assert trivial_answer(torch, [torch.relu(x), x.sum(-1)], [torch.relu(y), y.sum(-1)], True, None, None, inputs=[x]) is None
+    assert trivial_answer(torch, [x * 2], None, True, None, None, inputs=[x]) is None
+
+
+def test_the_judge_refuses_batchnorm_at_its_initial_statistics(cpu_judge, tmp_path):
+    """KernelBench's level1/33_BatchNorm as the judge builds it (eval mode, running statistics 0 and 1): the identity
+    within 1e-4, so a copy kernel scored correct on all six seeds. Refused before any candidate runs."""
+    src = (kernelbench_path("level1", "33_BatchNorm.py").read_text()
+           .replace("batch_size = 64", "batch_size = 2").replace("dim1 = 512", "dim1 = 8").replace("dim2 = 512", "dim2 = 8"))
+    assert "dim1 = 8" in src and "dim2 = 8" in src
+    problem = Problem.from_source(src, "33_BatchNorm_small")
+    with pytest.raises(ProblemUnservable, match="a kernel that copies its input"):
+        cpu_judge._reference_once(problem)
+
+
+def kernelbench_path(level: str, name: str):
+    from megakernel_gym.curriculum.suite import kernelbench_dir
+    return kernelbench_dir() / level / name

@@ -59,10 +59,18 @@ def export_kernels(out: str | Path, store=None, backend: str | None = None) -> d
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     slugs = [_slug(res.problem) for res, _ in best]
-    for (res, source), slug in zip(best, slugs):
-        # one folder per problem: a name two problems share (a user's file named like a built-in, two
-        # tolerance presets) or two names one slug (a/b and a_b) take the problem's hash too
-        folder = out / (slug if slugs.count(slug) == 1 else f"{slug}-{res.problem_sha256[:8]}")
+    # one folder per problem: a name two problems share (a user's file named like a built-in, two tolerance
+    # presets) or two names one slug (a/b and a_b) take the problem's hash too; and the names are made unique as
+    # a set before anything is written (red team 17: a problem named softmax-e8fe5fd4 took the folder the built-in
+    # softmax's hashed name gave, and its copy kernel overwrote softmax's)
+    names = [slug if slugs.count(slug) == 1 else f"{slug}-{res.problem_sha256[:8]}" for (res, _), slug in zip(best, slugs)]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            names[i] = f"{name}-{best[i][0].problem_sha256[:16]}"
+    if len(set(names)) != len(names):
+        raise ExportError("two problems in the store map to one folder name; export them to separate folders")
+    for (res, source), name in zip(best, names):
+        folder = out / name
         folder.mkdir(exist_ok=True)
         (folder / "kernel.py").write_text(source)
         (folder / "result.json").write_text(res.to_json(indent=2))

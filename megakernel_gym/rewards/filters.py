@@ -65,30 +65,52 @@ def _check(name: str, ok: bool | None, detail: str, **values) -> dict[str, Any]:
 
 
 # what trivial_answer's reasons say, for whoever tells its refusals apart from other unservable problems
-TRIVIAL_WORDS = ("a kernel that writes zeros", "do not depend on the inputs")
+TRIVIAL_WORDS = ("a kernel that writes zeros", "do not depend on the inputs", "a kernel that copies",
+                 "a kernel that writes NaN")
 
 
 def trivial_answer(torch, base: list, other: list | None, inputs_differ: bool, atol, rtol,
-                   preset: str | None = None) -> str | None:
-    """Why a kernel that computes nothing would be scored correct on this problem, or None: every output is
-    zeros within the judge's tolerance, or (where the inputs differ between the two draws) the outputs for
-    `other` inputs match `base` everywhere, so one cached answer passes. The judge serves no such problem
-    (red team 8: KernelBench's level2/80_Gemm_Max_Subtract_GELU is GELU(x - mean(x)) over a max's single
-    column, zeros for every input, and a kernel writing zeros scored correct on all six seeds). The
-    run_filters thresholds are stricter and for `mkgym problems check`; this is the judge's own line,
-    exact: the trivial kernel passes the comparison outright."""
+                   preset: str | None = None, inputs: list | None = None) -> str | None:
+    """Why a kernel that computes nothing would be scored correct on this problem (or on one of its outputs), or
+    None: an output is zeros within the judge's tolerance; or (where the inputs differ between the two draws) an
+    output for `other` inputs matches its `base` everywhere, so one cached answer passes; or an output matches
+    one of the `inputs` it was computed from, so a copy passes. The judge serves no such problem (red team 8:
+    KernelBench's level2/80_Gemm_Max_Subtract_GELU is GELU(x - mean(x)) over a max's single column, zeros for
+    every input, and a kernel writing zeros scored correct on all six seeds; red team 17: level1/33_BatchNorm
+    at its initial statistics, in eval mode, is its input within 1e-4, and a copy kernel scored correct; a
+    second output of zeros let a kernel skip it). Each output is its own test: a kernel that computes nothing
+    for one output is rewarded for the work it skipped. The run_filters thresholds are stricter and for
+    `mkgym problems check`; this is the judge's own line, exact: the trivial kernel passes the comparison
+    outright."""
     def matches(got, ref) -> bool:   # as the judge's compare: integers and booleans exactly (red team 12)
+        if got.shape != ref.shape:
+            return False
         if not (ref.is_floating_point() or ref.is_complex()):
-            return got.shape == ref.shape and bool(torch.equal(got, ref))
+            return bool(torch.equal(got, ref))
         return close_fraction(torch, got, ref, atol, rtol, preset) == 1.0
-    if all(o.numel() == 0 or matches(torch.zeros_like(o), o) for o in base):
-        return ("every output is zero within the tolerance (the judge's first seed): a kernel that writes zeros "
-                "would be scored correct, so the problem is not served (its computation cancels out; change the "
-                "problem)")
-    if other is not None and inputs_differ and all(matches(b, a) for a, b in zip(base, other)):
-        return ("the outputs do not depend on the inputs (two random draws give the same answer within the "
-                "tolerance): a kernel returning one cached answer would be scored correct, so the problem is not "
-                "served")
+    def which(j: int) -> str:
+        return "" if len(base) == 1 else f"output {j}: "
+    for j, o in enumerate(base):
+        if o.numel() and (o.is_floating_point() or o.is_complex()) and bool(torch.isnan(o).all()):
+            return (f"{which(j)}every element is NaN (the judge's first seed): a kernel that writes NaN would be "
+                    "scored correct, so the problem is not served")
+    for j, o in enumerate(base):
+        if o.numel() and matches(torch.zeros_like(o), o):
+            return (f"{which(j)}every element is zero within the tolerance (the judge's first seed): a kernel that "
+                    "writes zeros would be scored correct, so the problem is not served (its computation cancels "
+                    "out; change the problem)")
+    if other is not None and inputs_differ:
+        for j, (a, b) in enumerate(zip(base, other)):
+            if a.numel() and matches(b, a):
+                return (f"{which(j)}the outputs do not depend on the inputs (two random draws give the same answer "
+                        "within the tolerance): a kernel returning one cached answer would be scored correct, so the "
+                        "problem is not served")
+    for j, o in enumerate(base):
+        for i, x in enumerate(inputs or ()):
+            if isinstance(x, torch.Tensor) and o.numel() and x.dtype == o.dtype and matches(x.to(o.device), o):
+                return (f"{which(j)}the output is input {i} within the tolerance: a kernel that copies its input "
+                        "would be scored correct, so the problem is not served (at its initial weights the model "
+                        "computes the identity: a BatchNorm's running statistics, say)")
     return None
 
 

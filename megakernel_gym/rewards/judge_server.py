@@ -440,7 +440,11 @@ class _Server:
                         break
                     continue
                 try:
-                    done.set_result(self.evaluate(req))
+                    try:
+                        answer = self.evaluate(req)
+                    except Exception as e:  # noqa: BLE001 - one request never ends the server (red team 17)
+                        answer = {"error": f"{type(e).__name__}: {e}"[:2000], "kind": "internal"}
+                    done.set_result(answer)
                 finally:
                     with self.count_lock:
                         self.pending -= 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import math
 import re
 import sys
 import textwrap
@@ -176,6 +177,29 @@ def _literal_meta(tree: ast.Module) -> dict[str, Any]:
     return meta
 
 
+_STRING_LISTS = ("DTYPES", "TAGS", "FORBIDDEN", "PRODUCTION", "INPUT_TRANSFORMS")
+_STRINGS = ("OP_TYPE", "DESCRIPTION", "SPLIT", "KIND")
+
+
+def _check_meta(meta: dict[str, Any], where: str) -> None:
+    """The literal metadata a problem file sets, of the types the judge and the listings read (red team 17:
+    DTYPES = {"float32"} crashed `mkgym problems list --json`, ATOL = 1e999 printed Infinity, which is not JSON)."""
+    def bad(name: str, want: str):
+        raise ProblemError(f"{where}: {name} = {meta[name]!r:.80}: it must be {want}; fix the problem file")
+    for name in _STRING_LISTS:
+        if name in meta and not (isinstance(meta[name], (list, tuple)) and all(isinstance(x, str) for x in meta[name])):
+            bad(name, "a list of strings")
+    for name in _STRINGS:
+        if name in meta and meta[name] is not None and not isinstance(meta[name], str):
+            bad(name, "a string")
+    if "LEVEL" in meta and meta["LEVEL"] is not None and (isinstance(meta["LEVEL"], bool) or not isinstance(meta["LEVEL"], int)):
+        bad("LEVEL", "an integer")
+    for name in ("ATOL", "RTOL"):
+        v = meta.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
+            bad(name, "a finite number >= 0")
+
+
 @dataclass(frozen=True)
 class Problem:
     name: str
@@ -232,12 +256,19 @@ class Problem:
             tree = parse_python(source, filename=path or name)
         except SyntaxError as e:
             raise ProblemError(f"{where}: syntax error at line {e.lineno}: {e.msg}; fix the problem file") from e
+        except (RecursionError, MemoryError, ValueError) as e:
+            # (red team 17: a 200,000-term constant expression raised RecursionError out of the parser, through the
+            # judge server's loop, which ended, and through a suite's loader)
+            raise ProblemError(f"{where}: the file cannot be parsed ({type(e).__name__}: nested too deep or too "
+                               "large); fix the problem file") from None
         names = _top_level_names(tree)
         missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in names]
         if missing:
             raise ProblemError(f"{where}: a problem must define {', '.join(missing)} at module level "
                                "(KernelBench format: class Model(nn.Module), get_inputs(), get_init_inputs())")
-        return cls(name=name, source=source, path=path, meta=_literal_meta(tree))
+        meta = _literal_meta(tree)
+        _check_meta(meta, where)
+        return cls(name=name, source=source, path=path, meta=meta)
 
     @classmethod
     def from_file(cls, path: str | Path) -> "Problem":

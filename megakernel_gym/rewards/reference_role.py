@@ -55,7 +55,11 @@ def _trivial(env: Env, mod, sha: str, spec: dict, base: list, meta: dict, preset
     mine, theirs = env.inputs(mod, spec), env.inputs(mod, other_spec)
     differ = any(isinstance(a, torch.Tensor) and not (a.shape == b.shape and torch.equal(a, b))
                  for a, b in zip(mine, theirs))
-    del mine, theirs     # (a KernelBench problem's inputs can be gigabytes: not held beside the run)
+    del theirs     # (a KernelBench problem's inputs can be gigabytes: not held beside the run)
+    copied = trivial_answer(torch, base, None, False, meta["atol"], meta["rtol"], preset, inputs=mine)
+    del mine
+    if copied:
+        return copied
     other = _reference_outputs(env, mod, sha, other_spec) if differ else None
     return trivial_answer(torch, base, other, differ, meta["atol"], meta["rtol"], preset)
 

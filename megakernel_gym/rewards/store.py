@@ -70,16 +70,25 @@ def as_store(store: "ResultsStore | str | Path | None | bool") -> "ResultsStore 
     return store if isinstance(store, ResultsStore) else ResultsStore(store)
 
 
+class StoreError(ValueError):
+    """A results store that cannot be opened: the message names the file and the fix."""
+
+
 class ResultsStore:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else default_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False,
-                                     isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(_SCHEMA)
+        try:
+            self._conn = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False,
+                                         isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as e:
+            # (red team 17: --store naming a file that is not a database printed a traceback, no JSON)
+            raise StoreError(f"{self.path}: not a results database ({e}); name a new file or one mkgym wrote "
+                             "(--store, MKGYM_STORE)") from None
 
     def close(self) -> None:
         with self._lock:
