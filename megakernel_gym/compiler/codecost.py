@@ -54,14 +54,20 @@ def _first_calls(plan: Plan, distinct_ops: str = "") -> tuple[np.ndarray, np.nda
     key = tuple(tuple(sorted(((getattr(knobs, k, None) or {}) if knobs else {}).items())) for k in ("splits", "ahead"))
     key += (distinct_ops,)
     cache = tg.__dict__.setdefault("_function_calls", {})
-    if key not in cache:
+    if len(cache.get(key, ())) != 4:     # (a plan pickled before the callers were kept has three)
         calls, sizes = function_table(plan, distinct_ops)
         names, _ = _op_index(tg)
         per_op = [calls.get(op, ()) for op in names]
+        nf = max(sizes, default=-1) + 1
+        callers = np.zeros(nf, dtype=np.int64)       # how many ops call each function (shared_calls)
+        for c in per_op:
+            for f in set(c):
+                if f < nf:
+                    callers[f] += 1
         cache[key] = (np.array([len(c) for c in per_op], dtype=np.int64),
                       np.array([f for c in per_op for f in c], dtype=np.int64),
-                      np.array([sizes.get(i, 0) for i in range(max(sizes, default=-1) + 1)], dtype=float))
-    ncalls, fids, chars = cache[key]
+                      np.array([sizes.get(i, 0) for i in range(nf)], dtype=float), callers)
+    ncalls, fids, chars, _ = cache[key]
     _, idx = _op_index(tg)
     ptr, flat = csr(plan.queues)
     if not len(flat) or not len(fids):
@@ -98,14 +104,26 @@ def cold_code_chars(plan: Plan, distinct_ops: str = "") -> np.ndarray:
     return np.bincount(tasks, weights=chars[fids], minlength=len(plan.tg.tasks)).astype(float)
 
 
+def shared_calls(plan: Plan, distinct_ops: str = "") -> np.ndarray:
+    """Per device function (codegen.function_table's ids), how many ops call it: a layer's body that every
+    layer shares is called by as many ops as there are layers, a body of one op's own (a fusion on one layer,
+    the lm_head's) by one."""
+    _first_calls(plan, distinct_ops)
+    tg, knobs = plan.tg, plan.knobs
+    key = tuple(tuple(sorted(((getattr(knobs, k, None) or {}) if knobs else {}).items())) for k in ("splits", "ahead"))
+    return tg.__dict__["_function_calls"][key + (distinct_ops,)][3]
+
+
 def first_call_us(plan: Plan, dev: DeviceSpec, distinct_ops: str = "") -> np.ndarray | float:
     """Per task, what its first calls cost (see above): cold_code_us a call plus cold_code_kchar_us per
-    1,000 characters of the functions, from one walk of the queues (predict's share of cold_code and
-    cold_code_chars)."""
-    if not (dev.cold_code_us or dev.cold_code_kchar_us):
+    1,000 characters of the functions (shared_code_kchar_us for one more than one op calls, where set), from
+    one walk of the queues (predict's share of cold_code and cold_code_chars)."""
+    shared = dev.cold_code_kchar_us if dev.shared_code_kchar_us is None else dev.shared_code_kchar_us
+    if not (dev.cold_code_us or dev.cold_code_kchar_us or shared):
         return 0.0
     tasks, fids, chars = _first_calls(plan, distinct_ops)
-    return np.bincount(tasks, weights=dev.cold_code_us + dev.cold_code_kchar_us / 1e3 * chars[fids],
+    per_kchar = np.where(shared_calls(plan, distinct_ops)[fids] > 1, shared, dev.cold_code_kchar_us) if len(fids) else 0.0
+    return np.bincount(tasks, weights=dev.cold_code_us + per_kchar / 1e3 * chars[fids],
                        minlength=len(plan.tg.tasks)).astype(float)
 
 
@@ -163,4 +181,4 @@ def light_task_us(plan: Plan, dev: DeviceSpec) -> np.ndarray | float:
             + fused_us * np.maximum(0.0, fused - _onchip_array(plan)))
 
 
-__all__ = ["cold_code", "cold_code_chars", "first_call_us", "light_tasks", "light_task_us", "SMALL_KINDS"]
+__all__ = ["cold_code", "cold_code_chars", "first_call_us", "shared_calls", "light_tasks", "light_task_us", "SMALL_KINDS"]
