@@ -27,6 +27,7 @@ from megakernel_gym.rewards import Judge, ProblemError  # noqa: E402
 from megakernel_gym.rewards.filters import TRIVIAL_WORDS  # noqa: E402
 
 KNOWN_TRIVIAL = "level2/80_Gemm_Max_Subtract_GELU"
+KNOWN_COPY = "level1/33_BatchNorm"     # eval mode at its initial statistics: its input (red team 17)
 
 
 def targets(rows: list[dict], suite: str) -> list[dict]:
@@ -37,6 +38,10 @@ def targets(rows: list[dict], suite: str) -> list[dict]:
         out.append({"target": f"{KNOWN_TRIVIAL} refused (its answer is zeros for any input)",
                     "measured": "not run" if r80 is None else ("refused" if r80["served"] is False else "served"),
                     "met": r80 is not None and r80["served"] is False})
+        r33 = next((r for r in rows if r["problem"] == KNOWN_COPY), None)
+        out.append({"target": f"{KNOWN_COPY} refused (at its initial running statistics it is its input)",
+                    "measured": "not run" if r33 is None else ("refused" if r33["served"] is False else "served"),
+                    "met": r33 is not None and r33["served"] is False})
     odd = [r["problem"] for r in refused if not any(w in (r["reason"] or "") for w in TRIVIAL_WORDS)]
     out.append({"target": "every problem refused as trivial names a trivial answer",
                 "measured": f"{len(refused)} refused: " + "; ".join(f"{r['problem']}: {r['reason'][:120]}"

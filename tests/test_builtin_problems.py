@@ -262,3 +262,15 @@ def test_kernelbench_fixture(fixture):
 
 def test_kernelbench_fixtures_cover_three_levels():
     assert {f.split("/")[0] for f in FIXTURES} == {"level1", "level2", "level3"}
+
+
+def test_every_built_in_problem_loads():
+    """Red team 18: a metadata check that took PRODUCTION (a dict of names to descriptions) for a list dropped the
+    18 built-ins with production baselines from the suite, silently. Every one loads, and the suite reports no
+    errors."""
+    from megakernel_gym.curriculum import builtin_names, builtin_suite, get_problem
+    names = builtin_names()
+    assert len(names) >= 66
+    assert all(get_problem(n).name == n for n in names)
+    suite = builtin_suite()
+    assert len(suite.problems) == len(names) and not suite.errors

@@ -148,7 +148,7 @@ import torch.nn as nn
 
 class Model(nn.Module):
     def forward(self, x):
-        return x.clone()
+        return 2 * x
 
 
 def get_inputs():
@@ -162,12 +162,13 @@ COPY = WRONG.replace("_zero[(triton.cdiv(n, 1024),)](o, n, B=1024)", "_copy[(tri
     .replace("@triton.jit\ndef _zero(o, n, B: tl.constexpr):\n    i = tl.program_id(0) * B + tl.arange(0, B)\n"
              "    tl.store(o + i, tl.zeros([B], tl.float32), mask=i < n)",
              "@triton.jit\ndef _copy(x, o, n, B: tl.constexpr):\n    i = tl.program_id(0) * B + tl.arange(0, B)\n"
-             "    tl.store(o + i, tl.load(x + i, mask=i < n), mask=i < n)")
+             "    tl.store(o + i, 2 * tl.load(x + i, mask=i < n), mask=i < n)")
 
 
 def test_export_keeps_problems_of_one_name_apart_and_ships_no_candidate_judged_wrong(tmp_path):
     """Red team 8: export grouped the store's rows by problem name, so a copy kernel judged incorrect on the
-    built-in softmax and correct on a user's softmax.py (an identity) shipped as 'softmax', with the built-in's
+    built-in softmax and correct on a user's softmax.py (an identity; here 2x, since the judge no longer serves a
+    problem a copy solves) shipped as 'softmax', with the built-in's
     level, in place of the correct reference. Problems are their file's hash; a candidate judged incorrect on a
     problem is not shipped for it, whatever else it scored there."""
     from megakernel_gym.rewards import Problem

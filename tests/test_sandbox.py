@@ -9,7 +9,7 @@ import pytest
 
 from conftest import CORPUS, read_expectation
 from megakernel_gym.curriculum import get_problem, reference_candidates
-from megakernel_gym.rewards import Candidate, Judge
+from megakernel_gym.rewards import Candidate, Judge, Problem
 
 SANDBOX = sorted((CORPUS / "sandbox").glob("*.py"))
 
@@ -371,3 +371,45 @@ def test_torch_state_a_candidate_leaves_behind_is_flagged_and_the_next_candidate
         assert "default device 'cpu' -> 'meta'" in res.reason, res.reason
         after = j.evaluate(get_problem("softmax"), victim)
         assert after.status == "correct", after.reason
+
+
+def test_a_problem_file_cannot_loosen_the_guard_for_the_problems_after_it(tmp_path):
+    """Red team 18: a user's problem file (its module-level code runs unguarded in both workers) added
+    'softmax' to the guard's tensor allowlist and the watcher's aten allowlist in the candidate worker, which was
+    kept; a Tensor.softmax candidate on the built-in softmax after it scored correct. Wherever the problem
+    changes and either is not a built-in, both workers are fresh."""
+    here = Path(__file__).parent
+    honest = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, 2.0 * tl.load(x_ptr + offs, mask=m), mask=m)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _scale[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return y
+'''
+    cheat = ("import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+             "def _touch(x_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n    tl.load(x_ptr + offs, mask=offs < n)\n\n\n"
+             "class ModelNew(nn.Module):\n    def forward(self, x):\n        _touch[(1,)](x, 1, BLOCK=16)\n"
+             "        sm = x.softmax\n        return sm(-1)\n")
+    with Judge(backend="cpu", store=tmp_path / "s.sqlite", timeout_s=120, use_cache=False) as j:
+        evil = Problem.from_file(here / "data" / "allowlist_loosening_problem.py")
+        assert j.evaluate(evil, honest).status == "correct"
+        res = j.evaluate(get_problem("softmax"), cheat)
+        assert res.status == "rejected", (res.status, res.reason)
+        # built-in after built-in keeps its workers (no restart between a GRPO group's samples)
+        proc = j.cand.proc
+        j.evaluate(get_problem("softmax"), reference_candidates("softmax")["triton"])
+        assert j.cand.proc is proc

@@ -161,6 +161,19 @@ def test_each_output_is_its_own_test_and_a_copy_of_an_input_is_trivial_too():
     assert "a kernel that writes NaN" in trivial_answer(torch, [torch.full((8,), float("nan"))], None, True, None, None)
     assert trivial_answer(torch, [torch.relu(x), x.sum(-1)], [torch.relu(y), y.sum(-1)], True, None, None, inputs=[x]) is None
     assert trivial_answer(torch, [x * 2], None, True, None, None, inputs=[x]) is None
+    # the judge's other seeds scale and shift the inputs: a trivial answer must pass there too. ReLU of
+    # KernelBench's torch.rand inputs is its input, and of a shifted seed's not: served; a BatchNorm at its
+    # initial statistics is its input at any scale or shift: refused
+    pos, shifted = x.abs(), 4 * x.abs() - 3
+    assert "copies its input" in trivial_answer(torch, [torch.relu(pos)], None, True, None, None, inputs=[pos])
+    assert trivial_answer(torch, [torch.relu(pos)], None, True, None, None, inputs=[pos],
+                          transformed=[([torch.relu(shifted)], [shifted])]) is None
+    bn = (lambda t: t / (1 + 1e-5) ** 0.5)     # noqa: E731
+    assert "copies its input" in trivial_answer(torch, [bn(pos)], None, True, None, None, inputs=[pos],
+                                                transformed=[([bn(shifted)], [shifted]), ([bn(16 * pos)], [16 * pos])])
+    tiny = torch.softmax(x * 0 + torch.arange(32.0) * 1e-3, -1) * 1e-3   # zero within atol on the first seed only
+    assert "zero" in trivial_answer(torch, [tiny], None, True, None, None)
+    assert trivial_answer(torch, [tiny], None, True, None, None, transformed=[([tiny * 1e4], [x])]) is None
 
 
 def test_the_judge_refuses_batchnorm_at_its_initial_statistics(cpu_judge, tmp_path):

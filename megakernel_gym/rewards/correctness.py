@@ -26,6 +26,22 @@ _DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16"
            "complex64", "float8_e4m3fn", "float8_e5m2")
 
 
+# The fixed seeds' input transforms (kind, a, c): x -> a * x + c on every floating input (judge.Judge._specs); a problem
+# names the kinds it allows (INPUT_TRANSFORMS), and a transform it does not allow is the plain draw there
+TRANSFORMS = (("plain", 1.0, 0.0), ("scale", 16.0, 0.0), ("shift", 1.0, 6.0), ("scale", 1 / 16, 0.0),
+              ("scale_shift", 4.0, -3.0))
+
+
+def _allowed_transforms(allowed_kinds) -> list[tuple[str, float, float]]:
+    allowed = set(allowed_kinds)
+    out = []
+    for t in TRANSFORMS:
+        kind = t[0]
+        need = {"plain": set(), "scale": {"scale"}, "shift": {"shift"}, "scale_shift": {"scale", "shift"}}[kind]
+        out.append(t if need <= allowed else ("plain", 1.0, 0.0))
+    return out
+
+
 def check_preset(preset: str | None) -> str | None:
     """The preset name, or ValueError naming the known ones."""
     if preset is not None and preset not in TOLERANCE_PRESETS:

@@ -70,44 +70,58 @@ TRIVIAL_WORDS = ("a kernel that writes zeros", "do not depend on the inputs", "a
 
 
 def trivial_answer(torch, base: list, other: list | None, inputs_differ: bool, atol, rtol,
-                   preset: str | None = None, inputs: list | None = None) -> str | None:
+                   preset: str | None = None, inputs: list | None = None, transformed=()) -> str | None:
     """Why a kernel that computes nothing would be scored correct on this problem (or on one of its outputs), or
-    None: an output is zeros within the judge's tolerance; or (where the inputs differ between the two draws) an
-    output for `other` inputs matches its `base` everywhere, so one cached answer passes; or an output matches
-    one of the `inputs` it was computed from, so a copy passes. The judge serves no such problem (red team 8:
-    KernelBench's level2/80_Gemm_Max_Subtract_GELU is GELU(x - mean(x)) over a max's single column, zeros for
-    every input, and a kernel writing zeros scored correct on all six seeds; red team 17: level1/33_BatchNorm
-    at its initial statistics, in eval mode, is its input within 1e-4, and a copy kernel scored correct; a
-    second output of zeros let a kernel skip it). Each output is its own test: a kernel that computes nothing
-    for one output is rewarded for the work it skipped. The run_filters thresholds are stricter and for
-    `mkgym problems check`; this is the judge's own line, exact: the trivial kernel passes the comparison
-    outright."""
+    None: an output is zeros within the judge's tolerance, or all NaN; or (where the inputs differ between the two
+    draws) an output for `other` inputs matches its `base` everywhere, so one cached answer passes; or an output
+    matches one of the `inputs` it was computed from, so a copy passes. `transformed`: (outputs, inputs) for the
+    judge's other fixed seeds' input transforms (scaled, shifted): the trivial answer must pass there too, as it
+    must on every seed the judge checks (ReLU of KernelBench's torch.rand inputs is its input, and a shifted seed's
+    is not: served). The judge serves no such problem (red team 8: KernelBench's level2/80_Gemm_Max_Subtract_GELU
+    is GELU(x - mean(x)) over a max's single column, zeros for every input, and a kernel writing zeros scored
+    correct on all six seeds; red team 17: level1/33_BatchNorm at its initial statistics, in eval mode, is its
+    input within 1e-4 for any scale or shift, and a copy kernel scored correct; a second output of zeros let a
+    kernel skip it). Each output is its own test: a kernel that computes nothing for one output is rewarded for
+    the work it skipped. The run_filters thresholds are stricter and for `mkgym problems check`; this is the
+    judge's own line, exact: the trivial kernel passes the comparison outright."""
     def matches(got, ref) -> bool:   # as the judge's compare: integers and booleans exactly (red team 12)
         if got.shape != ref.shape:
             return False
         if not (ref.is_floating_point() or ref.is_complex()):
             return bool(torch.equal(got, ref))
         return close_fraction(torch, got, ref, atol, rtol, preset) == 1.0
+
+    def zeros(o) -> bool:
+        return bool(o.numel()) and matches(torch.zeros_like(o), o)
+
+    def nans(o) -> bool:
+        return bool(o.numel()) and (o.is_floating_point() or o.is_complex()) and bool(torch.isnan(o).all())
+
+    def copy_of(o, x) -> bool:
+        return isinstance(x, torch.Tensor) and bool(o.numel()) and x.dtype == o.dtype and matches(x.to(o.device), o)
+
     def which(j: int) -> str:
         return "" if len(base) == 1 else f"output {j}: "
+
+    def everywhere(test) -> bool:    # the answer passes the transformed seeds' comparisons too
+        return all(test(outs, xs) for outs, xs in transformed)
     for j, o in enumerate(base):
-        if o.numel() and (o.is_floating_point() or o.is_complex()) and bool(torch.isnan(o).all()):
+        if nans(o) and everywhere(lambda outs, xs: nans(outs[j])):
             return (f"{which(j)}every element is NaN (the judge's first seed): a kernel that writes NaN would be "
                     "scored correct, so the problem is not served")
-    for j, o in enumerate(base):
-        if o.numel() and matches(torch.zeros_like(o), o):
+        if zeros(o) and everywhere(lambda outs, xs: zeros(outs[j])):
             return (f"{which(j)}every element is zero within the tolerance (the judge's first seed): a kernel that "
                     "writes zeros would be scored correct, so the problem is not served (its computation cancels "
                     "out; change the problem)")
     if other is not None and inputs_differ:
         for j, (a, b) in enumerate(zip(base, other)):
-            if a.numel() and matches(b, a):
+            if a.numel() and matches(b, a) and everywhere(lambda outs, xs: matches(outs[j], a)):
                 return (f"{which(j)}the outputs do not depend on the inputs (two random draws give the same answer "
                         "within the tolerance): a kernel returning one cached answer would be scored correct, so the "
                         "problem is not served")
     for j, o in enumerate(base):
         for i, x in enumerate(inputs or ()):
-            if isinstance(x, torch.Tensor) and o.numel() and x.dtype == o.dtype and matches(x.to(o.device), o):
+            if copy_of(o, x) and everywhere(lambda outs, xs: i < len(xs) and copy_of(outs[j], xs[i])):
                 return (f"{which(j)}the output is input {i} within the tolerance: a kernel that copies its input "
                         "would be scored correct, so the problem is not served (at its initial weights the model "
                         "computes the identity: a BatchNorm's running statistics, say)")

@@ -20,7 +20,7 @@ from megakernel_gym.cache_paths import judge_run_dirs
 from megakernel_gym.rewards import anticheat
 from megakernel_gym.rewards.admission import GpuMemory, gpu_need, host_need, measured_need
 from megakernel_gym.rewards.worker_env import output_cap
-from megakernel_gym.rewards.correctness import compare  # noqa: F401  (re-exported)
+from megakernel_gym.rewards.correctness import TRANSFORMS, _allowed_transforms, compare  # noqa: F401  (re-exported)
 from megakernel_gym.rewards.problem import (MAX_CANDIDATE_CHARS, Candidate, Problem, ProblemError, ProblemTrivial,
                                              ProblemUnservable, lone_surrogate)
 from megakernel_gym.rewards.result import EvalResult, Flag
@@ -33,8 +33,6 @@ FIXED_SEEDS = (11, 23, 37, 41, 53)
 INIT_SEED = 42
 # Input distributions per fixed seed: plain randn, then scaled and shifted so that
 # near-identity shortcuts and numerically naive kernels fail.
-TRANSFORMS = (("plain", 1.0, 0.0), ("scale", 16.0, 0.0), ("shift", 1.0, 6.0), ("scale", 1 / 16, 0.0),
-              ("scale_shift", 4.0, -3.0))
 # Multipliers that give the baselines' timed calls fresh inputs (exact in floating point). The candidate's
 # timed calls get inputs of their own instead (sandbox.timed_spec), re-checked on a secret sample.
 TIMING_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0, 0.75, 1.5)
@@ -120,16 +118,6 @@ def resolve_backend(backend: str | None) -> str:
     return backend
 
 
-def _allowed_transforms(allowed_kinds) -> list[tuple[str, float, float]]:
-    allowed = set(allowed_kinds)
-    out = []
-    for t in TRANSFORMS:
-        kind = t[0]
-        need = {"plain": set(), "scale": {"scale"}, "shift": {"shift"}, "scale_shift": {"scale", "shift"}}[kind]
-        out.append(t if need <= allowed else ("plain", 1.0, 0.0))
-    return out
-
-
 class Judge:
     """Scores candidates for problems on one backend and one device, with two worker processes.
 
@@ -155,6 +143,7 @@ class Judge:
         if recycle not in ("always", "failure", "never"):
             raise ValueError(f"recycle={recycle!r}: one of 'always', 'failure', 'never'")
         self.recycle = recycle
+        self._last_problem: tuple[str, bool] | None = None    # (sha256, built-in): _keep_problems_apart
         self.timing = {**DEFAULT_TIMING, **(timing or {})}
         self.static_checks = static_checks  # False only in tests of the sandbox itself
         # the run-time guard on the candidate's Python (rewards/guard.py); False only in tests of the
@@ -307,6 +296,21 @@ class Judge:
             return str(e)
         return None
 
+    def _keep_problems_apart(self, problem: Problem) -> None:
+        """Fresh workers, reference and candidate, wherever the problem changes and either side is not one of the
+        package's built-ins: a problem file's module-level code runs unguarded in both workers and stays there
+        (red team 18's problem added names to the guard's allowlists in the candidate worker, and a torch.softmax
+        candidate on the built-in softmax after it scored correct)."""
+        trusted = is_builtin(problem)
+        last = self._last_problem
+        if last is not None and last[0] != problem.sha256 and not (trusted and last[1]):
+            self.fresh_reference()
+            if self.recycle == "always":
+                self._next_candidate_worker()
+            elif self.cand.alive:
+                self.cand.restart()
+        self._last_problem = (problem.sha256, trusted)
+
     def fresh_reference(self) -> None:
         """A new reference worker, and this judge's per-problem memory of the old one forgotten: a problem
         file's module-level code stays in the worker that loaded it (judge_server recycles it between
@@ -414,6 +418,7 @@ class Judge:
 
         # 2. what the problem allows and needs (reference worker, on the meta device; cached per problem),
         # then its turn on the GPU's memory beside the other judges' evaluations
+        self._keep_problems_apart(problem)
         self.warm()
         self._phase("start_workers")
         meta = self._problem_meta(problem)
@@ -801,6 +806,14 @@ def _round(x: float | None) -> float | None:
 
 def _allowed_kinds(meta: dict) -> tuple:
     return tuple(meta.get("INPUT_TRANSFORMS", ("scale", "shift")))
+
+
+def is_builtin(problem) -> bool:
+    """The problem is one of the package's own files, unchanged (its code is the package's, trusted)."""
+    from megakernel_gym.curriculum import builtin_names, get_problem
+    if problem.name not in builtin_names():
+        return False
+    return get_problem(problem.name).source == problem.source
 
 
 def evaluate(problem: Problem, candidate: Candidate | str, backend: str | None = None, **kw) -> EvalResult:

@@ -296,14 +296,6 @@ def stop_all() -> list[str]:
 
 
 # -- the server --------------------------------------------------------------------------------
-def is_builtin(problem) -> bool:
-    """The problem is one of the package's own files, unchanged (its code is the package's, trusted)."""
-    from megakernel_gym.curriculum import builtin_names, get_problem
-    if problem.name not in builtin_names():
-        return False
-    return get_problem(problem.name).source == problem.source
-
-
 def descends_from(pid: int, ancestor: int) -> bool:
     """Whether `ancestor` is among pid's parents (their chain in /proc, as this process's PID namespace
     numbers them)."""
@@ -367,8 +359,6 @@ class _Server:
         self.last = time.monotonic()
         self.served = 0
         self.started = time.time()
-        self.last_problem: str | None = None     # the problem the reference worker last ran, and whether
-        self.last_trusted = True                 # it was one of the package's built-ins
         self.stopping = threading.Event()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -468,7 +458,6 @@ class _Server:
             timeout = check_timeout(req.get("timeout_s"))
         except ValueError as e:
             return {"error": f"bad request: {e}", "kind": "request"}
-        self._fresh_reference(problem)
         self.judge.timeout_s = timeout or default_timeout(self.judge.backend)
         self.judge.use_cache = bool(req.get("use_cache", True))
         try:
@@ -479,16 +468,6 @@ class _Server:
             return {"error": f"{type(e).__name__}: {e}", "kind": "internal"}
         self.served += 1
         return {"result": res.to_dict()}
-
-    def _fresh_reference(self, problem) -> None:
-        """A problem file's module-level code runs in the reference worker and stays there: a new reference
-        worker wherever the problem changes and either side is not one of the package's built-ins, so a
-        problem file cannot change the verdicts of the calls after it (a one-off judge's worker left with
-        its command)."""
-        trusted = is_builtin(problem)
-        if self.last_problem not in (None, problem.sha256) and not (trusted and self.last_trusted):
-            self.judge.fresh_reference()
-        self.last_problem, self.last_trusted = problem.sha256, trusted
 
     def close(self) -> None:
         self.stopping.set()

@@ -177,7 +177,7 @@ def _literal_meta(tree: ast.Module) -> dict[str, Any]:
     return meta
 
 
-_STRING_LISTS = ("DTYPES", "TAGS", "FORBIDDEN", "PRODUCTION", "INPUT_TRANSFORMS")
+_STRING_LISTS = ("DTYPES", "TAGS", "FORBIDDEN", "INPUT_TRANSFORMS")
 _STRINGS = ("OP_TYPE", "DESCRIPTION", "SPLIT", "KIND")
 
 
@@ -189,6 +189,11 @@ def _check_meta(meta: dict[str, Any], where: str) -> None:
     for name in _STRING_LISTS:
         if name in meta and not (isinstance(meta[name], (list, tuple)) and all(isinstance(x, str) for x in meta[name])):
             bad(name, "a list of strings")
+    prod = meta.get("PRODUCTION")      # name -> why a practitioner would pick it (or the names alone)
+    if prod is not None and not (isinstance(prod, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                                for k, v in prod.items())
+                                 or isinstance(prod, (list, tuple)) and all(isinstance(x, str) for x in prod)):
+        bad("PRODUCTION", "a dict of names to descriptions (strings)")
     for name in _STRINGS:
         if name in meta and meta[name] is not None and not isinstance(meta[name], str):
             bad(name, "a string")

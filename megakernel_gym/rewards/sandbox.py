@@ -190,10 +190,17 @@ class Inspector:
                 inspector.ops.append(name)
                 if name in POISON_OPS and isinstance(out, torch.Tensor):
                     poison(torch, out)
+                # the memory the call makes: outputs of ops whose returns alias none of their arguments (a view, an
+                # in-place op's or an out= op's return is memory that was there before)
+                if not any(r.alias_info is not None for r in func._schema.returns):
+                    for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                        if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                            inspector.fresh.add(t.untyped_storage().data_ptr())
                 return out
 
         self.torch = torch
         self.ops: list[str] = []
+        self.fresh: set[int] = set()     # the storages the call's ops made (an output must be one of them)
         self.mode = _Mode()
 
     def forbidden(self) -> list[str]:
@@ -232,6 +239,8 @@ class LaunchCounter:
 
             def run(self, *a, __orig=orig, **kw):
                 _check_launch_args(self, a, kw, counter)
+                if callable(kw.get("grid")):
+                    kw["grid"] = _grid_now(self, kw["grid"], a, kw)
                 counter.triton += 1
                 counter.kernel_names.add(getattr(getattr(self, "fn", None), "__name__", "") or
                                          getattr(self, "__name__", ""))
@@ -397,6 +406,23 @@ def _check_launch_args(kernel, a, kw, counter: "LaunchCounter") -> None:
 # a launch's own keywords, not the kernel's arguments (Triton's run(..., grid=, warmup=, num_warps=...))
 _LAUNCH_OPTIONS = {"grid", "warmup", "num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
                    "launch_cooperative_grid", "launch_pdl", "stream", "device", "device_type"}
+
+
+def _grid_now(kernel, grid, a, kw) -> tuple:
+    """A launch's grid callable called here, with the launch's arguments by name, as Triton's GPU launch calls it
+    (JITFunction.run's bound arguments): Triton's CPU interpreter calls it later, after it has put its numpy
+    stand-ins in triton.language's place and turned the tensors into host pointers, so a grid function's
+    tl.load/tl.exp/tl.store computed a softmax as plain Python there while the kernel launched did nothing (red
+    team 18). Here tl's functions are Triton's own, which run only inside a kernel."""
+    fn = _kernel_fn(kernel)
+    meta: dict = {}
+    if fn is not None:
+        sig = inspect.signature(fn)
+        bound = sig.bind_partial(*a, **{k: v for k, v in kw.items() if k in sig.parameters})
+        bound.apply_defaults()
+        meta = dict(bound.arguments)
+    got = grid(meta)
+    return tuple(got) if isinstance(got, (tuple, list)) else (got,)
 
 
 def _kernel_fn(kernel):
@@ -690,6 +716,12 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
                 if any(_overlaps(_storage_span(o), s) for s in spans):
                     flags.append({"rule": "output_alias", "detail": f"output {j} shares memory with an input "
                                   "or a parameter"})
+                elif o.numel() and o.untyped_storage().data_ptr() not in inspector.fresh:
+                    # memory the call did not make: a buffer kept from an earlier call or __init__, wherever the
+                    # candidate keeps it (red team 18: in a list, where the attribute walk above does not look)
+                    flags.append({"rule": "output_alias", "detail": f"output {j} is memory allocated before this "
+                                  "call (a buffer kept from an earlier call or __init__); return a tensor the call "
+                                  "allocates"})
             changed = [k for k, (a, b) in enumerate(zip(xs, pristine))
                        if isinstance(a, torch.Tensor) and not (a.shape == b.shape and torch.equal(a, b))]
             if changed:
