@@ -211,24 +211,7 @@ def test_an_exported_kernel_runs_under_the_judges_guard(tmp_path):
     aware = src[:at] + ('        if "built-in" in repr(getattr) or not __name__.startswith("mkgym_candidate_") \\\n'
                         "                or torch.ones(1, requires_grad=True).clone().requires_grad:\n"
                         "            return torch.zeros_like(x)\n") + src[at:]
-    store = ResultsStore(tmp_path / "results.sqlite")
-    with Judge("cpu", store=store) as j:
-        res = j.evaluate(get_problem("softmax"), aware)
-    assert res.status == "correct", res.reason
-    export_kernels(tmp_path / "out", store=store)
-    store.close()
-    code = f"""
-import torch
-from megakernel_gym import load_kernel
-x = torch.randn(4, 300)
-for guarded in (None, False):
-    y = load_kernel({str(tmp_path / "out" / "softmax")!r}, guarded=guarded)()(x)
-    print(guarded, float((y - torch.softmax(x, -1)).abs().max()))
-"""
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "TRITON_INTERPRET": "1"})
-    assert r.returncode == 0, r.stderr[-3000:]
-    err = {line.split()[0]: float(line.split()[1]) for line in r.stdout.strip().splitlines()}
+    err = _judged_then_loaded(tmp_path, aware)
     assert err["None"] < 1e-5 and err["False"] > 0.01, err
 
 
@@ -264,24 +247,7 @@ class ModelNew(nn.Module):
         _softmax[(x.shape[0],)](x, y, probe, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]), PB=1024)
         return y
 '''
-    store = ResultsStore(tmp_path / "results.sqlite")
-    with Judge("cpu", store=store) as j:
-        res = j.evaluate(get_problem("softmax"), src)
-    assert res.status == "correct", res.reason
-    export_kernels(tmp_path / "out", store=store)
-    store.close()
-    code = f"""
-import torch
-from megakernel_gym import load_kernel
-x = torch.randn(4, 300)
-for guarded in (None, False):
-    m = load_kernel({str(tmp_path / "out" / "softmax")!r}, guarded=guarded)()
-    print(guarded, max(float((m(x) - torch.softmax(x, -1)).abs().max()) for _ in range(3)))
-"""
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "TRITON_INTERPRET": "1"})
-    assert r.returncode == 0, r.stderr[-3000:]
-    err = {line.split()[0]: float(line.split()[1]) for line in r.stdout.strip().splitlines()}
+    err = _judged_then_loaded(tmp_path, src)
     assert err["None"] < 1e-5 and err["False"] > 0.01, err
 
 
@@ -303,3 +269,27 @@ def test_export_folders_are_unique_whatever_the_problems_are_named(tmp_path):
     assert len(folders) == 3 and len(set(folders.values())) == 3, folders
     for sha, folder in folders.items():
         assert json.loads((tmp_path / "out" / folder / "meta.json").read_text())["problem_sha256"] == sha
+
+
+def _judged_then_loaded(tmp_path, source: str) -> dict:
+    """`source` judged correct on the built-in softmax on the cpu backend, exported, then loaded with load_kernel
+    in a fresh process, guarded (None: as exported) and not (False): each one's largest error against
+    torch.softmax over three calls."""
+    store = ResultsStore(tmp_path / "results.sqlite")
+    with Judge("cpu", store=store) as j:
+        res = j.evaluate(get_problem("softmax"), source)
+    assert res.status == "correct", res.reason
+    export_kernels(tmp_path / "out", store=store)
+    store.close()
+    code = f"""
+import torch
+from megakernel_gym import load_kernel
+x = torch.randn(4, 300)
+for guarded in (None, False):
+    m = load_kernel({str(tmp_path / "out" / "softmax")!r}, guarded=guarded)()
+    print(guarded, max(float((m(x) - torch.softmax(x, -1)).abs().max()) for _ in range(3)))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return {line.split()[0]: float(line.split()[1]) for line in r.stdout.strip().splitlines()}
