@@ -22,10 +22,10 @@ FILES = sorted((ROOT / "bench" / "kernelbench_candidates").glob("*.py"))
 SLOW = ("level1_1_Square_matrix_multiplication_triton.py", "level1_2_Standard_matrix_multiplication_triton.py",
         "level1_9_Tall_skinny_matrix_multiplication_triton.py")
 JUDGED = [p.name for p in FILES if p.name not in SLOW]
-# problems the judge does not serve (filters.trivial_answer), answer -> why: none now. level2/9's ReLU(1.5 (x W + b
-# - 2)) is zeros on its plain seed, but not on the scaled and shifted ones, where a zeros kernel fails: served since
-# the gate checks every fixed seed's transform, and its honest answer is correct
-TRIVIAL: dict[str, str] = {}
+# problems the judge does not serve (filters.trivial_answer): level2/9's ReLU(1.5 (x W + b - 2)) is zeros on its
+# plain seed at KernelBench's sizes and at these (a kernel that tells the plain draw apart would write zeros there
+# and be scored correct); its answer is honest, and gets not_run / unservable, as every candidate of the problem does
+TRIVIAL = {"level2_9_Matmul_Subtract_Multiply_ReLU_triton.py": "a kernel that writes zeros"}
 
 
 def header(path: Path) -> dict:

@@ -75,9 +75,8 @@ def trivial_answer(torch, base: list, other: list | None, inputs_differ: bool, a
     None: an output is zeros within the judge's tolerance, or all NaN; or (where the inputs differ between the two
     draws) an output for `other` inputs matches its `base` everywhere, so one cached answer passes; or an output
     matches one of the `inputs` it was computed from, so a copy passes. `transformed`: (outputs, inputs) for the
-    judge's other fixed seeds' input transforms (scaled, shifted): the trivial answer must pass there too, as it
-    must on every seed the judge checks (ReLU of KernelBench's torch.rand inputs is its input, and a shifted seed's
-    is not: served). The judge serves no such problem (red team 8: KernelBench's level2/80_Gemm_Max_Subtract_GELU
+    judge's other fixed seeds' input transforms (scaled, shifted), where a copy must pass too (ReLU of KernelBench's
+    torch.rand inputs is its input, and a shifted seed's is not: served). The judge serves no such problem (red team 8: KernelBench's level2/80_Gemm_Max_Subtract_GELU
     is GELU(x - mean(x)) over a max's single column, zeros for every input, and a kernel writing zeros scored
     correct on all six seeds; red team 17: level1/33_BatchNorm at its initial statistics, in eval mode, is its
     input within 1e-4 for any scale or shift, and a copy kernel scored correct; a second output of zeros let a
@@ -105,20 +104,26 @@ def trivial_answer(torch, base: list, other: list | None, inputs_differ: bool, a
 
     def everywhere(test) -> bool:    # the answer passes the transformed seeds' comparisons too
         return all(test(outs, xs) for outs, xs in transformed)
+    # zeros, NaN and one answer for every draw are refused on the first seed alone, whatever the other seeds'
+    # transforms give: a kernel can tell a transform's inputs apart (their mean, their range) and answer trivially
+    # for the plain draw only, or cache one answer per transform (the level-3 networks whose logits do not move
+    # with the input), and so skip work on the timed calls of that kind
     for j, o in enumerate(base):
-        if nans(o) and everywhere(lambda outs, xs: nans(outs[j])):
+        if nans(o):
             return (f"{which(j)}every element is NaN (the judge's first seed): a kernel that writes NaN would be "
                     "scored correct, so the problem is not served")
-        if zeros(o) and everywhere(lambda outs, xs: zeros(outs[j])):
+        if zeros(o):
             return (f"{which(j)}every element is zero within the tolerance (the judge's first seed): a kernel that "
                     "writes zeros would be scored correct, so the problem is not served (its computation cancels "
                     "out; change the problem)")
     if other is not None and inputs_differ:
         for j, (a, b) in enumerate(zip(base, other)):
-            if a.numel() and matches(b, a) and everywhere(lambda outs, xs: matches(outs[j], a)):
+            if a.numel() and matches(b, a):
                 return (f"{which(j)}the outputs do not depend on the inputs (two random draws give the same answer "
                         "within the tolerance): a kernel returning one cached answer would be scored correct, so the "
                         "problem is not served")
+    # a copy is refused only where it passes every seed's transform too: an elementwise activation of KernelBench's
+    # nonnegative torch.rand inputs is its input on the plain draw (ReLU), and copying there saves nothing
     for j, o in enumerate(base):
         for i, x in enumerate(inputs or ()):
             if copy_of(o, x) and everywhere(lambda outs, xs: i < len(xs) and copy_of(outs[j], xs[i])):

@@ -58,9 +58,9 @@ def _trivial(env: Env, mod, sha: str, spec: dict, base: list, meta: dict, preset
     del theirs     # (a KernelBench problem's inputs can be gigabytes: not held beside the run)
     other = _reference_outputs(env, mod, sha, other_spec) if differ else None
     why = trivial_answer(torch, base, other, differ, meta["atol"], meta["rtol"], preset, inputs=mine)
-    if not why:
-        return None
-    # a trivial answer on the first seed is one only if it passes every fixed seed's transform too: those outputs
+    if not why or "a kernel that copies" not in why:
+        return why
+    # a copy on the first seed is a trivial answer only if it passes every fixed seed's transform too: those outputs
     # are run now, one transform at a time, where the first seed found one (a few problems: no cost to the rest)
     from megakernel_gym.rewards.correctness import _allowed_transforms
     for t in dict.fromkeys(_allowed_transforms(meta.get("input_transforms", ()))):
