@@ -17,8 +17,6 @@ LAYERS = (("cache_paths", "cuda"), ("compiler",), ("rewards",), ("ir_exposure",)
           ("policies",), ("cli",))
 
 KNOWN_UPWARD = {
-    # the judge server names built-in problems through the curriculum's suite
-    ("megakernel_gym.rewards.judge_server", "megakernel_gym.curriculum"),
     # the megakernel judge renders the IR for its report
     ("megakernel_gym.rewards.serve", "megakernel_gym.ir_exposure.observe"),
 }

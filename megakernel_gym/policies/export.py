@@ -342,7 +342,8 @@ def _guarded_class(source: str, module_name: str, name: str | None, file: Path):
         raise ExportError(f"{file} defines no ModelNew (nor a Model class of its own)")
 
     # the phases as the judge's worker switches them, and its checked calls' poisoning of fresh allocations
-    from megakernel_gym.rewards.sandbox import _guard_phase, poisoning_mode
+    from megakernel_gym.rewards.fresh_memory import poisoning_mode
+    from megakernel_gym.rewards.sandbox import _guard_phase
 
     def __init__(self, *a, **kw):
         with _guard_phase(guard, "init"):

@@ -13,6 +13,7 @@ import os
 import secrets
 import threading
 import time
+from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
@@ -809,11 +810,16 @@ def _allowed_kinds(meta: dict) -> tuple:
 
 
 def is_builtin(problem) -> bool:
-    """The problem is one of the package's own files, unchanged (its code is the package's, trusted)."""
-    from megakernel_gym.curriculum import builtin_names, get_problem
-    if problem.name not in builtin_names():
+    """The problem is one of the package's own files, unchanged (its code is the package's, trusted): the text of
+    curriculum/problems/<name>.py, read from the package's folder (the rewards layer does not import the curriculum)."""
+    name = problem.name
+    if not name or not all(c.isalnum() or c == "_" for c in name):
         return False
-    return get_problem(problem.name).source == problem.source
+    f = Path(__file__).resolve().parent.parent / "curriculum" / "problems" / f"{name}.py"
+    try:
+        return f.is_file() and f.read_text(encoding="utf-8") == problem.source
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def evaluate(problem: Problem, candidate: Candidate | str, backend: str | None = None, **kw) -> EvalResult:

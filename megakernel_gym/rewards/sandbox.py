@@ -23,6 +23,7 @@ import os
 import sys
 from typing import Any
 
+from megakernel_gym.rewards.fresh_memory import POISON_OPS, poison
 from megakernel_gym.rewards.kernel_accounting import KernelSession, _own_kernel_names, judge_stream
 from megakernel_gym.rewards.reference_role import (handle_baselines, handle_check, handle_compare, handle_meta,
                                                     trim_resident)
@@ -44,7 +45,6 @@ ALLOWED_ATEN = {
     "sym_storage_offset", "resolve_conj", "resolve_neg", "_has_compatible_shallow_copy_type",
     "empty_permuted", "cat", "stack", "diagonal", "movedim", "unfold",
 }
-POISON_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -145,33 +145,6 @@ def after_command(env: Env, role: str, msg: dict) -> None:
 
 # ---------------------------------------------------------------------------------------
 # candidate role
-
-
-def poison(torch, t) -> None:
-    """Fill a fresh allocation with what no kernel computes by chance (NaN, True, the integer maximum), so an
-    output left unwritten shows in the comparison."""
-    if t.is_floating_point() or t.is_complex():
-        t.fill_(float("nan"))
-    elif t.dtype == torch.bool:
-        t.fill_(True)
-    else:
-        t.fill_(torch.iinfo(t.dtype).max)
-
-
-def poisoning_mode(torch):
-    """A TorchDispatchMode that poisons every fresh allocation as the judge's checked calls do: a loaded export
-    runs under it (policies.export.load_kernel), so a kernel that tells the judge by what its scratch holds
-    computes in use what it computed when judged (red team 14's read a fresh torch.empty and computed softmax only
-    where every element was NaN)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class _Poison(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            if func.overloadpacket.__name__ in POISON_OPS and isinstance(out, torch.Tensor):
-                poison(torch, out)
-            return out
-    return _Poison()
 
 
 class Inspector:

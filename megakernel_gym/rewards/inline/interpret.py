@@ -14,7 +14,7 @@ from megakernel_gym.cuda import nvrtc
 from megakernel_gym.rewards.inline.check import _DTYPE_NAMES, _NAMED_VALUES, _base, _bool_step, _dispatch_types, _hint, _is_constant_name, _static_type, minmax_type
 from megakernel_gym.rewards.inline.preprocess import tokenize
 from megakernel_gym.rewards.inline.subset import BuildError, CudaRuntimeError, FACTORIES, GUARDS, LIBRARY_CALLS, Unsupported
-from megakernel_gym.rewards.inline.values import Dim3, Num, Options, Ptr, Stream, _Break, _CNAME, _CTYPE_NUM, _CUDA_ERRORS, _Continue, _ELEMENT, _INT_TYPES, _Iter, _Return, _common, _fit, _promoted
+from megakernel_gym.rewards.inline.values import Dim3, Num, Options, Ptr, Stream, _Break, _CNAME, _CTYPE_NUM, _CUDA_ERRORS, _Continue, _ELEMENT, _INT_TYPES, _Iter, _Return, _common, _copy, _dim3, _fit, _promoted, _scalar
 
 if TYPE_CHECKING:        # a Program makes Interpreters; an Interpreter runs in one
     from megakernel_gym.rewards.inline.program import Program
@@ -111,13 +111,11 @@ class Interpreter:
             return Num(a, num)
         inner = base[12:-1].strip() if base.startswith("std::vector<") else ""
         if inner in _CTYPE_NUM:
-            # numbers only: a tensor (or a list of them) where std::vector<double> goes was read element by element
-            # on the host, one item() each (red team 16 computed softmax there and wrote it back with fill_)
+            # numbers only: a tensor where std::vector<double> goes was read element by element on the host, one
+            # item() each (red team 16 computed softmax there and wrote it back with fill_)
             if not isinstance(a, (list, tuple)) or any(not isinstance(x, (Num, int, float)) for x in a):
-                if from_python:
-                    raise Unsupported(f"{fn}(): {pname} is a {ctype}: pass a list of Python numbers, not tensors "
-                                      "(their values would be read on the host)")
-                raise Unsupported(f"a {ctype} of anything but numbers (a tensor's values read on the host)")
+                raise Unsupported(f"{fn}(): {pname} is a {ctype}: pass a list of Python numbers, not tensors "
+                                  "(their values would be read on the host)")
             return [Num(x.v if isinstance(x, Num) else x, _CTYPE_NUM[inner]) for x in a]
         if inner in ("torch::Tensor", "at::Tensor", "Tensor"):
             if not (isinstance(a, (list, tuple)) and all(isinstance(x, torch.Tensor) for x in a)):
@@ -571,12 +569,10 @@ class Interpreter:
             return self.call(name, args)
         return self.builtin(name, short, targs, args)
 
-    def _dtype_arg(self, v):
-        """A TensorOptions' dtype: a dtype (torch::kFloat32, x.scalar_type()); C++ takes nothing else there."""
-        if not isinstance(v, self.torch.dtype):
-            raise Unsupported(f"a {type(v).__name__} as a TensorOptions dtype: give a dtype (torch::kFloat32, "
-                              "x.scalar_type())")
-        return v
+    def _dtype_arg(self, v):     # a TensorOptions' dtype: C++ takes a dtype there and nothing else
+        if isinstance(v, self.torch.dtype):
+            return v
+        raise Unsupported(f"a {type(v).__name__} as a TensorOptions dtype: give a dtype (torch::kFloat32)")
 
     def _text(self, v) -> str:
         if isinstance(v, Num):
@@ -585,12 +581,11 @@ class Interpreter:
             return "[" + ", ".join(self._text(x) for x in v) + "]"
         if isinstance(v, (str, bool, int, float, self.torch.dtype, self.torch.device)):
             return str(v)
-        # anything else as text may hold a tensor, whose text is its values read on the host (red team 11:
-        # std::to_string(x) compared as a string; red team 16: the same through a vector's iterator, or a
-        # TensorOptions whose dtype was a tensor)
+        # anything else may hold a tensor, whose text is its values read on the host (red team 11: std::to_string(x);
+        # red team 16: a vector's iterator, a TensorOptions whose dtype was a tensor)
         what = "a tensor" if isinstance(v, self.torch.Tensor) else f"a {type(v).__name__}"
         raise Unsupported(f"{what} as text (std::to_string, a check's message): only numbers, strings, dtypes and "
-                          "devices are written out on the host, where a tensor's text is its values")
+                          "devices are written out on the host")
 
     def builtin(self, name: str, short: str, targs, args):  # noqa: C901 - the C++ library subset
         torch = self.torch
@@ -977,30 +972,6 @@ def _template_values(targs, scalar, consts) -> list[str]:
         cur.append(scalar if tok == "scalar_t" and scalar else str(consts.get(tok, tok)))
     out.append(" ".join(cur))
     return out
-
-
-def _copy(v):
-    """A value as C++ copies it into a new variable (dim3 and std::vector are values, not references)."""
-    if isinstance(v, Dim3):
-        return Dim3(v.x, v.y, v.z)
-    if isinstance(v, list):
-        return list(v)
-    return v
-
-
-def _dim3(vals) -> Dim3:
-    if not 1 <= len(vals) <= 3 or not all(isinstance(v, Num) for v in vals):
-        raise Unsupported("dim3 arguments")
-    xs = [Num(v.v, "uint32").v for v in vals] + [1, 1]
-    return Dim3(*xs[:3])
-
-
-def _scalar(v):
-    if isinstance(v, Num):
-        return v.v
-    if isinstance(v, (int, float)):
-        return v
-    raise Unsupported("a fill value that is not a number")
 
 
 def _dtype_name(dt) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from megakernel_gym.cuda import nvrtc
-from megakernel_gym.rewards.inline.subset import CudaRuntimeError
+from megakernel_gym.rewards.inline.subset import CudaRuntimeError, Unsupported
 
 
 # ---------------------------------------------------------------------------------------
@@ -154,3 +154,27 @@ _ELEMENT = {"float": 4, "double": 8, "int": 4, "int32_t": 4, "int64_t": 8, "long
             "unsigned char": 1, "uint8_t": 1, "int8_t": 1, "char": 1, "bool": 1, "short": 2, "int16_t": 2,
             "unsigned int": 4, "uint32_t": 4, "size_t": 8, "uint64_t": 8, "float2": 8, "float4": 16,
             "half2": 4, "__half2": 4, "__nv_bfloat162": 4, "double2": 16, "int2": 8, "int4": 16, "void": 1}
+
+
+def _copy(v):
+    """A value as C++ copies it into a new variable (dim3 and std::vector are values, not references)."""
+    if isinstance(v, Dim3):
+        return Dim3(v.x, v.y, v.z)
+    if isinstance(v, list):
+        return list(v)
+    return v
+
+
+def _dim3(vals) -> Dim3:
+    if not 1 <= len(vals) <= 3 or not all(isinstance(v, Num) for v in vals):
+        raise Unsupported("dim3 arguments")
+    xs = [Num(v.v, "uint32").v for v in vals] + [1, 1]
+    return Dim3(*xs[:3])
+
+
+def _scalar(v):
+    if isinstance(v, Num):
+        return v.v
+    if isinstance(v, (int, float)):
+        return v
+    raise Unsupported("a fill value that is not a number")
