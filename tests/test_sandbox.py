@@ -413,3 +413,19 @@ class ModelNew(nn.Module):
         proc = j.cand.proc
         j.evaluate(get_problem("softmax"), reference_candidates("softmax")["triton"])
         assert j.cand.proc is proc
+
+
+def test_the_watcher_knows_which_memory_the_call_made():
+    """An output must be memory an op of the checked call allocated (red team 18: slots of a ring buffer kept in a
+    list). Fresh: empty, clone, torch.tensor's data; not fresh: a view, an in-place op's or an out= return of
+    memory made before the call."""
+    import torch
+
+    from megakernel_gym.rewards.sandbox import Inspector, LaunchCounter
+    ring = torch.empty(4, 8)
+    ins = Inspector(torch, LaunchCounter(torch))
+    with torch.no_grad(), ins.mode:
+        made = [torch.empty(3), ring.clone(), torch.tensor([1.0, 2.0]), torch.zeros(()).view(1)]
+        kept = [ring[1], ring.view(32), ring[2].fill_(0.0), torch.add(ring[0], 1.0, out=ring[3])]
+    assert all(t.untyped_storage().data_ptr() in ins.fresh for t in made)
+    assert not any(t.untyped_storage().data_ptr() in ins.fresh for t in kept)

@@ -164,8 +164,9 @@ class Inspector:
                 if name in POISON_OPS and isinstance(out, torch.Tensor):
                     poison(torch, out)
                 # the memory the call makes: outputs of ops whose returns alias none of their arguments (a view, an
-                # in-place op's or an out= op's return is memory that was there before)
-                if not any(r.alias_info is not None for r in func._schema.returns):
+                # in-place op's or an out= op's return is memory that was there before), and torch.tensor(...)'s
+                # (lift_fresh returns the tensor the call just built from its data)
+                if name == "lift_fresh" or not any(r.alias_info is not None for r in func._schema.returns):
                     for t in (out if isinstance(out, (tuple, list)) else (out,)):
                         if isinstance(t, torch.Tensor) and t.device.type != "meta":
                             inspector.fresh.add(t.untyped_storage().data_ptr())
