@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from megakernel_gym.rewards import Candidate, Problem, ProblemUnservable
-from megakernel_gym.rewards.filters import trivial_answer
+from megakernel_gym.rewards.filters import copied_input, trivial_answer
 
 ZEROS_KERNEL = '''
 import torch
@@ -166,15 +166,16 @@ def test_each_output_is_its_own_test_and_a_copy_of_an_input_is_trivial_too():
     # initial statistics is its input at any scale or shift: refused
     pos, shifted = x.abs(), 4 * x.abs() - 3
     assert "copies its input" in trivial_answer(torch, [torch.relu(pos)], None, True, None, None, inputs=[pos])
-    assert trivial_answer(torch, [torch.relu(pos)], None, True, None, None, inputs=[pos],
-                          transformed=[([torch.relu(shifted)], [shifted])]) is None
+    assert copied_input(torch, [torch.relu(pos)], [pos], None, None,
+                        transformed=[([torch.relu(shifted)], [shifted])]) is None
     bn = (lambda t: t / (1 + 1e-5) ** 0.5)     # noqa: E731
-    assert "copies its input" in trivial_answer(torch, [bn(pos)], None, True, None, None, inputs=[pos],
-                                                transformed=[([bn(shifted)], [shifted]), ([bn(16 * pos)], [16 * pos])])
-    # zeros (and NaN, and one answer for any draw) on the first seed are refused whatever the other seeds give: a
-    # kernel can tell the plain draw from a transform's and answer trivially there only, or cache per transform
+    assert "copies its input" in copied_input(torch, [bn(pos)], [pos], None, None,
+                                              transformed=[([bn(shifted)], [shifted]), ([bn(16 * pos)], [16 * pos])])
+    # zeros (and NaN, and one answer for any draw) on the first seed are refused whatever the other seeds give
+    # (trivial_answer takes no other seed): a kernel can tell the plain draw from a transform's and answer
+    # trivially there only, or cache per transform
     tiny = torch.softmax(x * 0 + torch.arange(32.0) * 1e-3, -1) * 1e-3
-    assert "zero" in trivial_answer(torch, [tiny], None, True, None, None, transformed=[([tiny * 1e4], [x])])
+    assert "zero" in trivial_answer(torch, [tiny], None, True, None, None)
 
 
 def test_the_judge_refuses_batchnorm_at_its_initial_statistics(cpu_judge, tmp_path):

@@ -46,13 +46,20 @@ from megakernel_gym.compiler.trips import NORM_KINDS, _onchip_array, _op_index
 # small-op tasks take in every layer; and a single attention block, all first calls, read 85 us where it
 # ran 65, so fusing a light op away read as a 6 us gain the GPU never paid back (the lm policy's schedule
 # 1.17x read, 0.91x run). Scored with bench/sim_score.py (docs/compiler.md has the grid).
+def _calls_key(plan: Plan, distinct_ops: str) -> tuple:
+    """_first_calls' cache key on the task graph: the plan's split and `ahead` knobs (the only parts besides the
+    task graph a body's text reads) and the distinct_ops probe."""
+    knobs = plan.knobs
+    return tuple(tuple(sorted(((getattr(knobs, k, None) or {}) if knobs else {}).items()))
+                 for k in ("splits", "ahead")) + (distinct_ops,)
+
+
 def _first_calls(plan: Plan, distinct_ops: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(task, function id) of every first call in the step (see cold_code), and each function's
     source characters (codegen.function_table). The calls are kept on the task graph per split and
     `ahead` knobs, the plan's only parts besides the task graph that a body's text reads."""
-    tg, knobs = plan.tg, plan.knobs
-    key = tuple(tuple(sorted(((getattr(knobs, k, None) or {}) if knobs else {}).items())) for k in ("splits", "ahead"))
-    key += (distinct_ops,)
+    tg = plan.tg
+    key = _calls_key(plan, distinct_ops)
     cache = tg.__dict__.setdefault("_function_calls", {})
     if len(cache.get(key, ())) != 4:     # (a plan pickled before the callers were kept has three)
         calls, sizes = function_table(plan, distinct_ops)
@@ -109,9 +116,7 @@ def shared_calls(plan: Plan, distinct_ops: str = "") -> np.ndarray:
     layer shares is called by as many ops as there are layers, a body of one op's own (a fusion on one layer,
     the lm_head's) by one."""
     _first_calls(plan, distinct_ops)
-    tg, knobs = plan.tg, plan.knobs
-    key = tuple(tuple(sorted(((getattr(knobs, k, None) or {}) if knobs else {}).items())) for k in ("splits", "ahead"))
-    return tg.__dict__["_function_calls"][key + (distinct_ops,)][3]
+    return plan.tg.__dict__["_function_calls"][_calls_key(plan, distinct_ops)][3]
 
 
 def first_call_us(plan: Plan, dev: DeviceSpec, distinct_ops: str = "") -> np.ndarray | float:

@@ -83,8 +83,10 @@ _KERNEL_RE = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void
 
 
 def _strip_comments(src: str) -> str:
-    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", src)
+    """Comments out as a compiler takes them: lines spliced first, strings left alone (cuda/source_rules, the one
+    reader; a regex of its own here had read `// ... \\` and a comment marker in a string its own way)."""
+    from megakernel_gym.cuda.source_rules import splice_lines, strip_comments
+    return strip_comments(splice_lines(src))
 
 
 def parse_signatures(source: str) -> dict[str, list[Param]]:

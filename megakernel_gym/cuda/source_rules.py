@@ -41,7 +41,7 @@ _OTHER_DIRECTIVES = re.compile(r"^[ \t]*#[ \t]*(line|embed|import)\b", re.M)
 
 
 def source_rules(src: str) -> None:
-    """Refuse (Unsupported) what would let a source's text read one way to the judge and another to a compiler, or
+    """Refuse (SourceRefused) what would let a source's text read one way to the judge and another to a compiler, or
     read a host file into what the candidate sees: raw string literals (the comment stripper does not read them),
     digraphs (`%:include`, `<%` for a brace), `_Pragma`, `__has_include`, `#line`/`#embed`, and an `#include` of
     anything but a header's plain name (`<cuda_bf16.h>`, `"my.h"`: no absolute path, no `..`, no macro). NVRTC reads
@@ -54,14 +54,14 @@ def source_rules(src: str) -> None:
         name = h and (h.group(1) or h.group(2))
         if not name or ".." in name.split("/"):
             raise SourceRefused(f"#include {what[:80]}: include a header by its plain name (<cuda_bf16.h>), "
-                              "not a path or a macro")
+                                "not a path or a macro")
     for rx, what in ((_RAW_STRING, "raw string literals"), (_DIGRAPH, "digraphs (%:, <%, %>, <:, :>)"),
                      (re.compile(r"\b(_Pragma|__pragma|__has_include(?:_next)?)\b"), "_Pragma and __has_include"),
                      (_OTHER_DIRECTIVES, "#line, #embed and #import")):
         m = rx.search(src if rx is _RAW_STRING else text)
         if m:
             raise SourceRefused(f"{what} in the source ({m.group(0).strip()!r}): the judge reads the source as a "
-                              "compiler does only without them")
+                                "compiler does only without them")
 
 
 def _blank_literals(src: str) -> str:
@@ -121,5 +121,5 @@ def check_cuda_source(source: str, options=()) -> None:
     for o in options:
         if not isinstance(o, str) or not CANDIDATE_OPTIONS.match(o):
             raise SourceRefused(f"the NVRTC option {str(o)[:80]!r}: a kernel may pass code-generation options "
-                                "(-O3, --use_fast_math, -DNAME=VALUE...), not paths")
+                                "(--use_fast_math, -DNAME=VALUE, -lineinfo...), not paths")
     source_rules(strip_comments(splice_lines(source)))

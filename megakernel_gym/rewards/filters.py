@@ -69,67 +69,66 @@ TRIVIAL_WORDS = ("a kernel that writes zeros", "do not depend on the inputs", "a
                  "a kernel that writes NaN")
 
 
+def _matches(torch, got, ref, atol, rtol, preset) -> bool:
+    """As the judge's compare: integers and booleans exactly (red team 12), floats within the tolerance."""
+    if got.shape != ref.shape:
+        return False
+    if not (ref.is_floating_point() or ref.is_complex()):
+        return bool(torch.equal(got, ref))
+    return close_fraction(torch, got, ref, atol, rtol, preset) == 1.0
+
+
+def _which(base: list, j: int) -> str:
+    return "" if len(base) == 1 else f"output {j}: "
+
+
 def trivial_answer(torch, base: list, other: list | None, inputs_differ: bool, atol, rtol,
-                   preset: str | None = None, inputs: list | None = None, transformed=()) -> str | None:
+                   preset: str | None = None, inputs: list | None = None) -> str | None:
     """Why a kernel that computes nothing would be scored correct on this problem (or on one of its outputs), or
     None: an output is zeros within the judge's tolerance, or all NaN; or (where the inputs differ between the two
-    draws) an output for `other` inputs matches its `base` everywhere, so one cached answer passes; or an output
-    matches one of the `inputs` it was computed from, so a copy passes. `transformed`: (outputs, inputs) for the
-    judge's other fixed seeds' input transforms (scaled, shifted), where a copy must pass too (ReLU of KernelBench's
-    torch.rand inputs is its input, and a shifted seed's is not: served). The judge serves no such problem (red team 8: KernelBench's level2/80_Gemm_Max_Subtract_GELU
-    is GELU(x - mean(x)) over a max's single column, zeros for every input, and a kernel writing zeros scored
-    correct on all six seeds; red team 17: level1/33_BatchNorm at its initial statistics, in eval mode, is its
-    input within 1e-4 for any scale or shift, and a copy kernel scored correct; a second output of zeros let a
-    kernel skip it). Each output is its own test: a kernel that computes nothing for one output is rewarded for
-    the work it skipped. The run_filters thresholds are stricter and for `mkgym problems check`; this is the
-    judge's own line, exact: the trivial kernel passes the comparison outright."""
-    def matches(got, ref) -> bool:   # as the judge's compare: integers and booleans exactly (red team 12)
-        if got.shape != ref.shape:
-            return False
-        if not (ref.is_floating_point() or ref.is_complex()):
-            return bool(torch.equal(got, ref))
-        return close_fraction(torch, got, ref, atol, rtol, preset) == 1.0
-
-    def zeros(o) -> bool:
-        return bool(o.numel()) and matches(torch.zeros_like(o), o)
-
-    def nans(o) -> bool:
-        return bool(o.numel()) and (o.is_floating_point() or o.is_complex()) and bool(torch.isnan(o).all())
-
-    def copy_of(o, x) -> bool:
-        return isinstance(x, torch.Tensor) and bool(o.numel()) and x.dtype == o.dtype and matches(x.to(o.device), o)
-
-    def which(j: int) -> str:
-        return "" if len(base) == 1 else f"output {j}: "
-
-    def everywhere(test) -> bool:    # the answer passes the transformed seeds' comparisons too
-        return all(test(outs, xs) for outs, xs in transformed)
-    # zeros, NaN and one answer for every draw are refused on the first seed alone, whatever the other seeds'
-    # transforms give: a kernel can tell a transform's inputs apart (their mean, their range) and answer trivially
-    # for the plain draw only, or cache one answer per transform (the level-3 networks whose logits do not move
-    # with the input), and so skip work on the timed calls of that kind
+    draws) an output for `other` inputs matches its `base` everywhere, so one cached answer passes; or (with
+    `inputs`) an output is one of the inputs it was computed from (copied_input). The judge serves no such problem
+    (red team 8: KernelBench's level2/80_Gemm_Max_Subtract_GELU is GELU(x - mean(x)) over a max's single column,
+    zeros for every input, and a kernel writing zeros scored correct on all six seeds; red team 17: a second
+    output of zeros let a kernel skip it). Each output is its own test: a kernel that computes nothing for one
+    output is rewarded for the work it skipped. The run_filters thresholds are stricter and for `mkgym problems
+    check`; this is the judge's own line, exact: the trivial kernel passes the comparison outright.
+    Zeros, NaN and one answer for every draw are refused on the first seed alone, whatever the other seeds'
+    transforms give: a kernel can tell a transform's inputs apart (their mean, their range) and answer trivially
+    for the plain draw only, or cache one answer per transform (the level-3 networks whose logits do not move with
+    the input), and so skip work on the timed calls of that kind."""
     for j, o in enumerate(base):
-        if nans(o):
-            return (f"{which(j)}every element is NaN (the judge's first seed): a kernel that writes NaN would be "
-                    "scored correct, so the problem is not served")
-        if zeros(o):
-            return (f"{which(j)}every element is zero within the tolerance (the judge's first seed): a kernel that "
-                    "writes zeros would be scored correct, so the problem is not served (its computation cancels "
-                    "out; change the problem)")
+        if o.numel() and (o.is_floating_point() or o.is_complex()) and bool(torch.isnan(o).all()):
+            return (f"{_which(base, j)}every element is NaN (the judge's first seed): a kernel that writes NaN would "
+                    "be scored correct, so the problem is not served")
+        if o.numel() and _matches(torch, torch.zeros_like(o), o, atol, rtol, preset):
+            return (f"{_which(base, j)}every element is zero within the tolerance (the judge's first seed): a kernel "
+                    "that writes zeros would be scored correct, so the problem is not served (its computation "
+                    "cancels out; change the problem)")
     if other is not None and inputs_differ:
         for j, (a, b) in enumerate(zip(base, other)):
-            if a.numel() and matches(b, a):
-                return (f"{which(j)}the outputs do not depend on the inputs (two random draws give the same answer "
-                        "within the tolerance): a kernel returning one cached answer would be scored correct, so the "
-                        "problem is not served")
-    # a copy is refused only where it passes every seed's transform too: an elementwise activation of KernelBench's
-    # nonnegative torch.rand inputs is its input on the plain draw (ReLU), and copying there saves nothing
+            if a.numel() and _matches(torch, b, a, atol, rtol, preset):
+                return (f"{_which(base, j)}the outputs do not depend on the inputs (two random draws give the same "
+                        "answer within the tolerance): a kernel returning one cached answer would be scored correct, "
+                        "so the problem is not served")
+    return copied_input(torch, base, inputs or (), atol, rtol, preset)
+
+
+def copied_input(torch, base: list, inputs, atol, rtol, preset: str | None = None, transformed=()) -> str | None:
+    """Why a kernel that copies one of its inputs would be scored correct, or None: an output is input i within the
+    tolerance, and (`transformed`: (outputs, inputs) for the judge's other fixed seeds' scaled and shifted inputs)
+    is so at every transform too (red team 17: level1/33_BatchNorm at its initial statistics, in eval mode, is its
+    input within 1e-4 at any scale or shift; ReLU of KernelBench's nonnegative torch.rand inputs is its input on the
+    plain draw only, and copying there saves nothing: served)."""
+    def copy_of(o, x) -> bool:
+        return (isinstance(x, torch.Tensor) and bool(o.numel()) and x.dtype == o.dtype
+                and _matches(torch, x.to(o.device), o, atol, rtol, preset))
     for j, o in enumerate(base):
-        for i, x in enumerate(inputs or ()):
-            if copy_of(o, x) and everywhere(lambda outs, xs: i < len(xs) and copy_of(outs[j], xs[i])):
-                return (f"{which(j)}the output is input {i} within the tolerance: a kernel that copies its input "
-                        "would be scored correct, so the problem is not served (at its initial weights the model "
-                        "computes the identity: a BatchNorm's running statistics, say)")
+        for i, x in enumerate(inputs):
+            if copy_of(o, x) and all(i < len(xs) and copy_of(outs[j], xs[i]) for outs, xs in transformed):
+                return (f"{_which(base, j)}the output is input {i} within the tolerance: a kernel that copies its "
+                        "input would be scored correct, so the problem is not served (at its initial weights the "
+                        "model computes the identity: a BatchNorm's running statistics, say)")
     return None
 
 

@@ -19,6 +19,12 @@ def poison(torch, t) -> None:
         t.fill_(torch.iinfo(t.dtype).max)
 
 
+def poison_if_fresh(torch, name: str, out) -> None:
+    """Poison `out` where aten op `name` handed it back fresh (POISON_OPS)."""
+    if name in POISON_OPS and isinstance(out, torch.Tensor):
+        poison(torch, out)
+
+
 def poisoning_mode(torch):
     """A TorchDispatchMode that poisons every fresh allocation as the judge's checked calls do: a loaded export
     runs under it (policies.export.load_kernel), so a kernel that tells the judge by what its scratch holds
@@ -29,7 +35,6 @@ def poisoning_mode(torch):
     class _Poison(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            if func.overloadpacket.__name__ in POISON_OPS and isinstance(out, torch.Tensor):
-                poison(torch, out)
+            poison_if_fresh(torch, func.overloadpacket.__name__, out)
             return out
     return _Poison()

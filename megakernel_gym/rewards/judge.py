@@ -13,8 +13,8 @@ import os
 import secrets
 import threading
 import time
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from megakernel_gym.cache_paths import judge_run_dirs
@@ -302,9 +302,11 @@ class Judge:
         package's built-ins: a problem file's module-level code runs unguarded in both workers and stays there
         (red team 18's problem added names to the guard's allowlists in the candidate worker, and a torch.softmax
         candidate on the built-in softmax after it scored correct)."""
-        trusted = is_builtin(problem)
         last = self._last_problem
-        if last is not None and last[0] != problem.sha256 and not (trusted and last[1]):
+        if last is not None and last[0] == problem.sha256:
+            return                        # the same problem: its file is read once, not every evaluation
+        trusted = is_builtin(problem)
+        if last is not None and not (trusted and last[1]):
             self.fresh_reference()
             if self.recycle == "always":
                 self._next_candidate_worker()

@@ -6,10 +6,9 @@ torch.compile, and the production kernels a problem names). None of this runs in
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-from megakernel_gym.rewards.problem import BASELINES
+from megakernel_gym.rewards.problem import BASELINES, tolerance_ok
 from megakernel_gym.rewards.worker_env import Env, _tb, as_outputs, tensor_bytes
 
 
@@ -25,8 +24,8 @@ def handle_meta(env: Env, msg: dict, workdir: str) -> dict:
         for k in ("atol", "rtol", "flops", "bytes"):
             if meta[k] is not None and not isinstance(meta[k], (int, float)):
                 raise TypeError(f"{k.upper()} must be a number, got {type(meta[k]).__name__}")
-        for k in ("atol", "rtol"):    # (red team 12: RTOL = math.nan passed every element, a zeros kernel correct)
-            if meta[k] is not None and not (math.isfinite(meta[k]) and meta[k] >= 0):
+        for k in ("atol", "rtol"):    # (computed ones: literal ones are checked as the file loads, _check_meta)
+            if meta[k] is not None and not tolerance_ok(meta[k]):
                 raise ValueError(f"{k.upper()} must be a finite number >= 0, got {meta[k]!r}")
         # sized on the meta device: the cpu backend's host limit, and a GPU's admission (rewards/admission.py)
         fp = meta["footprint"] = footprint(env.torch, mod) if msg.get("footprint", True) else None
@@ -49,7 +48,7 @@ def handle_meta(env: Env, msg: dict, workdir: str) -> dict:
 
 def _trivial(env: Env, mod, sha: str, spec: dict, base: list, meta: dict, preset) -> str | None:
     """filters.trivial_answer on the reference's outputs for `spec` and for another draw of its inputs."""
-    from megakernel_gym.rewards.filters import OTHER_SEED, trivial_answer
+    from megakernel_gym.rewards.filters import OTHER_SEED, copied_input, trivial_answer
     torch = env.torch
     other_spec = {**spec, "seed": OTHER_SEED, "cache": False}
     mine, theirs = env.inputs(mod, spec), env.inputs(mod, other_spec)
@@ -57,9 +56,21 @@ def _trivial(env: Env, mod, sha: str, spec: dict, base: list, meta: dict, preset
                  for a, b in zip(mine, theirs))
     del theirs     # (a KernelBench problem's inputs can be gigabytes: not held beside the run)
     other = _reference_outputs(env, mod, sha, other_spec) if differ else None
-    why = trivial_answer(torch, base, other, differ, meta["atol"], meta["rtol"], preset, inputs=mine)
-    if not why or "a kernel that copies" not in why:
+    why = trivial_answer(torch, base, other, differ, meta["atol"], meta["rtol"], preset)
+    copied = None if why else copied_input(torch, base, mine, meta["atol"], meta["rtol"], preset)
+    if not copied:
         return why
+    # a copy on the first seed is a trivial answer only if it is one at every fixed seed's transform too: those
+    # outputs are run now, one transform at a time, where the first seed found one (a few problems)
+    from megakernel_gym.rewards.correctness import _allowed_transforms
+    for t in dict.fromkeys(_allowed_transforms(meta.get("input_transforms", ()))):
+        if t[0] != "plain":
+            tspec = {**spec, "transform": list(t), "cache": False}
+            pair = (_reference_outputs(env, mod, sha, tspec), env.inputs(mod, tspec))
+            if not copied_input(torch, base, mine, meta["atol"], meta["rtol"], preset, transformed=[pair]):
+                return None      # a copy fails this seed: served
+            del pair
+    return copied
     # a copy on the first seed is a trivial answer only if it passes every fixed seed's transform too: those outputs
     # are run now, one transform at a time, where the first seed found one (a few problems: no cost to the rest)
     from megakernel_gym.rewards.correctness import _allowed_transforms

@@ -23,7 +23,7 @@ import os
 import sys
 from typing import Any
 
-from megakernel_gym.rewards.fresh_memory import POISON_OPS, poison
+from megakernel_gym.rewards.fresh_memory import poison_if_fresh
 from megakernel_gym.rewards.kernel_accounting import KernelSession, _own_kernel_names, judge_stream
 from megakernel_gym.rewards.reference_role import (handle_baselines, handle_check, handle_compare, handle_meta,
                                                     trim_resident)
@@ -161,8 +161,7 @@ class Inspector:
                     return out  # Triton's CPU interpreter moving a launch's arguments (the judge's own)
                 name = func.overloadpacket.__name__
                 inspector.ops.append(name)
-                if name in POISON_OPS and isinstance(out, torch.Tensor):
-                    poison(torch, out)
+                poison_if_fresh(torch, name, out)
                 # the memory the call makes: outputs of ops whose returns alias none of their arguments (a view, an
                 # in-place op's or an out= op's return is memory that was there before), and torch.tensor(...)'s
                 # (lift_fresh returns the tensor the call just built from its data)
