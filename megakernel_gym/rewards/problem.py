@@ -211,6 +211,22 @@ def _check_meta(meta: dict[str, Any], where: str) -> None:
             bad(name, "a finite number >= 0")
 
 
+def _forbidden_literal(tree: ast.Module, meta: dict[str, Any], where: str) -> None:
+    """FORBIDDEN is read before any of the problem's code runs (the static rules refuse its names in the
+    candidate's text), so it counts only as one literal list: a computed value, a second binding or an
+    augmented one would be silently ignored (a problem author's forbidden call let through)."""
+    binds = [n for n in tree.body
+             if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "FORBIDDEN" or
+                                                   any(isinstance(e, ast.Name) and e.id == "FORBIDDEN"
+                                                       for e in ast.walk(t)) for t in n.targets)
+             or isinstance(n, (ast.AugAssign, ast.AnnAssign)) and isinstance(n.target, ast.Name)
+             and n.target.id == "FORBIDDEN"]
+    if binds and ("FORBIDDEN" not in meta or len(binds) > 1):
+        raise ProblemError(f"{where}: line {binds[-1].lineno}: FORBIDDEN must be set once, as a literal list of "
+                           "names such as FORBIDDEN = ['torch.softmax'] (the judge reads it before the file runs, "
+                           "so a computed or second value would be ignored); fix the problem file")
+
+
 @dataclass(frozen=True)
 class Problem:
     name: str
@@ -279,6 +295,7 @@ class Problem:
                                "(KernelBench format: class Model(nn.Module), get_inputs(), get_init_inputs())")
         meta = _literal_meta(tree)
         _check_meta(meta, where)
+        _forbidden_literal(tree, meta, where)
         return cls(name=name, source=source, path=path, meta=meta)
 
     @classmethod
