@@ -14,7 +14,6 @@ import secrets
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from megakernel_gym.cache_paths import judge_run_dirs
@@ -26,6 +25,7 @@ from megakernel_gym.rewards.problem import (MAX_CANDIDATE_CHARS, Candidate, Prob
                                              ProblemUnservable, lone_surrogate)
 from megakernel_gym.rewards.result import EvalResult, Flag
 from megakernel_gym.rewards.store import ResultsStore, as_store
+from megakernel_gym.rewards.trusted import is_trusted
 from megakernel_gym.rewards.sandbox import timed_spec
 from megakernel_gym.rewards.workers import WorkerDied, WorkerProcess, WorkerTimeout
 
@@ -298,14 +298,14 @@ class Judge:
         return None
 
     def _keep_problems_apart(self, problem: Problem) -> None:
-        """Fresh workers, reference and candidate, wherever the problem changes and either side is not one of the
-        package's built-ins: a problem file's module-level code runs unguarded in both workers and stays there
-        (red team 18's problem added names to the guard's allowlists in the candidate worker, and a torch.softmax
+        """Fresh workers, reference and candidate, wherever the problem changes and either side is not trusted
+        (rewards/trusted.py: the package's built-ins and KernelBench's own files): a problem file's module-level
+        code runs unguarded in both workers and stays there (red team 18's problem added names to the guard's allowlists in the candidate worker, and a torch.softmax
         candidate on the built-in softmax after it scored correct)."""
         last = self._last_problem
         if last is not None and last[0] == problem.sha256:
             return                        # the same problem: its file is read once, not every evaluation
-        trusted = is_builtin(problem)
+        trusted = is_trusted(problem)
         if last is not None and not (trusted and last[1]):
             self.fresh_reference()
             if self.recycle == "always":
@@ -809,19 +809,6 @@ def _round(x: float | None) -> float | None:
 
 def _allowed_kinds(meta: dict) -> tuple:
     return tuple(meta.get("INPUT_TRANSFORMS", ("scale", "shift")))
-
-
-def is_builtin(problem) -> bool:
-    """The problem is one of the package's own files, unchanged (its code is the package's, trusted): the text of
-    curriculum/problems/<name>.py, read from the package's folder (the rewards layer does not import the curriculum)."""
-    name = problem.name
-    if not name or not all(c.isalnum() or c == "_" for c in name):
-        return False
-    f = Path(__file__).resolve().parent.parent / "curriculum" / "problems" / f"{name}.py"
-    try:
-        return f.is_file() and f.read_text(encoding="utf-8") == problem.source
-    except (OSError, UnicodeDecodeError):
-        return False
 
 
 def evaluate(problem: Problem, candidate: Candidate | str, backend: str | None = None, **kw) -> EvalResult:
