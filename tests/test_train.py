@@ -94,6 +94,20 @@ def test_env_reward_scores_completions_like_the_env(tmp_path):
         reward.close()
 
 
+def test_the_curriculum_counts_a_pass_as_the_logged_rates_do():
+    """Red team 20: every schedule the validator takes is correct, so a no-op or slower level-5 edit counted as a
+    solve in the curriculum (its pass rates, promotion and the sampler's weights), though not in env/pass_rate."""
+    from test_env import FUSED_MLP
+    from megakernel_gym.curriculum.curriculum import Curriculum
+    cur = Curriculum()
+    reward = EnvReward("sim", curriculum=cur)
+    try:
+        reward(prompts=["p"] * 3, completions=["counter norm op", "submit", FUSED_MLP], problem=["mk_mlp_block"] * 3)
+    finally:
+        reward.close()
+    assert reward.correct == 1 and list(cur.stats["mk_mlp_block"]) == [3, 1]
+
+
 def test_bad_models_and_configs_are_named(tmp_path):
     with pytest.raises(TrainConfigError, match="unknown config key 'learnin_rate'.*learning_rate"):
         load_config({"learnin_rate": 1e-4})

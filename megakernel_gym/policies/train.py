@@ -272,7 +272,9 @@ class EnvReward:
             feedback.append(obs["feedback"][:400])
             if self.curriculum is not None:
                 was = self.curriculum.level
-                if self.curriculum.record(problem[i], ev or False, heldout=bool(heldout[i])):
+                # a pass as the logged rates count it (red team 20: a slower level-5 schedule, every one the
+                # validator takes being correct, counted as a solve in the curriculum and its sampler)
+                if self.curriculum.record(problem[i], dict(ev, correct=ok) if ev else False, heldout=bool(heldout[i])):
                     step = getattr(state, "global_step", None)
                     self.curriculum.promotions[-1]["step"] = step
                     print(f"curriculum: level {was} -> {self.curriculum.level} at step {step}", file=sys.stderr,
