@@ -21,10 +21,11 @@ def test_wal_put_get_and_cacheable_statuses(tmp_path):
     assert s._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     s.put(_res(1), "cpu:cpu")
     s.put(_res(2, "timeout"), "cpu:cpu")
-    hit = s.get("p0", "c1", "cpu:cpu")
+    hit = s.get("p0", "c1", "cpu:cpu", "")
     assert hit is not None and hit.cached and hit.reason == "1"
-    assert s.get("p0", "c2", "cpu:cpu") is None        # a timeout may be the machine's fault: not served
-    assert s.get("p0", "c1", "gpu:NVIDIA H200") is None  # keyed by device
+    assert s.get("p0", "c2", "cpu:cpu", "") is None        # a timeout may be the machine's fault: not served
+    assert s.get("p0", "c1", "gpu:NVIDIA H200", "") is None  # keyed by device
+    assert s.get("p0", "c1", "cpu:cpu", "v2") is None        # and by the judge that made it
     assert s.count() == 2
     s.put_baselines("p0", "gpu:x", "torch 2", {"eager": {"median_ms": 1.0}})
     assert s.get_baselines("p0", "gpu:x", "torch 2") == {"eager": {"median_ms": 1.0}}
@@ -51,13 +52,51 @@ def test_a_timed_result_is_served_only_under_the_software_it_was_timed_with(tmp_
     with Judge("cpu", store=store) as j:
         key, software = j._device_key(), j._store_key()[1]
         timed = dict(status="correct", reason="old", problem="rmsnorm", backend="gpu", candidate_sha256=ref.sha256,
-                     problem_sha256=problem.sha256, speedup=6.0)
+                     problem_sha256=problem.sha256, speedup=6.0, judge_version=j.version)
         store.put(EvalResult(**timed, timing={"median_ms": 1.0, "software": "torch 0.0"}), key)
         again = j.evaluate(problem, ref)
         assert not again.cached and again.reason != "old"
         store.put(EvalResult(**timed, timing={"median_ms": 1.0, "software": software}), key)
         hit = j.evaluate(problem, ref)
         assert hit.cached and hit.reason == "old"
+
+
+def test_a_verdict_is_served_and_exported_only_under_the_judge_that_made_it(tmp_path):
+    """Red team 20: the store keyed verdicts by problem, candidate and device alone, so an older judge's `correct`
+    for a kernel a later fix refuses (red team 18's grid-callable softmax) was served by today's judge, paid by the
+    env and shipped by export. A verdict carries its judge's identity (a hash of rewards/ and cuda/, and any
+    test-only setting); another judge's is neither served nor exported. Honest beside it: the same judge serves its
+    own verdict back, and a store written before identities opens, its rows kept and never served."""
+    from megakernel_gym.policies.export import ExportError, export_kernels
+    from megakernel_gym.rewards.version import judge_version
+    db = tmp_path / "r.sqlite"
+    old = sqlite3.connect(db)             # a store as judges before this one wrote it (no judge_version column)
+    old.executescript("CREATE TABLE evaluations (id INTEGER PRIMARY KEY AUTOINCREMENT, problem TEXT NOT NULL, "
+                      "problem_sha256 TEXT NOT NULL, candidate_sha256 TEXT NOT NULL, device TEXT NOT NULL, "
+                      "backend TEXT NOT NULL, status TEXT NOT NULL, speedup REAL, result TEXT NOT NULL, "
+                      "created REAL NOT NULL);")
+    old.close()
+    problem = get_problem("rmsnorm")
+    cheat = Candidate("import torch\n# stands in for a kernel an older judge passed\n")
+    store = ResultsStore(db)
+    assert store.count() == 0
+    with Judge("cpu", store=store) as j:
+        assert j.version == judge_version() and Judge("cpu", store=False, python_guard=False).version.endswith(
+            "+no-python-guard")
+        stale = EvalResult(status="correct", reason="an older judge", problem="rmsnorm", backend="cpu",
+                           candidate_sha256=cheat.sha256, problem_sha256=problem.sha256, judge_version="0ld")
+        store.put(stale, j._device_key(), source=cheat.source)
+        now = j.evaluate(problem, cheat)
+        assert not now.cached and now.status != "correct" and now.judge_version == j.version, now.reason
+        try:
+            export_kernels(tmp_path / "out", store=store)
+            raise AssertionError("the older judge's verdict was exported")
+        except ExportError:
+            pass
+        ref = reference_candidates("rmsnorm")["triton"]
+        assert not j.evaluate(problem, ref).cached and j.evaluate(problem, ref).cached
+    assert [k["candidate_sha256"] for k in export_kernels(tmp_path / "out", store=store)["kernels"]] == [ref.sha256]
+    store.close()
 
 
 def test_killed_judge_loses_nothing_already_written(tmp_path):

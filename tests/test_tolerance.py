@@ -265,8 +265,8 @@ def test_the_preset_is_part_of_the_problems_key(tmp_path):
     # the judge's cache: a verdict under kbv3 is not served for the default tolerance, nor back
     store = ResultsStore(tmp_path / "r.sqlite")
     store.put(EvalResult.failure("incorrect", "off by 5e-3", p, "c" * 64, "cpu"), "cpu:cpu")
-    assert store.get(p.sha256, "c" * 64, "cpu:cpu").status == "incorrect"
-    assert store.get(v3.sha256, "c" * 64, "cpu:cpu") is None
+    assert store.get(p.sha256, "c" * 64, "cpu:cpu", "").status == "incorrect"
+    assert store.get(v3.sha256, "c" * 64, "cpu:cpu", "") is None
     store.close()
 
 

@@ -42,10 +42,13 @@ def _slug(name: str) -> str:
 def export_kernels(out: str | Path, store=None, backend: str | None = None) -> dict[str, Any]:
     """Write the best correct kernel of every problem in the store under `out`; return the index."""
     from megakernel_gym.rewards.store import ResultsStore
+    from megakernel_gym.rewards.version import judge_version
     own = store is None
     store = store or ResultsStore()
     try:
-        best = store.best(backend)
+        # only the installed judge's verdicts (red team 20: an older judge's `correct`, through a hole since closed,
+        # was shipped): a kernel judged before an upgrade is judged again before export ships it
+        best = store.best(backend, judge_version=judge_version())
         path = store.path
     finally:
         if own:
@@ -53,7 +56,8 @@ def export_kernels(out: str | Path, store=None, backend: str | None = None) -> d
     if not best:
         raise ExportError(f"no correct kernel with its source in the results store {path}"
                           + (f" for the {backend} backend" if backend else "")
-                          + "; judge some first (mkgym judge PROBLEM CANDIDATE, or train a policy), or point "
+                          + " by the installed judge; judge some first (mkgym judge PROBLEM CANDIDATE, or train a "
+                            "policy: a verdict by an earlier version of the judge is not shipped), or point "
                             "--store / MKGYM_STORE at the store that has them")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ from megakernel_gym.rewards.problem import (MAX_CANDIDATE_CHARS, Candidate, Prob
 from megakernel_gym.rewards.result import EvalResult, Flag
 from megakernel_gym.rewards.store import ResultsStore, as_store
 from megakernel_gym.rewards.trusted import is_trusted
+from megakernel_gym.rewards.version import judge_version
 from megakernel_gym.rewards.sandbox import timed_spec
 from megakernel_gym.rewards.workers import WorkerDied, WorkerProcess, WorkerTimeout
 
@@ -154,6 +155,8 @@ class Judge:
         # cannot take is a compile_error). False builds them with torch's own load_inline, whose host C++
         # runs natively in the worker: only for benches comparing the two paths on trusted code
         self.fast_inline = fast_inline
+        # what the store files this judge's verdicts under, and the only verdicts it serves back (rewards/version.py)
+        self.version = judge_version(static_checks, python_guard, fast_inline)
         # torch's own build (fast_inline=False) takes nvcc + g++, about a minute, more under load: its own
         # time budget, so that an honest candidate never times out on compile load
         self.compile_timeout_s = compile_timeout_s
@@ -364,6 +367,7 @@ class Judge:
         res = self._evaluate(problem, candidate)
         if not res.cached:
             res.compile_paths = self._compile_paths
+            res.judge_version = self.version
         res.elapsed_s = round(time.perf_counter() - t0, 4)
         if not res.cached:
             res.phases = self._phases
@@ -413,7 +417,7 @@ class Judge:
 
         self._phase("static")
         if self.use_cache and self.store is not None:
-            hit = self.store.get(problem.sha256, cand.sha256, self._device_key())
+            hit = self.store.get(problem.sha256, cand.sha256, self._device_key(), self.version)
             # a timed result is reused only under the software it was timed with: its speedup is over baselines
             # (torch's, the production libraries') that an upgrade or a newly installed library changes
             if hit is not None and not (hit.timing and hit.timing.get("software") != self._store_key()[1]):

@@ -40,6 +40,7 @@ from megakernel_gym.rewards.judge import judge_one, warm_all
 from megakernel_gym.rewards.problem import Candidate, Problem
 from megakernel_gym.rewards.result import EvalResult
 from megakernel_gym.rewards.store import ResultsStore, as_store
+from megakernel_gym.rewards.version import judge_version
 
 INSTALL_HINT = "pip install 'megakernel-gym[ray]'"
 LOCAL_OBJECT_STORE_BYTES = 256 << 20   # problems, kernels and results are kilobytes
@@ -255,6 +256,9 @@ class RayPool:
             self.start_timeout_s = start_timeout_s
             self.store = as_store(store)
             self.use_cache = judge_kw.get("use_cache", True)
+            # the actors' judges' identity (rewards/version.py), which the store's cached verdicts must carry
+            self.version = judge_version(**{k: judge_kw[k] for k in ("static_checks", "python_guard", "fast_inline")
+                                            if k in judge_kw})
             self._judge_kw = judge_kw
             opts: dict[str, Any] = {"max_concurrency": self.slots + 2, "max_restarts": 0}
             opts.update({"num_gpus": 1} if self.backend == "gpu" else {"num_cpus": 1})
@@ -431,7 +435,7 @@ class RayPool:
         if self.store is None or not self.use_cache or len(self._device_keys) != 1:
             return None
         t0 = time.perf_counter()
-        hit = self.store.get(problem.sha256, cand.sha256, next(iter(self._device_keys)))
+        hit = self.store.get(problem.sha256, cand.sha256, next(iter(self._device_keys)), self.version)
         if hit is not None:
             hit.elapsed_s = round(time.perf_counter() - t0, 4)
         return hit

@@ -48,7 +48,7 @@ class EvalResult:
     # "load_inline: <why the fast path could not take it>" (torch's own build)
     compile_paths: list[str] = field(default_factory=list)
     cached: bool = False
-    judge_version: str = "1"
+    judge_version: str = ""          # the judge that made it (rewards/version.py; "" before judges had one)
 
     def __post_init__(self):
         if self.status not in STATUSES:

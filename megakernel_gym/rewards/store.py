@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS evaluations (
     status TEXT NOT NULL,
     speedup REAL,
     result TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    judge_version TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS evaluations_key ON evaluations (problem_sha256, candidate_sha256, device);
 CREATE TABLE IF NOT EXISTS sources (
@@ -85,6 +86,9 @@ class ResultsStore:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
+            cols = {r[1] for r in self._conn.execute("PRAGMA table_info(evaluations)")}
+            if "judge_version" not in cols:     # a store written before judges had an identity: its rows have none
+                self._conn.execute("ALTER TABLE evaluations ADD COLUMN judge_version TEXT NOT NULL DEFAULT ''")
         except sqlite3.DatabaseError as e:
             # (red team 17: --store naming a file that is not a database printed a traceback, no JSON)
             raise StoreError(f"{self.path}: not a results database ({e}); name a new file or one mkgym wrote "
@@ -101,12 +105,13 @@ class ResultsStore:
         if source is not None and lone_surrogate(source) is not None:
             source = None
         row = (result.problem, result.problem_sha256, result.candidate_sha256, device, result.backend,
-               result.status, result.speedup, result.to_json(), time.time())
+               result.status, result.speedup, result.to_json(), time.time(), result.judge_version)
         with self._lock:
             self._conn.execute("BEGIN")
             try:
                 self._conn.execute("INSERT INTO evaluations (problem, problem_sha256, candidate_sha256, device, "
-                                   "backend, status, speedup, result, created) VALUES (?,?,?,?,?,?,?,?,?)", row)
+                                   "backend, status, speedup, result, created, judge_version) "
+                                   "VALUES (?,?,?,?,?,?,?,?,?,?)", row)
                 if source is not None:
                     self._conn.execute("INSERT OR IGNORE INTO sources VALUES (?,?,?)",
                                        (result.candidate_sha256, source, time.time()))
@@ -123,13 +128,15 @@ class ResultsStore:
         self.put(result, device, source=source)
         return True
 
-    def best(self, backend: str | None = None) -> list[tuple[EvalResult, str]]:
+    def best(self, backend: str | None = None, judge_version: str | None = None) -> list[tuple[EvalResult, str]]:
         """Per problem (its file's hash: two problems of one name, a built-in and a user's file of the same
         stem, or one under two tolerance presets, are two problems), the best correct result whose source is
         kept, with that source: the fastest measured speedup (a result without one, as on the cpu backend,
         ranks below any measured). A candidate ever judged incorrect or rejected on that problem is left out,
         whatever its other verdicts (red team 8: export shipped, under the built-in softmax's name and
-        level, a copy kernel judged incorrect there and correct on a user's softmax.py)."""
+        level, a copy kernel judged incorrect there and correct on a user's softmax.py). With `judge_version`, only
+        that judge's correct verdicts count (red team 20: an older judge's, through a hole since closed, were
+        shipped); an incorrect or rejected verdict by any judge still leaves the candidate out."""
         q = ("SELECT e.problem, e.result, s.source FROM evaluations e JOIN sources s "
              "ON e.candidate_sha256 = s.candidate_sha256 WHERE e.status = 'correct' AND NOT EXISTS ("
              "SELECT 1 FROM evaluations f WHERE f.problem_sha256 = e.problem_sha256 "
@@ -138,6 +145,9 @@ class ResultsStore:
         if backend:
             q += " AND e.backend = ?"
             args = (backend,)
+        if judge_version is not None:
+            q += " AND e.judge_version = ?"
+            args = (*args, judge_version)
         q += " ORDER BY e.problem_sha256, COALESCE(e.speedup, -1) DESC, e.id DESC"
         with self._lock:
             rows = self._conn.execute(q, args).fetchall()
@@ -149,12 +159,14 @@ class ResultsStore:
                 out.append((res, source))
         return sorted(out, key=lambda rs: (rs[0].problem, rs[0].problem_sha256))
 
-    def get(self, problem_sha256: str, candidate_sha256: str, device: str) -> EvalResult | None:
+    def get(self, problem_sha256: str, candidate_sha256: str, device: str, judge_version: str) -> EvalResult | None:
+        """The latest cacheable verdict on this kernel for this problem on this device by this judge
+        (rewards/version.py: another judge's, older or built with test-only settings, is never served)."""
         with self._lock:
             cur = self._conn.execute(
                 "SELECT result FROM evaluations WHERE problem_sha256=? AND candidate_sha256=? AND device=? "
-                "AND status IN (%s) ORDER BY id DESC LIMIT 1" % ",".join("?" * len(CACHEABLE)),
-                (problem_sha256, candidate_sha256, device, *sorted(CACHEABLE)))
+                "AND judge_version=? AND status IN (%s) ORDER BY id DESC LIMIT 1" % ",".join("?" * len(CACHEABLE)),
+                (problem_sha256, candidate_sha256, device, judge_version, *sorted(CACHEABLE)))
             row = cur.fetchone()
         if row is None:
             return None
