@@ -23,7 +23,7 @@ class FakeJudge(Judge):
         t = self.timings.pop(0)
         return {"ok": True, "status": "ran", "log": "", "timing": {"median_ms": t, "wall_median_ms": t + 0.02,
                                                                    "launch_hidden_us": 50.0, "samples": 30},
-                "recheck": [{"k": 29, "set": 0, "scale": 0.5}], "recheck_outputs": [[{"file": "r0_0.bin"}]]}
+                "recheck": [{"k": k} for k in (4, 17, 23, 29)], "recheck_outputs": [[{"file": f"r{i}_0.bin"}] for i in range(4)]}
 
     def baselines(self, problem, specs=None):
         return BASE
@@ -97,6 +97,20 @@ def test_a_host_busy_for_one_timing_run_is_not_a_cheat():
     assert r.status == "correct" and j.calls == ["time", "time"] and r.timing["median_ms"] == 0.41
 
 
+def test_a_recheck_list_that_is_not_a_sample_of_the_timed_calls_is_refused():
+    """The worker reports which timed calls it kept: RECHECKED distinct calls of those it made and the last. Any
+    other list (the last call missing, an index past the calls made, too few) is code past the guard at work."""
+    for bad in ([3, 17, 23], [3, 17, 23, 29, 40], [29], [3, 3, 17, 29]):
+        class Forged(FakeJudge):
+            def _call_candidate(self, problem, cand, msg, bad=bad):
+                h = super()._call_candidate(problem, cand, msg)
+                h["recheck"] = [{"k": k} for k in bad]
+                return h
+        r = finish(Forged([0.4]))
+        assert r.status == "rejected" and "not a sample" in r.reason, (bad, r.reason)
+    assert finish(FakeJudge([0.4])).status == "correct"
+
+
 def test_failure_in_the_timing_phase_is_returned():
     class Crashing(FakeJudge):
         def _call_candidate(self, problem, cand, msg):
@@ -116,7 +130,6 @@ def test_every_timed_call_gets_inputs_of_its_own_and_a_secret_sample_is_rechecke
         def _call_candidate(self, problem, cand, msg):
             self.msgs = getattr(self, "msgs", []) + [msg]
             h = super()._call_candidate(problem, cand, msg)
-            h["recheck"] = [{"k": k} for k in msg["keep_at"]] + [{"k": 29}]
             return h
 
         def _compare(self, problem, specs, outputs, meta):
@@ -131,8 +144,8 @@ def test_every_timed_call_gets_inputs_of_its_own_and_a_secret_sample_is_rechecke
     timed = [timed_spec(msg["fresh"], k) for k in range(-3, 300)]
     seeds = {t["seed"] for t in timed}
     assert len(seeds) == len(timed) and not seeds & {s["seed"] for s in specs}
-    assert [s["seed"] for s in j.compared] == [timed_spec(msg["fresh"], k)["seed"] for k in msg["keep_at"] + [29]]
-    assert len(msg["keep_at"]) == 3 and all(0 <= k < 30 for k in msg["keep_at"])
+    assert [s["seed"] for s in j.compared] == [timed_spec(msg["fresh"], k)["seed"] for k in (4, 17, 23, 29)]
+    assert msg["sample"] == 3 and "keep_at" not in msg     # drawn by the worker over every timed call (timing.py)
     again = Recording([0.4])
     again._t, again._phases = 0.0, {}
     again._finish_gpu(get_problem("softmax"), Candidate("x"), specs, {}, {"bytes": None}, [], "")

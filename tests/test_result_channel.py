@@ -338,9 +338,43 @@ def test_timing_holds_the_rechecked_outputs_and_two_more_at_most(monkeypatch):
         live.add(o)
         peak[0] = max(peak[0], len(live))
         return o
-    timing.time_gpu(types.SimpleNamespace(cuda=cuda), fn, lambda k: None, min_iters=30, max_iters=30, warmup=1,
-                    keep_outputs=1, keep_at={1, 5, 9})
+    stats = timing.time_gpu(types.SimpleNamespace(cuda=cuda), fn, lambda k: None, min_iters=30, max_iters=30,
+                            warmup=1, keep_outputs=1, sample=RECHECKED)
     assert peak[0] == RECHECKED + 2
+    assert 29 in [k for k, _ in stats["kept"]] and len(stats["kept"]) in (RECHECKED, RECHECKED + 1)
+
+
+def test_the_rechecked_timed_calls_are_drawn_from_all_of_them(monkeypatch):
+    """Red team 19: the re-checked calls were drawn among the first min_iters (30) and the last, and how many calls
+    there are is the stop rule's, which a candidate's noise steers to 300: a kernel honest on calls 0-29 and 299
+    computed a tenth of its rows on the 269 between, never looked at. The sample is drawn from every call made, as
+    they run (a reservoir): over many timings about 90% of the sampled calls of 300 fall past the first 30."""
+    import types
+
+    from megakernel_gym.cuda import timing
+    from megakernel_gym.rewards.judge import RECHECKED
+
+    class Event:
+        def __init__(self, **kw):
+            pass
+
+        def record(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 1.0
+    cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None, current_device=lambda: 0,
+                                 get_device_properties=lambda d: types.SimpleNamespace(L2_cache_size=0, clock_rate=1))
+    monkeypatch.setattr(timing, "L2Flusher", lambda *a, **k: (lambda: None))
+    drawn = []
+    for _ in range(200):
+        stats = timing.time_gpu(types.SimpleNamespace(cuda=cuda), lambda xs: None, lambda k: None, min_iters=300,
+                                max_iters=300, warmup=1, keep_outputs=1, sample=RECHECKED)
+        ks = [k for k, _ in stats["kept"]]
+        assert 299 in ks and len(set(ks)) == len(ks)
+        drawn += [k for k in ks if k != 299]
+    past = sum(30 <= k < 299 for k in drawn) / len(drawn)
+    assert 0.84 < past < 0.95, past             # uniform: 269/299 = 0.90 (it was 0 before)
 
 
 def test_outputs_are_bounded_before_any_is_written():

@@ -14,6 +14,7 @@ contender alike (candidate, eager, graph, compile); `wall_median_ms` keeps the h
 from __future__ import annotations
 
 import math
+import secrets
 import statistics
 import time
 from typing import Any, Callable
@@ -91,14 +92,21 @@ class L2Flusher:
 
 def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, min_iters: int = 30,
              max_iters: int = 300, max_seconds: float = 4.0, target_rel_err: float = 0.005,
-             warmup: int = 3, keep_outputs: int = 0, flush: str = "write", keep_at: set[int] | None = None,
+             warmup: int = 3, keep_outputs: int = 0, flush: str = "write", sample: int = 0,
              judge_stream=None) -> dict[str, Any]:
     """Time `fn(args)` on fresh `prepare(k)` arguments per call k (`flush`: FLUSH_MODES).
 
-    Returns summary stats (event time), the host wall gap, and the outputs of the calls in `keep_at` and of
-    the last `keep_outputs` calls, with their call indices (for re-checking timed outputs). With a
-    `judge_stream` the L2 flush runs there (prepare is the caller's to place), so that a record of the
-    kernels on the other streams holds the timed calls' alone.
+    Returns summary stats (event time), the host wall gap, and the outputs of `sample` calls drawn uniformly
+    from all the calls made and of the last `keep_outputs` calls, with their call indices (for re-checking
+    timed outputs). With a `judge_stream` the L2 flush runs there (prepare is the caller's to place), so that
+    a record of the kernels on the other streams holds the timed calls' alone.
+
+    The sample is a reservoir (Algorithm R) drawn from the OS's randomness as the calls run: how many calls
+    there will be is the stop rule's, which a candidate's own times steer, so a sample fixed in advance among
+    the first min_iters left the calls after them unchecked but the last (red team 19: a kernel honest for its
+    first 30 calls, and noisy enough that the loop ran to 300, computed a tenth of its rows on calls 30-298:
+    0.12x its honest median, never re-checked). Whether call k stays is decided after it returns, and a later
+    call may take its place: no call knows it is safe.
     """
     flush = L2Flusher(torch, torch.cuda.current_device(), flush)
     if judge_stream is not None:
@@ -107,7 +115,7 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
         def flush():
             with torch.cuda.stream(judge_stream):
                 plain_flush()
-    keep_at = set(keep_at or ())
+    draw = secrets.SystemRandom()
     start_ev = torch.cuda.Event(enable_timing=True)
     end_ev = torch.cuda.Event(enable_timing=True)
     host_s = []
@@ -123,7 +131,8 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
 
     event_ms: list[float] = []
     wall_ms: list[float] = []
-    kept: list[tuple[int, Any]] = []
+    sampled: list[tuple[int, Any]] = []      # the reservoir
+    last: list[tuple[int, Any]] = []
     t_begin = time.perf_counter()
     k = 0
     while k < max_iters:
@@ -141,11 +150,15 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
         w1 = time.perf_counter()
         event_ms.append(start_ev.elapsed_time(end_ev))
         wall_ms.append((w1 - w0) * 1e3)
-        if keep_outputs or keep_at:
-            # the sampled calls' outputs stay; of the rest, the last `keep_outputs`
-            kept.append((k, out))
-            kept = [(i, o) for i, o in kept if i in keep_at] + \
-                [(i, o) for i, o in kept if i not in keep_at][-max(keep_outputs, 1):]
+        if sample:
+            if len(sampled) < sample:
+                sampled.append((k, out))
+            else:
+                j = draw.randrange(k + 1)
+                if j < sample:
+                    sampled[j] = (k, out)
+        if keep_outputs:
+            last = (last + [(k, out)])[-keep_outputs:]
         k += 1
         if k >= min_iters and (rel_stderr_of_median(event_ms) < target_rel_err
                                or time.perf_counter() - t_begin > max_seconds):
@@ -153,7 +166,8 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
     stats = summarize(event_ms)
     stats["wall_median_ms"] = statistics.median(wall_ms)
     stats["rel_stderr"] = rel_stderr_of_median(event_ms)
-    stats["kept"] = kept
+    in_sample = {i for i, _ in sampled}
+    stats["kept"] = sorted(sampled, key=lambda io: io[0]) + [(i, o) for i, o in last if i not in in_sample]
     stats["launch_hidden_us"] = round(spin_cycles / _clock_hz(torch) * 1e6, 1) if spin_cycles else 0.0
     return stats
 

@@ -560,19 +560,17 @@ class Judge:
         floor_ms = self._floor_ms(meta)
         remeasured = False
         transforms = [list(t) for t in _allowed_transforms(meta.get("input_transforms", ()))]
-        rng = secrets.SystemRandom()
-        n_first = int(self.timing["min_iters"])
         attempts = [0]      # each timing call's re-checked outputs in files of its own (t1r0.bin, t2r0.bin...)
 
         def time_it():
             """The candidate's timing header, or its failure (with the seeds' report) to return. Every timed
             call gets inputs of its own (sandbox.timed_spec, from a secret base seed); the outputs of RECHECKED
-            secret call indices among the first min_iters, and the last call's, are re-checked."""
+            calls drawn uniformly from all the timed calls as they run (timing.time_gpu's reservoir), and the
+            last call's, are re-checked."""
             fresh = {"seed": secrets.randbits(62), "init_seed": specs[0]["init_seed"], "transforms": transforms}
-            keep_at = sorted(rng.sample(range(n_first), min(RECHECKED, n_first)))
             attempts[0] += 1
             msg = {"cmd": "time", "candidate_sha256": cand.sha256, "timing": self.timing, "fresh": fresh,
-                   "keep_at": keep_at, "recheck_prefix": f"t{attempts[0]}r"}
+                   "sample": RECHECKED, "recheck_prefix": f"t{attempts[0]}r"}
             h = self._call_candidate(problem, cand, msg)
             if isinstance(h, EvalResult):
                 h.seeds = seeds_report
@@ -616,6 +614,14 @@ class Judge:
                 self._phase("remeasure")
         log = header["log"] or log
         checks = [c for c in header.get("recheck", []) if isinstance(c, dict) and isinstance(c.get("k"), int)]
+        n = header["timing"].get("samples")
+        ks = [c["k"] for c in checks]
+        if not (isinstance(n, int) and n > 0 and len(set(ks)) == len(ks) == len(header.get("recheck", []))
+                and n - 1 in ks and all(0 <= k < n for k in ks) and len(ks) in (min(RECHECKED, n), min(RECHECKED, n) + 1)):
+            # (the worker draws and reports them: only code past the guard could change what it says)
+            return self._fail(problem, cand, "rejected", f"anti-cheat: the timed calls re-checked ({ks[:8]}) are not "
+                              f"a sample of the {n} timed calls and the last", seeds=seeds_report, category="dynamic",
+                              flags=[Flag("monkeypatch", "the timing's re-check sample was changed")], log_tail=log)
         if checks:
             rspecs = [timed_spec(header["fresh"], c["k"]) for c in checks]
             for c, r in zip(checks, self._compare(problem, rspecs, header.get("recheck_outputs", []), meta)):

@@ -832,7 +832,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
                 return model(*xs)
         t1 = _time.perf_counter()
         with torch.no_grad(), KernelSession(torch, side) as session:
-            stats = time_gpu(torch, call, prepare, keep_outputs=1, keep_at=set(msg.get("keep_at", ())),
+            stats = time_gpu(torch, call, prepare, keep_outputs=1, sample=int(msg.get("sample", 0)),
                              judge_stream=side, **msg["timing"])
         phases["timing"] = round(_time.perf_counter() - t1, 4)
         flags += _guard_flags(guard)
