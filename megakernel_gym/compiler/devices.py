@@ -231,12 +231,19 @@ DATASHEET = {
 # with 17 wrong signs -> 2.19% with 7, A/B 1.54% (2) -> 1.44% (1), probes 4.33 -> 3.86% (docs/compiler.md). An
 # adversary searched against it met 7 of 8 targets on one H200 (sim_adversary_s53b.json); over nine searches 69/72
 # (sim_score.json; the constants before 68/72, sim_score_variants.json).
-# The H100 keeps its one fitted wait and no tail: it has no busy hop for a tail to take from, and no dump.
+# H100 since session 60 (issue 39): the H200's constants (the same GH100 SM and kernel, every latency and
+# per-SM rate the adversaries of sessions 40-59 were closed against) with HBM scaled by the two cards' measured
+# copy bandwidths (3,007 / 4,228 GB/s). The 1B-decoder fit above (hbm 2940.2, task 1.09, wait 0.544, launch
+# 4.01, latency 0.201, sm_gbs 88.4, plain_gbs 17.0, counter 0.0203, prefetch 1.76) predated the busy hop, the
+# staged norms and the group tail, and read Qwen3's default 1.95x its expert where an H100 ran it 1.53x
+# (policies_gpu.json); these read 1.57x.
 DEVICES = {
-    "H100": DeviceSpec("H100", 132, 2940.2, 700.0, 1.09, 0.544, 4.01, 0.201,
-                       sm_gbs=88.4, counter_us=0.0203, prefetch_us=1.76, plain_gbs=17.0, caps_path_us=0.03,
-                       ahead_path_us=0.04, cold_code_us=0.2, cold_code_kchar_us=0.8, small_task_us=0.3,
-                       norm_task_us=1.0, fused_norm_us=2.0, norm_row_us=1.0, prefetch_reread=0.4, prefetch_stream=2.0),
+    "H100": DeviceSpec("H100", 132, 3449.4, 700.0, 0.576, 1.1, 3.95, 0.483,
+                       sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26,
+                       staged_us=1.2, caps_path_us=0.03, ahead_path_us=0.04, cold_code_us=0.2,
+                       cold_code_kchar_us=0.8, small_task_us=0.3, norm_task_us=1.0, fused_norm_us=2.0,
+                       onchip_norm_us=0.6, norm_row_us=1.0, group_tail_us=0.2, prefetch_reread=0.4,
+                       prefetch_stream=2.0),
     "H200": DeviceSpec("H200", 132, 4850.0, 790.0, 0.576, 1.1, 3.95, 0.483,
                        sm_gbs=60.0, counter_us=0.02, prefetch_us=1.68, plain_gbs=26.0, quiet_wait_us=0.26,
                        staged_us=1.2, caps_path_us=0.03, ahead_path_us=0.04, cold_code_us=0.2,
