@@ -25,6 +25,7 @@ from megakernel_gym.rewards.problem import (MAX_CANDIDATE_CHARS, Candidate, Prob
                                              ProblemUnservable, lone_surrogate)
 from megakernel_gym.rewards.result import EvalResult, Flag
 from megakernel_gym.rewards.store import ResultsStore, as_store
+from megakernel_gym.rewards.gpu_turns import GpuTurns, shared_turn
 from megakernel_gym.rewards.trusted import is_trusted
 from megakernel_gym.rewards.version import judge_version
 from megakernel_gym.rewards.sandbox import timed_spec
@@ -129,7 +130,7 @@ class Judge:
     def __init__(self, backend: str | None = None, store: ResultsStore | str | None | bool = None,
                  timeout_s: float | None = None, device_index: int = 0, use_cache: bool = True,
                  drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
-                 static_checks: bool = True, gpu_lock: threading.Lock | None = None, slot: int = 0,
+                 static_checks: bool = True, gpu_lock: "GpuTurns | threading.Lock | None" = None, slot: int = 0,
                  fast_inline: bool = True, compile_timeout_s: float = 600.0, python_guard: bool = True,
                  memory: GpuMemory | None = None, host_memory: GpuMemory | None = None):
         self.backend = resolve_backend(backend)
@@ -160,9 +161,10 @@ class Judge:
         # torch's own build (fast_inline=False) takes nvcc + g++, about a minute, more under load: its own
         # time budget, so that an honest candidate never times out on compile load
         self.compile_timeout_s = compile_timeout_s
-        # Held while anything is timed on this judge's GPU. Judges sharing a GPU share the lock,
-        # so compiling and checking one candidate overlaps with timing another, never timing.
-        self.gpu_lock = gpu_lock or threading.Lock()
+        # This judge's turns on its GPU, shared with the judges beside it (rewards/gpu_turns.py): timing holds it
+        # alone; checking, compiling and the reference's work hold shared turns, beside each other, never beside a
+        # timing (red team 19). A plain threading.Lock given here serializes timing only.
+        self.gpu_lock = gpu_lock or GpuTurns()
         # The memory of this judge's GPU, shared with the judges beside it (a LocalPool's slots): each
         # evaluation holds what its problem needs there while it runs (rewards/admission.py). None: no
         # admission (a judge alone on its device).
@@ -249,9 +251,15 @@ class Judge:
             self.warm()
         return f"{self.backend}:{self.device}"
 
+    def _gpu_shared(self):
+        """A shared turn on this judge's GPU (rewards/gpu_turns.py) for work that runs there but is not timing;
+        nothing on the cpu backend."""
+        return shared_turn(self.gpu_lock) if self.backend == "gpu" else contextlib.nullcontext()
+
     def _ref_call(self, msg: dict, timeout: float | None = None) -> dict:
         try:
-            header = self.ref.call(msg, timeout=timeout or self.timeout_s)
+            with self._gpu_shared():
+                header = self.ref.call(msg, timeout=timeout or self.timeout_s)
         except WorkerTimeout as e:
             self.ref.restart()
             raise ProblemError(f"problem {msg['problem_name']!r}: the reference did not finish ({e})") from e
@@ -500,7 +508,8 @@ class Judge:
         if msg["cmd"] == "candidate" and "load_inline" in cand.source and not self.fast_inline:
             timeout = max(timeout, self.compile_timeout_s)
         try:
-            header = self.cand.call(msg, timeout=timeout)
+            with self._gpu_shared():       # (its timing's call comes with the exclusive turn held: passes through)
+                header = self.cand.call(msg, timeout=timeout)
         except WorkerTimeout as e:
             tail = self.cand.log_tail()
             self.cand.restart()

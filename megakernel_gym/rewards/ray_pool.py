@@ -37,6 +37,7 @@ from typing import Any
 
 from megakernel_gym.rewards.judge import BACKENDS, Judge
 from megakernel_gym.rewards.judge import judge_one, warm_all
+from megakernel_gym.rewards.gpu_turns import GpuTurns
 from megakernel_gym.rewards.problem import Candidate, Problem
 from megakernel_gym.rewards.result import EvalResult
 from megakernel_gym.rewards.store import ResultsStore, as_store
@@ -186,7 +187,7 @@ class JudgeActor:
         _sweep_stale_actor_dirs()
         self.tmp = tempfile.mkdtemp(prefix=f"{_ACTOR_DIR}{os.getpid()}-")
         self.store = ResultsStore(os.path.join(self.tmp, "actor.sqlite"))
-        lock = threading.Lock()
+        lock = GpuTurns()      # timing alone, other GPU work beside each other (rewards/gpu_turns.py)
         kw = {**judge_kw, "use_cache": False}
         self.judges = [Judge(backend, store=self.store, device_index=0, gpu_lock=lock, slot=slot_base + k, **kw)
                        for k in range(slots)]
