@@ -142,13 +142,17 @@ def test_a_problem_files_tolerances_and_forbidden_list_are_checked(cpu_judge, tm
                       ("DTYPES = {'float32'}", "DTYPES.* must be a list of strings"),   # (red team 17)
                       ("ATOL = 1e999", "ATOL.* must be a finite number >= 0"),
                       # computed, or bound twice: the static rules read only a literal, so these were ignored
-                      ("FORBIDDEN = ['torch.' + 'relu']", "FORBIDDEN must be set once, as a literal list"),
-                      ("FORBIDDEN = ['torch.relu']; FORBIDDEN += ['torch.add']", "FORBIDDEN must be set once")]:
+                      ("FORBIDDEN = ['torch.' + 'relu']", "FORBIDDEN must be set once, as a literal"),
+                      ("FORBIDDEN = ['torch.relu']; FORBIDDEN += ['torch.add']", "FORBIDDEN must be set once"),
+                      # (red team 20: a computed SPLIT put a held-out problem in training)
+                      ("SPLIT = 'held' + 'out'", "SPLIT must be set once, as a literal")]:
         with pytest.raises(ProblemError, match=why):
             p = _problem(tmp_path, "bad_" + line.split()[0].lower(), body.format(line=line))
             cpu_judge.evaluate(p, Candidate(ZEROS_KERNEL, "zeros.py"))
     p = _problem(tmp_path, "good_forbidden", body.format(line="FORBIDDEN = ['torch.relu']"))   # the honest spelling
     assert p.meta["FORBIDDEN"] == ["torch.relu"]
+    p = _problem(tmp_path, "computed_tolerance", body.format(line="ATOL = 1e-3 * 10"))   # the worker reads this one
+    assert "ATOL" not in p.meta and cpu_judge.evaluate(p, Candidate(ZEROS_KERNEL, "zeros.py")).category != "problem"
 
 
 def test_each_output_is_its_own_test_and_a_copy_of_an_input_is_trivial_too():

@@ -211,20 +211,32 @@ def _check_meta(meta: dict[str, Any], where: str) -> None:
             bad(name, "a finite number >= 0")
 
 
-def _forbidden_literal(tree: ast.Module, meta: dict[str, Any], where: str) -> None:
-    """FORBIDDEN is read before any of the problem's code runs (the static rules refuse its names in the
-    candidate's text), so it counts only as one literal list: a computed value, a second binding or an
-    augmented one would be silently ignored (a problem author's forbidden call let through)."""
-    binds = [n for n in tree.body
-             if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "FORBIDDEN" or
-                                                   any(isinstance(e, ast.Name) and e.id == "FORBIDDEN"
-                                                       for e in ast.walk(t)) for t in n.targets)
-             or isinstance(n, (ast.AugAssign, ast.AnnAssign)) and isinstance(n.target, ast.Name)
-             and n.target.id == "FORBIDDEN"]
-    if binds and ("FORBIDDEN" not in meta or len(binds) > 1):
-        raise ProblemError(f"{where}: line {binds[-1].lineno}: FORBIDDEN must be set once, as a literal list of "
-                           "names such as FORBIDDEN = ['torch.softmax'] (the judge reads it before the file runs, "
-                           "so a computed or second value would be ignored); fix the problem file")
+# Metadata read before any of the problem's code runs (the static rules, listings, the curriculum's levels and
+# splits), which therefore counts only as one literal; ATOL, RTOL and INPUT_TRANSFORMS may be computed (the
+# worker reads them when it runs the module).
+LITERAL_ONLY = ("FORBIDDEN", "SPLIT", "LEVEL", "KIND", "DTYPES", "TAGS", "OP_TYPE", "PRODUCTION", "DESCRIPTION")
+
+
+def _literal_only(tree: ast.Module, meta: dict[str, Any], where: str) -> None:
+    """Each LITERAL_ONLY name is bound once, to a literal: a computed value, a second binding or an augmented one
+    would be silently ignored (red team 20: FORBIDDEN = ["triton.language." + n ...] let the forbidden call through,
+    SPLIT = "held" + "out" put a held-out problem in training)."""
+    def binds(name: str) -> list[ast.stmt]:
+        return [n for n in tree.body
+                if isinstance(n, ast.Assign) and any(isinstance(e, ast.Name) and e.id == name
+                                                     for t in n.targets for e in ast.walk(t))
+                or isinstance(n, (ast.AugAssign, ast.AnnAssign)) and isinstance(n.target, ast.Name)
+                and n.target.id == name]
+    for name in LITERAL_ONLY:
+        found = binds(name)
+        if found and (name not in meta or len(found) > 1):
+            raise ProblemError(f"{where}: line {found[-1].lineno}: {name} must be set once, as a literal (such as "
+                               f"{name} = {_EXAMPLE.get(name, repr('...'))}): the judge reads it before the file runs, "
+                               "so a computed or second value would be ignored; fix the problem file")
+
+
+_EXAMPLE = {"FORBIDDEN": "['torch.softmax']", "LEVEL": "1", "DTYPES": "['float32']", "TAGS": "['reduction']",
+            "SPLIT": "'heldout'", "PRODUCTION": "{'liger': 'why a practitioner picks it'}"}
 
 
 @dataclass(frozen=True)
@@ -295,7 +307,7 @@ class Problem:
                                "(KernelBench format: class Model(nn.Module), get_inputs(), get_init_inputs())")
         meta = _literal_meta(tree)
         _check_meta(meta, where)
-        _forbidden_literal(tree, meta, where)
+        _literal_only(tree, meta, where)
         return cls(name=name, source=source, path=path, meta=meta)
 
     @classmethod
