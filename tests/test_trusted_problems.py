@@ -76,3 +76,19 @@ def test_a_judge_keeps_its_workers_between_trusted_problems_only(tmp_path):
             j._keep_problems_apart(problem)
             j.warm()
             assert (j.ref.proc is ref and j.cand.proc is cand) == kept, problem.name
+
+
+def test_a_problem_prepared_checked_or_refused_is_kept_apart_too(tmp_path):
+    """Red team 21: only evaluate kept problems apart, so a user's file through check_problem (or prepare, or
+    refusal) left its module-level code in the kept reference worker: here it replaces the judge's comparison
+    with one that always passes, and a zeros kernel on the built-in softmax after it scored correct."""
+    from pathlib import Path
+
+    from megakernel_gym.curriculum import reference_candidates
+    zeros = (Path(__file__).parent / "data" / "zeros_softmax_kernel.py").read_text()     # a Triton kernel writing 0
+    evil = Problem.from_file(Path(__file__).parent / "data" / "compare_patching_problem.py")
+    with Judge(backend="cpu", store=False, timeout_s=120, use_cache=False) as j:
+        j.check_problem(evil)
+        res = j.evaluate(get_problem("softmax"), zeros)
+        assert res.status != "correct", res.reason
+        assert j.evaluate(get_problem("softmax"), reference_candidates("softmax")["triton"]).status == "correct"

@@ -279,7 +279,11 @@ class Judge:
 
     def _problem_meta(self, problem: Problem) -> dict:
         """What the problem allows and its footprint, found on the meta device: nothing is built on the GPU
-        yet (cached per problem)."""
+        yet (cached per problem). Every way a problem's code reaches a worker (evaluate, prepare, refusal,
+        check_problem) comes through here first, and keeps problems apart (red team 21: a user's file prepared,
+        checked or refused left its code in a kept reference worker, and a zeros kernel on a built-in scored
+        correct after it)."""
+        self._keep_problems_apart(problem)
         meta = self._meta.get(problem.sha256)
         if meta is None:
             header = self._ref_call({"cmd": "meta", "problem_source": problem.source,
@@ -728,6 +732,7 @@ class Judge:
         that follows: seconds to minutes of inductor's host work, which the judge does outside its GPU lock
         rather than under it, where every other slot's timing would wait on it. Nothing where the
         baselines are in the store."""
+        self._keep_problems_apart(problem)
         if self.backend != "gpu" or self._stored_baselines(problem)[0]:
             return
         specs, _ = self._baseline_specs(problem, specs)
@@ -739,6 +744,7 @@ class Judge:
         worker's peak GPU memory over the problem's reference run, compile and timing goes to
         `baseline_memory[problem.sha256]`, to this GPU's budget as the problem's measured need, and to the
         store (its peaks) for later pools."""
+        self._keep_problems_apart(problem)
         hit, key, software = self._stored_baselines(problem)
         if hit:
             return hit
