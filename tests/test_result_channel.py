@@ -307,14 +307,12 @@ def test_a_baselines_model_compiled_for_a_timing_call_that_never_came_is_dropped
     assert env.compiled is None
 
 
-def test_timing_holds_the_rechecked_outputs_and_two_more_at_most(monkeypatch):
-    """What admission.gpu_need counts for the candidate's timing: RECHECKED kept outputs, the last call's
-    and the one being made (5 with judge.RECHECKED = 3), no more."""
+def _fake_cuda_torch(monkeypatch):
+    """A torch namespace whose CUDA events read 1 ms a call, for timing.time_gpu's bookkeeping without a GPU (no L2
+    flush, no spin)."""
     import types
-    import weakref
 
     from megakernel_gym.cuda import timing
-    from megakernel_gym.rewards.judge import RECHECKED
 
     class Event:
         def __init__(self, **kw):
@@ -328,6 +326,18 @@ def test_timing_holds_the_rechecked_outputs_and_two_more_at_most(monkeypatch):
     cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None, current_device=lambda: 0,
                                  get_device_properties=lambda d: types.SimpleNamespace(L2_cache_size=0, clock_rate=1))
     monkeypatch.setattr(timing, "L2Flusher", lambda *a, **k: (lambda: None))
+    return types.SimpleNamespace(cuda=cuda)
+
+
+def test_timing_holds_the_rechecked_outputs_and_two_more_at_most(monkeypatch):
+    """What admission.gpu_need counts for the candidate's timing: RECHECKED kept outputs, the last call's
+    and the one being made (5 with judge.RECHECKED = 3), no more."""
+    import weakref
+
+    from megakernel_gym.cuda import timing
+    from megakernel_gym.rewards.judge import RECHECKED
+
+    torch_ns = _fake_cuda_torch(monkeypatch)
 
     class Out:
         pass
@@ -338,7 +348,7 @@ def test_timing_holds_the_rechecked_outputs_and_two_more_at_most(monkeypatch):
         live.add(o)
         peak[0] = max(peak[0], len(live))
         return o
-    stats = timing.time_gpu(types.SimpleNamespace(cuda=cuda), fn, lambda k: None, min_iters=30, max_iters=30,
+    stats = timing.time_gpu(torch_ns, fn, lambda k: None, min_iters=30, max_iters=30,
                             warmup=1, keep_outputs=1, sample=RECHECKED)
     assert peak[0] == RECHECKED + 2
     assert 29 in [k for k, _ in stats["kept"]] and len(stats["kept"]) in (RECHECKED, RECHECKED + 1)
@@ -349,26 +359,14 @@ def test_the_rechecked_timed_calls_are_drawn_from_all_of_them(monkeypatch):
     there are is the stop rule's, which a candidate's noise steers to 300: a kernel honest on calls 0-29 and 299
     computed a tenth of its rows on the 269 between, never looked at. The sample is drawn from every call made, as
     they run (a reservoir): over many timings about 90% of the sampled calls of 300 fall past the first 30."""
-    import types
 
     from megakernel_gym.cuda import timing
     from megakernel_gym.rewards.judge import RECHECKED
 
-    class Event:
-        def __init__(self, **kw):
-            pass
-
-        def record(self):
-            pass
-
-        def elapsed_time(self, other):
-            return 1.0
-    cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None, current_device=lambda: 0,
-                                 get_device_properties=lambda d: types.SimpleNamespace(L2_cache_size=0, clock_rate=1))
-    monkeypatch.setattr(timing, "L2Flusher", lambda *a, **k: (lambda: None))
+    torch_ns = _fake_cuda_torch(monkeypatch)
     drawn = []
     for _ in range(200):
-        stats = timing.time_gpu(types.SimpleNamespace(cuda=cuda), lambda xs: None, lambda k: None, min_iters=300,
+        stats = timing.time_gpu(torch_ns, lambda xs: None, lambda k: None, min_iters=300,
                                 max_iters=300, warmup=1, keep_outputs=1, sample=RECHECKED)
         ks = [k for k, _ in stats["kept"]]
         assert 299 in ks and len(set(ks)) == len(ks)

@@ -315,8 +315,9 @@ class Judge:
     def _keep_problems_apart(self, problem: Problem) -> None:
         """Fresh workers, reference and candidate, wherever the problem changes and either side is not trusted
         (rewards/trusted.py: the package's built-ins and KernelBench's own files): a problem file's module-level
-        code runs unguarded in both workers and stays there (red team 18's problem added names to the guard's allowlists in the candidate worker, and a torch.softmax
-        candidate on the built-in softmax after it scored correct)."""
+        code runs unguarded in both workers and stays there (red team 18's problem added names to the guard's
+        allowlists in the candidate worker, and a torch.softmax candidate on the built-in softmax after it scored
+        correct)."""
         last = self._last_problem
         if last is not None and last[0] == problem.sha256:
             return                        # the same problem: its file is read once, not every evaluation

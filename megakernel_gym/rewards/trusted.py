@@ -11,9 +11,10 @@ process (no seeds, default dtypes, backends, setattr or exec). A file that diffe
 from __future__ import annotations
 
 import functools
-import hashlib
 import sys
 from pathlib import Path
+
+from megakernel_gym.rewards.problem import sha256
 
 LIST = Path(__file__).with_name("trusted_problems.txt")
 LEVELS = ("level1", "level2", "level3")
@@ -32,10 +33,6 @@ def is_builtin(problem) -> bool:
         return False
 
 
-def text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 @functools.lru_cache(maxsize=1)
 def trusted_sha256s() -> frozenset[str]:
     """The SHA-256s of trusted_problems.txt (its first column)."""
@@ -45,14 +42,14 @@ def trusted_sha256s() -> frozenset[str]:
 
 def is_trusted(problem) -> bool:
     """A built-in, or a problem whose text is one of KernelBench's, byte for byte (under any name or tolerance)."""
-    return text_sha256(problem.source) in trusted_sha256s() or is_builtin(problem)
+    return sha256(problem.source) in trusted_sha256s() or is_builtin(problem)
 
 
 def kernelbench_list(root: str | Path) -> str:
     """trusted_problems.txt's text for KernelBench's folder `root` (level1/ ... level3/): each file's SHA-256 of its
     text as a problem loader reads it (Path.read_text) and its path under root."""
     root = Path(root)
-    rows = [f"{text_sha256(f.read_text())}  {f.relative_to(root).as_posix()}"
+    rows = [f"{sha256(f.read_text())}  {f.relative_to(root).as_posix()}"
             for lvl in LEVELS for f in sorted((root / lvl).glob("*.py"))]
     if not rows:
         raise SystemExit(f"{root}: no {'/, '.join(LEVELS)}/ problem files; pass KernelBench's folder")
