@@ -261,8 +261,7 @@ def test_a_measured_peak_is_kept_in_the_store_for_the_pools_after(tmp_path):
     store = ResultsStore(tmp_path / "r.sqlite")
     mem = GpuMemory(64 * GIB)
     with Judge(backend="cpu", store=store, memory=mem, use_cache=False) as j:
-        import torch
-        key, software = j._device_key(), f"torch {torch.__version__}"
+        key, software = j._store_key()
         assert store.get_peak(problem.sha256, key, software) is None
         store.put_peak(problem.sha256, key, software, 2 * GIB)     # what a GPU pool's baselines measured
         assert j.evaluate(problem, reference_candidates("softmax")["triton"]).status == "correct"

@@ -184,7 +184,7 @@ def test_a_reference_worker_that_says_its_state_is_broken_is_replaced():
             self.restarts += 1
 
     judge = Judge.__new__(Judge)       # no workers started: only _ref_call's handling of the answer
-    judge.timeout_s = 5
+    judge.timeout_s, judge.backend = 5, "cpu"       # the cpu backend takes no GPU turn
     msg = {"cmd": "baselines", "problem_name": "p"}
     for header, restarts in (({"ok": True, "baselines": {}}, 0),
                              ({"ok": True, "baselines": {}, "restart": "capture failed"}, 1)):

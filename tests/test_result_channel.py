@@ -392,3 +392,42 @@ def test_outputs_are_bounded_before_any_is_written():
     assert "8,015,600 bytes of outputs" in why and "the problem's outputs hold 15,600 bytes" in why, why
     assert "outputs; at most 64" in outputs_over([torch.zeros(0)] * (MAX_OUTPUTS + 1), cap)
     assert outputs_over([big], None) == ""                                          # no cap given: bytes unbounded
+
+
+def test_a_kept_timed_output_is_a_copy_made_as_its_call_ended(monkeypatch):
+    """Red team 21: a candidate keeping every timed call's output wrote a tenth of each and the rest every tenth
+    call, so whatever calls the sample held read whole when they were written out. time_gpu keeps the judge's
+    copy (correctness.copy_outputs) made as a kept call ends: each kept output is what its own call left."""
+    from megakernel_gym.cuda import timing
+    from megakernel_gym.rewards.correctness import copy_outputs
+    from megakernel_gym.rewards.judge import RECHECKED
+
+    torch_ns = _fake_cuda_torch(monkeypatch)
+    held = []
+
+    def fn(k):                 # row 0 now; the other rows of every output so far on each tenth call
+        y = torch.zeros(4, 3)
+        y[0] = 1.0
+        held.append(y)
+        if k % 10 == 9:
+            for o in held:
+                o.fill_(1.0)
+        return y
+    for snapshot, whole in ((None, True), (lambda o: copy_outputs(torch, [o]), False)):
+        held.clear()
+        stats = timing.time_gpu(torch_ns, fn, lambda k: k, min_iters=40, max_iters=40, warmup=1,
+                                keep_outputs=1, sample=RECHECKED, snapshot=snapshot)
+        for k, out in stats["kept"]:
+            y = out if snapshot is None else out[0]
+            assert bool((y == 1.0).all()) == (whole or k % 10 == 9), (k, y)   # the hole shows unless repaired in-call
+
+
+def test_the_judges_copy_keeps_dtype_shape_and_strides():
+    """The reference worker compares a timed output's strides to the reference's: the copy keeps them, for a
+    transposed tensor, a padded buffer's view (one of its rows too) and a broadcast one, and holds none of the original's memory."""
+    from megakernel_gym.rewards.correctness import copy_outputs
+    base = torch.arange(13 * 512, dtype=torch.float16).view(13, 512)
+    for t in (base.t(), base[:, :300], base[0].expand(5, 512), torch.zeros(0, 3), base, base[3:4, :300]):
+        c, = copy_outputs(torch, [t])
+        assert (c.dtype, c.shape, c.stride()) == (t.dtype, t.shape, t.stride()) and torch.equal(c, t)
+        assert c.numel() == 0 or c.untyped_storage().data_ptr() != t.untyped_storage().data_ptr()

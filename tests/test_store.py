@@ -99,6 +99,24 @@ def test_a_verdict_is_served_and_exported_only_under_the_judge_that_made_it(tmp_
     store.close()
 
 
+def test_the_judges_identity_names_its_settings_and_the_code_its_references_run():
+    """rewards/version.py: the built-in references import compiler/ and curriculum/numerics.py, and a judge's
+    recycle policy, privileges and stop rule change what its verdicts and times mean: each is in its identity.
+    The baselines and peaks the store files are under it too (red team 21: an older judge's baselines were
+    served to a new one, measured by the older reference worker)."""
+    from megakernel_gym.rewards import version
+    from megakernel_gym.rewards.judge import DEFAULT_TIMING, Judge
+    base = version.judge_version()
+    assert {"rewards", "cuda", "compiler", "curriculum/numerics.py"} <= set(version.JUDGE_CODE)
+    others = [version.judge_version(recycle="never"), version.judge_version(recycle="always"),
+              version.judge_version(drop_privileges=False), version.judge_version(timing={"min_iters": 10}),
+              version.judge_version(timing={"max_seconds": 9.0})]
+    assert len({base, *others}) == 6 and all(v.startswith(base + "+") for v in others), others
+    assert version.judge_version(timing=dict(DEFAULT_TIMING)) == base == version.judge_version(recycle="failure")
+    with Judge("cpu", store=False, recycle="never") as j:
+        assert j.version == others[0] and j._store_key()[1].endswith(f" judge {j.version}")
+
+
 def test_killed_judge_loses_nothing_already_written(tmp_path):
     """A judge process SIGKILLed in the middle of an evaluation: every earlier row is there and
     the database passes an integrity check."""

@@ -93,7 +93,7 @@ class L2Flusher:
 def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, min_iters: int = 30,
              max_iters: int = 300, max_seconds: float = 4.0, target_rel_err: float = 0.005,
              warmup: int = 3, keep_outputs: int = 0, flush: str = "write", sample: int = 0,
-             judge_stream=None) -> dict[str, Any]:
+             judge_stream=None, snapshot: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """Time `fn(args)` on fresh `prepare(k)` arguments per call k (`flush`: FLUSH_MODES).
 
     Returns summary stats (event time), the host wall gap, and the outputs of `sample` calls drawn uniformly
@@ -107,7 +107,14 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
     first 30 calls, and noisy enough that the loop ran to 300, computed a tenth of its rows on calls 30-298:
     0.12x its honest median, never re-checked). Whether call k stays is decided after it returns, and a later
     call may take its place: no call knows it is safe.
+
+    `snapshot(out)` (the judge's copy, made on its own stream after the call has ended and outside the timed
+    events) is what a sampled call keeps, taken as it enters the sample, and what the last call keeps: a
+    candidate holding on to its outputs could otherwise repair them in later calls, so that each timed call did
+    part of its work and every output read whole by the time the sample was read (red team 21: a tenth of the
+    rows a call, the others written every tenth call, off the median: 0.26x its honest time, never caught).
     """
+    keep = snapshot or (lambda o: o)
     flush = L2Flusher(torch, torch.cuda.current_device(), flush)
     if judge_stream is not None:
         plain_flush = flush
@@ -150,15 +157,21 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
         w1 = time.perf_counter()
         event_ms.append(start_ev.elapsed_time(end_ev))
         wall_ms.append((w1 - w0) * 1e3)
+        copy = None                              # this call's copy, made once, for the sample and the last calls
         if sample:
             if len(sampled) < sample:
-                sampled.append((k, out))
+                copy = keep(out)
+                sampled.append((k, copy))
             else:
                 j = draw.randrange(k + 1)
                 if j < sample:
-                    sampled[j] = (k, out)
+                    sampled[j] = None            # the copy it gives way to goes first: one more output held, not two
+                    copy = keep(out)
+                    sampled[j] = (k, copy)
         if keep_outputs:
-            last = (last + [(k, out)])[-keep_outputs:]
+            del last[:max(0, len(last) + 1 - keep_outputs)]      # the oldest goes first, as above
+            last.append((k, keep(out) if copy is None else copy))
+        out = copy = None
         k += 1
         if k >= min_iters and (rel_stderr_of_median(event_ms) < target_rel_err
                                or time.perf_counter() - t_begin > max_seconds):

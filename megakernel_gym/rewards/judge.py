@@ -157,7 +157,7 @@ class Judge:
         # runs natively in the worker: only for benches comparing the two paths on trusted code
         self.fast_inline = fast_inline
         # what the store files this judge's verdicts under, and the only verdicts it serves back (rewards/version.py)
-        self.version = judge_version(static_checks, python_guard, fast_inline)
+        self.version = judge_version(static_checks, python_guard, fast_inline, drop_privileges, recycle, self.timing)
         # torch's own build (fast_inline=False) takes nvcc + g++, about a minute, more under load: its own
         # time budget, so that an honest candidate never times out on compile load
         self.compile_timeout_s = compile_timeout_s
@@ -700,11 +700,12 @@ class Judge:
         return nbytes / (_PEAK_BANDWIDTH_GBS.get(self.device, _ANY_GPU_BANDWIDTH_GBS) * 1e9) * 1e3
 
     def _store_key(self) -> tuple[str, str]:
-        """(device, software): what the store files baselines and peaks under. The software names torch and
-        the production-baseline libraries installed (the `baselines` extra: their kernels are timed too)."""
+        """(device, software): what the store files baselines and peaks under. The software names torch,
+        the production-baseline libraries installed (the `baselines` extra: their kernels are timed too) and
+        this judge (rewards/version.py: the reference worker that measured them is the judge's code, red team 21)."""
         if self._software is None:      # a process's constant: found once, not on every evaluation
             import torch
-            self._software = " ".join([f"torch {torch.__version__}", *production_libraries()])
+            self._software = " ".join([f"torch {torch.__version__}", *production_libraries(), f"judge {self.version}"])
         return self._device_key(), self._software
 
     def _stored_baselines(self, problem: Problem) -> tuple[dict | None, str, str]:

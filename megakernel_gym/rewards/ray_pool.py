@@ -258,7 +258,8 @@ class RayPool:
             self.store = as_store(store)
             self.use_cache = judge_kw.get("use_cache", True)
             # the actors' judges' identity (rewards/version.py), which the store's cached verdicts must carry
-            self.version = judge_version(**{k: judge_kw[k] for k in ("static_checks", "python_guard", "fast_inline")
+            self.version = judge_version(**{k: judge_kw[k] for k in ("static_checks", "python_guard", "fast_inline",
+                                                                     "drop_privileges", "recycle", "timing")
                                             if k in judge_kw})
             self._judge_kw = judge_kw
             opts: dict[str, Any] = {"max_concurrency": self.slots + 2, "max_restarts": 0}

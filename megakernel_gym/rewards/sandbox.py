@@ -487,7 +487,8 @@ def _integrity_snapshot(torch) -> dict[str, Any]:
 
     import megakernel_gym.cuda.timing as timing
     import megakernel_gym.rewards.correctness as correctness
-    snap.update({"time_gpu": timing.time_gpu, "write_outputs": correctness.write_outputs})
+    snap.update({"time_gpu": timing.time_gpu, "write_outputs": correctness.write_outputs,
+                 "copy_outputs": correctness.copy_outputs})
     # and the guard's and the watcher's methods (red team 10 set Guard._attr_allowed and Inspector.forbidden to
     # functions of its own from a candidate that scored correct, for every later candidate in the worker)
     from megakernel_gym.rewards.guard import Guard
@@ -810,7 +811,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
     kernel of every timed call accounted (KernelSession), and the outputs of a secret sample of timed
     calls sent to the channel for re-checking. The judge holds the device for this command alone."""
     # the judge's own, as the worker started: not what sys.modules or those modules hold now
-    write_outputs, time_gpu = snap["write_outputs"], snap["time_gpu"]
+    write_outputs, time_gpu, copy_outputs = snap["write_outputs"], snap["time_gpu"], snap["copy_outputs"]
     torch = env.torch
     if _PENDING.get("sha") != msg.get("candidate_sha256"):
         return {"ok": False, "error": "worker", "message": "time: no candidate passed correctness here"}
@@ -830,10 +831,14 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         def call(xs):   # the guard's forward rules hold for the candidate's call, not for the judge's work around it
             with _guard_phase(guard, "forward"):
                 return model(*xs)
+
+        def snapshot(out):   # a kept call's outputs as they were when it ended, copied on the judge's stream
+            with torch.cuda.stream(side):
+                return copy_outputs(torch, as_outputs(torch, out))
         t1 = _time.perf_counter()
         with torch.no_grad(), KernelSession(torch, side) as session:
             stats = time_gpu(torch, call, prepare, keep_outputs=1, sample=int(msg.get("sample", 0)),
-                             judge_stream=side, **msg["timing"])
+                             judge_stream=side, snapshot=snapshot, **msg["timing"])
         phases["timing"] = round(_time.perf_counter() - t1, 4)
         flags += _guard_flags(guard)
         flags += session.flags(_own_kernel_names(counter), launched=True)
@@ -847,7 +852,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         # files of this timing call's own (the judge's prefix): a re-measure must not overwrite the outputs of
         # the run it may keep
         prefix = msg.get("recheck_prefix", "r")
-        kept_outs = [as_outputs(torch, o) for _, o in kept]
+        kept_outs = [o for _, o in kept]              # copies: each call's outputs as it left them
         for outs in kept_outs:   # the checked calls' outputs were within the bound; a timed call's may not be
             over = outputs_over(outs, _PENDING.get("max_output_bytes"), _PENDING.get("ref_output_bytes"))
             if over:

@@ -2,32 +2,44 @@
 counted only under the judge that made it. An older judge's `correct` for a candidate a later fix refuses (a hole
 since closed) would otherwise be a reward, and an exported kernel, forever: the store keyed verdicts by problem,
 candidate and device alone. The identity is a hash of the judge's own code (this package's rewards/ and cuda/,
-every file), so any change to a rule, a check or a worker is a new judge; a judge built with a test-only setting
-(no static checks, no Python guard, torch's own load_inline) says so after it.
+every file) and of the code the built-in problems' references and the level-5 judge run (compiler/, which also
+holds the sim's cost model, and curriculum/numerics.py), so any change to a rule, a check, a worker or a
+reference is a new judge. A judge built with settings other than the defaults says so after it: the test-only
+ones (no static checks, no Python guard, torch's own load_inline, privileges kept) and those a user may choose
+(the worker recycle policy, the timing's stop rule), since each changes what a verdict or a time means.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent.parent
-JUDGE_CODE = ("rewards", "cuda")
+JUDGE_CODE = ("rewards", "cuda", "compiler", "curriculum/numerics.py")   # folders and files under the package
 
 
 @functools.lru_cache(maxsize=1)
 def code_hash() -> str:
     """SHA-256 (first 16 hex digits) of every file under the judge's folders, by path and content."""
     h = hashlib.sha256()
-    for folder in JUDGE_CODE:
-        for f in sorted((_PACKAGE / folder).rglob("*")):
+    for part in JUDGE_CODE:
+        root = _PACKAGE / part
+        for f in sorted(root.rglob("*")) if root.is_dir() else [root]:
             if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc", ".pyo"):
                 h.update(f.relative_to(_PACKAGE).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
-def judge_version(static_checks: bool = True, python_guard: bool = True, fast_inline: bool = True) -> str:
-    """This judge's identity: its code's hash, and the test-only settings it was built with, if any."""
+def judge_version(static_checks: bool = True, python_guard: bool = True, fast_inline: bool = True,
+                  drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None) -> str:
+    """This judge's identity: its code's hash, and each setting it was built with that is not the default."""
+    from megakernel_gym.rewards.judge import DEFAULT_TIMING
     off = [name for name, on in (("no-static-checks", static_checks), ("no-python-guard", python_guard),
-                                 ("torch-load-inline", fast_inline)) if not on]
+                                 ("torch-load-inline", fast_inline), ("privileges-kept", drop_privileges)) if not on]
+    if recycle != "failure":
+        off.append(f"recycle-{recycle}")
+    timing = {**DEFAULT_TIMING, **(timing or {})}
+    if timing != DEFAULT_TIMING:
+        off.append("timing-" + hashlib.sha256(json.dumps(timing, sort_keys=True, default=str).encode()).hexdigest()[:8])
     return "+".join([code_hash(), *off])
