@@ -52,6 +52,80 @@ def test_judges_and_pools_take_turns():
     assert isinstance(j.gpu_lock, GpuTurns)
     import inspect
 
-    from megakernel_gym.rewards import pool, ray_pool
-    assert "GpuTurns()" in inspect.getsource(pool.LocalPool.__init__)
-    assert "GpuTurns()" in inspect.getsource(ray_pool)
+    from megakernel_gym.rewards import megakernel, pool, ray_pool
+    assert "GpuTurns(gpu_key(g))" in inspect.getsource(pool.LocalPool.__init__)     # (GPU-only paths: read)
+    assert "GpuTurns(gpu_key(0)" in inspect.getsource(ray_pool)
+    assert "GpuTurns(gpu_key(" in inspect.getsource(megakernel._worker)             # the level-5 judge's worker
+
+
+_CHILD = """
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("gpu_turns", {path!r})
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+turns, log = m.GpuTurns("7", folder={folder!r}), open({log!r}, "a", buffering=1)
+log.write("{name} want %f\\n" % time.time())
+with (turns if "{kind}" == "exclusive" else turns.shared()):
+    log.write("{name} got %f\\n" % time.time())
+    time.sleep({hold})
+    log.write("{name} done %f\\n" % time.time())
+"""
+
+
+def _child(tmp_path, name, kind, hold):
+    import subprocess
+    import sys
+
+    from megakernel_gym.rewards import gpu_turns
+    code = _CHILD.format(path=gpu_turns.__file__, folder=str(tmp_path / "turns"), log=str(tmp_path / "log"),
+                         name=name, kind=kind, hold=hold)
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def _events(tmp_path):
+    p = tmp_path / "log"
+    return [tuple(line.split()[:2]) for line in p.read_text().splitlines()] if p.exists() else []
+
+
+def _wait_for(tmp_path, event, timeout=20.0):
+    t0 = time.time()
+    while event not in _events(tmp_path):
+        assert time.time() - t0 < timeout, (event, _events(tmp_path))
+        time.sleep(0.02)
+
+
+def test_turns_hold_across_processes_and_a_waiting_timing_holds_new_work_back(tmp_path):
+    """Judges in other processes on one GPU (environments with a judge each, the level-5 judge's worker) took no
+    turns with each other: the turns are file locks per GPU as well. A timing in another process waits for this
+    process's checked calls; checked calls that come while it waits wait for it, in any process."""
+    turns = GpuTurns("7", folder=str(tmp_path / "turns"))
+    with turns.shared():                                   # this process's checked calls
+        timing = _child(tmp_path, "timing", "exclusive", 0.5)
+        _wait_for(tmp_path, ("timing", "want"))
+        time.sleep(0.3)
+        assert ("timing", "got") not in _events(tmp_path)  # not beside them
+        checking = _child(tmp_path, "checking", "shared", 0.0)
+        _wait_for(tmp_path, ("checking", "want"))
+        time.sleep(0.3)
+    assert timing.wait(20) == 0 and checking.wait(20) == 0
+    order = [e for e in _events(tmp_path) if e[1] != "want"]
+    assert order == [("timing", "got"), ("timing", "done"), ("checking", "got"), ("checking", "done")], order
+    with turns:                                            # and this process's timing holds the other's checks off
+        checking = _child(tmp_path, "late", "shared", 0.0)
+        _wait_for(tmp_path, ("late", "want"))
+        time.sleep(0.3)
+        assert ("late", "got") not in _events(tmp_path)
+    assert checking.wait(20) == 0 and ("late", "got") in _events(tmp_path)
+
+
+def test_which_gpu_a_process_means(monkeypatch):
+    """gpu_key names a device as every process on the host does: through CUDA_VISIBLE_DEVICES."""
+    from megakernel_gym.rewards.gpu_turns import gpu_key
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert gpu_key(0) == "0" and gpu_key(3) == "3"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert gpu_key(0) == "2" and gpu_key(1) == "5"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8f/../x")
+    assert gpu_key(0) == "GPU-8f_.._x"
+    with Judge("cpu", store=False) as j:                    # a cpu judge takes no files
+        assert j.gpu_lock.device is None

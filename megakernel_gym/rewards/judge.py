@@ -25,7 +25,7 @@ from megakernel_gym.rewards.problem import (MAX_CANDIDATE_CHARS, Candidate, Prob
                                              ProblemUnservable, lone_surrogate)
 from megakernel_gym.rewards.result import EvalResult, Flag
 from megakernel_gym.rewards.store import ResultsStore, as_store
-from megakernel_gym.rewards.gpu_turns import GpuTurns, shared_turn
+from megakernel_gym.rewards.gpu_turns import GpuTurns, gpu_key, shared_turn
 from megakernel_gym.rewards.trusted import is_trusted
 from megakernel_gym.rewards.version import judge_version
 from megakernel_gym.rewards.sandbox import timed_spec
@@ -164,7 +164,7 @@ class Judge:
         # This judge's turns on its GPU, shared with the judges beside it (rewards/gpu_turns.py): timing holds it
         # alone; checking, compiling and the reference's work hold shared turns, beside each other, never beside a
         # timing (red team 19). A plain threading.Lock given here serializes timing only.
-        self.gpu_lock = gpu_lock or GpuTurns()
+        self.gpu_lock = gpu_lock or GpuTurns(gpu_key(device_index) if self.backend == "gpu" else None)
         # The memory of this judge's GPU, shared with the judges beside it (a LocalPool's slots): each
         # evaluation holds what its problem needs there while it runs (rewards/admission.py). None: no
         # admission (a judge alone on its device).

@@ -80,8 +80,16 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
     from megakernel_gym.compiler.zoo import PlainStep, make_block, step_config
     from megakernel_gym.cuda.nvrtc import CudaCompileError
     from megakernel_gym.cuda.timing import capture_cuda_graph
+    from megakernel_gym.rewards.gpu_turns import GpuTurns, gpu_key
 
     cfg = step_config(block, config)
+    # this GPU's turns with every judge of every process on it (rewards/gpu_turns.py): the timings hold it alone,
+    # the checked runs beside other judges' work; before, a level-5 timing ran beside anything
+    turns = GpuTurns(gpu_key(torch.cuda.current_device()))
+
+    def timed(fn, **kw):
+        with turns:
+            return time_us(fn, iters, **kw)
 
     def truth_of(model, inputs):
         with torch.no_grad():
@@ -129,8 +137,9 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
         for c in cases:
             launch = mk.bind(module_tensors(c["model"]), dict(zip(plan.tg.graph.inputs, c["inputs"])))
             before = {n: launch.input(n).clone() for n in read_only}
-            launch()
-            launch.check()
+            with turns.shared():
+                launch()
+                launch.check()
             changed = [n for n in read_only if not torch.equal(launch.input(n), before[n])]
             if changed:
                 return {"status": "rejected", "category": "impl_write_region", "seeds": seeds_out,
@@ -151,7 +160,7 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
         x = launch0.input(plan.tg.graph.inputs[0])
         pair = [x.clone(), secret.view(x.shape)]
         truths = [(cases[0]["truth"], cases[0]["eager_err"]), (s_truth, s_err)]
-        timing = time_us(launch0, iters, prepare=lambda k: x.copy_(pair[k % 2]))
+        timing = timed(launch0, prepare=lambda k: x.copy_(pair[k % 2]))
         launch0.check()
         for j, poison in ((1, False), (0, False), (1, True)):
             x.copy_(pair[j])
@@ -187,8 +196,8 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
                 model, inputs = cases[0]["model"], cases[0]["inputs"]
                 static = [x.clone() for x in inputs]
                 with torch.no_grad():
-                    eager = time_us(lambda: model(*static), iters)
-                    cuda_graph = time_us(capture_cuda_graph(torch, model, static).replay, iters)
+                    eager = timed(lambda: model(*static))
+                    cuda_graph = timed(capture_cuda_graph(torch, model, static).replay)
                     baselines = {"default_schedule": default["timing"], "eager": eager, "cuda_graph": cuda_graph}
                     notes = {}
                     try:
@@ -197,8 +206,8 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
                         plain = None
                         notes["plain_cuda_graph"] = notes["plain_torch_compile"] = str(e)[:300]
                     if plain is not None:
-                        baselines["plain_cuda_graph"] = time_us(
-                            capture_cuda_graph(torch, plain, [x.clone() for x in inputs]).replay, iters)
+                        baselines["plain_cuda_graph"] = timed(
+                            capture_cuda_graph(torch, plain, [x.clone() for x in inputs]).replay)
                         try:
                             # inductor's kernels replayed as CUDA graphs: on the 1B step the fastest PyTorch there
                             # is. Its output must pass the schedules' own check, so a wrong compile cannot set the bar.
@@ -208,7 +217,7 @@ def _worker(conn, block: str, config: dict, seeds: tuple[int, ...], iters: int) 
                             ok, err, tol = check(out, cases[0]["truth"], cases[0]["eager_err"])
                             if not ok:
                                 raise RuntimeError(f"its output is {err:.3g} from the float32 truth (tolerance {tol:.3g})")
-                            baselines["plain_torch_compile"] = time_us(lambda: compiled(*static), iters)
+                            baselines["plain_torch_compile"] = timed(lambda: compiled(*static))
                         except Exception as e:  # noqa: BLE001 - one baseline fewer, said why
                             notes["plain_torch_compile"] = f"{type(e).__name__}: {e}"[:300]
                     del plain

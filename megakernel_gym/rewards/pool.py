@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from megakernel_gym.rewards.admission import gpu_budgets, host_budget
-from megakernel_gym.rewards.gpu_turns import GpuTurns
+from megakernel_gym.rewards.gpu_turns import GpuTurns, gpu_key
 from megakernel_gym.rewards.judge import Judge, judge_one, resolve_backend, warm_all
 from megakernel_gym.rewards.problem import Candidate, Problem, ProblemError, ProblemUnservable
 from megakernel_gym.rewards.result import EvalResult
@@ -65,7 +65,7 @@ class LocalPool:
         if self.backend == "gpu":
             import torch
             gpus = num_workers or torch.cuda.device_count()
-            locks = [GpuTurns() for _ in range(gpus)]     # timing alone, other GPU work beside each other
+            locks = [GpuTurns(gpu_key(g)) for g in range(gpus)]     # timing alone, other GPU work beside each other
             # each GPU's memory, held in turn by its slots' evaluations (rewards/admission.py)
             self.memory = gpu_budgets(gpus, slots_per_gpu)
             self.host_memory = host_budget()

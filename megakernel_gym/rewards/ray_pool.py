@@ -37,7 +37,7 @@ from typing import Any
 
 from megakernel_gym.rewards.judge import BACKENDS, Judge
 from megakernel_gym.rewards.judge import judge_one, warm_all
-from megakernel_gym.rewards.gpu_turns import GpuTurns
+from megakernel_gym.rewards.gpu_turns import GpuTurns, gpu_key
 from megakernel_gym.rewards.problem import Candidate, Problem
 from megakernel_gym.rewards.result import EvalResult
 from megakernel_gym.rewards.store import ResultsStore, as_store
@@ -187,7 +187,8 @@ class JudgeActor:
         _sweep_stale_actor_dirs()
         self.tmp = tempfile.mkdtemp(prefix=f"{_ACTOR_DIR}{os.getpid()}-")
         self.store = ResultsStore(os.path.join(self.tmp, "actor.sqlite"))
-        lock = GpuTurns()      # timing alone, other GPU work beside each other (rewards/gpu_turns.py)
+        # timing alone, other GPU work beside each other, with this actor's judges and every other process's on its GPU
+        lock = GpuTurns(gpu_key(0) if backend == "gpu" else None)      # (rewards/gpu_turns.py)
         kw = {**judge_kw, "use_cache": False}
         self.judges = [Judge(backend, store=self.store, device_index=0, gpu_lock=lock, slot=slot_base + k, **kw)
                        for k in range(slots)]
