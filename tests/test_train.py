@@ -108,6 +108,22 @@ def test_the_curriculum_counts_a_pass_as_the_logged_rates_do():
     assert reward.correct == 1 and list(cur.stats["mk_mlp_block"]) == [3, 1]
 
 
+def test_a_level5_pass_on_the_gpu_clears_the_timings_noise():
+    """A level-5 schedule passes (the logged rates, the curriculum) only faster than the default; on the gpu
+    backend by more than the margin a new best must clear (reward_fns.CREDIT_MARGIN["edits"], or three of the
+    timing's own standard errors): a no-op's 1.005x is noise there, an exact 1.005x in the sim is not."""
+    edits = {"kind": "edits"}
+
+    def ev(backend, sp, rse=None):
+        return {"correct": True, "backend": backend, "speedups": {"default_schedule": sp},
+                "timing": {"rel_stderr": rse} if rse is not None else {}}
+    assert EnvReward._passed(ev("sim", 1.005), edits) and not EnvReward._passed(ev("sim", 0.99), edits)
+    assert not EnvReward._passed(ev("gpu", 1.005), edits) and EnvReward._passed(ev("gpu", 1.02), edits)
+    assert not EnvReward._passed(ev("gpu", 1.02, rse=0.01), edits)            # its own noise raises the bar
+    assert EnvReward._passed(ev("gpu", 0.5), {"kind": "code"})                # kernel code: correct is a pass
+    assert not EnvReward._passed(dict(ev("gpu", 2.0), correct=False), edits)
+
+
 def test_bad_models_and_configs_are_named(tmp_path):
     with pytest.raises(TrainConfigError, match="unknown config key 'learnin_rate'.*learning_rate"):
         load_config({"learnin_rate": 1e-4})

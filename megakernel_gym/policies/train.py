@@ -16,6 +16,7 @@ with tool calls.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tomllib
@@ -251,9 +252,19 @@ class EnvReward:
         """A pass in the logged pass rates: a correct kernel; for a level-5 schedule, a correct one faster
         than the default schedule (every schedule the validator takes is correct, so an edit that changes
         nothing, `counter norm op`, had counted as a pass: a seventh red team's no-op policy showed a 100%
-        level-5 pass rate)."""
-        return bool(ev.get("correct")) and (info.get("kind") != "edits"
-                                            or (ev.get("speedups") or {}).get("default_schedule", 0.0) > 1.0)
+        level-5 pass rate). On the gpu backend faster means past the timing's noise, as a new best must be
+        (reward_fns.credit_margin): a schedule that changes nothing reads 1.003x as often as 0.997x."""
+        if not ev.get("correct"):
+            return False
+        if info.get("kind") != "edits":
+            return True
+        from megakernel_gym.rewards.reward_fns import CREDIT_MARGIN
+        bar = 1.0
+        if ev.get("backend") == "gpu":
+            rse = (ev.get("timing") or {}).get("rel_stderr")
+            rse = rse if isinstance(rse, (int, float)) and math.isfinite(rse) else 0.0
+            bar += max(CREDIT_MARGIN["edits"], min(3.0 * rse, 1.0))
+        return (ev.get("speedups") or {}).get("default_schedule", 0.0) > bar
 
     def __call__(self, prompts=None, completions=None, problem=None, level=None, heldout=None, **kwargs
                  ) -> list[float | None]:
