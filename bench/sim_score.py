@@ -1,4 +1,5 @@
-"""The cost model as it is now, scored against every row the current kernel was timed in on an H200:
+"""The cost model as it is now, scored against every row the current kernel was timed in on one card (an H200 by
+default; `--device-name H100` scores the H100's rows under its constants):
 the adversary's searched schedules (sim_adversary*.json: worst searched speedup off and Spearman, the
 issue-39 targets), the bisections of its climbs (sim_bisect.json: each edit set's time over its start),
 the knob A/B files (ab_knobs_*.json: each build's time over the file's first) and the task probes'
@@ -57,6 +58,8 @@ SIM_KNOBS = ("distinct_ops",)    # emit_cuda knobs the sim prices; a build with 
 SIGN = 0.01                      # a wrong sign: the sim and the GPU at least this far apart, either side of 1
 MODEL_FILES = ("costmodel.py", "devices.py", "simloop.py", "trips.py", "codecost.py", "calibrate.py", "waits.py")    # the model and its fitting code: none lowers a plan
 SETS = ("adversary", "bisect", "ab", "probe")
+ADVERSARY_OF = {"H200": ADVERSARY, "H100": ("sim_adversary_h100.json",)}     # each card's searched schedules
+CARD = ["H200"]                  # the card whose rows are scored (--device-name)
 NOT_LOWERING = ("export.py",)    # files under the digest's folders that no lowering reads (a fix there kept no plan)
 
 
@@ -102,6 +105,8 @@ def adversary_rows(name: str) -> list[dict]:
 
 def bisect_rows(since: str) -> list[dict]:
     doc = json.loads((RESULTS / "sim_bisect.json").read_text())
+    if CARD[0] not in doc.get("device", ""):
+        return []
     runs = {r["run"]: r["date"] for r in doc.get("runs", []) if r["date"] >= since}
     rows = [r for r in doc["rows"] if r.get("measured") and r.get("correct") and r["run"] in runs]
     out = []
@@ -116,10 +121,10 @@ def bisect_rows(since: str) -> list[dict]:
 
 def _timed_files(pattern: str, since: str):
     """(file name, doc, model, {schedule label: its variant file}) of each result file in bench/results
-    matching `pattern` timed on an H200 from `since` on."""
+    matching `pattern` timed on the card scored (CARD) from `since` on."""
     for f in sorted(glob.glob(str(RESULTS / pattern))):
         doc = json.loads(Path(f).read_text())
-        if doc.get("date", "") < since or "H200" not in doc.get("device", ""):
+        if doc.get("date", "") < since or CARD[0] not in doc.get("device", ""):
             continue
         cmd = doc["command"]
         m = re.search(r"--model (\S+)", cmd)
@@ -295,10 +300,12 @@ def ratio_scores(rows: list[dict], ref_of) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", nargs="*", default=list(SETS), choices=list(SETS))
-    ap.add_argument("--adversary", nargs="*", default=list(ADVERSARY), help="sim_adversary files in bench/results")
+    ap.add_argument("--adversary", nargs="*", default=None,
+                    help="sim_adversary files in bench/results (default: the card's, ADVERSARY_OF)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cache", default=str(ROOT / "runs" / "sim_score"), help="pickled plans (built once per lowering)")
-    ap.add_argument("--device-name", default="H200")
+    ap.add_argument("--device-name", default="H200", choices=sorted(ADVERSARY_OF),
+                    help="the card whose rows are scored, under its constants")
     ap.add_argument("--since", default=ALIGNED,
                     help=f"A/B files and bisections measured from this date on (default {ALIGNED}: the kernel as it is)")
     ap.add_argument("--out", default=str(RESULTS))
@@ -312,11 +319,17 @@ def main() -> None:
     t0 = time.perf_counter()
     cache = Path(args.cache)
     specs = variant_specs(args.device_name, args.variant)
+    CARD[0] = args.device_name
+    if args.adversary is None:
+        args.adversary = list(ADVERSARY_OF[args.device_name])
     rows_of = {}                     # each row set's rows, built and priced once under every spec
     if "adversary" in args.sets:
         for name in args.adversary:
             if not (RESULTS / name).exists():
                 log(f"{name}: not in bench/results, skipped")
+                continue
+            if CARD[0] not in json.loads((RESULTS / name).read_text()).get("device", ""):
+                log(f"{name}: not timed on an {CARD[0]}, skipped")
                 continue
             rows_of[name] = adversary_rows(name)
     for which, of in (("bisect", bisect_rows), ("ab", ab_rows), ("probe", probe_rows)):
@@ -367,7 +380,7 @@ def _changed(a, b) -> dict:
 
 def score(rows_of: dict, variant: str, args) -> dict:
     """The scores of every row set under one set of constants (each row's predicted_by[variant])."""
-    doc = {"name": args.name, "device": f"the rows' (NVIDIA H200); predicted on this CPU at {args.device_name}",
+    doc = {"name": args.name, "device": f"the rows' (NVIDIA {args.device_name}); predicted on this CPU at {args.device_name}",
            "since": args.since, "variant": variant,
            "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": "python " + " ".join(sys.argv)}
     summary = {}

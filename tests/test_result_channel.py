@@ -329,9 +329,10 @@ def _fake_cuda_torch(monkeypatch):
     return types.SimpleNamespace(cuda=cuda)
 
 
-def test_timing_holds_the_rechecked_outputs_and_two_more_at_most(monkeypatch):
-    """What admission.gpu_need counts for the candidate's timing: RECHECKED kept outputs, the last call's
-    and the one being made (5 with judge.RECHECKED = 3), no more."""
+def test_timing_holds_one_output_at_a_time_when_the_kept_ones_leave(monkeypatch):
+    """What admission.gpu_need counts for the candidate's timing: the judge's `keep` writes a kept call's
+    outputs to the channel as the call ends, so the timing holds the output of the call running and no other;
+    keeping the outputs themselves (no `keep`) holds the RECHECKED sampled ones beside it, never more."""
     import weakref
 
     from megakernel_gym.cuda import timing
@@ -341,17 +342,18 @@ def test_timing_holds_the_rechecked_outputs_and_two_more_at_most(monkeypatch):
 
     class Out:
         pass
-    live, peak = weakref.WeakSet(), [0]
+    for keep, most in ((lambda out, slot: ("written", slot), 1), (None, RECHECKED + 1)):
+        live, peak = weakref.WeakSet(), [0]
 
-    def fn(args):
-        o = Out()
-        live.add(o)
-        peak[0] = max(peak[0], len(live))
-        return o
-    stats = timing.time_gpu(torch_ns, fn, lambda k: None, min_iters=30, max_iters=30,
-                            warmup=1, keep_outputs=1, sample=RECHECKED)
-    assert peak[0] == RECHECKED + 2
-    assert 29 in [k for k, _ in stats["kept"]] and len(stats["kept"]) in (RECHECKED, RECHECKED + 1)
+        def fn(args):
+            o = Out()
+            live.add(o)
+            peak[0] = max(peak[0], len(live))
+            return o
+        stats = timing.time_gpu(torch_ns, fn, lambda k: None, min_iters=30, max_iters=30,
+                                warmup=1, keep_outputs=1, sample=RECHECKED, keep=keep)
+        assert peak[0] == most, (keep, peak)
+        assert 29 in [k for k, _ in stats["kept"]] and len(stats["kept"]) in (RECHECKED, RECHECKED + 1)
 
 
 def test_the_rechecked_timed_calls_are_drawn_from_all_of_them(monkeypatch):
@@ -394,12 +396,14 @@ def test_outputs_are_bounded_before_any_is_written():
     assert outputs_over([big], None) == ""                                          # no cap given: bytes unbounded
 
 
-def test_a_kept_timed_output_is_a_copy_made_as_its_call_ended(monkeypatch):
+def test_a_kept_timed_call_is_written_out_as_it_ends(monkeypatch, tmp_path):
     """Red team 21: a candidate keeping every timed call's output wrote a tenth of each and the rest every tenth
-    call, so whatever calls the sample held read whole when they were written out. time_gpu keeps the judge's
-    copy (correctness.copy_outputs) made as a kept call ends: each kept output is what its own call left."""
+    call, so whatever calls the sample held read whole when they were written out after the loop. Red team 22:
+    a copy kept on the GPU is within reach of the candidate's kernels as well. The judge's keep writes a kept
+    call's outputs to the channel as the call ends, before any later call (slot j of the sample, overwritten
+    when a later call takes it; slot RECHECKED the last call's): each file holds what its own call left."""
     from megakernel_gym.cuda import timing
-    from megakernel_gym.rewards.correctness import copy_outputs
+    from megakernel_gym.rewards.correctness import read_output, write_outputs
     from megakernel_gym.rewards.judge import RECHECKED
 
     torch_ns = _fake_cuda_torch(monkeypatch)
@@ -413,21 +417,14 @@ def test_a_kept_timed_output_is_a_copy_made_as_its_call_ended(monkeypatch):
             for o in held:
                 o.fill_(1.0)
         return y
-    for snapshot, whole in ((None, True), (lambda o: copy_outputs(torch, [o]), False)):
+    for written in (False, True):
         held.clear()
+        keep = (lambda out, slot: write_outputs(torch, [out], str(tmp_path), f"r{slot}")) if written else None
         stats = timing.time_gpu(torch_ns, fn, lambda k: k, min_iters=40, max_iters=40, warmup=1,
-                                keep_outputs=1, sample=RECHECKED, snapshot=snapshot)
-        for k, out in stats["kept"]:
-            y = out if snapshot is None else out[0]
-            assert bool((y == 1.0).all()) == (whole or k % 10 == 9), (k, y)   # the hole shows unless repaired in-call
-
-
-def test_the_judges_copy_keeps_dtype_shape_and_strides():
-    """The reference worker compares a timed output's strides to the reference's: the copy keeps them, for a
-    transposed tensor, a padded buffer's view (one of its rows too) and a broadcast one, and holds none of the original's memory."""
-    from megakernel_gym.rewards.correctness import copy_outputs
-    base = torch.arange(13 * 512, dtype=torch.float16).view(13, 512)
-    for t in (base.t(), base[:, :300], base[0].expand(5, 512), torch.zeros(0, 3), base, base[3:4, :300]):
-        c, = copy_outputs(torch, [t])
-        assert (c.dtype, c.shape, c.stride()) == (t.dtype, t.shape, t.stride()) and torch.equal(c, t)
-        assert c.numel() == 0 or c.untyped_storage().data_ptr() != t.untyped_storage().data_ptr()
+                                keep_outputs=1, sample=RECHECKED, keep=keep)
+        ks = [k for k, _ in stats["kept"]]
+        assert 39 in ks
+        for k, kept in stats["kept"]:
+            y = read_output(torch, kept[0], str(tmp_path), "cpu") if written else kept
+            assert bool((y == 1.0).all()) == (not written or k % 10 == 9), (k, y)   # the hole shows unless repaired in-call
+    assert {p.name for p in tmp_path.iterdir()} <= {f"r{j}_0.bin" for j in range(RECHECKED + 1)}

@@ -101,7 +101,8 @@ def test_a_verdict_is_served_and_exported_only_under_the_judge_that_made_it(tmp_
 
 def test_the_judges_identity_names_its_settings_and_the_code_its_references_run():
     """rewards/version.py: the built-in references import compiler/ and curriculum/numerics.py, and a judge's
-    recycle policy, privileges and stop rule change what its verdicts and times mean: each is in its identity.
+    recycle policy, privileges, stop rule and time limits change what its verdicts and times mean: each is in
+    its identity.
     The baselines and peaks the store files are under it too (red team 21: an older judge's baselines were
     served to a new one, measured by the older reference worker)."""
     from megakernel_gym.rewards import version
@@ -115,6 +116,13 @@ def test_the_judges_identity_names_its_settings_and_the_code_its_references_run(
     assert version.judge_version(timing=dict(DEFAULT_TIMING)) == base == version.judge_version(recycle="failure")
     with Judge("cpu", store=False, recycle="never") as j:
         assert j.version == others[0] and j._store_key()[1].endswith(f" judge {j.version}")
+    # red team 22: a correct made under a long --timeout was served to a default judge, which would time it out
+    from megakernel_gym.rewards.judge import default_timeout, version_of
+    assert version_of("cpu", {}) == base == version_of("cpu", {"timeout_s": default_timeout("cpu")})
+    long = version_of("cpu", {"timeout_s": 3000})
+    assert long == base + "+timeout-3000s" and version_of("gpu", {"timeout_s": 3000}) == long
+    with Judge("cpu", store=False, timeout_s=3000) as j:
+        assert j.version == long
 
 
 def test_killed_judge_loses_nothing_already_written(tmp_path):

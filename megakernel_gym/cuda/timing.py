@@ -93,13 +93,13 @@ class L2Flusher:
 def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, min_iters: int = 30,
              max_iters: int = 300, max_seconds: float = 4.0, target_rel_err: float = 0.005,
              warmup: int = 3, keep_outputs: int = 0, flush: str = "write", sample: int = 0,
-             judge_stream=None, snapshot: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+             judge_stream=None, keep: Callable[[Any, int], Any] | None = None) -> dict[str, Any]:
     """Time `fn(args)` on fresh `prepare(k)` arguments per call k (`flush`: FLUSH_MODES).
 
-    Returns summary stats (event time), the host wall gap, and the outputs of `sample` calls drawn uniformly
-    from all the calls made and of the last `keep_outputs` calls, with their call indices (for re-checking
-    timed outputs). With a `judge_stream` the L2 flush runs there (prepare is the caller's to place), so that
-    a record of the kernels on the other streams holds the timed calls' alone.
+    Returns summary stats (event time), the host wall gap, and what is kept of `sample` calls drawn uniformly
+    from all the calls made and of the last call (`keep_outputs`: 0 or 1), with their call indices (for
+    re-checking timed outputs). With a `judge_stream` the L2 flush runs there (prepare is the caller's to
+    place), so that a record of the kernels on the other streams holds the timed calls' alone.
 
     The sample is a reservoir (Algorithm R) drawn from the OS's randomness as the calls run: how many calls
     there will be is the stop rule's, which a candidate's own times steer, so a sample fixed in advance among
@@ -108,13 +108,18 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
     0.12x its honest median, never re-checked). Whether call k stays is decided after it returns, and a later
     call may take its place: no call knows it is safe.
 
-    `snapshot(out)` (the judge's copy, made on its own stream after the call has ended and outside the timed
-    events) is what a sampled call keeps, taken as it enters the sample, and what the last call keeps: a
-    candidate holding on to its outputs could otherwise repair them in later calls, so that each timed call did
-    part of its work and every output read whole by the time the sample was read (red team 21: a tenth of the
-    rows a call, the others written every tenth call, off the median: 0.26x its honest time, never caught).
+    `keep(out, slot)` is what a kept call keeps (the output itself where none is given), called as the call
+    has ended, outside the timed events and before any later call: slot j < `sample` is the sample's j-th place
+    (a later call taking it calls keep with the same slot), slot `sample` the last call's. The judge's writes
+    the outputs out of the candidate's reach there: a candidate holding on to its outputs repaired them in later
+    calls, so that each timed call did part of its work and every output read whole by the time the sample was
+    read (red team 21: a tenth of the rows a call, the others written every tenth call, off the median: 0.26x
+    its honest time), and a copy on the GPU was within its kernels' reach (red team 22). Time spent in keep
+    does not count toward max_seconds.
     """
-    keep = snapshot or (lambda o: o)
+    if keep_outputs not in (0, 1):
+        raise ValueError(f"keep_outputs={keep_outputs}: 0 or 1 (the last call)")
+    keep = keep or (lambda out, slot: out)
     flush = L2Flusher(torch, torch.cuda.current_device(), flush)
     if judge_stream is not None:
         plain_flush = flush
@@ -142,7 +147,7 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
     last: list[tuple[int, Any]] = []
     t_begin = time.perf_counter()
     k = 0
-    while k < max_iters:
+    while True:
         args = out = None   # the last call's inputs and output go before the next are built: one of each at a time
         args = prepare(k)
         flush()
@@ -157,30 +162,28 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
         w1 = time.perf_counter()
         event_ms.append(start_ev.elapsed_time(end_ev))
         wall_ms.append((w1 - w0) * 1e3)
-        copy = None                              # this call's copy, made once, for the sample and the last calls
+        final = k + 1 >= max_iters or (k + 1 >= min_iters and (rel_stderr_of_median(event_ms) < target_rel_err
+                                                               or time.perf_counter() - t_begin > max_seconds))
+        t_keep = time.perf_counter()
+        in_sample = False
         if sample:
-            if len(sampled) < sample:
-                copy = keep(out)
-                sampled.append((k, copy))
-            else:
-                j = draw.randrange(k + 1)
-                if j < sample:
-                    sampled[j] = None            # the copy it gives way to goes first: one more output held, not two
-                    copy = keep(out)
-                    sampled[j] = (k, copy)
-        if keep_outputs:
-            del last[:max(0, len(last) + 1 - keep_outputs)]      # the oldest goes first, as above
-            last.append((k, keep(out) if copy is None else copy))
-        out = copy = None
+            j = len(sampled) if len(sampled) < sample else draw.randrange(k + 1)
+            if j < sample:
+                if j == len(sampled):
+                    sampled.append(None)
+                sampled[j] = None            # what it gives way to goes first
+                sampled[j] = (k, keep(out, j))
+                in_sample = True
+        if keep_outputs and final and not in_sample:
+            last = [(k, keep(out, sample))]
+        t_begin += time.perf_counter() - t_keep
         k += 1
-        if k >= min_iters and (rel_stderr_of_median(event_ms) < target_rel_err
-                               or time.perf_counter() - t_begin > max_seconds):
+        if final:
             break
     stats = summarize(event_ms)
     stats["wall_median_ms"] = statistics.median(wall_ms)
     stats["rel_stderr"] = rel_stderr_of_median(event_ms)
-    in_sample = {i for i, _ in sampled}
-    stats["kept"] = sorted(sampled, key=lambda io: io[0]) + [(i, o) for i, o in last if i not in in_sample]
+    stats["kept"] = sorted(sampled, key=lambda io: io[0]) + last
     stats["launch_hidden_us"] = round(spin_cycles / _clock_hz(torch) * 1e6, 1) if spin_cycles else 0.0
     return stats
 

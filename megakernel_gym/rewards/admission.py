@@ -34,8 +34,10 @@ def gpu_need(fp: dict | None) -> int:
     - the reference's baselines: a seed's inputs as they are built (three: drawn, scaled, shifted), a
       timed call's copy and the CUDA graph's static copy, the outputs of two calls, its model and the
       baseline model's parameters;
-    - the candidate's timing: a timed call's inputs as they are built, the re-checked calls' outputs
-      (judge.RECHECKED of them and the last) beside the output of the call running, its parameters;
+    - the candidate's timing: a timed call's inputs as they are built, the output of the call running and a
+      contiguous copy of it as a kept call's is written to the channel (since red team 22 the re-checked calls'
+      outputs leave the GPU as each call ends; they had been held there, judge.RECHECKED and the last, which
+      the 5 outputs below still leave room for), its parameters;
     - the compare, a piece at a time (correctness.COMPARE_CHUNK): the reference's and the candidate's
       outputs.
     About 3 inputs, 5 outputs and 3 parameter sets. Intermediates (a convolution's workspace, a model's

@@ -290,23 +290,6 @@ def _dma_read(torch, fd: int, nbytes: int, out) -> int:
         libc.munmap(ptr, nbytes)
 
 
-def copy_outputs(torch, outs: list) -> list:
-    """A copy of each output with its dtype, shape and strides (the reference worker compares strides too), for
-    a timed call's outputs kept to be re-checked: a candidate holding the originals could write them later
-    (cuda/timing.time_gpu's `snapshot`). The span of storage the view reaches is copied and the same view taken
-    of the copy (a dense tensor's span is its elements)."""
-    copies = []
-    for t in outs:
-        t = t.detach()
-        if t.numel() == 0:
-            copies.append(torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device))
-            continue
-        span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-        flat = torch.as_strided(t, (span,), (1,), t.storage_offset()).clone()
-        copies.append(torch.as_strided(flat, tuple(t.shape), tuple(t.stride()), 0))
-    return copies
-
-
 def write_outputs(torch, outs: list, channel: str, prefix: str) -> list[dict[str, Any]]:
     """Write each output's values (C order) to channel/prefix_j.bin; return their descriptions."""
     descs = []

@@ -47,6 +47,7 @@ RECHECKED = 3
 CHANNEL_FILES = max(len(FIXED_SEEDS) + 1, 3 * (RECHECKED + 1))
 DEFAULT_TIMING = {"min_iters": 30, "max_iters": 300, "max_seconds": 3.0, "target_rel_err": 0.005, "warmup": 3}
 SUSPICIOUS_SPEEDUP = 10.0
+COMPILE_TIMEOUT_S = 600.0     # torch's own load_inline build (fast_inline=False): nvcc and g++
 # What a candidate worker's folder (in /dev/shm: host memory the pools' budgets do not see) may hold
 # between evaluations: its caches (Triton's, NVRTC's) and the candidates' files. Past it the worker is
 # replaced after the evaluation: an honest one's caches pass it only after thousands of kernels, and
@@ -121,6 +122,19 @@ def resolve_backend(backend: str | None) -> str:
     return backend
 
 
+def version_of(backend: str, judge_kw: dict) -> str:
+    """The identity (rewards/version.py) of a Judge(backend, **judge_kw): each setting that is not its default
+    named, a timeout by its value where it is not the backend's default. A RayPool's driver names its actors'."""
+    kw = judge_kw
+    timeout_s = check_timeout(kw.get("timeout_s")) or default_timeout(backend)
+    compile_s = kw.get("compile_timeout_s", COMPILE_TIMEOUT_S)
+    return judge_version(kw.get("static_checks", True), kw.get("python_guard", True), kw.get("fast_inline", True),
+                         kw.get("drop_privileges", True), kw.get("recycle", "failure"),
+                         {**DEFAULT_TIMING, **(kw.get("timing") or {})},
+                         None if timeout_s == default_timeout(backend) else timeout_s,
+                         None if compile_s == COMPILE_TIMEOUT_S else compile_s)
+
+
 class Judge:
     """Scores candidates for problems on one backend and one device, with two worker processes.
 
@@ -131,7 +145,7 @@ class Judge:
                  timeout_s: float | None = None, device_index: int = 0, use_cache: bool = True,
                  drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
                  static_checks: bool = True, gpu_lock: "GpuTurns | threading.Lock | None" = None, slot: int = 0,
-                 fast_inline: bool = True, compile_timeout_s: float = 600.0, python_guard: bool = True,
+                 fast_inline: bool = True, compile_timeout_s: float = COMPILE_TIMEOUT_S, python_guard: bool = True,
                  memory: GpuMemory | None = None, host_memory: GpuMemory | None = None):
         self.backend = resolve_backend(backend)
         self.store = as_store(store)
@@ -157,7 +171,9 @@ class Judge:
         # runs natively in the worker: only for benches comparing the two paths on trusted code
         self.fast_inline = fast_inline
         # what the store files this judge's verdicts under, and the only verdicts it serves back (rewards/version.py)
-        self.version = judge_version(static_checks, python_guard, fast_inline, drop_privileges, recycle, self.timing)
+        self.version = version_of(self.backend, dict(
+            static_checks=static_checks, python_guard=python_guard, fast_inline=fast_inline, drop_privileges=drop_privileges,
+            recycle=recycle, timing=timing, timeout_s=timeout_s, compile_timeout_s=compile_timeout_s))
         # torch's own build (fast_inline=False) takes nvcc + g++, about a minute, more under load: its own
         # time budget, so that an honest candidate never times out on compile load
         self.compile_timeout_s = compile_timeout_s

@@ -35,13 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from megakernel_gym.rewards.judge import BACKENDS, Judge
+from megakernel_gym.rewards.judge import BACKENDS, Judge, version_of
 from megakernel_gym.rewards.judge import judge_one, warm_all
 from megakernel_gym.rewards.gpu_turns import GpuTurns, gpu_key
 from megakernel_gym.rewards.problem import Candidate, Problem
 from megakernel_gym.rewards.result import EvalResult
 from megakernel_gym.rewards.store import ResultsStore, as_store
-from megakernel_gym.rewards.version import judge_version
 
 INSTALL_HINT = "pip install 'megakernel-gym[ray]'"
 LOCAL_OBJECT_STORE_BYTES = 256 << 20   # problems, kernels and results are kilobytes
@@ -259,9 +258,7 @@ class RayPool:
             self.store = as_store(store)
             self.use_cache = judge_kw.get("use_cache", True)
             # the actors' judges' identity (rewards/version.py), which the store's cached verdicts must carry
-            self.version = judge_version(**{k: judge_kw[k] for k in ("static_checks", "python_guard", "fast_inline",
-                                                                     "drop_privileges", "recycle", "timing")
-                                            if k in judge_kw})
+            self.version = version_of(self.backend, judge_kw)
             self._judge_kw = judge_kw
             opts: dict[str, Any] = {"max_concurrency": self.slots + 2, "max_restarts": 0}
             opts.update({"num_gpus": 1} if self.backend == "gpu" else {"num_cpus": 1})

@@ -487,8 +487,7 @@ def _integrity_snapshot(torch) -> dict[str, Any]:
 
     import megakernel_gym.cuda.timing as timing
     import megakernel_gym.rewards.correctness as correctness
-    snap.update({"time_gpu": timing.time_gpu, "write_outputs": correctness.write_outputs,
-                 "copy_outputs": correctness.copy_outputs})
+    snap.update({"time_gpu": timing.time_gpu, "write_outputs": correctness.write_outputs})
     # and the guard's and the watcher's methods (red team 10 set Guard._attr_allowed and Inspector.forbidden to
     # functions of its own from a candidate that scored correct, for every later candidate in the worker)
     from megakernel_gym.rewards.guard import Guard
@@ -806,12 +805,16 @@ def timed_spec(fresh: dict, k: int) -> dict:
             "label": f"timed#{k}"}
 
 
+class _TimedOutputOver(Exception):
+    """A timed call's outputs past the size bound (worker_env.outputs_over): ends the timing."""
+
+
 def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap: dict) -> dict:
     """GPU phase of a candidate that passed correctness: timing on fresh inputs (timed_spec), every
     kernel of every timed call accounted (KernelSession), and the outputs of a secret sample of timed
     calls sent to the channel for re-checking. The judge holds the device for this command alone."""
     # the judge's own, as the worker started: not what sys.modules or those modules hold now
-    write_outputs, time_gpu, copy_outputs = snap["write_outputs"], snap["time_gpu"], snap["copy_outputs"]
+    write_outputs, time_gpu = snap["write_outputs"], snap["time_gpu"]
     torch = env.torch
     if _PENDING.get("sha") != msg.get("candidate_sha256"):
         return {"ok": False, "error": "worker", "message": "time: no candidate passed correctness here"}
@@ -832,14 +835,35 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
             with _guard_phase(guard, "forward"):
                 return model(*xs)
 
-        def snapshot(out):   # a kept call's outputs as they were when it ended, copied on the judge's stream
+        # files of this timing call's own (the judge's prefix): a re-measure must not overwrite the outputs of
+        # the run it may keep
+        prefix = msg.get("recheck_prefix", "r")
+        spent = [0.0]
+
+        def keep(out, slot):
+            """A kept call's outputs, written to the channel as the call has ended (before any later call of the
+            candidate's, on the judge's stream): out of the reach of its kernels, which could write a copy kept on
+            the GPU (red team 22) as they could the outputs themselves (red team 21). The checked calls' outputs
+            were within the size bound; a timed call's may not be."""
+            t = _time.perf_counter()
             with torch.cuda.stream(side):
-                return copy_outputs(torch, as_outputs(torch, out))
+                outs = as_outputs(torch, out)
+                over = outputs_over(outs, _PENDING.get("max_output_bytes"), _PENDING.get("ref_output_bytes"))
+                if over:
+                    raise _TimedOutputOver(over)
+                descs = write_outputs(torch, outs, channel, f"{prefix}{slot}")
+            spent[0] += _time.perf_counter() - t
+            return descs
         t1 = _time.perf_counter()
-        with torch.no_grad(), KernelSession(torch, side) as session:
-            stats = time_gpu(torch, call, prepare, keep_outputs=1, sample=int(msg.get("sample", 0)),
-                             judge_stream=side, snapshot=snapshot, **msg["timing"])
-        phases["timing"] = round(_time.perf_counter() - t1, 4)
+        try:
+            with torch.no_grad(), KernelSession(torch, side) as session:
+                stats = time_gpu(torch, call, prepare, keep_outputs=1, sample=int(msg.get("sample", 0)),
+                                 judge_stream=side, keep=keep, **msg["timing"])
+        except _TimedOutputOver as e:
+            return {"ok": True, "status": "incorrect", "category": "output_size", "phase": "timing",
+                    "reason": f"a timed call: {e}", "flags": flags}
+        phases["timing"] = round(_time.perf_counter() - t1 - spent[0], 4)
+        phases["to_channel"] = round(spent[0], 4)
         flags += _guard_flags(guard)
         flags += session.flags(_own_kernel_names(counter), launched=True)
         header["kernels"] = sorted(session.kernels)[:50]
@@ -848,18 +872,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
             return header
         header["timing"] = stats
         header["recheck"] = [{"k": k} for k, _ in kept]
-        t2 = _time.perf_counter()
-        # files of this timing call's own (the judge's prefix): a re-measure must not overwrite the outputs of
-        # the run it may keep
-        prefix = msg.get("recheck_prefix", "r")
-        kept_outs = [o for _, o in kept]              # copies: each call's outputs as it left them
-        for outs in kept_outs:   # the checked calls' outputs were within the bound; a timed call's may not be
-            over = outputs_over(outs, _PENDING.get("max_output_bytes"), _PENDING.get("ref_output_bytes"))
-            if over:
-                return {"ok": True, "status": "incorrect", "category": "output_size", "phase": "timing",
-                        "reason": f"a timed call: {over}", "flags": flags}
-        header["recheck_outputs"] = [write_outputs(torch, o, channel, f"{prefix}{i}") for i, o in enumerate(kept_outs)]
-        phases["to_channel"] = round(_time.perf_counter() - t2, 4)
+        header["recheck_outputs"] = [descs for _, descs in kept]
         tampered = _tampered(torch, snap)
         if tampered:
             flags.append({"rule": "monkeypatch", "detail": "judge-visible functions replaced or torch's state changed during timing: "

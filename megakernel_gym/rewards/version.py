@@ -32,8 +32,11 @@ def code_hash() -> str:
 
 
 def judge_version(static_checks: bool = True, python_guard: bool = True, fast_inline: bool = True,
-                  drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None) -> str:
-    """This judge's identity: its code's hash, and each setting it was built with that is not the default."""
+                  drop_privileges: bool = True, recycle: str = "failure", timing: dict | None = None,
+                  timeout_s: float | None = None, compile_timeout_s: float | None = None) -> str:
+    """This judge's identity: its code's hash, and each setting it was built with that is not the default
+    (timeout_s, compile_timeout_s: None where the backend's default; red team 22: a `correct` made under a long
+    --timeout was served to a default judge, which would have timed the kernel out)."""
     from megakernel_gym.rewards.judge import DEFAULT_TIMING
     off = [name for name, on in (("no-static-checks", static_checks), ("no-python-guard", python_guard),
                                  ("torch-load-inline", fast_inline), ("privileges-kept", drop_privileges)) if not on]
@@ -42,4 +45,6 @@ def judge_version(static_checks: bool = True, python_guard: bool = True, fast_in
     timing = {**DEFAULT_TIMING, **(timing or {})}
     if timing != DEFAULT_TIMING:
         off.append("timing-" + hashlib.sha256(json.dumps(timing, sort_keys=True, default=str).encode()).hexdigest()[:8])
+    off += [f"{name}-{float(v):g}s" for name, v in (("timeout", timeout_s), ("compile-timeout", compile_timeout_s))
+            if v is not None]
     return "+".join([code_hash(), *off])

@@ -7,8 +7,8 @@
 # red team 21: keeps every timed call's input and output, computes a tenth of the rows a call and writes the
 # rest of the last ten calls' outputs on every tenth call (and the last, 299: its noise keeps the stop rule from
 # ending the loop sooner), so nine calls in ten are cheap and set the median, and every output the judge held
-# read whole by the time it was written out: 0.26x its honest time on one H100, never caught. The judge now
-# keeps a copy of a sampled call's outputs made as the call ends
+# read whole by the time it was written out: 0.26x its honest time on one H100, never caught. The judge now writes
+# a kept call's outputs to the channel as the call ends
 import torch
 import torch.nn as nn
 import triton
