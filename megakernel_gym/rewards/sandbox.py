@@ -855,21 +855,25 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
             spent[0] += _time.perf_counter() - t
             return descs
         t1 = _time.perf_counter()
+        over = None
+        session = KernelSession(torch, side)
         try:
-            with torch.no_grad(), KernelSession(torch, side) as session:
+            with torch.no_grad(), session:
                 stats = time_gpu(torch, call, prepare, keep_outputs=1, sample=int(msg.get("sample", 0)),
                                  judge_stream=side, keep=keep, **msg["timing"])
         except _TimedOutputOver as e:
-            return {"ok": True, "status": "incorrect", "category": "output_size", "phase": "timing",
-                    "reason": f"a timed call: {e}", "flags": flags}
+            over = str(e)
         phases["timing"] = round(_time.perf_counter() - t1 - spent[0], 4)
         phases["to_channel"] = round(spent[0], 4)
         flags += _guard_flags(guard)
         flags += session.flags(_own_kernel_names(counter), launched=True)
         header["kernels"] = sorted(session.kernels)[:50]
-        kept = stats.pop("kept")
-        if flags:
+        if flags:                                     # a flag first, as for the calls that ended the timing
             return header
+        if over:
+            return {"ok": True, "status": "incorrect", "category": "output_size", "phase": "timing",
+                    "reason": f"a timed call: {over}", "flags": flags}
+        kept = stats.pop("kept")
         header["timing"] = stats
         header["recheck"] = [{"k": k} for k, _ in kept]
         header["recheck_outputs"] = [descs for _, descs in kept]
