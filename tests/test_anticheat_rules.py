@@ -394,3 +394,38 @@ def test_an_answer_past_the_size_limit_is_not_parsed_for_its_code():
     t0 = time.perf_counter()
     c = Candidate(text)
     assert c.source == text and time.perf_counter() - t0 < 1.0
+
+
+def test_a_jit_body_reads_at_launch_only_what_the_rules_read(monkeypatch):
+    """jit_rules.launch_globals_problem, the wall behind the jit-body rules (red team 23): Triton's CPU interpreter
+    runs a body in its module's globals as they are at launch, so each name the body reads must hold then what the
+    rules allowed from the file: triton.language and math as imported, constants (a constexpr of one), dtypes and
+    jit functions; never a Python function, a stand-in module or a module's own `min`."""
+    import ast
+    import math
+    import types
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import triton
+    import triton.language as tl
+
+    from megakernel_gym.rewards.jit_rules import launch_globals_problem
+    src = ("import triton\nimport triton.language as tl\nimport math\nSM = 0\n@triton.jit\n"
+           "def k(x_ptr, BLOCK: tl.constexpr = 4):\n    v = tl.load(x_ptr + tl.arange(0, BLOCK))\n"
+           "    w = min(v, SM) * math.pi + other(v)\n    tl.store(x_ptr, w)\n")
+    fn = ast.parse(src).body[4]
+
+    @triton.jit
+    def other(v):
+        return v
+
+    ok = {"tl": tl, "math": math, "triton": triton, "SM": 0, "other": other}
+    assert launch_globals_problem(fn, ok) == ""
+    assert launch_globals_problem(fn, dict(ok, SM=tl.constexpr(3))) == ""
+    assert launch_globals_problem(fn, dict(ok, SM=tl.float32)) == ""
+    for bad, why in ((dict(ok, SM=lambda *a: a), "SM in the @triton.jit function k is a function"),
+                     (dict(ok, SM=tl.constexpr(print)), "SM in the @triton.jit function k is a constexpr"),
+                     (dict(ok, tl=types.ModuleType("triton.language")), "tl in the @triton.jit function k is a module"),
+                     (dict(ok, other=lambda v: v), "other in the @triton.jit function k is a function"),
+                     (dict(ok, min=lambda a, b: a), "the module binds min")):
+        assert why in launch_globals_problem(fn, bad), why

@@ -47,6 +47,13 @@ def _module_bindings(tree: ast.Module) -> dict[str, list[ast.AST]]:
     for st in tree.body:
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bind(st.name, st)
+            # what a def or class statement evaluates in module scope (decorators, defaults, annotations, bases):
+            # a walrus there rebinds a module name (red team 23: `def f(a=(SM := helper))` turned the constant a
+            # jit body read into a Python function the interpreter called); its body is not walked
+            for part in _module_scope_parts(st):
+                for node in ast.walk(part):
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                        bind(node.id, st)
             continue
         # every binding form inside a module-level statement, at any depth (an import inside `if True:`
         # binds at module level; one inside a nested def is counted too, which only makes the rule stricter)
@@ -65,6 +72,18 @@ def _module_bindings(tree: ast.Module) -> dict[str, list[ast.AST]]:
             elif isinstance(node, ast.MatchAs) and node.name or isinstance(node, ast.MatchStar) and node.name:
                 bind(node.name, st)
     return out
+
+
+def _module_scope_parts(st: ast.AST) -> list[ast.AST]:
+    """The expressions of a def or class statement that run in the scope around it, as it executes."""
+    parts = list(st.decorator_list)
+    if isinstance(st, ast.ClassDef):
+        return parts + list(st.bases) + [k.value for k in st.keywords]
+    a = st.args
+    parts += a.defaults + [d for d in a.kw_defaults if d is not None]
+    parts += [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]
+              if x is not None and x.annotation is not None]
+    return parts + ([st.returns] if st.returns is not None else [])
 
 
 def _constant_expr(node: ast.AST, consts: set[str], tl_aliases: set[str]) -> bool:
@@ -188,7 +207,12 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
                     continue
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                     n = node.id
-                    if not (n in local or n in modules or n in jit_names or n in consts or n in JIT_BUILTINS):
+                    builtin = n in JIT_BUILTINS and n not in bindings   # (red team 23: a module's own `def min`)
+                    if n in JIT_BUILTINS and not builtin and n not in local:
+                        bad(node, f"the name {n} in the @triton.jit function {fn.name}: the module binds {n} itself, "
+                                  f"so the body would call that, not Triton's builtin: give the module's a name of "
+                                  "its own")
+                    elif not (n in local or n in modules or n in jit_names or n in consts or builtin):
                         bad(node, f"the name {n} in the @triton.jit function {fn.name}: a jit body uses its "
                                   "arguments and locals, triton.language, math, the module's other jit functions "
                                   "and constants, and Triton's builtins")
@@ -215,6 +239,46 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
                         bad(node, f"{full} in the @triton.jit function {fn.name}: not part of triton.language "
                                   "or math")
     return sorted(set(problems))
+
+
+def launch_globals_problem(fn: ast.FunctionDef, namespace: dict) -> str:
+    """The wall behind jit_body_problems, at launch: the rules read the file, but the interpreter runs the body in
+    the module's globals as they are then (red team 23). Each module name the body (or a default or annotation)
+    reads must hold what the rules allowed: one of JIT_PATH_MODULES (or under triton.language) as imported, a
+    plain constant or a Triton dtype (a constexpr of one), or a jit function; and no module name may take a
+    Triton builtin's place. '' where it holds, else why not."""
+    local = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    parts = list(fn.body) + [p for p in _module_scope_parts(fn) if all(p is not d for d in fn.decorator_list)]
+    names = {n.id for p in parts for n in ast.walk(p) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for name in sorted(names - local):
+        if name not in namespace:
+            continue                                  # Python's builtin, or a NameError when it runs
+        value = namespace[name]
+        if name in JIT_BUILTINS:
+            return (f"the module binds {name}, which the @triton.jit function {fn.name} calls as Triton's builtin")
+        if not _launch_value_ok(value):
+            return (f"the name {name} in the @triton.jit function {fn.name} is a {type(value).__name__} at launch: a "
+                    "jit body reads triton.language, math, the module's jit functions and constants only")
+    return ""
+
+
+def _launch_value_ok(value) -> bool:
+    import sys
+    if type(value) in (int, float, bool, str, type(None)):
+        return True
+    if isinstance(value, types.ModuleType):
+        name = getattr(value, "__name__", "")
+        return sys.modules.get(name) is value and (name in JIT_PATH_MODULES or name.startswith("triton.language."))
+    try:
+        import triton.language.core as core
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return False
+    if type(value) is core.constexpr:
+        return _launch_value_ok(value.value) and not isinstance(value.value, types.ModuleType)
+    return isinstance(value, core.dtype) or type(value) in (InterpretedFunction, JITFunction)
 
 
 # the modules a jit body's dotted paths may pass through (a step that lands on any other module, such as

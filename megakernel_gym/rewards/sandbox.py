@@ -271,7 +271,7 @@ def _interpret_own_source(interpreter) -> None:
 
     import triton
 
-    from megakernel_gym.rewards.jit_rules import jit_functions
+    from megakernel_gym.rewards.jit_rules import jit_functions, launch_globals_problem
     triton_dir = os.path.dirname(os.path.realpath(triton.__file__)) + os.sep   # Triton's own jit functions (tl.zeros...)
 
     def rewrite_ast(self):
@@ -295,6 +295,13 @@ def _interpret_own_source(interpreter) -> None:
                 and not any(n is node for n in jit_functions(module)):
             raise RuntimeError(f"{fn.__name__} is launched as a Triton kernel but is not decorated @triton.jit in "
                                f"the candidate's file: write the decorator directly above its def")
+        if not os.path.realpath(code.co_filename).startswith(triton_dir):
+            # the module's names as they are now, against what the rules read from the file (red team 23: a
+            # constant rebound to a Python helper, a module-level `def min`)
+            why = launch_globals_problem(node, fn.__globals__)
+            if why:
+                guard = _GUARD.get("guard")
+                raise guard.refuse(why) if guard is not None else RuntimeError(why)
         node.decorator_list = []
         tree = _ast.Module(body=[node], type_ignores=[])
         tree = self.ast_transformer.visit(tree)
