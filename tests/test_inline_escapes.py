@@ -42,9 +42,9 @@ def _run_dry(path: Path, monkeypatch, launches: list):
     exec(compile(problem.source, "problem.py", "exec"), p)
     c = {"__name__": "candidate"}
     exec(compile(exp["source"], path.name, "exec"), c)
-    model = c["ModelNew"](*p["get_init_inputs"]())
-    for k, v in (p.get("CPU_SIZES") or {}).items():
+    for k, v in (p.get("CPU_SIZES") or {}).items():     # before either model is built: both at the CPU's sizes
         p[k] = v
+    model = c["ModelNew"](*p["get_init_inputs"]())
     torch.manual_seed(0)
     xs = p["get_inputs"]()
     with torch.no_grad():

@@ -826,7 +826,12 @@ class Interpreter:
         if member in ("view", "reshape", "permute", "expand"):
             return getattr(t, member)(self._sizes(args[0] if len(args) == 1 else args))
         if member in ("transpose", "narrow", "select", "unsqueeze", "squeeze", "flatten", "slice"):
-            vals = [a.v if isinstance(a, Num) else a for a in args]
+            vals = []
+            for a in args:     # integers (an end of None): a tensor here is read on the host, value by value, as
+                if not isinstance(a, Num) and a is not None:    # aten::narrow.Tensor does (red team 23's gather)
+                    raise Unsupported(f"Tensor.{member} with a {type(a).__name__} where an integer goes (its value "
+                                      "would be read on the host)")
+                vals.append(a.v if isinstance(a, Num) else a)
             if member == "slice":
                 d, s, e = (vals + [0, 0, None])[:3]
                 return t.narrow(d, s, (e if e is not None else t.size(d)) - s)
