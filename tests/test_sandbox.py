@@ -429,3 +429,28 @@ def test_the_watcher_knows_which_memory_the_call_made():
         kept = [ring[1], ring.view(32), ring[2].fill_(0.0), torch.add(ring[0], 1.0, out=ring[3])]
     assert all(t.untyped_storage().data_ptr() in ins.fresh for t in made)
     assert not any(t.untyped_storage().data_ptr() in ins.fresh for t in kept)
+
+
+def test_a_triton_kernel_on_the_cpu_backend_touches_its_arguments_memory_alone():
+    """triton_cpu.bound_memory (red team 23: under Triton's CPU interpreter a pointer is a host address, and a
+    kernel that stored at id(math.e) changed the next candidate's verdict in the kept worker): each active lane of a
+    load, store or atomic must lie within the storage of one of the launch's tensor arguments; masked lanes are
+    not read; spans of views of one storage merge."""
+    import numpy as np
+    import torch
+
+    from megakernel_gym.rewards.triton_cpu import Bounds
+    a, b = torch.zeros(100), torch.zeros(8, dtype=torch.float64)
+    bounds = Bounds()
+    bounds.set_from(([a[10:20], (b,)], {"k": 3, "s": "x"}))
+    pa, pb = a.data_ptr(), b.data_ptr()
+    lanes = np.array([pa, pa + 4 * 99, pb, pb + 8 * 7], dtype=np.uint64)
+    assert bounds.outside(lanes, None, 4) == 0 and bounds.outside(lanes[2:], None, 8) == 0
+    assert bounds.outside(np.array([pa + 4 * 100], dtype=np.uint64), None, 4) == 1        # one past the end
+    assert bounds.outside(np.array([pa + 4 * 99], dtype=np.uint64), None, 8) == 1         # its last bytes past it
+    far = np.array([pa + 4 * 100, pa - 4, 16], dtype=np.uint64)
+    assert bounds.outside(far, np.array([False, False, False]), 4) == 0                   # masked: not read
+    assert bounds.outside(far, np.array([True, False, True]), 4) == 2
+    empty = Bounds()
+    empty.set_from([1, 2.0])
+    assert empty.outside(lanes, None, 4) == 4

@@ -892,7 +892,7 @@ def load_candidate(source: str, module_name: str, path: str, guard: Guard) -> ty
     (Triton reads a @triton.jit function's source back from its file). Raises SyntaxError for what
     the policy refuses at compile time, GuardError for what it refuses while the module runs."""
     import sys
-    with open(path, "w", encoding="utf-8") as f:   # the text the rules read (see sandbox._interpret_own_source)
+    with open(path, "w", encoding="utf-8") as f:   # the text the rules read (see triton_cpu.interpret_own_source)
         f.write(source)
     code = compile_candidate(source, path)
     mod = types.ModuleType(module_name)

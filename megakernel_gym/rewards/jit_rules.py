@@ -1,7 +1,7 @@
 """The @triton.jit body rules: what a GPU compile takes, checked on the candidate's source before it runs.
 On the cpu backend Triton's interpreter runs a kernel's body as plain Python, re-compiled from the file,
 past every hook of the run-time guard (rewards/guard.py), so these rules are that body's wall; the
-interpreter runs no def but the ones they read (jit_functions, sandbox._interpret_own_source). Taken out
+interpreter runs no def but the ones they read (jit_functions, triton_cpu.interpret_own_source). Taken out
 of guard.py.
 """
 from __future__ import annotations
@@ -119,7 +119,7 @@ def _module_aliases(tree: ast.Module) -> dict[str, str]:
 def jit_functions(tree: ast.Module) -> list[ast.FunctionDef]:
     """The module's top-level defs decorated `@triton.jit` (by an import's name for triton or for
     triton.jit): the functions jit_body_problems checks, and the only ones the judge lets Triton's CPU
-    interpreter run (sandbox._interpret_own_source)."""
+    interpreter run (triton_cpu.interpret_own_source)."""
     aliases = _module_aliases(tree)
 
     def is_jit(fn: ast.AST) -> bool:

@@ -200,11 +200,15 @@ class LaunchCounter:
         try:
             from triton.runtime import interpreter
             from triton.runtime.interpreter import InterpretedFunction
+
+            from megakernel_gym.rewards import triton_cpu
             classes.append(InterpretedFunction)
-            _mark_argument_moves(interpreter, self)
-            _interpret_own_source(interpreter)
+            refuse = lambda what, hint: (counter.refuse or triton_cpu.refusal)(what, hint)  # noqa: E731 (the guard's, once on)
+            triton_cpu.mark_argument_moves(interpreter, self)
+            triton_cpu.interpret_own_source(interpreter, refuse)
+            triton_cpu.bound_memory(interpreter, refuse)
             if os.environ.get("TRITON_INTERPRET") == "1":
-                _autotune_without_benchmarks()
+                triton_cpu.autotune_without_benchmarks()
         except ImportError:
             pass
         for cls in classes:
@@ -255,97 +259,6 @@ class LaunchCounter:
     def intact(self) -> bool:
         import torch.utils.cpp_extension as cpp
         return all(c.run is f for c, f in self.installed.items()) and cpp.load_inline is self.installed_inline
-
-
-def _interpret_own_source(interpreter) -> None:
-    """Triton's CPU interpreter re-reads a @triton.jit function's source from its file and executes it:
-    from the last line of the function's text that starts with `def ` (a line inside a string constant
-    would do), with the function's module globals, into which it first copies its own. Here it takes the
-    function's own definition from the file's syntax tree (the text the guard's jit-body rules checked),
-    and executes it in a copy of the globals, so that nothing of the interpreter's lands in the candidate's
-    namespace."""
-    rewriter = getattr(interpreter, "FunctionRewriter", None)
-    if rewriter is None or not hasattr(rewriter, "ast_transformer"):
-        return
-    import ast as _ast
-
-    import triton
-
-    from megakernel_gym.rewards.jit_rules import jit_functions, launch_globals_problem
-    triton_dir = os.path.dirname(os.path.realpath(triton.__file__)) + os.sep   # Triton's own jit functions (tl.zeros...)
-
-    def rewrite_ast(self):
-        fn = self.fn
-        code = fn.__code__
-        # as UTF-8, the text the rules read: linecache decodes by a `# coding:` line, which turned a
-        # checked comment into code (anticheat.encoding_flags refuses the line; this reads past it)
-        with open(code.co_filename, encoding="utf-8") as f:
-            text = f.read()
-        module = _ast.parse(text)
-        defs = [n for n in module.body if isinstance(n, _ast.FunctionDef) and n.name == fn.__name__
-                and (min([d.lineno for d in n.decorator_list] + [n.lineno]) <= code.co_firstlineno <= n.lineno)]
-        if len(defs) != 1:
-            raise RuntimeError(f"the @triton.jit function {fn.__name__} has no definition of its own in "
-                               f"{code.co_filename}")
-        node = defs[0]
-        # only a def the jit-body rules read (decorated @triton.jit in the file; Triton's own library aside): one made a kernel
-        # any other way (triton.jit(f), an alias of the decorator) would run unread (anticheat's kernel_form
-        # refuses those statically; this is the wall behind it)
-        if not os.path.realpath(code.co_filename).startswith(triton_dir) \
-                and not any(n is node for n in jit_functions(module)):
-            raise RuntimeError(f"{fn.__name__} is launched as a Triton kernel but is not decorated @triton.jit in "
-                               f"the candidate's file: write the decorator directly above its def")
-        if not os.path.realpath(code.co_filename).startswith(triton_dir):
-            # the module's names as they are now, against what the rules read from the file (red team 23: a
-            # constant rebound to a Python helper, a module-level `def min`)
-            why = launch_globals_problem(node, fn.__globals__)
-            if why:
-                guard = _GUARD.get("guard")
-                raise guard.refuse(why) if guard is not None else RuntimeError(why)
-        node.decorator_list = []
-        tree = _ast.Module(body=[node], type_ignores=[])
-        tree = self.ast_transformer.visit(tree)
-        _ast.fix_missing_locations(tree)
-        compiled = compile(tree, filename=code.co_filename, mode="exec")
-        namespace = dict(fn.__globals__)
-        for key, value in vars(interpreter).items():
-            namespace.setdefault(key, value)
-        local = {**self.kwargs}
-        exec(compiled, namespace, local)
-        return local[fn.__name__]
-    rewriter.rewrite_ast = rewrite_ast
-
-
-def _autotune_without_benchmarks() -> None:
-    """On the cpu backend Triton's interpreter cannot benchmark @triton.autotune's configs (it asks a GPU
-    driver: "0 active drivers"), and no timing is claimed there anyway: every config times the same, so the
-    first one runs. Correctness does not depend on which config runs."""
-    try:
-        from triton.runtime.autotuner import Autotuner
-    except ImportError:
-        return
-    Autotuner._bench = lambda self, *a, **kw: [0.0, 0.0, 0.0]
-
-
-def _mark_argument_moves(interpreter, counter: "LaunchCounter") -> None:
-    """Triton's CPU interpreter copies a launch's tensors to numpy and back (GridExecutor._init_args_hst,
-    _restore_args_dev, _implicit_cvt): the judge's own data movement, marked so that the aten watcher and
-    the guard's tensor checks let it through and nothing else (a grid callable or a constexpr callable the
-    candidate passes runs outside the mark)."""
-    def marked(fn):
-        def moving(*a, **kw):
-            counter.moving_args += 1
-            try:
-                return fn(*a, **kw)
-            finally:
-                counter.moving_args -= 1
-        return moving
-    ge = interpreter.GridExecutor
-    for name in ("_init_args_hst", "_restore_args_dev"):
-        if hasattr(ge, name):
-            setattr(ge, name, marked(getattr(ge, name)))
-    if hasattr(interpreter, "_implicit_cvt"):
-        interpreter._implicit_cvt = marked(interpreter._implicit_cvt)
 
 
 _CONSTEXPR_TYPES = (int, float, bool, str, type(None))

@@ -1,0 +1,220 @@
+"""The cpu backend's walls around Triton's CPU interpreter (TRITON_INTERPRET=1), which runs a kernel's body as
+Python over numpy and its loads and stores as raw host addresses: the body the interpreter runs is the one the
+jit-body rules read (interpret_own_source), the launch's argument copies are the judge's own data movement
+(mark_argument_moves), autotune runs its first config (autotune_without_benchmarks), and every load, store and
+atomic stays within the launch's tensor arguments (bound_memory). Taken out of sandbox.py.
+
+bound_memory: there a kernel's pointers are host addresses of the worker process and its loads and stores are raw
+reads and writes of them (triton's `_interpreter.load/store/atomic_*`). Red team 23's kernel took
+`id(math.e)` and a tensor's `data_ptr()`, stored 3.0 at the float's payload, scored correct, and left every
+later candidate in the kept worker computing with that e: an honest softmax after it was incorrect (a
+GRPO sibling's reward lowered), and the guard's own state was within the same reach. On a GPU a kernel's
+addresses are the device's; here each unmasked lane of a load, store or atomic must lie within the storage
+of one of the launch's tensor arguments, checked before the access: anything else is the guard's refusal
+(a rejection, whether or not the candidate catches it). Masked-off lanes are not read, as on a GPU, so an
+honest tail mask that computes addresses past the end passes.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+
+class Bounds:
+    """The storage spans [lo, hi) of the running launch's tensor arguments, merged and sorted."""
+
+    def __init__(self):
+        self.lo = np.zeros(0, dtype=np.uint64)
+        self.hi = np.zeros(0, dtype=np.uint64)
+
+    def set_from(self, values) -> None:
+        spans = []
+
+        def walk(v):
+            if isinstance(v, (tuple, list)):
+                for x in v:
+                    walk(x)
+            elif isinstance(v, dict):
+                for x in v.values():
+                    walk(x)
+            elif hasattr(v, "untyped_storage"):
+                s = v.untyped_storage()
+                if s.nbytes():
+                    spans.append((s.data_ptr(), s.data_ptr() + s.nbytes()))
+            elif hasattr(v, "base") and not isinstance(v, (int, float, str)):   # a TensorWrapper, a TensorDescriptor
+                walk(v.base)
+        walk(values)
+        spans.sort()
+        merged: list[list[int]] = []
+        for lo, hi in spans:
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        self.lo = np.array([m[0] for m in merged], dtype=np.uint64)
+        self.hi = np.array([m[1] for m in merged], dtype=np.uint64)
+
+    def outside(self, ptrs, mask, itemsize: int) -> int:
+        """How many active lanes address bytes outside every span."""
+        addr = np.asarray(ptrs, dtype=np.uint64)
+        if mask is not None:
+            addr = addr[np.broadcast_to(np.asarray(mask, dtype=bool), addr.shape)]
+        addr = addr.reshape(-1)
+        if not addr.size:
+            return 0
+        if not self.lo.size:
+            return int(addr.size)
+        i = np.searchsorted(self.lo, addr, side="right").astype(np.int64) - 1
+        inside = (i >= 0) & (addr + np.uint64(itemsize) <= self.hi[np.maximum(i, 0)])
+        return int(addr.size - np.count_nonzero(inside))
+
+
+class _Bounded:
+    """triton.runtime.interpreter's `_interpreter` (its C++ memory functions), each access checked first."""
+
+    def __init__(self, real, bounds: Bounds, refuse: Callable[[str, str], BaseException]):
+        self._real, self._bounds, self._refuse = real, bounds, refuse
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def _check(self, what: str, ptrs, mask, itemsize: int) -> None:
+        n = self._bounds.outside(ptrs, mask, itemsize)
+        if n:
+            raise self._refuse(f"a Triton kernel's {what} of {n} element(s) outside the memory of its launch's "
+                               "tensor arguments", "a kernel reads and writes the tensors it is passed, within "
+                               "their storage (mask the lanes past the end)")
+
+    def load(self, ptrs, mask, other, dtype):
+        self._check("load", ptrs, mask, np.dtype(dtype).itemsize)
+        return self._real.load(ptrs, mask, other, dtype)
+
+    def store(self, ptrs, value, mask):
+        self._check("store", ptrs, mask, np.asarray(value).dtype.itemsize)
+        return self._real.store(ptrs, value, mask)
+
+    def atomic_cas(self, ptr, cmp, val, sem):
+        self._check("atomic", ptr, None, np.asarray(val).dtype.itemsize)
+        return self._real.atomic_cas(ptr, cmp, val, sem)
+
+    def atomic_rmw(self, op, ptr, val, mask, sem):
+        self._check("atomic", ptr, mask, np.asarray(val).dtype.itemsize)
+        return self._real.atomic_rmw(op, ptr, val, mask, sem)
+
+
+def refusal(what: str, hint: str) -> BaseException:
+    """The refusal where the guard is off (tests of the layers below it)."""
+    return RuntimeError(f"{what}: {hint}" if hint else what)
+
+
+def bound_memory(interpreter, refuse: Callable[[str, str], BaseException] | None = None) -> Bounds:
+    """Bound `interpreter`'s (triton.runtime.interpreter's) memory accesses to each launch's tensor arguments:
+    the spans are taken as GridExecutor copies a launch's arguments to the host, before its body runs."""
+    bounds = Bounds()
+    real = interpreter._interpreter
+    if isinstance(real, _Bounded):
+        real = real._real
+    interpreter._interpreter = _Bounded(real, bounds, refuse or refusal)
+    ge = interpreter.GridExecutor
+    init = ge._init_args_hst
+    init = getattr(init, "_unbounded", init)
+
+    def _init_args_hst(self, *a, **kw):
+        out = init(self, *a, **kw)
+        bounds.set_from(out)
+        return out
+    _init_args_hst._unbounded = init
+    ge._init_args_hst = _init_args_hst
+    return bounds
+
+
+def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException]) -> None:
+    """Triton's CPU interpreter re-reads a @triton.jit function's source from its file and executes it:
+    from the last line of the function's text that starts with `def ` (a line inside a string constant
+    would do), with the function's module globals, into which it first copies its own. Here it takes the
+    function's own definition from the file's syntax tree (the text the guard's jit-body rules checked),
+    and executes it in a copy of the globals, so that nothing of the interpreter's lands in the candidate's
+    namespace."""
+    rewriter = getattr(interpreter, "FunctionRewriter", None)
+    if rewriter is None or not hasattr(rewriter, "ast_transformer"):
+        return
+    import ast as _ast
+
+    import triton
+
+    from megakernel_gym.rewards.jit_rules import jit_functions, launch_globals_problem
+    triton_dir = os.path.dirname(os.path.realpath(triton.__file__)) + os.sep   # Triton's own jit functions (tl.zeros...)
+
+    def rewrite_ast(self):
+        fn = self.fn
+        code = fn.__code__
+        # as UTF-8, the text the rules read: linecache decodes by a `# coding:` line, which turned a
+        # checked comment into code (anticheat.encoding_flags refuses the line; this reads past it)
+        with open(code.co_filename, encoding="utf-8") as f:
+            text = f.read()
+        module = _ast.parse(text)
+        defs = [n for n in module.body if isinstance(n, _ast.FunctionDef) and n.name == fn.__name__
+                and (min([d.lineno for d in n.decorator_list] + [n.lineno]) <= code.co_firstlineno <= n.lineno)]
+        if len(defs) != 1:
+            raise RuntimeError(f"the @triton.jit function {fn.__name__} has no definition of its own in "
+                               f"{code.co_filename}")
+        node = defs[0]
+        # only a def the jit-body rules read (decorated @triton.jit in the file; Triton's own library aside): one made a kernel
+        # any other way (triton.jit(f), an alias of the decorator) would run unread (anticheat's kernel_form
+        # refuses those statically; this is the wall behind it)
+        if not os.path.realpath(code.co_filename).startswith(triton_dir) \
+                and not any(n is node for n in jit_functions(module)):
+            raise RuntimeError(f"{fn.__name__} is launched as a Triton kernel but is not decorated @triton.jit in "
+                               f"the candidate's file: write the decorator directly above its def")
+        if not os.path.realpath(code.co_filename).startswith(triton_dir):
+            # the module's names as they are now, against what the rules read from the file (red team 23: a
+            # constant rebound to a Python helper, a module-level `def min`)
+            why = launch_globals_problem(node, fn.__globals__)
+            if why:
+                raise refuse(why, "")
+        node.decorator_list = []
+        tree = _ast.Module(body=[node], type_ignores=[])
+        tree = self.ast_transformer.visit(tree)
+        _ast.fix_missing_locations(tree)
+        compiled = compile(tree, filename=code.co_filename, mode="exec")
+        namespace = dict(fn.__globals__)
+        for key, value in vars(interpreter).items():
+            namespace.setdefault(key, value)
+        local = {**self.kwargs}
+        exec(compiled, namespace, local)
+        return local[fn.__name__]
+    rewriter.rewrite_ast = rewrite_ast
+
+
+def autotune_without_benchmarks() -> None:
+    """On the cpu backend Triton's interpreter cannot benchmark @triton.autotune's configs (it asks a GPU
+    driver: "0 active drivers"), and no timing is claimed there anyway: every config times the same, so the
+    first one runs. Correctness does not depend on which config runs."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return
+    Autotuner._bench = lambda self, *a, **kw: [0.0, 0.0, 0.0]
+
+
+def mark_argument_moves(interpreter, counter) -> None:
+    """Triton's CPU interpreter copies a launch's tensors to numpy and back (GridExecutor._init_args_hst,
+    _restore_args_dev, _implicit_cvt): the judge's own data movement, marked so that the aten watcher and
+    the guard's tensor checks let it through and nothing else (a grid callable or a constexpr callable the
+    candidate passes runs outside the mark)."""
+    def marked(fn):
+        def moving(*a, **kw):
+            counter.moving_args += 1
+            try:
+                return fn(*a, **kw)
+            finally:
+                counter.moving_args -= 1
+        return moving
+    ge = interpreter.GridExecutor
+    for name in ("_init_args_hst", "_restore_args_dev"):
+        if hasattr(ge, name):
+            setattr(ge, name, marked(getattr(ge, name)))
+    if hasattr(interpreter, "_implicit_cvt"):
+        interpreter._implicit_cvt = marked(interpreter._implicit_cvt)
