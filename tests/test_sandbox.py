@@ -454,3 +454,17 @@ def test_a_triton_kernel_on_the_cpu_backend_touches_its_arguments_memory_alone()
     empty = Bounds()
     empty.set_from([1, 2.0])
     assert empty.outside(lanes, None, 4) == 4
+
+
+def test_triton_languages_functions_are_in_the_workers_integrity_snapshot(monkeypatch):
+    """Red team 24: triton.language left patched with the interpreter's functions let host code compute with tl.load
+    and tl.exp, for the candidate and every later one in the kept worker. tl's public functions are in the integrity
+    snapshot: one replaced is a monkeypatch flag (and the worker is replaced)."""
+    import torch
+    import triton.language as tl
+
+    from megakernel_gym.rewards import sandbox
+    snap = sandbox._integrity_snapshot(torch)
+    assert snap["tl.load"] is tl.load and sandbox._tampered(torch, snap) == []
+    monkeypatch.setattr(tl, "load", lambda *a, **k: None)
+    assert "tl.load" in sandbox._tampered(torch, snap)

@@ -113,7 +113,10 @@ def test_the_judges_identity_names_its_settings_and_the_code_its_references_run(
               version.judge_version(drop_privileges=False), version.judge_version(timing={"min_iters": 10}),
               version.judge_version(timing={"max_seconds": 9.0})]
     assert len({base, *others}) == 6 and all(v.startswith(base + "+") for v in others), others
-    assert version.judge_version(timing=dict(DEFAULT_TIMING)) == base == version.judge_version(recycle="failure")
+    from megakernel_gym.rewards.judge import version_of
+    assert version_of("cpu", {"timing": dict(DEFAULT_TIMING)}) == base == version.judge_version(recycle="failure")
+    assert version_of("cpu", {"timing": {"min_iters": 10}}) == version.judge_version(
+        timing={**DEFAULT_TIMING, "min_iters": 10})
     with Judge("cpu", store=False, recycle="never") as j:
         assert j.version == others[0] and j._store_key()[1].endswith(f" judge {j.version}")
     # red team 22: a correct made under a long --timeout was served to a default judge, which would time it out

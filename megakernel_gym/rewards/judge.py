@@ -122,6 +122,12 @@ def resolve_backend(backend: str | None) -> str:
     return backend
 
 
+def _changed_timing(timing: dict | None) -> dict | None:
+    """The whole stop rule where it differs from DEFAULT_TIMING, else None."""
+    merged = {**DEFAULT_TIMING, **(timing or {})}
+    return None if merged == DEFAULT_TIMING else merged
+
+
 def version_of(backend: str, judge_kw: dict) -> str:
     """The identity (rewards/version.py) of a Judge(backend, **judge_kw): each setting that is not its default
     named, a timeout by its value where it is not the backend's default. A RayPool's driver names its actors'."""
@@ -130,7 +136,7 @@ def version_of(backend: str, judge_kw: dict) -> str:
     compile_s = kw.get("compile_timeout_s", COMPILE_TIMEOUT_S)
     return judge_version(kw.get("static_checks", True), kw.get("python_guard", True), kw.get("fast_inline", True),
                          kw.get("drop_privileges", True), kw.get("recycle", "failure"),
-                         {**DEFAULT_TIMING, **(kw.get("timing") or {})},
+                         _changed_timing(kw.get("timing")),
                          None if timeout_s == default_timeout(backend) else timeout_s,
                          None if compile_s == COMPILE_TIMEOUT_S else compile_s)
 

@@ -414,6 +414,12 @@ def _integrity_snapshot(torch) -> dict[str, Any]:
     for cls in (Guard, Inspector, LaunchCounter):
         snap.update({f"{cls.__name__}.{n}": v for n, v in vars(cls).items() if callable(v) or isinstance(v, property)})
     snap.update({f"sys.modules[{m}]": importlib.import_module(m) for m in JUDGE_MODULES})   # (loaded now if not yet)
+    # triton.language's functions: Triton's CPU interpreter swaps in its own while a launch runs and puts them back
+    # after; left swapped (red team 24, a direct call of a jit function), tl.load and tl.exp computed in host code
+    # for this candidate and every later one in the worker
+    tl = sys.modules.get("triton.language")
+    if tl is not None:
+        snap.update({f"tl.{n}": v for n, v in vars(tl).items() if not n.startswith("_") and callable(v)})
     if torch.cuda.is_available():
         E = lambda name: inspect.getattr_static(torch.cuda.Event, name)  # noqa: E731
         snap.update({"Event": torch.cuda.Event, "Event.elapsed_time": E("elapsed_time"),

@@ -26,6 +26,10 @@ class Bounds:
     """The storage spans [lo, hi) of the running launch's tensor arguments, merged and sorted."""
 
     def __init__(self):
+        self.active = 0                    # launches whose body is running (GridExecutor.__call__)
+        self.clear()
+
+    def clear(self) -> None:
         self.lo = np.zeros(0, dtype=np.uint64)
         self.hi = np.zeros(0, dtype=np.uint64)
 
@@ -81,6 +85,9 @@ class _Bounded:
         return getattr(self._real, name)
 
     def _check(self, what: str, ptrs, mask, itemsize: int) -> None:
+        if not self._bounds.active:        # no launch's body is running: no memory is a kernel's (red team 24)
+            raise self._refuse(f"a Triton {what} outside a kernel launch", "tl's memory operations run inside a "
+                               "@triton.jit function launched with kernel[grid](...)")
         n = self._bounds.outside(ptrs, mask, itemsize)
         if n:
             raise self._refuse(f"a Triton kernel's {what} of {n} element(s) outside the memory of its launch's "
@@ -127,6 +134,36 @@ def bound_memory(interpreter, refuse: Callable[[str, str], BaseException] | None
         return out
     _init_args_hst._unbounded = init
     ge._init_args_hst = _init_args_hst
+    # a launch's body runs inside GridExecutor.__call__: its spans hold while it does, and none after (red team 24:
+    # the last launch's spans held for a later direct call, over memory freed since and reused by Python objects)
+    call = getattr(ge.__call__, "_unbounded", ge.__call__)
+
+    def __call__(self, *a, **kw):
+        bounds.active += 1
+        try:
+            return call(self, *a, **kw)
+        finally:
+            bounds.active -= 1
+            if not bounds.active:
+                bounds.clear()
+    __call__._unbounded = call
+    ge.__call__ = __call__
+    # a @triton.jit function called as a function runs only inside a launch's body, as on a GPU (red team 24: a
+    # direct call from host code ran uncounted, outside any launch's spans, and left triton.language patched with
+    # the interpreter's functions for the rest of the worker's life)
+    fn_cls = getattr(interpreter, "InterpretedFunction", None)
+    if fn_cls is not None:
+        direct = getattr(fn_cls.__call__, "_unbounded", fn_cls.__call__)
+
+        def device_call(self, *a, **kw):
+            if not bounds.active:
+                name = getattr(getattr(self, "fn", None), "__name__", "?")
+                raise (refuse or refusal)(f"a call of the @triton.jit function {name} outside a kernel",
+                                          "launch it with kernel[grid](...); call it as a function only inside "
+                                          "another @triton.jit function")
+            return direct(self, *a, **kw)
+        device_call._unbounded = direct
+        fn_cls.__call__ = device_call
     return bounds
 
 
@@ -139,6 +176,15 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
     namespace."""
     rewriter = getattr(interpreter, "FunctionRewriter", None)
     if rewriter is None or not hasattr(rewriter, "ast_transformer"):
+        # a Triton whose interpreter the judge does not know: its kernels would run a body no rule read, so
+        # none runs (red team 24: this returned, and the wall was silently off)
+        fn_cls = getattr(interpreter, "InterpretedFunction", None)
+        if fn_cls is not None:
+            def unknown(self, *a, **kw):
+                raise RuntimeError("this Triton's CPU interpreter has no FunctionRewriter.ast_transformer, which the "
+                                   "judge needs to run the kernel body its rules read: install a Triton 3.x the "
+                                   "judge knows (pip install -e . picks one)")
+            fn_cls.run = unknown
         return
     import ast as _ast
 

@@ -21,13 +21,22 @@ JUDGE_CODE = ("rewards", "cuda", "compiler", "curriculum/numerics.py")   # folde
 
 @functools.lru_cache(maxsize=1)
 def code_hash() -> str:
-    """SHA-256 (first 16 hex digits) of every file under the judge's folders, by path and content."""
+    """SHA-256 (first 16 hex digits) of every file under the judge's folders, by path and content, and the
+    installed torch, Triton and numpy versions."""
     h = hashlib.sha256()
     for part in JUDGE_CODE:
         root = _PACKAGE / part
         for f in sorted(root.rglob("*")) if root.is_dir() else [root]:
             if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".pyc", ".pyo"):
                 h.update(f.relative_to(_PACKAGE).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    # and the libraries that run what the judge reads: a verdict of another torch, Triton or numpy is another
+    # judge's (red team 24); their installed versions, read without importing them
+    from importlib import metadata
+    for lib in ("torch", "triton", "numpy"):
+        try:
+            h.update(f"{lib}=={metadata.version(lib)}\0".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{lib} absent\0".encode())
     return h.hexdigest()[:16]
 
 
@@ -37,13 +46,11 @@ def judge_version(static_checks: bool = True, python_guard: bool = True, fast_in
     """This judge's identity: its code's hash, and each setting it was built with that is not the default
     (timeout_s, compile_timeout_s: None where the backend's default; red team 22: a `correct` made under a long
     --timeout was served to a default judge, which would have timed the kernel out)."""
-    from megakernel_gym.rewards.judge import DEFAULT_TIMING
     off = [name for name, on in (("no-static-checks", static_checks), ("no-python-guard", python_guard),
                                  ("torch-load-inline", fast_inline), ("privileges-kept", drop_privileges)) if not on]
     if recycle != "failure":
         off.append(f"recycle-{recycle}")
-    timing = {**DEFAULT_TIMING, **(timing or {})}
-    if timing != DEFAULT_TIMING:
+    if timing:                       # the stop rule where it is not the judge's default (judge.version_of)
         off.append("timing-" + hashlib.sha256(json.dumps(timing, sort_keys=True, default=str).encode()).hexdigest()[:8])
     off += [f"{name}-{float(v):g}s" for name, v in (("timeout", timeout_s), ("compile-timeout", compile_timeout_s))
             if v is not None]
