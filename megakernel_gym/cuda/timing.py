@@ -171,7 +171,8 @@ def time_gpu(torch, fn: Callable[[int], Any], prepare: Callable[[int], Any], *, 
             if j < sample:
                 if j == len(sampled):
                     sampled.append(None)
-                sampled[j] = None            # what it gives way to goes first
+                else:
+                    sampled[j] = None        # what it gives way to goes first
                 sampled[j] = (k, keep(out, j))
                 in_sample = True
         if keep_outputs and final and not in_sample:

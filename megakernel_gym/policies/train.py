@@ -16,7 +16,6 @@ with tool calls.
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 import tomllib
@@ -258,12 +257,8 @@ class EnvReward:
             return False
         if info.get("kind") != "edits":
             return True
-        from megakernel_gym.rewards.reward_fns import CREDIT_MARGIN
-        bar = 1.0
-        if ev.get("backend") == "gpu":
-            rse = (ev.get("timing") or {}).get("rel_stderr")
-            rse = rse if isinstance(rse, (int, float)) and math.isfinite(rse) else 0.0
-            bar += max(CREDIT_MARGIN["edits"], min(3.0 * rse, 1.0))
+        from megakernel_gym.rewards.reward_fns import noise_margin
+        bar = 1.0 + (noise_margin(ev.get("timing"), "edits") if ev.get("backend") == "gpu" else 0.0)
         return (ev.get("speedups") or {}).get("default_schedule", 0.0) > bar
 
     def __call__(self, prompts=None, completions=None, problem=None, level=None, heldout=None, **kwargs

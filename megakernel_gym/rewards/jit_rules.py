@@ -195,10 +195,7 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
                                  "triton.language names only"))
         if fn.returns is not None:
             problems.append((fn.lineno, f"a return annotation on the @triton.jit function {fn.name}"))
-        local = {a.arg for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs}
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                local.add(node.id)
+        local = _jit_locals(fn)
         for stmt in fn.body:
             for node in ast.walk(stmt):
                 if not isinstance(node, _JIT_NODES):
@@ -241,14 +238,19 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
     return sorted(set(problems))
 
 
+def _jit_locals(fn: ast.FunctionDef) -> set[str]:
+    """A jit function's arguments and the names it assigns."""
+    return {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} | {
+        n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
 def launch_globals_problem(fn: ast.FunctionDef, namespace: dict) -> str:
     """The wall behind jit_body_problems, at launch: the rules read the file, but the interpreter runs the body in
     the module's globals as they are then (red team 23). Each module name the body (or a default or annotation)
     reads must hold what the rules allowed: one of JIT_PATH_MODULES (or under triton.language) as imported, a
     plain constant or a Triton dtype (a constexpr of one), or a jit function; and no module name may take a
     Triton builtin's place. '' where it holds, else why not."""
-    local = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
-    local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = _jit_locals(fn)
     parts = list(fn.body) + [p for p in _module_scope_parts(fn) if all(p is not d for d in fn.decorator_list)]
     names = {n.id for p in parts for n in ast.walk(p) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     for name in sorted(names - local):

@@ -54,11 +54,17 @@ def credit_margin(r: EvalResult, kind: str = "code") -> float:
     else (sim and cpu scores are exact, failure tiers fixed)."""
     if r.status != "correct" or r.backend != "gpu" or not r.speedup:
         return 0.0
+    return math.log1p(noise_margin(r.timing, kind))
+
+
+def noise_margin(timing: dict | None, kind: str = "code") -> float:
+    """How much faster (relative) a GPU-timed result must read to be past its timing's noise: CREDIT_MARGIN[kind],
+    or three of the timing's own relative standard errors (at most 1) where that is larger."""
     rel = CREDIT_MARGIN.get(kind, CREDIT_MARGIN["code"])
-    rse = (r.timing or {}).get("rel_stderr")
+    rse = (timing or {}).get("rel_stderr")
     if isinstance(rse, (int, float)) and math.isfinite(rse):
         rel = max(rel, min(3.0 * rse, 1.0))
-    return math.log1p(rel)
+    return rel
 
 
 class TurnRewards:

@@ -116,6 +116,16 @@ def refusal(what: str, hint: str) -> BaseException:
     return RuntimeError(f"{what}: {hint}" if hint else what)
 
 
+def _rewrap(owner, name: str, make: Callable) -> None:
+    """owner.name replaced by make(Triton's own), which is kept on the wrapper: installed again, it wraps Triton's
+    own again rather than its own wrapper."""
+    orig = getattr(owner, name)
+    orig = getattr(orig, "_unbounded", orig)
+    new = make(orig)
+    new._unbounded = orig
+    setattr(owner, name, new)
+
+
 def bound_memory(interpreter, refuse: Callable[[str, str], BaseException] | None = None) -> Bounds:
     """Bound `interpreter`'s (triton.runtime.interpreter's) memory accesses to each launch's tensor arguments:
     the spans are taken as GridExecutor copies a launch's arguments to the host, before its body runs."""
@@ -125,36 +135,33 @@ def bound_memory(interpreter, refuse: Callable[[str, str], BaseException] | None
         real = real._real
     interpreter._interpreter = _Bounded(real, bounds, refuse or refusal)
     ge = interpreter.GridExecutor
-    init = ge._init_args_hst
-    init = getattr(init, "_unbounded", init)
 
-    def _init_args_hst(self, *a, **kw):
-        out = init(self, *a, **kw)
-        bounds.set_from(out)
-        return out
-    _init_args_hst._unbounded = init
-    ge._init_args_hst = _init_args_hst
+    def spans_of(init):
+        def _init_args_hst(self, *a, **kw):
+            out = init(self, *a, **kw)
+            bounds.set_from(out)
+            return out
+        return _init_args_hst
+    _rewrap(ge, "_init_args_hst", spans_of)
+
     # a launch's body runs inside GridExecutor.__call__: its spans hold while it does, and none after (red team 24:
     # the last launch's spans held for a later direct call, over memory freed since and reused by Python objects)
-    call = getattr(ge.__call__, "_unbounded", ge.__call__)
+    def while_running(call):
+        def __call__(self, *a, **kw):
+            bounds.active += 1
+            try:
+                return call(self, *a, **kw)
+            finally:
+                bounds.active -= 1
+                if not bounds.active:
+                    bounds.clear()
+        return __call__
+    _rewrap(ge, "__call__", while_running)
 
-    def __call__(self, *a, **kw):
-        bounds.active += 1
-        try:
-            return call(self, *a, **kw)
-        finally:
-            bounds.active -= 1
-            if not bounds.active:
-                bounds.clear()
-    __call__._unbounded = call
-    ge.__call__ = __call__
     # a @triton.jit function called as a function runs only inside a launch's body, as on a GPU (red team 24: a
     # direct call from host code ran uncounted, outside any launch's spans, and left triton.language patched with
     # the interpreter's functions for the rest of the worker's life)
-    fn_cls = getattr(interpreter, "InterpretedFunction", None)
-    if fn_cls is not None:
-        direct = getattr(fn_cls.__call__, "_unbounded", fn_cls.__call__)
-
+    def inside_a_launch(direct):
         def device_call(self, *a, **kw):
             if not bounds.active:
                 name = getattr(getattr(self, "fn", None), "__name__", "?")
@@ -162,8 +169,9 @@ def bound_memory(interpreter, refuse: Callable[[str, str], BaseException] | None
                                           "launch it with kernel[grid](...); call it as a function only inside "
                                           "another @triton.jit function")
             return direct(self, *a, **kw)
-        device_call._unbounded = direct
-        fn_cls.__call__ = device_call
+        return device_call
+    if getattr(interpreter, "InterpretedFunction", None) is not None:
+        _rewrap(interpreter.InterpretedFunction, "__call__", inside_a_launch)
     return bounds
 
 
