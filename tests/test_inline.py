@@ -86,6 +86,32 @@ torch::Tensor copy(torch::Tensor x) {
         mod.copy(torch.randn(5, 100).half())
 
 
+def test_dispatch_and2_takes_pytorchs_form():
+    """AT_DISPATCH_FLOATING_TYPES_AND2 takes its two scalar types first, as PyTorch's Dispatch.h defines it (the
+    interpreter took a three-argument form that g++ refuses, and refused PyTorch's own). Float and double run; a half
+    tensor is named as dispatched, and refused as a type the interpreter does not run; bfloat16 not named is
+    'not implemented', as AT_DISPATCH says it."""
+    body = r"""
+torch::Tensor copy(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::ScalarType::Double, x.scalar_type(), "copy", [&] {
+        copy_kernel<scalar_t, TILE><<<(x.numel() + TILE - 1) / TILE, TILE>>>(
+            x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), x.numel());
+    });
+    return y;
+}"""
+    mod, launches = build(body, ["copy"])
+    assert set(mod._functions["copy"].program.lowered) == {"copy_kernel<float, 128>", "copy_kernel<double, 128>"}
+    mod.copy(torch.randn(5, 100))
+    assert [n for n, *_ in launches] == ["copy_kernel<float, 128>"]
+    with pytest.raises(inline.Unsupported, match="on at::Half"):
+        mod.copy(torch.randn(5, 100).half())
+    with pytest.raises(RuntimeError, match="not implemented for 'BFloat16'"):
+        mod.copy(torch.randn(5, 100).bfloat16())
+    with pytest.raises(inline.Unsupported, match=r"not of the form .*\(at::kHalf, at::kBFloat16, type"):
+        build(body.replace("at::kHalf, at::ScalarType::Double, ", ""), ["copy"])
+
+
 def test_c_integer_semantics():
     """int wraps at 32 bits, division truncates toward zero, unsigned mixes as C says."""
     mod, launches = build(r"""

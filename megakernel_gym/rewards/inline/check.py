@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 
 from megakernel_gym.cuda import nvrtc
@@ -344,11 +344,10 @@ class HostCheck:
             _, macro, args = node
             if macro not in DISPATCH_MACROS:
                 raise Unsupported(f"{macro} (the interpreter dispatches {', '.join(DISPATCH_MACROS)})")
-            if len(args) != 3 or args[2][0] != "lambda":
-                raise Unsupported(f"{macro} not of the form {macro}(type, \"name\", [&] {{...}})")
-            self.expr(args[0], scopes)
-            self.expr(args[1], scopes)
-            self.stmt(args[2][1], scopes + [{"scalar_t": _Var("type", True)}])
+            extra, dtype, name, body = dispatch_args(macro, args)
+            for a in (*extra, dtype, name):
+                self.expr(a, scopes)
+            self.stmt(body[1], scopes + [{"scalar_t": _Var("type", True)}])
         else:
             raise Unsupported(f"the statement {kind}")
 
@@ -589,12 +588,28 @@ def _hint(name: str, member: bool = False, call: bool = True) -> str:
     return ""
 
 
-def _dispatch_types(macro: str) -> list[str]:
+# the scalar types a dispatch macro takes before its (type, "name", lambda), as PyTorch's Dispatch.h defines them:
+# AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "name", [&] {...})
+_DISPATCH_EXTRA = {"AT_DISPATCH_FLOATING_TYPES_AND2": 2}
+_DISPATCH_CTYPES = {"float32": "float", "float64": "double", "float16": "at::Half", "bfloat16": "at::BFloat16"}
+
+
+def dispatch_args(macro: str, args: list) -> tuple[list, Any, Any, tuple]:
+    """(extra scalar types, the dispatched type, the name, the lambda) of an AT_DISPATCH macro's arguments."""
+    n = _DISPATCH_EXTRA.get(macro, 0)
+    if len(args) != n + 3 or args[-1][0] != "lambda":
+        form = "at::kHalf, at::kBFloat16, " if n == 2 else ""
+        raise Unsupported(f"{macro} not of the form {macro}({form}type, \"name\", [&] {{...}})")
+    return args[:n], args[n], args[n + 1], args[n + 2]
+
+
+def _dispatch_types(macro: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """The C types a dispatch macro instantiates its lambda for: float and double, half for _AND_HALF, and the
+    scalar types an _AND2 names (torch dtype names: float16, bfloat16)."""
     types = ["float", "double"]
     if "HALF" in macro:
         types.append("at::Half")
-    if "BFLOAT16" in macro or "AND2" in macro:
-        types.append("at::BFloat16")
+    types += [_DISPATCH_CTYPES[t] for t in extra if t in _DISPATCH_CTYPES]
     if "INTEGRAL" in macro or macro == "AT_DISPATCH_ALL_TYPES":
         raise Unsupported(f"{macro}")
     return types

@@ -43,7 +43,8 @@ DISPATCH_MACROS = ("AT_DISPATCH_FLOATING_TYPES", "AT_DISPATCH_FLOATING_TYPES_AND
 SUPPORTED_HOST_SUBSET = f"""\
 load_inline host code never runs natively: the judge's interpreter runs it, and takes this C++ subset.
 Statements: local declarations, if/else, for, while, switch, break, continue, return, throw,
-{", ".join(CHECKS)}, #define macros (no #if), AT_DISPATCH_FLOATING_TYPES[_AND_HALF|_AND2](t, "name", [&] {{...}}).
+{", ".join(CHECKS)}, #define macros (no #if), AT_DISPATCH_FLOATING_TYPES[_AND_HALF](t, "name", [&] {{...}})
+and AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "name", [&] {{...}}) (float and double run).
 Values: integer and floating scalars (C++'s conversions and wrap-around), auto, dim3, torch::Tensor,
 TensorOptions, ScalarType, Device, std::vector/std::tuple of these, pointers from data_ptr<T>() and
 casts (never dereferenced); namespace-scope const/constexpr scalars and enums, read-only.
