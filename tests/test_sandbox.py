@@ -468,3 +468,38 @@ def test_triton_languages_functions_are_in_the_workers_integrity_snapshot(monkey
     assert snap["tl.load"] is tl.load and sandbox._tampered(torch, snap) == []
     monkeypatch.setattr(tl, "load", lambda *a, **k: None)
     assert "tl.load" in sandbox._tampered(torch, snap)
+
+
+def test_a_renamed_jit_module_or_a_swapped_numpy_function_is_in_the_integrity_snapshot(monkeypatch):
+    """Red team 25: functools.wraps (as tl.math.wraps) in a kernel body renamed triton.language, so every later kernel
+    in the kept worker was refused, and a kernel body slowed numpy.exp, which the interpreter computes with, for the
+    next candidate. The names of the modules a jit body may name and numpy's functions are in the snapshot."""
+    import numpy
+    import torch
+    import triton.language as tl
+
+    from megakernel_gym.rewards import sandbox
+    snap = sandbox._integrity_snapshot(torch)
+    assert sandbox._tampered(torch, snap) == []
+    monkeypatch.setattr(tl, "__name__", "_softmax_row_kernel")
+    monkeypatch.setattr(numpy, "exp", lambda x: x)
+    assert {"triton.language.__name__", "numpy.exp"} <= set(sandbox._tampered(torch, snap))
+    monkeypatch.undo()
+    assert sandbox._tampered(torch, snap) == []
+
+
+def test_jit_body_paths_end_at_the_kernel_language():
+    """Red team 25: a jit body named tl.str_to_ty (eval with the real builtins) and tl.math.wraps (functools.wraps):
+    any public non-module name of triton.language passed. A path now ends at what a GPU compile takes as the kernel
+    language; Triton's builtins, jit and constexpr functions, dtypes, enums and math stay."""
+    import triton.language.extra.libdevice  # noqa: F401 - (imported by the candidate that names it)
+
+    from megakernel_gym.rewards.jit_rules import _module_path_allowed
+    for ok in ("triton.language.load", "triton.language.sum", "triton.language.float32", "triton.cdiv",
+               "triton.next_power_of_2", "triton.language.constexpr", "triton.language.static_range",
+               "triton.language.PropagateNan.ALL", "triton.language.pointer_type", "math.pi", "math.log2",
+               "triton.language.extra.libdevice.exp", "triton.language.float32.primitive_bitwidth"):
+        assert _module_path_allowed(ok), ok
+    for bad in ("triton.language.str_to_ty", "triton.language.math.wraps", "triton.jit", "triton.autotune",
+                "triton.Config", "triton.language.PropagateNan.__class__", "triton.compile"):
+        assert not _module_path_allowed(bad), bad

@@ -7,6 +7,7 @@ of guard.py.
 from __future__ import annotations
 
 import ast
+import enum
 import functools
 import types
 
@@ -209,10 +210,20 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
                         bad(node, f"the name {n} in the @triton.jit function {fn.name}: the module binds {n} itself, "
                                   f"so the body would call that, not Triton's builtin: give the module's a name of "
                                   "its own")
+                    elif n in modules and n not in local and aliases[n] not in JIT_PATH_MODULES \
+                            and not _module_path_allowed(aliases[n]):
+                        bad(node, f"{aliases[n]} in the @triton.jit function {fn.name}: not part of triton.language "
+                                  "or math")
                     elif not (n in local or n in modules or n in jit_names or n in consts or builtin):
                         bad(node, f"the name {n} in the @triton.jit function {fn.name}: a jit body uses its "
                                   "arguments and locals, triton.language, math, the module's other jit functions "
                                   "and constants, and Triton's builtins")
+                elif isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
+                    # (red team 26: `for triton.next_power_of_2 in (math.isqrt,): pass` rebound the real module's
+                    # function for every later candidate in the worker; Triton compiles no store into an attribute
+                    # or an item)
+                    bad(node, f"the assignment to {ast.unparse(node)[:60]} in the @triton.jit function {fn.name}: a "
+                              "jit body assigns plain names only (tl.store writes memory)")
                 elif isinstance(node, ast.Attribute):
                     base = node.value
                     path = []
@@ -302,17 +313,68 @@ def _module_path_allowed(full: str) -> bool:
         obj = importlib.import_module(parts[0])
     except ImportError:
         return False
+    home = obj
     for i, part in enumerate(parts[1:], 1):
         if not isinstance(obj, types.ModuleType):
             # past the module: what it named (tl.float32) may be followed by triton's value API alone
+            if not _jit_path_value_ok(obj, home.__name__):
+                return False
+            if isinstance(obj, type) and issubclass(obj, enum.Enum):   # tl.PropagateNan.ALL
+                return len(parts) == i + 1 and parts[i] in obj.__members__
             return (type(obj).__module__ or "").startswith("triton.language") and \
                 all(p in _jit_value_attrs() for p in parts[i:])
         if obj.__name__ not in JIT_PATH_MODULES:
             return False   # a step from a module that is not one of the allowed ones
+        home = obj
         try:
             obj = getattr(obj, part)
         except AttributeError:
             return False
-    return not isinstance(obj, types.ModuleType) or obj.__name__ in JIT_PATH_MODULES
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__ in JIT_PATH_MODULES
+    return _jit_path_value_ok(obj, home.__name__)
+
+
+def _jit_path_value_ok(obj, module: str) -> bool:
+    """What a jit body may name in one of JIT_PATH_MODULES: what a GPU compile treats as part of the kernel
+    language. Triton's builtins (tl.load), jit and constexpr functions (tl.sum, triton.cdiv), dtypes and their classes, the
+    constexpr, range and static_range classes, its enums (tl.PropagateNan), libdevice's stubs, plain numbers
+    and strings, and math's names (C functions and constants). Not the Python helpers, classes and stdlib
+    objects these modules also hold: red team 25 ran tl.str_to_ty's eval() with the real builtins from a
+    kernel body under the interpreter (numpy computed the answer, numpy.exp slowed for the next candidate)
+    and renamed triton.language with tl.math.wraps (functools.wraps), so every later kernel was refused."""
+    if module == "math":
+        return True
+    if type(obj) in (int, float, bool, str):
+        return True
+    if getattr(obj, "__triton_builtin__", False) is True:
+        return True
+    try:
+        import triton.language.core as core
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return False
+    try:
+        from triton.runtime.jit import ConstexprFunction
+    except ImportError:   # an older Triton: its constexpr functions are jit functions
+        ConstexprFunction = JITFunction
+    try:   # under TRITON_INTERPRET=1 (the cpu backend's worker), triton.jit makes these
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        InterpretedFunction = JITFunction
+    if isinstance(obj, (JITFunction, InterpretedFunction, ConstexprFunction, core.dtype)) or \
+            isinstance(obj, type) and issubclass(obj, core.dtype):   # tl.pointer_type(tl.float32) builds a dtype
+        return True
+    if isinstance(obj, type) and obj.__module__ == "triton.language.core" and \
+            obj.__qualname__ in ("constexpr", "range", "static_range"):
+        return True   # (by name: the interpreter leaves its own stand-in in core's static_range after some launches)
+    if isinstance(obj, type) and issubclass(obj, enum.Enum):   # (tl.PropagateNan's home is triton._C's ir)
+        return (obj.__module__ or "").startswith("triton.")
+    if isinstance(obj, enum.Enum):
+        return (type(obj).__module__ or "").startswith("triton.")
+    if isinstance(obj, types.FunctionType) and (obj.__module__ or "") == "triton.runtime.interpreter":
+        return True   # the interpreter's stand-ins for the builtins, in their place while a launch runs
+    return isinstance(obj, types.FunctionType) and (obj.__module__ or "").endswith("libdevice") \
+        and (module or "").endswith("libdevice")
 
 

@@ -420,6 +420,17 @@ def _integrity_snapshot(torch) -> dict[str, Any]:
     tl = sys.modules.get("triton.language")
     if tl is not None:
         snap.update({f"tl.{n}": v for n, v in vars(tl).items() if not n.startswith("_") and callable(v)})
+    # the names of the modules a jit body may name, which the rules and the launch check go by (red team 25:
+    # tl.math.wraps(kernel)(tl) renamed triton.language, and every later kernel in the worker was refused), and
+    # numpy's functions, which the interpreter computes a kernel with (red team 25 slowed numpy.exp from a kernel
+    # body for the next candidate)
+    from megakernel_gym.rewards.jit_rules import JIT_PATH_MODULES
+    for m in sorted(JIT_PATH_MODULES):
+        if m in sys.modules:
+            snap[f"{m}.__name__"] = vars(sys.modules[m]).get("__name__")
+    np = sys.modules.get("numpy")
+    if np is not None:
+        snap.update({f"numpy.{n}": v for n, v in vars(np).items() if not n.startswith("_") and callable(v)})
     if torch.cuda.is_available():
         E = lambda name: inspect.getattr_static(torch.cuda.Event, name)  # noqa: E731
         snap.update({"Event": torch.cuda.Event, "Event.elapsed_time": E("elapsed_time"),

@@ -16,7 +16,9 @@ honest tail mask that computes addresses past the end passes.
 """
 from __future__ import annotations
 
+import ast
 import os
+import types
 from typing import Any, Callable
 
 import numpy as np
@@ -231,15 +233,92 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
         node.decorator_list = []
         tree = _ast.Module(body=[node], type_ignores=[])
         tree = self.ast_transformer.visit(tree)
+        if not os.path.realpath(code.co_filename).startswith(triton_dir):
+            tree = _HostReads(fn.__globals__).visit(tree)
         _ast.fix_missing_locations(tree)
         compiled = compile(tree, filename=code.co_filename, mode="exec")
         namespace = dict(fn.__globals__)
         for key, value in vars(interpreter).items():
             namespace.setdefault(key, value)
+        namespace[_HostReads.CALL], namespace[_HostReads.INDEX] = host_read, host_index
         local = {**self.kwargs}
         exec(compiled, namespace, local)
         return local[fn.__name__]
     rewriter.rewrite_ast = rewrite_ast
+
+    import triton.language.core as core
+    why = ("it reads the value on the host (under the CPU interpreter a scalar's __index__ gives Python its "
+           "value), where a GPU compile takes Python's int, float, math and indexing on constexprs only (red team "
+           "25: a softmax computed with math.exp on Python floats). Use triton.language's functions (tl.exp, "
+           "x.to(tl.int32), tl.where)")
+
+    def host_read(f, *args, **kw):
+        if any(isinstance(a, core.tensor) for a in (*args, *kw.values())):
+            raise refuse(f"{getattr(f, '__name__', 'a call')}() of a kernel value in a @triton.jit body", why)
+        return f(*args, **kw)
+
+    def host_index(i):
+        if isinstance(i, core.tensor) or isinstance(i, tuple) and any(isinstance(x, core.tensor) for x in i):
+            raise refuse("indexing by a kernel value in a @triton.jit body", why)
+        return i
+
+    # the combine function of tl.reduce / tl.associative_scan: the interpreter called its raw function (never
+    # rewritten, so neither the launch check nor the host reads' wall held there); now its rewritten body
+    ops = getattr(interpreter, "ReduceScanOpInterface", None)
+    if ops is not None and not getattr(ops.__init__, "_mkgym_rewritten", False):
+        init = ops.__init__
+
+        def ops_init(self, axis, combine_fn, *a, **kw):
+            init(self, axis, combine_fn, *a, **kw)
+            fn = getattr(combine_fn, "fn", None)
+            if isinstance(combine_fn, interpreter.InterpretedFunction) and fn is not None and \
+                    not os.path.realpath(fn.__code__.co_filename).startswith(triton_dir):
+                self.combine_fn = types.SimpleNamespace(fn=combine_fn.rewrite())
+        ops_init._mkgym_rewritten = True
+        ops.__init__ = ops_init
+
+
+class _HostReads(ast.NodeTransformer):
+    """Routes what reads a kernel value on the host under the interpreter through the judge's checks: calls of
+    int, float and math's functions (by the module's name for math, or a name it imported from math), and
+    a subscript's index."""
+    CALL, INDEX = "__mkgym_host_read__", "__mkgym_host_index__"
+
+    def __init__(self, module_globals: dict):
+        import math
+        self.math_modules = {n for n, v in module_globals.items() if v is math}
+        self.host_fns = {n for n, v in module_globals.items() if getattr(v, "__self__", None) is math} | (
+            {"int", "float"} - set(module_globals))
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        root = f
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(f, ast.Name) and f.id in self.host_fns or \
+                isinstance(f, ast.Attribute) and isinstance(root, ast.Name) and root.id in self.math_modules:
+            return ast.copy_location(ast.Call(ast.Name(self.CALL, ast.Load()), [f, *node.args], node.keywords), node)
+        return node
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            if isinstance(node.slice, ast.Tuple):
+                node.slice.elts = [self._index(e) for e in node.slice.elts]
+            else:
+                node.slice = self._index(node.slice)
+        return node
+
+    def _index(self, e):
+        if isinstance(e, ast.Slice):   # (red team 26: len(PAD[:v]) read v through a slice's bound)
+            for part in ("lower", "upper", "step"):
+                if getattr(e, part) is not None:
+                    setattr(e, part, self._index(getattr(e, part)))
+            return e
+        if isinstance(e, ast.Constant):
+            return e
+        return ast.copy_location(ast.Call(ast.Name(self.INDEX, ast.Load()), [e], []), e)
 
 
 def autotune_without_benchmarks() -> None:
