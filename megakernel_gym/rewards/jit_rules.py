@@ -283,15 +283,28 @@ def _launch_value_ok(value) -> bool:
     if isinstance(value, types.ModuleType):
         name = getattr(value, "__name__", "")
         return sys.modules.get(name) is value and (name in JIT_PATH_MODULES or name.startswith("triton.language."))
-    try:
-        import triton.language.core as core
-        from triton.runtime.interpreter import InterpretedFunction
-        from triton.runtime.jit import JITFunction
-    except ImportError:
+    fns = _jit_function_types()
+    if not {"JITFunction", "InterpretedFunction"} <= fns.keys():
         return False
+    import triton.language.core as core
     if type(value) is core.constexpr:
         return _launch_value_ok(value.value) and not isinstance(value.value, types.ModuleType)
-    return isinstance(value, core.dtype) or type(value) in (InterpretedFunction, JITFunction)
+    return isinstance(value, core.dtype) or type(value) in (fns["InterpretedFunction"], fns["JITFunction"])
+
+
+@functools.lru_cache(maxsize=1)
+def _jit_function_types() -> dict[str, type]:
+    """Triton's classes of jit functions, by name, those this Triton has: JITFunction, InterpretedFunction (what
+    triton.jit makes under TRITON_INTERPRET=1, the cpu backend's worker) and ConstexprFunction (triton.cdiv)."""
+    import importlib
+    found = {}
+    for module, name in (("triton.runtime.jit", "JITFunction"), ("triton.runtime.interpreter", "InterpretedFunction"),
+                         ("triton.runtime.jit", "ConstexprFunction")):
+        try:
+            found[name] = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            pass
+    return found
 
 
 # the modules a jit body's dotted paths may pass through (a step that lands on any other module, such as
@@ -349,20 +362,11 @@ def _jit_path_value_ok(obj, module: str) -> bool:
         return True
     if getattr(obj, "__triton_builtin__", False) is True:
         return True
-    try:
-        import triton.language.core as core
-        from triton.runtime.jit import JITFunction
-    except ImportError:
+    fns = _jit_function_types()
+    if "JITFunction" not in fns:
         return False
-    try:
-        from triton.runtime.jit import ConstexprFunction
-    except ImportError:   # an older Triton: its constexpr functions are jit functions
-        ConstexprFunction = JITFunction
-    try:   # under TRITON_INTERPRET=1 (the cpu backend's worker), triton.jit makes these
-        from triton.runtime.interpreter import InterpretedFunction
-    except ImportError:
-        InterpretedFunction = JITFunction
-    if isinstance(obj, (JITFunction, InterpretedFunction, ConstexprFunction, core.dtype)) or \
+    import triton.language.core as core
+    if isinstance(obj, (*fns.values(), core.dtype)) or \
             isinstance(obj, type) and issubclass(obj, core.dtype):   # tl.pointer_type(tl.float32) builds a dtype
         return True
     if isinstance(obj, type) and obj.__module__ == "triton.language.core" and \

@@ -203,9 +203,13 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
     from megakernel_gym.rewards.jit_rules import jit_functions, launch_globals_problem
     triton_dir = os.path.dirname(os.path.realpath(triton.__file__)) + os.sep   # Triton's own jit functions (tl.zeros...)
 
+    def triton_own(filename: str) -> bool:
+        return os.path.realpath(filename).startswith(triton_dir)
+
     def rewrite_ast(self):
         fn = self.fn
         code = fn.__code__
+        theirs = triton_own(code.co_filename)
         # as UTF-8, the text the rules read: linecache decodes by a `# coding:` line, which turned a
         # checked comment into code (anticheat.encoding_flags refuses the line; this reads past it)
         with open(code.co_filename, encoding="utf-8") as f:
@@ -220,11 +224,10 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
         # only a def the jit-body rules read (decorated @triton.jit in the file; Triton's own library aside): one made a kernel
         # any other way (triton.jit(f), an alias of the decorator) would run unread (anticheat's kernel_form
         # refuses those statically; this is the wall behind it)
-        if not os.path.realpath(code.co_filename).startswith(triton_dir) \
-                and not any(n is node for n in jit_functions(module)):
+        if not theirs and not any(n is node for n in jit_functions(module)):
             raise RuntimeError(f"{fn.__name__} is launched as a Triton kernel but is not decorated @triton.jit in "
                                f"the candidate's file: write the decorator directly above its def")
-        if not os.path.realpath(code.co_filename).startswith(triton_dir):
+        if not theirs:
             # the module's names as they are now, against what the rules read from the file (red team 23: a
             # constant rebound to a Python helper, a module-level `def min`)
             why = launch_globals_problem(node, fn.__globals__)
@@ -233,7 +236,7 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
         node.decorator_list = []
         tree = _ast.Module(body=[node], type_ignores=[])
         tree = self.ast_transformer.visit(tree)
-        if not os.path.realpath(code.co_filename).startswith(triton_dir):
+        if not theirs:
             tree = _HostReads(fn.__globals__).visit(tree)
         _ast.fix_missing_locations(tree)
         compiled = compile(tree, filename=code.co_filename, mode="exec")
@@ -264,18 +267,16 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
 
     # the combine function of tl.reduce / tl.associative_scan: the interpreter called its raw function (never
     # rewritten, so neither the launch check nor the host reads' wall held there); now its rewritten body
-    ops = getattr(interpreter, "ReduceScanOpInterface", None)
-    if ops is not None and not getattr(ops.__init__, "_mkgym_rewritten", False):
-        init = ops.__init__
-
+    def rewritten_combine(init):
         def ops_init(self, axis, combine_fn, *a, **kw):
             init(self, axis, combine_fn, *a, **kw)
             fn = getattr(combine_fn, "fn", None)
             if isinstance(combine_fn, interpreter.InterpretedFunction) and fn is not None and \
-                    not os.path.realpath(fn.__code__.co_filename).startswith(triton_dir):
+                    not triton_own(fn.__code__.co_filename):
                 self.combine_fn = types.SimpleNamespace(fn=combine_fn.rewrite())
-        ops_init._mkgym_rewritten = True
-        ops.__init__ = ops_init
+        return ops_init
+    if getattr(interpreter, "ReduceScanOpInterface", None) is not None:
+        _rewrap(interpreter.ReduceScanOpInterface, "__init__", rewritten_combine)
 
 
 class _HostReads(ast.NodeTransformer):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from megakernel_gym.cuda import nvrtc
-from megakernel_gym.rewards.inline.check import _DTYPE_NAMES, _NAMED_VALUES, _base, _bool_step, _dispatch_types, dispatch_args, _hint, _is_constant_name, _static_type, minmax_type
+from megakernel_gym.rewards.inline.check import _DTYPE_NAMES, _NAMED_VALUES, _base, _bool_step, _DISPATCH_CTYPES, _dispatch_types, dispatch_args, _hint, _is_constant_name, _static_type, minmax_type
 from megakernel_gym.rewards.inline.preprocess import tokenize
 from megakernel_gym.rewards.inline.subset import BuildError, CudaRuntimeError, FACTORIES, GUARDS, LIBRARY_CALLS, Unsupported
 from megakernel_gym.rewards.inline.values import Dim3, Num, Options, Ptr, Stream, _Break, _CNAME, _CTYPE_NUM, _CUDA_ERRORS, _Continue, _ELEMENT, _INT_TYPES, _Iter, _Return, _common, _copy, _dim3, _fit, _promoted, _scalar
@@ -218,10 +218,9 @@ class Interpreter:
         st = self.eval(dtype, scopes)
         if isinstance(st, torch.Tensor):
             st = st.dtype
-        table = {torch.float32: "float", torch.float64: "double", torch.float16: "at::Half",
-                 torch.bfloat16: "at::BFloat16"}
-        ctype = table.get(st)
-        named = tuple(str(self.eval(a, scopes)).replace("torch.", "") for a in extra)
+        dtype_name = lambda d: str(d).replace("torch.", "") if isinstance(d, torch.dtype) else None  # noqa: E731
+        ctype = _DISPATCH_CTYPES.get(dtype_name(st))
+        named = tuple(dtype_name(self.eval(a, scopes)) for a in extra)
         if ctype not in _dispatch_types(macro, named):
             raise RuntimeError(f"\"{self.eval(name, scopes)}\" not implemented for '{_dtype_name(st)}'")
         if ctype not in ("float", "double"):
