@@ -171,6 +171,15 @@ def test_exploit_gpu(gpu_judge, path: Path):
     assert not res.correct
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", _params(HONEST, lambda h: True))
+def test_honest_twin_gpu(gpu_judge, path: Path):
+    """Each honest twin is honest on a GPU too: the cpu backend refuses what a GPU compile refuses (Triton's front
+    end on each launched kernel), so a twin only the interpreter took would be a rule fitted to the interpreter."""
+    h, res = _evaluate(gpu_judge, path)
+    assert res.status == "correct", _why(res)
+
+
 @pytest.fixture(scope="module")
 def bare_gpu_judge(store_path):
     from megakernel_gym.rewards import Judge

@@ -503,3 +503,93 @@ def test_jit_body_paths_end_at_the_kernel_language():
     for bad in ("triton.language.str_to_ty", "triton.language.math.wraps", "triton.jit", "triton.autotune",
                 "triton.Config", "triton.language.PropagateNan.__class__", "triton.compile"):
         assert not _module_path_allowed(bad), bad
+
+
+_FRONT_END_SCRIPT = r'''
+import os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton, triton.language as tl
+from triton.runtime import interpreter
+from megakernel_gym.rewards import triton_cpu
+from megakernel_gym.rewards.triton_frontend import TritonCompilationError
+triton_cpu.interpret_own_source(interpreter, triton_cpu.refusal)
+bounds = triton_cpu.bound_memory(interpreter, triton_cpu.refusal)
+triton_cpu.compile_before_running(interpreter, bounds)
+sys.path.insert(0, sys.argv[1])
+import kernels as k
+core_before = dict(vars(tl.core))
+x, y = torch.randn(4, 16), torch.zeros(4, 16)
+k.helper_kernel[(4,)](x, y, 16, BLOCK=16, ACT=k.twice)
+assert torch.allclose(y, 2 * x), "a helper and a jit function passed as a constexpr run"
+changed = [n for n in set(core_before) | set(vars(tl.core)) if core_before.get(n) is not vars(tl.core).get(n)]
+assert not changed, f"the interpreter's patches of triton.language outlived the launch: {changed[:5]}"
+y.zero_()
+try:
+    k.reads_value[(4,)](x, y, 16, BLOCK=16)
+    raise SystemExit("len(range(v)) ran")
+except TritonCompilationError as e:
+    assert "cannot be interpreted as an integer" in str(e), str(e)
+assert not y.any(), "the refused kernel's body did not run"
+k.ternary[(4,)](x, y, 16, BLOCK=16)
+k.ternary[(4,)](x, y, 16, BLOCK=16)
+assert torch.allclose(y, torch.softmax(x, -1), atol=1e-6)
+print("ok")
+'''
+
+_FRONT_END_KERNELS = r'''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def twice(v):
+    return v * 2.0
+
+
+@triton.jit
+def _load_row(x_ptr, row, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    return tl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0)
+
+
+@triton.jit
+def helper_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, ACT: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + row * n + offs, ACT(_load_row(x_ptr, row, n, BLOCK)), mask=offs < n)
+
+
+@triton.jit
+def reads_value(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    tl.store(y_ptr + row * n, 1.0)
+    (b := len(range(tl.load(x_ptr + row * n).to(tl.int32, bitcast=True))))
+    tl.store(y_ptr + row * n + 1, b * 1.0)
+
+
+@triton.jit
+def ternary(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + offs, mask=offs < n, other=-float("inf"))
+    m = tl.max(x, axis=0)
+    e = tl.exp(x - (m if m > -float("inf") else 0.0))
+    tl.store(y_ptr + row * n + offs, e / tl.sum(e, axis=0), mask=offs < n)
+'''
+
+
+def test_a_launched_kernel_runs_under_the_interpreter_only_if_tritons_gpu_front_end_takes_it(tmp_path):
+    """Red team 26: under Triton's CPU interpreter len(range(v)) and `A if v > t else B` read kernel values into
+    Python, which a GPU compile refuses. Each launch's kernel goes through Triton's GPU front end first
+    (triton_cpu.compile_before_running): len(range(v)) is refused before its body runs (nothing stored), a runtime
+    ternary, a helper jit function and a jit function passed as a constexpr pass, and the interpreter's patches of
+    triton.language made by a helper call inside a launch no longer outlive it (they made the front end, and every
+    later launch in the worker, see the interpreter's language)."""
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "kernels.py").write_text(_FRONT_END_KERNELS)
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", _FRONT_END_SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]

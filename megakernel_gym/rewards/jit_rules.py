@@ -332,7 +332,7 @@ def _module_path_allowed(full: str) -> bool:
             # past the module: what it named (tl.float32) may be followed by triton's value API alone
             if not _jit_path_value_ok(obj, home.__name__):
                 return False
-            if isinstance(obj, type) and issubclass(obj, enum.Enum):   # tl.PropagateNan.ALL
+            if _triton_enum(obj):   # tl.PropagateNan.ALL
                 return len(parts) == i + 1 and parts[i] in obj.__members__
             return (type(obj).__module__ or "").startswith("triton.language") and \
                 all(p in _jit_value_attrs() for p in parts[i:])
@@ -346,6 +346,15 @@ def _module_path_allowed(full: str) -> bool:
     if isinstance(obj, types.ModuleType):
         return obj.__name__ in JIT_PATH_MODULES
     return _jit_path_value_ok(obj, home.__name__)
+
+
+def _triton_enum(obj) -> bool:
+    """One of Triton's enum classes (tl.PropagateNan): a Python enum in Triton 3.9, a pybind11 enum of triton._C's
+    ir in 3.6 (its class is pybind11's, with __members__): an honest combine function that named
+    tl.PropagateNan.ALL was refused on the GPU host's Triton 3.6."""
+    if not isinstance(obj, type) or not (obj.__module__ or "").startswith("triton."):
+        return False
+    return issubclass(obj, enum.Enum) or isinstance(getattr(obj, "__members__", None), dict)
 
 
 def _jit_path_value_ok(obj, module: str) -> bool:
@@ -372,10 +381,8 @@ def _jit_path_value_ok(obj, module: str) -> bool:
     if isinstance(obj, type) and obj.__module__ == "triton.language.core" and \
             obj.__qualname__ in ("constexpr", "range", "static_range"):
         return True   # (by name: the interpreter leaves its own stand-in in core's static_range after some launches)
-    if isinstance(obj, type) and issubclass(obj, enum.Enum):   # (tl.PropagateNan's home is triton._C's ir)
-        return (obj.__module__ or "").startswith("triton.")
-    if isinstance(obj, enum.Enum):
-        return (type(obj).__module__ or "").startswith("triton.")
+    if _triton_enum(obj) or _triton_enum(type(obj)):   # (tl.PropagateNan's home is triton._C's ir)
+        return True
     if isinstance(obj, types.FunctionType) and (obj.__module__ or "") == "triton.runtime.interpreter":
         return True   # the interpreter's stand-ins for the builtins, in their place while a launch runs
     return isinstance(obj, types.FunctionType) and (obj.__module__ or "").endswith("libdevice") \

@@ -206,7 +206,9 @@ class LaunchCounter:
             refuse = lambda what, hint: (counter.refuse or triton_cpu.refusal)(what, hint)  # noqa: E731 (the guard's, once on)
             triton_cpu.mark_argument_moves(interpreter, self)
             triton_cpu.interpret_own_source(interpreter, refuse)
-            triton_cpu.bound_memory(interpreter, refuse)
+            bounds = triton_cpu.bound_memory(interpreter, refuse)
+            if os.environ.get("TRITON_INTERPRET") == "1":
+                triton_cpu.compile_before_running(interpreter, bounds)
             if os.environ.get("TRITON_INTERPRET") == "1":
                 triton_cpu.autotune_without_benchmarks()
         except ImportError:
@@ -519,7 +521,8 @@ def _categorize_exception(e: BaseException) -> tuple[str, str]:
     if isinstance(e, SyntaxError):
         return "compile_error", "syntax"
     low = text.lower()
-    if "compilationerror" in type(e).__name__.lower() or "triton" in low and "compil" in low:
+    # Triton's CompilationError and its subclasses (UnsupportedLanguageConstruct: a walrus under Triton 3.6)
+    if any("compilationerror" in c.__name__.lower() for c in type(e).__mro__) or "triton" in low and "compil" in low:
         return "compile_error", "triton_compile"
     if "out of memory" in low or "allocate memory" in low or isinstance(e, MemoryError):
         return "runtime_error", "oom"

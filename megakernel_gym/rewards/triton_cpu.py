@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import os
 import types
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -29,6 +30,7 @@ class Bounds:
 
     def __init__(self):
         self.active = 0                    # launches whose body is running (GridExecutor.__call__)
+        self.before_body: list[Callable] = []   # (executor, args, kwargs) -> None, or raise: before each launch
         self.clear()
 
     def clear(self) -> None:
@@ -113,6 +115,28 @@ class _Bounded:
         return self._real.atomic_rmw(op, ptr, val, mask, sem)
 
 
+def _language_now() -> list:
+    """triton.language as it is, where the interpreter patches it: a @triton.jit function called inside a launch
+    patches it with the interpreter's functions (InterpretedFunction.__call__) and never restores it, so every later
+    launch in the worker, and Triton's front end (compile_before_running), saw the interpreter's language."""
+    import triton.language as tl
+    objs = [tl, tl.core, tl.core.tensor, getattr(tl, "math", None), getattr(tl.core, "tensor_descriptor_base", None)]
+    return [(o, dict(vars(o))) for o in objs if o is not None]
+
+
+def _restore_language(saved: list) -> None:
+    for obj, before in saved:
+        now = vars(obj)
+        for name in [n for n in now if n not in before]:
+            delattr(obj, name)
+        for name, value in before.items():
+            if now.get(name, _ABSENT) is not value:
+                setattr(obj, name, value)
+
+
+_ABSENT = object()
+
+
 def refusal(what: str, hint: str) -> BaseException:
     """The refusal where the guard is off (tests of the layers below it)."""
     return RuntimeError(f"{what}: {hint}" if hint else what)
@@ -150,6 +174,9 @@ def bound_memory(interpreter, refuse: Callable[[str, str], BaseException] | None
     # the last launch's spans held for a later direct call, over memory freed since and reused by Python objects)
     def while_running(call):
         def __call__(self, *a, **kw):
+            for check in bounds.before_body:
+                check(self, a, kw)
+            lang = _language_now() if not bounds.active else None
             bounds.active += 1
             try:
                 return call(self, *a, **kw)
@@ -157,6 +184,8 @@ def bound_memory(interpreter, refuse: Callable[[str, str], BaseException] | None
                 bounds.active -= 1
                 if not bounds.active:
                     bounds.clear()
+                if lang is not None:
+                    _restore_language(lang)
         return __call__
     _rewrap(ge, "__call__", while_running)
 
@@ -210,17 +239,7 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
         fn = self.fn
         code = fn.__code__
         theirs = triton_own(code.co_filename)
-        # as UTF-8, the text the rules read: linecache decodes by a `# coding:` line, which turned a
-        # checked comment into code (anticheat.encoding_flags refuses the line; this reads past it)
-        with open(code.co_filename, encoding="utf-8") as f:
-            text = f.read()
-        module = _ast.parse(text)
-        defs = [n for n in module.body if isinstance(n, _ast.FunctionDef) and n.name == fn.__name__
-                and (min([d.lineno for d in n.decorator_list] + [n.lineno]) <= code.co_firstlineno <= n.lineno)]
-        if len(defs) != 1:
-            raise RuntimeError(f"the @triton.jit function {fn.__name__} has no definition of its own in "
-                               f"{code.co_filename}")
-        node = defs[0]
+        node, module = own_definition(fn, with_module=True)
         # only a def the jit-body rules read (decorated @triton.jit in the file; Triton's own library aside): one made a kernel
         # any other way (triton.jit(f), an alias of the decorator) would run unread (anticheat's kernel_form
         # refuses those statically; this is the wall behind it)
@@ -246,6 +265,7 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
         namespace[_HostReads.CALL], namespace[_HostReads.INDEX] = host_read, host_index
         local = {**self.kwargs}
         exec(compiled, namespace, local)
+        REWRITTEN_FROM[local[fn.__name__]] = fn
         return local[fn.__name__]
     rewriter.rewrite_ast = rewrite_ast
 
@@ -277,6 +297,47 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
         return ops_init
     if getattr(interpreter, "ReduceScanOpInterface", None) is not None:
         _rewrap(interpreter.ReduceScanOpInterface, "__init__", rewritten_combine)
+
+
+# the function the interpreter runs (its rewritten body) -> the @triton.jit function it was made from
+REWRITTEN_FROM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def own_definition(fn, with_module: bool = False):
+    """`fn`'s def in its file's syntax tree, read as UTF-8: the text the guard's jit-body rules read (linecache
+    decodes by a `# coding:` line, which turned a checked comment into code; anticheat.encoding_flags refuses the
+    line, this reads past it). The interpreter runs this def and Triton's front end compiles it."""
+    code = fn.__code__
+    with open(code.co_filename, encoding="utf-8") as f:
+        text = f.read()
+    module = ast.parse(text)
+    defs = [n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == fn.__name__
+            and (min([d.lineno for d in n.decorator_list] + [n.lineno]) <= code.co_firstlineno <= n.lineno)]
+    if len(defs) != 1:
+        raise RuntimeError(f"the @triton.jit function {fn.__name__} has no definition of its own in "
+                           f"{code.co_filename}")
+    return (defs[0], module) if with_module else defs[0]
+
+
+def compile_before_running(interpreter, bounds: "Bounds") -> None:
+    """Each launch's kernel goes through Triton's GPU front end before the interpreter runs its body
+    (triton_frontend): a kernel that a GPU compile refuses does not run here either."""
+    import triton
+
+    from megakernel_gym.rewards import triton_frontend
+    triton_dir = os.path.dirname(os.path.realpath(triton.__file__)) + os.sep
+    made: list = []
+
+    def check(executor, args, kwargs):
+        fn = REWRITTEN_FROM.get(executor.fn)
+        if fn is None:
+            raise RuntimeError("a Triton launch of a body the judge did not make from a @triton.jit def: launch "
+                               "the kernel with kernel[grid](...)")
+        if not made:   # at the first launch: importing the CUDA backend costs a worker that runs no kernel nothing
+            made.append(triton_frontend.FrontEnd(interpreter, own_definition,
+                                                 lambda f: os.path.realpath(f).startswith(triton_dir)))
+        made[0].check(fn, args, kwargs)
+    bounds.before_body.append(check)
 
 
 class _HostReads(ast.NodeTransformer):

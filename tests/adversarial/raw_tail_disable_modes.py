@@ -1,4 +1,4 @@
-# expect: rejected guard|torch_compute|monkeypatch or runtime_error exception
+# expect: rejected guard|torch_compute|monkeypatch or runtime_error exception or compile_error triton_compile
 # expect-gpu: rejected guard|torch_compute|monkeypatch or runtime_error exception or compile_error triton_compile
 # problem: softmax
 # family: 1 watcher off: jit source tail run raw by the interpreter

@@ -1,4 +1,4 @@
-# expect: rejected guard|torch_compute or incorrect mismatch
+# expect: rejected guard|torch_compute or incorrect mismatch or compile_error triton_compile
 # expect-gpu: rejected guard|torch_compute or incorrect mismatch or compile_error triton_compile
 # problem: softmax
 # family: 9 the problem's Model through sys.modules

@@ -1,4 +1,4 @@
-# expect: rejected guard|concurrency or incorrect mismatch
+# expect: rejected guard|concurrency or incorrect mismatch or compile_error triton_compile
 # expect-gpu: rejected guard|concurrency or incorrect mismatch or compile_error triton_compile
 # problem: softmax
 # family: 2 thread started from raw interpreter code

@@ -10,12 +10,12 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-LANES = 16
+LANES = tl.constexpr(16)
 
 
 @functools.lru_cache(maxsize=None)
 def _block(n_cols, floor=LANES):
-    return max(triton.next_power_of_2(n_cols), floor)
+    return max(triton.next_power_of_2(n_cols), int(floor))
 
 
 @triton.jit

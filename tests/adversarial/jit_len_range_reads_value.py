@@ -1,7 +1,11 @@
-# OPEN (session 62, red team 26): correct on the cpu backend today, 44-73 s a judging, so not in the corpus run;
-# the fix planned: run Triton's own GPU front end (AST to TTIR, no GPU needed) on each launched kernel before the
-# interpreter runs it. Move into tests/adversarial/ with an expect header once it is refused.
+# expect: compile_error triton_compile
+# expect-gpu: compile_error triton_compile
 # problem: softmax
+# family: 1 Python inside a @triton.jit body (a kernel value read on the host through len(range(v)))
+# honest: honest/runtime_ternary.py
+# red team 26: range() took the interpreter tensor's __index__, so len(range(bits)) read each element as a Python int
+# kept in walrus locals; every exponential was math.exp on a Python float, correct on cpu (44 s a judging). Each
+# launched kernel now goes through Triton's GPU front end first (rewards/triton_frontend.py), which refuses range(v)
 # softmax whose every exponential is Python's math.exp on a Python float: each kernel value is read on the host
 # as its bits through len(range(bits)) (range() takes the interpreter tensor's __index__), decoded with Python
 # arithmetic, kept in walrus locals (not rewritten to tensors), and the result stored back

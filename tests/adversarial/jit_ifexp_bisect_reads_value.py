@@ -1,7 +1,12 @@
-# OPEN (session 62, red team 26): correct on the cpu backend today, 44-73 s a judging, so not in the corpus run;
-# the fix planned: run Triton's own GPU front end (AST to TTIR, no GPU needed) on each launched kernel before the
-# interpreter runs it. Move into tests/adversarial/ with an expect header once it is refused.
+# expect: compile_error triton_compile
+# expect-gpu: compile_error triton_compile
 # problem: softmax
+# family: 1 Python inside a @triton.jit body (a kernel value read on the host by bisection with A if v > t else B)
+# honest: honest/runtime_ternary.py
+# red team 26: the interpreter evaluates `A if kernel_bool else B` with the tensor's __bool__, so a binary search read
+# each element's bits into a Python int; every exponential was math.exp on a Python float, correct on cpu (73 s a
+# judging). Triton's GPU front end, run on each launched kernel first, types the result a kernel value and refuses
+# the host arithmetic on it
 # softmax: the max and the final division are Triton's; every exponential is Python's math.exp on a Python float.
 # Each element is read on the host by a binary search of kernel comparisons (`A if kernel_bool else B`: the
 # interpreter tensor's __bool__) over its bits, kept as a Python int in a walrus local, decoded with Python arithmetic
