@@ -533,6 +533,15 @@ assert not y.any(), "the refused kernel's body did not run"
 k.ternary[(4,)](x, y, 16, BLOCK=16)
 k.ternary[(4,)](x, y, 16, BLOCK=16)
 assert torch.allclose(y, torch.softmax(x, -1), atol=1e-6)
+y.zero_()
+try:
+    k.split[(4,)](x, y, 16, BLOCK=16)
+    raise SystemExit("the branch the front end did not compile ran")
+except Exception as e:
+    assert "comes out False under the interpreter" in str(e), str(e)
+assert not y.any()
+k.clamp[(4,)](x, y, 16, BLOCK=16)
+assert torch.equal(y, x.clamp(min=0.0)), "max of a block is Triton's elementwise max"
 print("ok")
 '''
 
@@ -568,6 +577,23 @@ def reads_value(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def split(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    if (c := 1) is not 1:
+        pass
+    else:
+        tl.store(y_ptr + row * n, 5.0)
+
+
+@triton.jit
+def clamp(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0)
+    tl.store(y_ptr + row * n + offs, max(x, 0.0), mask=offs < n)
+
+
+@triton.jit
 def ternary(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
@@ -584,7 +610,9 @@ def test_a_launched_kernel_runs_under_the_interpreter_only_if_tritons_gpu_front_
     (triton_cpu.compile_before_running): len(range(v)) is refused before its body runs (nothing stored), a runtime
     ternary, a helper jit function and a jit function passed as a constexpr pass, and the interpreter's patches of
     triton.language made by a helper call inside a launch no longer outlive it (they made the front end, and every
-    later launch in the worker, see the interpreter's language)."""
+    later launch in the worker, see the interpreter's language). Red team 27: a compile-time condition the
+    interpreter decides otherwise than the front end (`(c := 1) is not 1`) is refused before the branch runs, and
+    max of a block is Triton's elementwise max, as the front end takes it."""
     import os
     import subprocess
     import sys

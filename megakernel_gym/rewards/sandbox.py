@@ -208,7 +208,7 @@ class LaunchCounter:
             triton_cpu.interpret_own_source(interpreter, refuse)
             bounds = triton_cpu.bound_memory(interpreter, refuse)
             if os.environ.get("TRITON_INTERPRET") == "1":
-                triton_cpu.compile_before_running(interpreter, bounds)
+                triton_cpu.compile_before_running(interpreter, bounds, refuse)
             if os.environ.get("TRITON_INTERPRET") == "1":
                 triton_cpu.autotune_without_benchmarks()
         except ImportError:

@@ -254,6 +254,9 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
                 raise refuse(why, "")
         node.decorator_list = []
         tree = _ast.Module(body=[node], type_ignores=[])
+        if not theirs and _PATH_CHECKS:   # on the places of the file's own nodes, before the interpreter's rewrite
+            from megakernel_gym.rewards.triton_frontend import SameBranches
+            tree = SameBranches(code.co_filename).visit(tree)
         tree = self.ast_transformer.visit(tree)
         if not theirs:
             tree = _HostReads(fn.__globals__).visit(tree)
@@ -263,11 +266,18 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
         for key, value in vars(interpreter).items():
             namespace.setdefault(key, value)
         namespace[_HostReads.CALL], namespace[_HostReads.INDEX] = host_read, host_index
+        if not theirs:
+            for name, value in builtins_as_triton.items():
+                if name not in fn.__globals__:
+                    namespace[name] = value
+            namespace.update(_PATH_CHECKS)
         local = {**self.kwargs}
         exec(compiled, namespace, local)
         REWRITTEN_FROM[local[fn.__name__]] = fn
         return local[fn.__name__]
     rewriter.rewrite_ast = rewrite_ast
+    from megakernel_gym.rewards.triton_frontend import interpreter_builtins
+    builtins_as_triton = interpreter_builtins(interpreter)
 
     import triton.language.core as core
     why = ("it reads the value on the host (under the CPU interpreter a scalar's __index__ gives Python its "
@@ -299,6 +309,9 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
         _rewrap(interpreter.ReduceScanOpInterface, "__init__", rewritten_combine)
 
 
+# the names a rewritten body calls to check its conditions and blocks against Triton's front end (set by
+# compile_before_running; empty where the front end is not run: the gpu backend)
+_PATH_CHECKS: dict[str, Callable] = {}
 # the function the interpreter runs (its rewritten body) -> the @triton.jit function it was made from
 REWRITTEN_FROM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -319,7 +332,8 @@ def own_definition(fn, with_module: bool = False):
     return (defs[0], module) if with_module else defs[0]
 
 
-def compile_before_running(interpreter, bounds: "Bounds") -> None:
+def compile_before_running(interpreter, bounds: "Bounds", refuse: Callable[[str, str], BaseException] | None = None
+                           ) -> None:
     """Each launch's kernel goes through Triton's GPU front end before the interpreter runs its body
     (triton_frontend): a kernel that a GPU compile refuses does not run here either."""
     import triton
@@ -328,16 +342,21 @@ def compile_before_running(interpreter, bounds: "Bounds") -> None:
     triton_dir = os.path.dirname(os.path.realpath(triton.__file__)) + os.sep
     made: list = []
 
+    def front():
+        if not made:   # at the first launch: importing the CUDA backend costs a worker that runs no kernel nothing
+            made.append(triton_frontend.FrontEnd(interpreter, own_definition,
+                                                 lambda f: os.path.realpath(f).startswith(triton_dir), refuse))
+        return made[0]
+
     def check(executor, args, kwargs):
         fn = REWRITTEN_FROM.get(executor.fn)
         if fn is None:
             raise RuntimeError("a Triton launch of a body the judge did not make from a @triton.jit def: launch "
                                "the kernel with kernel[grid](...)")
-        if not made:   # at the first launch: importing the CUDA backend costs a worker that runs no kernel nothing
-            made.append(triton_frontend.FrontEnd(interpreter, own_definition,
-                                                 lambda f: os.path.realpath(f).startswith(triton_dir)))
-        made[0].check(fn, args, kwargs)
+        front().check(fn, args, kwargs)
     bounds.before_body.append(check)
+    _PATH_CHECKS[triton_frontend.SameBranches.COND] = lambda where, value: front().condition(where, value)
+    _PATH_CHECKS[triton_frontend.SameBranches.REACHED] = lambda where: front().reached(where)
 
 
 class _HostReads(ast.NodeTransformer):

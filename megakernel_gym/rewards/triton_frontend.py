@@ -9,6 +9,14 @@ GPU compile) is the definition of what a kernel may say. It runs without a GPU: 
 launch's own argument types and constexprs, goes through it for an sm_90 target before its body runs, and a
 refusal is the GPU's compile error. The answer is kept per (function, specialization).
 
+The front end decides a compile-time condition itself and compiles the branch it takes (a static `if`, one side
+of a conditional expression, a short-circuit `and`), and the interpreter decides it again in Python, where a walrus
+value, `is` or Python's own max can answer otherwise: red team 27 sent the front end down a `pass` and the
+interpreter down red team 26's value-reading body. So the front end's run also records what it reached and how
+each condition came out (Generator.visit), and the interpreter runs a body whose conditions and blocks are checked
+against that record (SameBranches): a block the GPU compile never reached, or a compile-time condition that comes
+out otherwise, is refused. min, max and print in a body are Triton's, as the front end takes them (interpreter_builtins).
+
 The kernel's body is the one the interpreter runs and the rules read: its definition from the file's syntax
 tree (triton_cpu.own_definition). Under TRITON_INTERPRET=1 every @triton.jit function, Triton's own library
 (tl.zeros, tl.max...) included, is an InterpretedFunction; the front end sees each as the JITFunction a GPU
@@ -29,18 +37,19 @@ class TritonCompilationError(RuntimeError):
 class FrontEnd:
     """Triton's front end for one sm_90 target, and the specializations it has taken."""
 
-    def __init__(self, interpreter, own_definition, triton_own):
+    def __init__(self, interpreter, own_definition, triton_own, refuse=None):
         from triton.backends.compiler import GPUTarget
         from triton.backends.nvidia.compiler import CUDABackend
         from triton.compiler import ASTSource
         from triton.compiler import code_generator
         from triton.runtime.jit import JITFunction, create_function_from_signature
         self.interpreter = interpreter
+        self.refuse = refuse or (lambda what, hint: RuntimeError(f"{what}: {hint}"))
         self.target = GPUTarget("cuda", 90, 32)
         self.backend = CUDABackend(self.target)
         self.ASTSource, self.code_generator = ASTSource, code_generator
         self.create_binder = create_function_from_signature
-        self.passed: dict[tuple, bool] = {}
+        self.passed: dict[tuple, dict] = {}   # specialization -> the record of what its compile reached
         self.jit_fns: dict[Any, Any] = {}
         front = self
 
@@ -61,6 +70,8 @@ class FrontEnd:
                     return super().parse()
                 node = own_definition(self.fn)
                 node.decorator_list = []
+                # (file, line shift): the record names nodes by their place in the file, as SameBranches does
+                self._mkgym_where = (self.fn.__code__.co_filename, node.lineno - 1)
                 ast.increment_lineno(node, 1 - node.lineno)   # as Triton numbers it: the def is line 1
                 return ast.Module(body=[node], type_ignores=[])
         self.AsJit = AsJit
@@ -73,7 +84,17 @@ class FrontEnd:
 
             def visit_Attribute(self, node):
                 return front.as_jit(super().visit_Attribute(node))
+
+            def visit(self, node):
+                ret = super().visit(node)
+                where = getattr(self.jit_fn, "_mkgym_where", None)
+                if where is not None and front.recording is not None and isinstance(node, (ast.stmt, ast.expr)) \
+                        and getattr(node, "end_lineno", None) is not None:   # (not a node Triton made itself)
+                    front.recording.setdefault(place(node, *where), set()).add(_outcome(ret))
+                return ret
         self.Generator = Generator
+        self.recording: dict | None = None     # the record of the compile running now
+        self.current: dict | None = None       # the record of the launch whose body runs now
 
     def as_jit(self, value):
         if not isinstance(value, self.interpreter.InterpretedFunction):
@@ -100,7 +121,10 @@ class FrontEnd:
             raise TritonCompilationError(f"the kernel {fn.__name__} cannot take its launch's arguments: {e}") from None
         key = (fn, repr(specialization), repr(sorted(options.items())))
         if key in self.passed:
+            self.current = self.passed[key]
             return
+        self.current = None
+        record: dict = {}
         try:
             options, signature, constexprs, attrs = jf._pack_args(self.backend, kwargs, bound, specialization,
                                                                    options)
@@ -112,11 +136,13 @@ class FrontEnd:
             self.backend.load_dialects(ctx)
             src = self.ASTSource(jf, signature, constexprs, attrs)
             self.code_generator.CodeGenerator = self.Generator
+            self.recording = record
             try:
                 src.make_ir(self.target, options, self.backend.get_codegen_implementation(options),
                             self.backend.get_module_map(), ctx)
             finally:
                 self.code_generator.CodeGenerator = self.Generator.__mro__[1]
+                self.recording = None
         except Exception as e:
             msg = str(e).strip() or type(e).__name__
             lines = [ln for ln in msg.splitlines() if ln.strip()]
@@ -127,4 +153,128 @@ class FrontEnd:
                 f"interpreter only if a GPU compile (Triton's front end, for sm_90) takes it:\n{msg}") from None
         if len(self.passed) > _CACHE_LIMIT:
             self.passed.clear()
-        self.passed[key] = True
+        self.passed[key] = self.current = record
+
+    # -- the interpreter's side: its body's conditions and blocks against the record (SameBranches) ----------
+    def condition(self, where: tuple, value):
+        """A condition of the running body (an if, a while, a conditional expression, an and/or operand)."""
+        seen = self._seen(where, "the condition")
+        if DYNAMIC not in seen:   # a compile-time condition there: it must come out the same here
+            try:
+                here = bool(value)
+            except Exception:
+                here = None
+            if here not in seen:
+                raise self.refuse(f"line {where[1]} of the kernel: a compile-time condition that Triton's GPU compile "
+                                  f"took as {sorted(seen, key=str)} comes out {here} under the interpreter",
+                                  "write conditions a GPU compile decides the same way (no `is` on numbers, no walrus "
+                                  "in a condition): the cpu backend runs only the branches a GPU compile took")
+        return value
+
+    def reached(self, where: tuple) -> None:
+        self._seen(where, "the block")
+
+    def _seen(self, where: tuple, what: str) -> set:
+        seen = (self.current or {}).get(where)
+        if seen is None:
+            raise self.refuse(f"line {where[1]} of the kernel: {what} at {where[1]}:{where[2]} runs under the "
+                              "interpreter but Triton's GPU compile never reached it",
+                              "the cpu backend runs only what a GPU compile of the launch compiled")
+        return seen
+
+
+DYNAMIC = "dynamic"   # a kernel value: decided at run time, both ways compiled
+
+
+def place(node, filename: str, shift: int = 0) -> tuple:
+    """A node's place in its file: what the record and the interpreter's checks both name it by."""
+    return (filename, node.lineno + shift, node.col_offset, node.end_lineno + shift, node.end_col_offset)
+
+
+def _outcome(value):
+    import triton.language.core as core
+    if isinstance(value, core.tensor):
+        return DYNAMIC
+    if isinstance(value, core.constexpr):
+        value = value.value
+    try:
+        return bool(value)
+    except Exception:
+        return DYNAMIC
+
+
+class SameBranches(ast.NodeTransformer):
+    """The interpreter's copy of a candidate's @triton.jit def, each condition and each block checked against what
+    Triton's front end did with the launch (FrontEnd.condition, FrontEnd.reached)."""
+    COND, REACHED = "__mkgym_condition__", "__mkgym_reached__"
+
+    def __init__(self, filename: str):
+        self.filename = filename
+
+    def _where(self, node):
+        return ast.Constant(place(node, self.filename))
+
+    def _cond(self, test):
+        return ast.copy_location(ast.Call(ast.Name(self.COND, ast.Load()), [self._where(test), test], []), test)
+
+    def _block(self, body: list) -> list:
+        if not body:
+            return body
+        call = ast.Call(ast.Name(self.REACHED, ast.Load()), [self._where(body[0])], [])
+        return [ast.copy_location(ast.Expr(call), body[0]), *body]
+
+    def visit_FunctionDef(self, node):
+        self.generic_visit(node)
+        node.body = self._block(node.body)
+        return node
+
+    def visit_If(self, node):
+        self.generic_visit(node)
+        node.test = self._cond(node.test)
+        node.body, node.orelse = self._block(node.body), self._block(node.orelse)
+        return node
+
+    def visit_While(self, node):
+        self.generic_visit(node)
+        node.test = self._cond(node.test)
+        node.body, node.orelse = self._block(node.body), self._block(node.orelse)
+        return node
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        node.body, node.orelse = self._block(node.body), self._block(node.orelse)
+        return node
+
+    def visit_With(self, node):
+        self.generic_visit(node)
+        node.body = self._block(node.body)
+        return node
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        node.test = self._cond(node.test)
+        return node
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        node.values = [*(self._cond(v) for v in node.values[:-1]), node.values[-1]]
+        return node
+
+
+def interpreter_builtins(interpreter) -> dict:
+    """min, max and print in a @triton.jit body, as Triton's front end takes them (its builtin_namespace: builtin_min,
+    builtin_max, device_print): under the interpreter they were Python's, and Python's max of a block and a number
+    returned one of the two objects (red team 27: an honest `max(x, -1e30)` failed; an `is` test of the result
+    split the front end's branch from the interpreter's)."""
+    from triton.compiler.code_generator import CodeGenerator
+    names = CodeGenerator.builtin_namespace
+
+    def as_triton(name):
+        fn = names[name]
+
+        def call(*args, **kwargs):
+            kwargs["_semantic"] = interpreter.interpreter_semantic
+            return fn(*args, **kwargs)
+        call.__name__ = name
+        return call
+    return {n: as_triton(n) for n in ("min", "max", "print") if n in names}
