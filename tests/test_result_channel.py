@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -83,23 +84,42 @@ def _mem_available() -> int:
     return 0
 
 
-def test_a_3_gib_output_round_trips_through_the_channel(tmp_path):
-    """3 GiB of uint8, past the 2 GiB a single write() moves: every byte comes back, the bytes on either
-    side of 2 GiB too. (About 6 GiB of memory and 3 GiB of disk; skipped, saying so, where there is not.)"""
-    n = 3 << 30
-    if _mem_available() < 8 << 30 or shutil.disk_usage(tmp_path).free < 4 << 30:
-        pytest.skip("needs 8 GiB of free memory and 4 GiB of disk for a 3 GiB output")
+@pytest.fixture
+def channel_dir(tmp_path):
+    """Where the judge's channel lives, /dev/shm (tmpfs), where it has room: on a CI machine's disk the file went
+    through the page cache's writeback (90-130 s for 3 GiB)."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and shutil.disk_usage(shm).free >= 3 << 30 and _mem_available() >= 8 << 30:
+        d = tempfile.mkdtemp(prefix="mkgym-2gib-", dir=shm)
+        try:
+            yield Path(d)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    else:
+        yield tmp_path
+
+
+def test_an_output_past_2_gib_round_trips_through_the_channel(channel_dir):
+    """2 GiB and 64 MiB of uint8, past the 2 GiB (0x7ffff000 bytes) a single write() moves: every byte comes back,
+    the bytes on either side of 2 GiB too. The source is dropped once written and the read checked against the
+    pattern, so the test holds two copies at a time (on a fresh CI machine each GiB touched for the first time
+    cost 5-6 s: three copies of 3 GiB took 90-130 s). Skipped, saying so, without the memory and disk."""
+    tmp_path = channel_dir
+    n = (2 << 30) + (64 << 20)
+    if _mem_available() < 6 << 30 or shutil.disk_usage(tmp_path).free < 3 << 30:
+        pytest.skip("needs 6 GiB of free memory and 3 GiB of disk for a 2.06 GiB output")
     out = torch.full((n,), 7, dtype=torch.uint8)
     marks = {0: 1, (2 << 30) - 1: 2, 2 << 30: 3, 0x7ffff000: 4, n - 1: 5}
     for i, v in marks.items():
         out[i] = v
-    descs = write_outputs(torch, [out.view(3, 1 << 30)], str(tmp_path), "s0")
+    descs = write_outputs(torch, [out.view(2, n // 2)], str(tmp_path), "s0")
+    del out
     assert os.path.getsize(tmp_path / descs[0]["file"]) == n
     back = read_output(torch, descs[0], str(tmp_path), torch.device("cpu"))
-    assert back.shape == (3, 1 << 30)
+    assert back.shape == (2, n // 2)
     flat = back.view(-1)
     assert all(int(flat[i]) == v for i, v in marks.items())
-    assert torch.equal(flat, out)
+    assert int(np.count_nonzero(flat.numpy() != 7)) == len(marks)    # (torch's sum of 2G bools took 60 s here)
 
 
 def test_a_compare_in_pieces_finds_what_the_whole_one_finds(monkeypatch):

@@ -83,17 +83,52 @@ def _ll_only(t: Task, p: Task, ll: frozenset[str]) -> bool:
 
 def kept_waits(plan: Plan, ll: frozenset[str]) -> dict[int, list[tuple[int, int]]]:
     """The plan's waits less those that LL words enforce already: a wait goes when every task it
-    waits for (the counter's producers the task depends on) is a dependency by LL words alone."""
+    waits for (the counter's producers the task depends on) is a dependency by LL words alone.
+    _ll_only walks spans; most pairs are settled by which base tensors the two tasks read and write, which
+    is the same for every tile of an op, so that is asked once per pair of such classes (a 1B plan asks
+    1.6M pairs: the spans were most of emit_cuda's time)."""
     if not ll:
         return plan.waits
     tg = plan.tg
     out = {}
+    sets: list[tuple[frozenset[str], frozenset[str]]] = []     # a class: the base tensors its tasks read, write
+    classes: dict[tuple[frozenset[str], frozenset[str]], int] = {}
+    class_of: dict[int, int] = {}
+    quick: dict[tuple[int, int], bool | None] = {}
+
+    def klass(tid: int) -> int:
+        k = class_of.get(tid)
+        if k is None:
+            task = tg.tasks[tid]
+            key = (frozenset(r.tensor for r in task.reads), frozenset(w.tensor for w in task.writes))
+            k = class_of[tid] = classes.setdefault(key, len(classes))
+            if k == len(sets):
+                sets.append(key)
+        return k
+
+    def settled(kt: int, kp: int) -> bool | None:
+        """True: an LL dependency whatever the spans; None: the spans decide."""
+        (t_reads, t_writes), (p_reads, p_writes) = sets[kt], sets[kp]
+        if t_writes & (p_writes | p_reads):
+            return None
+        return True if (t_reads & p_writes) <= ll else None
+
     for t, waits in plan.waits.items():
         task, deps = tg.tasks[t], tg.deps[t]
+        kt = klass(t)
         kept = []
         for c, threshold in waits:
             prods = [p for p in plan.counters[c].producers if p in deps]
-            if not prods or not all(_ll_only(task, tg.tasks[p], ll) for p in prods):
+            ok = bool(prods)
+            for p in prods:
+                kp = klass(p)
+                q = quick.get((kt, kp), 0)
+                if q == 0:
+                    q = quick[(kt, kp)] = settled(kt, kp)
+                if q is None and not _ll_only(task, tg.tasks[p], ll):
+                    ok = False
+                    break
+            if not ok:
                 kept.append((c, threshold))
         out[t] = kept
     return out

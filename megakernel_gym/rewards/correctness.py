@@ -350,6 +350,9 @@ def _read_file(torch, f, name: str, nbytes: int, dtype, shape, device):
     dev = torch.device(device) if isinstance(device, str) else device
     if dev is None or dev.type == "cpu":
         host = _staging(torch, nbytes, dev)      # on the CPU a buffer of its own, returned as it is
+        # its pages faulted in first: readinto faulting them one at a time inside the kernel's copy took 30-40 s
+        # for 3 GiB with a few GiB in use on a CI machine, where a memset and the read take 1.5 s
+        host.fill_(0)
         got = _read_all(f, memoryview(host.numpy()))
         if got != nbytes:
             raise ValueError(f"output file {name}: short read ({got} of {nbytes} bytes)")
