@@ -234,11 +234,7 @@ class SameBranches(ast.NodeTransformer):
         node.body, node.orelse = self._block(node.body), self._block(node.orelse)
         return node
 
-    def visit_While(self, node):
-        self.generic_visit(node)
-        node.test = self._cond(node.test)
-        node.body, node.orelse = self._block(node.body), self._block(node.orelse)
-        return node
+    visit_While = visit_If   # a test, a body and an else block alike
 
     def visit_For(self, node):
         self.generic_visit(node)
