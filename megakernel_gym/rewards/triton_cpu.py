@@ -227,14 +227,8 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
         return
     import ast as _ast
 
-    import triton
 
     from megakernel_gym.rewards.jit_rules import jit_functions, launch_globals_problem
-    triton_dir = os.path.dirname(os.path.realpath(triton.__file__)) + os.sep   # Triton's own jit functions (tl.zeros...)
-
-    def triton_own(filename: str) -> bool:
-        return os.path.realpath(filename).startswith(triton_dir)
-
     def rewrite_ast(self):
         fn = self.fn
         code = fn.__code__
@@ -316,6 +310,12 @@ _PATH_CHECKS: dict[str, Callable] = {}
 REWRITTEN_FROM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+def triton_own(filename: str) -> bool:
+    """Whether a function's file is Triton's own library (tl.zeros, tl.max...), which the rules do not read."""
+    import triton
+    return os.path.realpath(filename).startswith(os.path.dirname(os.path.realpath(triton.__file__)) + os.sep)
+
+
 def own_definition(fn, with_module: bool = False):
     """`fn`'s def in its file's syntax tree, read as UTF-8: the text the guard's jit-body rules read (linecache
     decodes by a `# coding:` line, which turned a checked comment into code; anticheat.encoding_flags refuses the
@@ -336,16 +336,13 @@ def compile_before_running(interpreter, bounds: "Bounds", refuse: Callable[[str,
                            ) -> None:
     """Each launch's kernel goes through Triton's GPU front end before the interpreter runs its body
     (triton_frontend): a kernel that a GPU compile refuses does not run here either."""
-    import triton
 
     from megakernel_gym.rewards import triton_frontend
-    triton_dir = os.path.dirname(os.path.realpath(triton.__file__)) + os.sep
     made: list = []
 
     def front():
         if not made:   # at the first launch: importing the CUDA backend costs a worker that runs no kernel nothing
-            made.append(triton_frontend.FrontEnd(interpreter, own_definition,
-                                                 lambda f: os.path.realpath(f).startswith(triton_dir), refuse))
+            made.append(triton_frontend.FrontEnd(interpreter, own_definition, triton_own, refuse))
         return made[0]
 
     def check(executor, args, kwargs):
