@@ -542,6 +542,17 @@ except Exception as e:
 assert not y.any()
 k.clamp[(4,)](x, y, 16, BLOCK=16)
 assert torch.equal(y, x.clamp(min=0.0)), "max of a block is Triton's elementwise max"
+for name, says in (("chain", "never reached"), ("union", "took as [False] comes out True"),
+                   ("loop_else", "never reached")):
+    y.zero_()
+    try:
+        getattr(k, name)[(4,)](x, y, 16, BLOCK=16)
+        raise SystemExit(f"{name}: what the GPU compile did not compile ran")
+    except Exception as e:
+        assert says in str(e), f"{name}: {e}"
+    assert not y.any(), name
+k.two_specializations[(4,)](x, y, 16, BLOCK=16)
+assert torch.equal(y, 2 * x), "one helper, two constexprs taking two branches"
 print("ok")
 '''
 
@@ -583,6 +594,58 @@ def split(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
         pass
     else:
         tl.store(y_ptr + row * n, 5.0)
+
+
+@triton.jit
+def chain(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    (c := 1) is 1 is not tl.store(y_ptr + row * n, 5.0)
+
+
+@triton.jit
+def _either(v, y_ptr, K: tl.constexpr):
+    if ((c := 1) is 1) == (K == 1):
+        r = v * 1.0
+    else:
+        tl.store(y_ptr, 5.0)
+        r = v * 1.0
+    return r
+
+
+@triton.jit
+def union(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    d = _either(7, y_ptr + row * n, 1)
+    tl.store(y_ptr + row * n + 1, _either(tl.load(x_ptr + row * n), y_ptr + row * n, 0) * 0.0)
+
+
+@triton.jit
+def loop_else(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    for i in tl.static_range(1):
+        pass
+    else:
+        row + 0
+        tl.store(y_ptr + row * n, 5.0)
+
+
+@triton.jit
+def _tile(x_ptr, y_ptr, offs, n, MASKED: tl.constexpr):
+    if MASKED:
+        mask = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask, other=0.0) * 2.0, mask=mask)
+    else:
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs) * 2.0)
+
+
+@triton.jit
+def two_specializations(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = row * n + tl.arange(0, BLOCK)
+    if row % 2 == 0:
+        _tile(x_ptr, y_ptr, offs, row * n + n, False)
+    else:
+        _tile(x_ptr, y_ptr, offs, row * n + n, True)
 
 
 @triton.jit

@@ -199,6 +199,10 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
         local = _jit_locals(fn)
         for stmt in fn.body:
             for node in ast.walk(stmt):
+                split = _split_form(node)
+                if split:
+                    bad(node, f"{split[0]} in the @triton.jit function {fn.name}: {split[1]}")
+                    continue
                 if not isinstance(node, _JIT_NODES):
                     bad(node, f"{type(node).__name__} in the @triton.jit function {fn.name}: Triton does not "
                               "compile it")
@@ -247,6 +251,28 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
                         bad(node, f"{full} in the @triton.jit function {fn.name}: not part of triton.language "
                                   "or math")
     return sorted(set(problems))
+
+
+def _split_form(node: ast.AST) -> tuple[str, str] | None:
+    """(what, the fix) for a form that Triton's GPU front end and Python (the cpu backend's interpreter) take two
+    ways, refused in a jit body; None for any other node. Red team 28: the front end makes a walrus value a tensor where the interpreter kept a Python
+    int, so `(c := 1) is 1` was a compile-time False to one and True to the other (Triton 3.6 refuses the walrus
+    outright); `is` compares objects, which the two make differently (a constexpr, a tensor, a Python number); a
+    loop's `else` block is walked by the front end (static_range) without binding its names, and run by Python."""
+    if isinstance(node, ast.NamedExpr):
+        return ("a walrus (:=)", "Triton's GPU compile makes its value a tensor where Python keeps it (Triton 3.6 "
+                "refuses it): assign the name on a line of its own")
+    if isinstance(node, (ast.For, ast.While)) and node.orelse:
+        return ("an else block on a loop", "Triton's GPU compile does not run it as Python does: put its statements "
+                "after the loop")
+    if isinstance(node, ast.Compare):
+        operands = [node.left, *node.comparators]
+        for i, op in enumerate(node.ops):
+            if isinstance(op, (ast.Is, ast.IsNot)) and not any(
+                    isinstance(o, ast.Constant) and o.value is None for o in operands[i:i + 2]):
+                return (f"`{ast.unparse(node)[:60]}`", "`is` on anything but None compares objects, which Triton's "
+                        "GPU compile and Python make differently: use == (or `is None` for an argument left out)")
+    return None
 
 
 def _jit_locals(fn: ast.FunctionDef) -> set[str]:

@@ -24,6 +24,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from megakernel_gym.rewards.triton_frontend import SameBranches
+
 
 class Bounds:
     """The storage spans [lo, hi) of the running launch's tensor arguments, merged and sorted."""
@@ -249,7 +251,6 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
         node.decorator_list = []
         tree = _ast.Module(body=[node], type_ignores=[])
         if not theirs and _PATH_CHECKS:   # on the places of the file's own nodes, before the interpreter's rewrite
-            from megakernel_gym.rewards.triton_frontend import SameBranches
             tree = SameBranches(code.co_filename).visit(tree)
         tree = self.ast_transformer.visit(tree)
         if not theirs:
@@ -354,6 +355,8 @@ def compile_before_running(interpreter, bounds: "Bounds", refuse: Callable[[str,
     bounds.before_body.append(check)
     _PATH_CHECKS[triton_frontend.SameBranches.COND] = lambda where, value: front().condition(where, value)
     _PATH_CHECKS[triton_frontend.SameBranches.REACHED] = lambda where: front().reached(where)
+    _PATH_CHECKS[triton_frontend.SameBranches.CALL] = lambda where, fn, /, *args, **kwargs: front().call(
+        where, fn, *args, **kwargs)
 
 
 class _HostReads(ast.NodeTransformer):
@@ -370,12 +373,17 @@ class _HostReads(ast.NodeTransformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        f = node.func
+        # a call SameBranches checks is __mkgym_call__(place, f, *args): f is the function called
+        checked = isinstance(node.func, ast.Name) and node.func.id == SameBranches.CALL and len(node.args) >= 2
+        f = node.args[1] if checked else node.func
         root = f
         while isinstance(root, ast.Attribute):
             root = root.value
         if isinstance(f, ast.Name) and f.id in self.host_fns or \
                 isinstance(f, ast.Attribute) and isinstance(root, ast.Name) and root.id in self.math_modules:
+            if checked:
+                node.args.insert(1, ast.Name(self.CALL, ast.Load()))
+                return node
             return ast.copy_location(ast.Call(ast.Name(self.CALL, ast.Load()), [f, *node.args], node.keywords), node)
         return node
 

@@ -80,21 +80,61 @@ class FrontEnd:
 
         class Generator(base):
             """Triton's code generator, seeing the interpreter's functions (a module's attribute: tl.zeros,
-            tl.max) as JITFunctions."""
+            tl.max) as JITFunctions, and recording what it visits of the candidate's defs. A record's entries
+            are kept per function as compiled (its mangled name: a helper called with other argument types or
+            constexprs is another function), so that the interpreter checks a helper's body against the compile
+            of that helper as it called it (red team 28: one helper compiled for a constant 7, where its else
+            block legally folded len(range(7)), let its other call, on a kernel value, take that block)."""
+
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                if front.recording is not None and ROOT not in front.recording:   # the launched kernel's own
+                    front.recording[ROOT] = frozenset([self.function_name])
 
             def visit_Attribute(self, node):
                 return front.as_jit(super().visit_Attribute(node))
 
             def visit(self, node):
-                ret = super().visit(node)
                 where = getattr(self.jit_fn, "_mkgym_where", None)
-                if where is not None and front.recording is not None and isinstance(node, (ast.stmt, ast.expr)) \
-                        and getattr(node, "end_lineno", None) is not None:   # (not a node Triton made itself)
-                    front.recording.setdefault(place(node, *where), set()).add(_outcome(ret))
+                if where is None or front.recording is None or not isinstance(node, (ast.stmt, ast.expr)) \
+                        or getattr(node, "end_lineno", None) is None:   # (not a node Triton made itself)
+                    return super().visit(node)
+                here = (self.function_name, place(node, *where))
+                if isinstance(node, ast.Call):   # the functions a call compiles are this call site's
+                    front.call_sites.append(here)
+                try:
+                    ret = super().visit(node)
+                finally:
+                    if isinstance(node, ast.Call):
+                        front.call_sites.pop()
+                front.recording.setdefault(here, set()).add(_outcome(ret))
                 return ret
+
+            def call_JitFunction(self, fn, *args, **kwargs):
+                # the callee's mangled name is the first that Triton's mangle_fn makes in this call (the
+                # callee's own calls come after): kept for the candidate's call site this call is part of
+                # (Triton's own jit functions, tl.max, and a combine function tl.reduce calls count for the
+                # candidate's call of tl.max or tl.reduce)
+                mark = len(front.mangled)
+                try:
+                    return super().call_JitFunction(fn, *args, **kwargs)
+                finally:
+                    if len(front.mangled) > mark and front.call_sites and front.recording is not None:
+                        front.recording.setdefault(("call", *front.call_sites[-1]), set()).add(front.mangled[mark])
+                    del front.mangled[mark:]
         self.Generator = Generator
+        plain_mangle = code_generator.mangle_fn
+
+        def mangle(*args, **kwargs):
+            name = plain_mangle(*args, **kwargs)
+            front.mangled.append(name)
+            return name
+        self.mangle, self.plain_mangle = mangle, plain_mangle
         self.recording: dict | None = None     # the record of the compile running now
+        self.mangled: list = []                # the names Triton's mangle_fn made in the calls running now
+        self.call_sites: list = []             # the candidate's calls the compile is inside
         self.current: dict | None = None       # the record of the launch whose body runs now
+        self.context: list = []                # the interpreter's: the compiled functions whose body runs now
 
     def as_jit(self, value):
         if not isinstance(value, self.interpreter.InterpretedFunction):
@@ -122,6 +162,7 @@ class FrontEnd:
         key = (fn, repr(specialization), repr(sorted(options.items())))
         if key in self.passed:
             self.current = self.passed[key]
+            self.context = [self.current.get(ROOT, frozenset())]
             return
         self.current = None
         record: dict = {}
@@ -136,12 +177,14 @@ class FrontEnd:
             self.backend.load_dialects(ctx)
             src = self.ASTSource(jf, signature, constexprs, attrs)
             self.code_generator.CodeGenerator = self.Generator
-            self.recording = record
+            self.code_generator.mangle_fn = self.mangle
+            self.recording, self.mangled, self.call_sites = record, [], []
             try:
                 src.make_ir(self.target, options, self.backend.get_codegen_implementation(options),
                             self.backend.get_module_map(), ctx)
             finally:
                 self.code_generator.CodeGenerator = self.Generator.__mro__[1]
+                self.code_generator.mangle_fn = self.plain_mangle
                 self.recording = None
         except Exception as e:
             msg = str(e).strip() or type(e).__name__
@@ -154,6 +197,7 @@ class FrontEnd:
         if len(self.passed) > _CACHE_LIMIT:
             self.passed.clear()
         self.passed[key] = self.current = record
+        self.context = [record.get(ROOT, frozenset())]
 
     # -- the interpreter's side: its body's conditions and blocks against the record (SameBranches) ----------
     def condition(self, where: tuple, value):
@@ -174,8 +218,25 @@ class FrontEnd:
     def reached(self, where: tuple) -> None:
         self._seen(where, "the block")
 
+    def call(self, where: tuple, fn, /, *args, **kwargs):
+        """A call of the running body: made only where the GPU compile made it, and the functions it compiled
+        there (a helper as specialized for this call) are what the callee's body is checked against."""
+        self._seen(where, "the call")
+        record, callees = self.current or {}, set()
+        for name in self.context[-1] if self.context else ():
+            callees |= record.get(("call", name, where), set())
+        if not callees:
+            return fn(*args, **kwargs)
+        self.context.append(frozenset(callees))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.context.pop()
+
     def _seen(self, where: tuple, what: str) -> set:
-        seen = (self.current or {}).get(where)
+        record = self.current or {}
+        found = [record[(name, where)] for name in (self.context[-1] if self.context else ()) if (name, where) in record]
+        seen = set().union(*found) if found else None
         if seen is None:
             raise self.refuse(f"line {where[1]} of the kernel: {what} at {where[1]}:{where[2]} runs under the "
                               "interpreter but Triton's GPU compile never reached it",
@@ -184,11 +245,15 @@ class FrontEnd:
 
 
 DYNAMIC = "dynamic"   # a kernel value: decided at run time, both ways compiled
+ROOT = "root"         # a record's entry naming the launched kernel as compiled (its function name)
 
 
 def place(node, filename: str, shift: int = 0) -> tuple:
-    """A node's place in its file: what the record and the interpreter's checks both name it by."""
-    return (filename, node.lineno + shift, node.col_offset, node.end_lineno + shift, node.end_col_offset)
+    """A node's place in its file, and whether it is a statement: what the record and the interpreter's checks
+    both name it by (red team 28: an expression statement and its own value had one place, so a block whose
+    first statement the front end never ran as one, only walked into, passed as reached)."""
+    return (filename, node.lineno + shift, node.col_offset, node.end_lineno + shift, node.end_col_offset,
+            "stmt" if isinstance(node, ast.stmt) else "expr")
 
 
 def _outcome(value):
@@ -204,9 +269,11 @@ def _outcome(value):
 
 
 class SameBranches(ast.NodeTransformer):
-    """The interpreter's copy of a candidate's @triton.jit def, each condition and each block checked against what
-    Triton's front end did with the launch (FrontEnd.condition, FrontEnd.reached)."""
-    COND, REACHED = "__mkgym_condition__", "__mkgym_reached__"
+    """The interpreter's copy of a candidate's @triton.jit def, each condition, each block and each call checked
+    against what Triton's front end did with the launch (FrontEnd.condition, FrontEnd.reached, FrontEnd.call). A
+    call is checked wherever it sits, so what the interpreter evaluates and the GPU compile skipped (the later
+    links of a chained comparison the front end cut short: red team 28) does not run."""
+    COND, REACHED, CALL = "__mkgym_condition__", "__mkgym_reached__", "__mkgym_call__"
 
     def __init__(self, filename: str):
         self.filename = filename
@@ -237,13 +304,34 @@ class SameBranches(ast.NodeTransformer):
     visit_While = visit_If   # a test, a body and an else block alike
 
     def visit_For(self, node):
+        call = node.iter
         self.generic_visit(node)
+        if isinstance(call, ast.Call):
+            node.iter = call   # range(...), tl.static_range(...): the front end reads the call's parts, not the call
         node.body, node.orelse = self._block(node.body), self._block(node.orelse)
         return node
 
     def visit_With(self, node):
+        calls = [item.context_expr for item in node.items]
         self.generic_visit(node)
+        for item, call in zip(node.items, calls):   # as a for loop's: the front end reads their parts
+            if isinstance(call, ast.Call):
+                item.context_expr = call
         node.body = self._block(node.body)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        return ast.copy_location(ast.Call(ast.Name(self.CALL, ast.Load()),
+                                          [self._where(node), node.func, *node.args], node.keywords), node)
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        # a chain (a < b < c) evaluates a later link only while the earlier ones hold: each later operand is run
+        # only where the GPU compile reached it
+        node.comparators = [node.comparators[0], *(
+            ast.copy_location(ast.BoolOp(ast.Or(), [ast.Call(ast.Name(self.REACHED, ast.Load()), [self._where(c)], []),
+                                                    c]), c) for c in node.comparators[1:])]
         return node
 
     def visit_IfExp(self, node):

@@ -1,5 +1,5 @@
-# expect: compile_error triton_compile
-# expect-gpu: compile_error triton_compile
+# expect: compile_error triton_compile or rejected guard
+# expect-gpu: compile_error triton_compile or rejected guard
 # problem: softmax
 # family: 1 Python inside a @triton.jit body (a kernel value read on the host by bisection with A if v > t else B)
 # honest: honest/runtime_ternary.py
