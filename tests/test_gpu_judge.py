@@ -276,3 +276,25 @@ def test_the_candidate_worker_keeps_no_model_after_its_evaluation():
         assert r.status == "correct", r.reason
         h = j.cand.call({"cmd": "time", "candidate_sha256": answer.sha256}, timeout=30)
         assert not h["ok"] and "no candidate passed correctness" in h["message"]
+
+
+def test_timed_outputs_are_held_through_the_timing_and_written_after_it():
+    """Where the GPU cannot reach the worker's pageable memory, the re-checked timed outputs are copied there as
+    each timed call ends and written to the channel after the judge has given the GPU back (write_kept), not
+    inside the exclusive turn; re-measured runs keep their own. The re-check then reads them as before."""
+    import torch
+
+    from megakernel_gym.rewards import judge as judge_mod
+    from megakernel_gym.rewards.correctness import pageable_unreachable
+    problem, answer = get_problem("softmax"), reference_candidates("softmax")["triton"]
+    with Judge("gpu", store=False, use_cache=False) as j:
+        r = j.evaluate(problem, answer)
+        assert r.status == "correct", r.reason
+        assert ("write_kept" in r.phases) == pageable_unreachable(torch), r.phases
+        saved = judge_mod.SUSPICIOUS_SPEEDUP
+        judge_mod.SUSPICIOUS_SPEEDUP = 0.0
+        try:
+            r = j.evaluate(problem, answer)
+        finally:
+            judge_mod.SUSPICIOUS_SPEEDUP = saved
+        assert r.status == "correct" and r.timing["remeasured"], r.reason

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from megakernel_gym.rewards import correctness
-from megakernel_gym.rewards.correctness import _read_all, _write_all, read_output, write_outputs
+from megakernel_gym.rewards.correctness import (_read_all, _write_all, hold_outputs, read_output, write_held,
+                                                 write_outputs)
 
 
 class Trickle(io.RawIOBase):
@@ -66,6 +67,28 @@ def test_outputs_of_every_layout_come_back_as_their_values(tmp_path):
     for o, d in zip(outs, descs):
         back = read_output(torch, d, str(tmp_path), torch.device("cpu"))
         assert back.shape == o.shape and torch.equal(back, o.resolve_conj().resolve_neg().contiguous())
+
+
+def test_held_outputs_reach_the_channel_as_written_ones_do(tmp_path):
+    """A timed call's outputs held in host memory (hold_outputs) and written after the timing (write_held) read
+    back as write_outputs' do, whatever their layout; a reservoir slot taken again by a later call holds the later
+    call's values, in the earlier hold's buffers where the sizes agree, and what the candidate does to its outputs
+    afterwards does not reach them."""
+    outs = [torch.randn(3, 5).t(), torch.arange(6, dtype=torch.int64).reshape(2, 3)[:, ::2], torch.tensor(2.5),
+            torch.zeros(0, 4), torch.randn(2, 3, dtype=torch.complex64).conj()]
+    first = hold_outputs(torch, outs, "t1r0")
+    later = [o * 2 for o in outs]
+    expected = [o.resolve_conj().clone() for o in later]
+    again = hold_outputs(torch, later, "t1r0", reuse=first)
+    assert again[0][1] is first[0][1], "the slot's buffer is written over, not made again"
+    for o in later:
+        o.zero_()
+    (tmp_path / "held").mkdir()
+    descs = write_held(again, str(tmp_path / "held"))
+    plain = write_outputs(torch, expected, str(tmp_path), "w")
+    for d, p, e in zip(descs, plain, expected):
+        assert d["file"].startswith("t1r0_") and {**d, "file": ""} == {**p, "file": ""}
+        assert torch.equal(read_output(torch, d, str(tmp_path / "held"), torch.device("cpu")), e)
 
 
 def test_a_short_file_is_refused_with_the_counts(tmp_path):

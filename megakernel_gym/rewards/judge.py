@@ -534,8 +534,11 @@ class Judge:
         timeout = self.timeout_s
         if msg["cmd"] == "candidate" and "load_inline" in cand.source and not self.fast_inline:
             timeout = max(timeout, self.compile_timeout_s)
+        # (the timing's call comes with the exclusive turn held: passes through); writing held outputs to the
+        # channel is host work alone, no turn on the GPU
+        turn = contextlib.nullcontext() if msg["cmd"] == "write_kept" else self._gpu_shared()
         try:
-            with self._gpu_shared():       # (its timing's call comes with the exclusive turn held: passes through)
+            with turn:
                 header = self.cand.call(msg, timeout=timeout)
         except WorkerTimeout as e:
             tail = self.cand.log_tail()
@@ -611,7 +614,7 @@ class Judge:
             if isinstance(h, EvalResult):
                 h.seeds = seeds_report
             else:
-                h["fresh"] = fresh
+                h["fresh"], h["prefix"] = fresh, msg["recheck_prefix"]
             return h
 
         with self.gpu_lock:
@@ -648,6 +651,13 @@ class Judge:
                 if not _escaped(again["timing"]):
                     header = again
                 self._phase("remeasure")
+        if header.get("held"):
+            # the re-checked outputs the worker held in its memory through the timing (sandbox.handle_time's keep),
+            # written to the channel now that the other slots have the GPU
+            written = self._call_candidate(problem, cand, {"cmd": "write_kept", "prefix": header["prefix"]})
+            if isinstance(written, EvalResult):
+                written.seeds = seeds_report
+                return written
         log = header["log"] or log
         checks = [c for c in header.get("recheck", []) if isinstance(c, dict) and isinstance(c.get("k"), int)]
         n = header["timing"].get("samples")

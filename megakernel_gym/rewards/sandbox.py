@@ -409,7 +409,9 @@ def _integrity_snapshot(torch) -> dict[str, Any]:
 
     import megakernel_gym.cuda.timing as timing
     import megakernel_gym.rewards.correctness as correctness
-    snap.update({"time_gpu": timing.time_gpu, "write_outputs": correctness.write_outputs})
+    snap.update({"time_gpu": timing.time_gpu, "write_outputs": correctness.write_outputs,
+                 "hold_outputs": correctness.hold_outputs, "write_held": correctness.write_held,
+                 "HOLD_BYTES": correctness.HOLD_BYTES})
     # and the guard's and the watcher's methods (red team 10 set Guard._attr_allowed and Inspector.forbidden to
     # functions of its own from a candidate that scored correct, for every later candidate in the worker)
     from megakernel_gym.rewards.guard import Guard
@@ -691,6 +693,7 @@ def handle_candidate(env: Env, msg: dict, workdir: str, counter: LaunchCounter, 
 
 _PENDING: dict[str, Any] = {}
 _GUARD: dict[str, Any] = {}
+_DEVICE: dict[str, Any] = {}   # what the worker found of its GPU at start (pageable_unreachable)
 
 
 def _candidate_guard(torch, msg: dict, counter: "LaunchCounter"):
@@ -779,19 +782,31 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         # the run it may keep
         prefix = msg.get("recheck_prefix", "r")
         spent = [0.0]
+        # this timing's outputs held in host memory, by reservoir slot, until the judge asks for them (write_kept)
+        held: dict | None = {} if _DEVICE.get("pageable_unreachable") else None
+        if held is not None:
+            _PENDING.setdefault("held", {})[prefix] = held
 
         def keep(out, slot):
-            """A kept call's outputs, written to the channel as the call has ended (before any later call of the
+            """A kept call's outputs, copied out of the GPU as the call has ended (before any later call of the
             candidate's, on the judge's stream): out of the reach of its kernels, which could write a copy kept on
-            the GPU (red team 22) as they could the outputs themselves (red team 21). The checked calls' outputs
-            were within the size bound; a timed call's may not be."""
+            the GPU (red team 22) as they could the outputs themselves (red team 21). A copy in the worker's
+            pageable memory where the GPU cannot reach it and it is small (correctness.HOLD_BYTES), written to
+            the channel when the judge has given the GPU back; else written to the channel now. The checked
+            calls' outputs were within the size bound; a timed call's may not be."""
             t = _time.perf_counter()
             with torch.cuda.stream(side):
                 outs = as_outputs(torch, out)
                 over = outputs_over(outs, _PENDING.get("max_output_bytes"), _PENDING.get("ref_output_bytes"))
                 if over:
                     raise _TimedOutputOver(over)
-                descs = write_outputs(torch, outs, channel, f"{prefix}{slot}")
+                if held is not None and sum(o.numel() * o.element_size() for o in outs) <= snap["HOLD_BYTES"]:
+                    held[slot] = snap["hold_outputs"](torch, outs, f"{prefix}{slot}", held.get(slot))
+                    descs = [d for d, _ in held[slot]]
+                else:
+                    if held is not None:
+                        held.pop(slot, None)   # (this slot's files are written now, not later)
+                    descs = write_outputs(torch, outs, channel, f"{prefix}{slot}")
             spent[0] += _time.perf_counter() - t
             return descs
         t1 = _time.perf_counter()
@@ -817,6 +832,7 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         header["timing"] = stats
         header["recheck"] = [{"k": k} for k, _ in kept]
         header["recheck_outputs"] = [descs for _, descs in kept]
+        header["held"] = bool(held)    # some of their files come with write_kept
         tampered = _tampered(torch, snap)
         if tampered:
             flags.append({"rule": "monkeypatch", "detail": "judge-visible functions replaced or torch's state changed during timing: "
@@ -829,6 +845,21 @@ def handle_time(env: Env, msg: dict, workdir: str, counter: LaunchCounter, snap:
         flags += _guard_flags(_GUARD.get("guard"))
         return {"ok": True, "status": status, "category": category, "phase": "timing", "flags": flags,
                 "reason": f"{type(e).__name__} during timing: {str(e)[:2000]}", "traceback": _tb()}
+
+
+def handle_write_kept(msg: dict, snap: dict) -> dict:
+    """The timed outputs one timing call held (handle_time's keep), written to the channel, sent once the judge
+    has given the GPU back (no candidate code runs between the timing and this): every other timing's held
+    copies go too."""
+    held = _PENDING.pop("held", {}).get(msg.get("prefix"))
+    channel = _PENDING.get("channel")
+    if held is None or channel is None:
+        return {"ok": False, "error": "worker", "message": f"write_kept: no timing held {msg.get('prefix')!r}"}
+    import time as _time
+    t = _time.perf_counter()
+    for outs in held.values():
+        snap["write_held"](outs, channel)
+    return {"ok": True, "status": "ran", "flags": [], "phases": {"to_channel": round(_time.perf_counter() - t, 4)}}
 
 
 # ---------------------------------------------------------------------------------------
@@ -894,6 +925,8 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
             torch.cuda.init()
             torch.empty(1, device="cuda")
             info["device"] = torch.cuda.get_device_name(0)
+            from megakernel_gym.rewards.correctness import pageable_unreachable
+            _DEVICE["pageable_unreachable"] = info["pageable_unreachable"] = pageable_unreachable(torch)
         else:
             info["device"] = "cpu"
         phase("cuda_init")
@@ -938,6 +971,8 @@ def worker_main(conn, role: str, backend: str, device_index: int, log_path: str,
             if cmd == "release" and role == "candidate":
                 _PENDING.clear()   # the model kept for timing: its evaluation is over (after_command frees it)
                 reply = {"ok": True}
+            elif cmd == "write_kept" and role == "candidate":
+                reply = handle_write_kept(msg, snap)
             elif cmd in ("candidate", "time") and role == "candidate":
                 fn = handle_candidate if cmd == "candidate" else handle_time
                 reply = fn(env, msg, workdir, counter, snap)
