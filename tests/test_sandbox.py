@@ -684,3 +684,36 @@ def test_a_launched_kernel_runs_under_the_interpreter_only_if_tritons_gpu_front_
     out = subprocess.run([sys.executable, "-c", _FRONT_END_SCRIPT, str(tmp_path)], capture_output=True, text=True,
                          env=env, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def test_a_tensor_descriptor_argument_addresses_its_own_tensors_storage_in_plain_ints():
+    """Triton's host tensor descriptor is a kernel argument a candidate builds: its base must be a torch tensor
+    (an object of its own would run its Python in Triton's argument copy, as red team 13's `stream=` did), its
+    shape, strides and block shape plain ints, and what they address within the base's storage."""
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from megakernel_gym.rewards.sandbox import _descriptor_problem
+    x = torch.randn(8, 64)
+    assert _descriptor_problem(torch, x) is None and _descriptor_problem(torch, 3) is None
+    assert _descriptor_problem(torch, TensorDescriptor.from_tensor(x, [1, 64])) == ""
+    assert _descriptor_problem(torch, TensorDescriptor.from_tensor(x[2:], [1, 64])) == ""
+    assert "reach past" in _descriptor_problem(torch, TensorDescriptor(x[2:], [8, 64], [64, 1], [1, 64]))
+    assert "reach past" in _descriptor_problem(torch, TensorDescriptor(x[:1].clone(), [2, 64], [64, 1], [1, 64]))
+    # (the wall is the storage, as the interpreter's memory bounds: a view's descriptor may cover its storage)
+    assert _descriptor_problem(torch, TensorDescriptor(x[:1], [2, 64], [64, 1], [1, 64])) == ""
+
+    class Base:   # what TensorDescriptor asks of its base, and nothing else
+        dtype, shape = x.dtype, x.shape
+
+        def data_ptr(self):
+            return x.data_ptr()
+
+        def stride(self):
+            return x.stride()
+    assert "not a tensor" in _descriptor_problem(torch, TensorDescriptor.from_tensor(Base(), [1, 64]))
+    odd = TensorDescriptor.from_tensor(x, [1, 64])
+    odd.shape = [8.0, 64]
+    assert "lists of ints" in _descriptor_problem(torch, odd)
+    odd.shape, odd.strides = [8, 64], [-64, 1]
+    assert "do not describe" in _descriptor_problem(torch, odd)

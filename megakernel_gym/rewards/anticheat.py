@@ -94,11 +94,17 @@ TRITON_FORBIDDEN = {"testing": "timing", "runtime.driver": "monkeypatch"}
 KERNEL_MAKERS = {"jit", "autotune", "heuristics", "JITFunction", "KernelInterface", "constexpr_function",
                  "aggregate", "compile", "set_allocator", "knobs", "MockTensor", "FutureKernel", "AsyncCompileMode"}
 KERNEL_MAKER_NAMESPACES = ("runtime", "compiler", "tools", "backends")
+# What a candidate names of those namespaces all the same: the host's tensor descriptor (a tensor's base, shape,
+# strides and block shape, passed to a kernel whose desc.load/desc.store a GPU runs with TMA), the form Triton
+# keeps for tiled loads where 3.9 dropped block pointers. It makes no kernel and runs no code of the candidate's;
+# under the interpreter its loads and stores are bounded like any other (triton_cpu.Bounds walks its base).
+KERNEL_TOOLS_ALLOWED = {"triton.tools.tensor_descriptor", "triton.tools.tensor_descriptor.TensorDescriptor",
+                        "triton.tools.tensor_descriptor.TensorDescriptor.from_tensor"}
 
 
 def kernel_maker(full: str) -> bool:
     """Whether a resolved dotted path (triton.jit, triton.runtime.jit.JITFunction) is one of KERNEL_MAKERS."""
-    if not full.startswith("triton."):
+    if not full.startswith("triton.") or full in KERNEL_TOOLS_ALLOWED:
         return False
     parts = full.split(".")
     return parts[1] in KERNEL_MAKERS or parts[1] in KERNEL_MAKER_NAMESPACES or parts[-1] in ("jit", "JITFunction")

@@ -281,6 +281,7 @@ MODULE_NAMES: dict[str, set[str] | None] = {
     "triton": {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language"},
     "triton.language": None, "triton.language.extra": None, "triton.language.extra.cuda": None,
     "triton.language.extra.libdevice": None, "triton.language.math": None,
+    "triton.tools.tensor_descriptor": {"TensorDescriptor"},   # a host-side TMA descriptor (anticheat.KERNEL_TOOLS_ALLOWED)
     "math": None,
     "itertools": {"chain", "product", "count", "repeat", "islice", "zip_longest", "permutations",
                   "combinations", "combinations_with_replacement", "cycle", "pairwise", "takewhile",
@@ -350,6 +351,7 @@ class Guard:
         self.Module = torch.nn.Module
         self._own_types: set[type] = set()
         self._kernel_types = _kernel_types()
+        self._tensor_descriptor = _tensor_descriptor_type()
         self._modules = {name: None for name in MODULE_NAMES}
         self._functools = self._safe_functools()
         self._dataclasses = self._safe_dataclasses()
@@ -411,6 +413,8 @@ class Guard:
             own = [c for c in obj.__mro__ if c in self._own_types]
             if any(name in vars(c) for c in own):
                 return True
+            if obj is self._tensor_descriptor:
+                return name == "from_tensor"
             return name == "apply" and issubclass(obj, self.torch.autograd.Function) and bool(own)
         if isinstance(obj, self.Module):
             return self._module_instance_attr(obj, name)
@@ -795,6 +799,16 @@ class _TensorWriter:
             object.__setattr__(self, name, value)
         else:
             raise self._guard.refuse(f"assignment to tensor attribute {name}")
+
+
+def _tensor_descriptor_type() -> type | None:
+    """Triton's host-side tensor descriptor class (TensorDescriptor.from_tensor is a candidate's), where this Triton
+    has one."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:
+        return None
+    return TensorDescriptor
 
 
 def _kernel_types() -> tuple[type, ...]:

@@ -33,7 +33,9 @@ def _jit_value_attrs() -> frozenset[str]:
     except ImportError:   # the judge without Triton: the extra names alone
         return frozenset(_JIT_VALUE_EXTRA)
     names = set(_JIT_VALUE_EXTRA)
-    for cls in (core.tensor, core.dtype, core.pointer_type, core.block_type, core.constexpr):
+    # (a tensor descriptor's: desc.load, desc.store, desc.block_shape...; where this Triton has them)
+    for cls in (core.tensor, core.dtype, core.pointer_type, core.block_type, core.constexpr,
+                getattr(core, "tensor_descriptor_base", core.tensor)):
         names |= {n for n in dir(cls) if not n.startswith("_")}
     return frozenset(names - _JIT_VALUE_DENIED)
 

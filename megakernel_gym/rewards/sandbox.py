@@ -289,13 +289,45 @@ def _check_launch_args(kernel, a, kw, counter: "LaunchCounter") -> None:
                 raise counter.refuse(what, hint)
             raise TypeError(f"{what}: {hint}")
     for v in list(a) + [v for k, v in kw.items() if k not in options]:
-        if not (type(v) in (torch.Tensor, torch.nn.Parameter) or _constexpr_value(v)):
+        why = _descriptor_problem(torch, v)
+        if why:
+            what = f"a tensor descriptor passed to the kernel {getattr(kernel, '__name__', '')}: {why}"
+            hint = "make it with TensorDescriptor.from_tensor(t, block_shape) on a tensor, or with plain ints " \
+                   "that address the tensor's own storage"
+            if counter.refuse is not None:
+                raise counter.refuse(what, hint)
+            raise TypeError(f"{what}: {hint}")
+        if why is None and not (type(v) in (torch.Tensor, torch.nn.Parameter) or _constexpr_value(v)):
             what = f"an argument of type {type(v).__name__} to the kernel {getattr(kernel, '__name__', '')}"
             hint = "kernel arguments are torch tensors, numbers, strings, None, triton dtypes or @triton.jit functions"
             if counter.refuse is not None:
                 raise counter.refuse(what, hint)
             raise TypeError(f"{what}: {hint}")
     _check_constexprs(kernel, a, kw, counter)
+
+
+def _descriptor_problem(torch, v) -> str | None:
+    """For Triton's host tensor descriptor (triton.tools.tensor_descriptor): '' where it is a torch tensor's, in
+    plain ints and strings, addressing only that tensor's storage, else what is wrong (its fields are the
+    candidate's to set: an object whose data_ptr or __index__ ran Python in Triton's argument copy, or a shape past
+    the storage, would reach where a tensor argument cannot); None for any other value."""
+    from megakernel_gym.rewards.guard import _tensor_descriptor_type
+    cls = _tensor_descriptor_type()
+    if cls is None or type(v) is not cls:
+        return None
+    base = v.base
+    if type(base) not in (torch.Tensor, torch.nn.Parameter):
+        return f"its base is a {type(base).__name__}, not a tensor"
+    dims = (v.shape, v.strides, v.block_shape)
+    if not all(type(d) in (list, tuple, torch.Size) and all(type(x) is int for x in d) for d in dims) \
+            or type(v.padding) is not str or type(getattr(v, "round_f32_to_tf32", False)) is not bool:
+        return "its shape, strides and block shape are not lists of ints"
+    if len(v.shape) != len(v.strides) or any(n <= 0 for n in v.shape) or any(st < 0 for st in v.strides):
+        return f"its shape {list(v.shape)} and strides {list(v.strides)} do not describe a tensor"
+    last = base.storage_offset() + sum((n - 1) * st for n, st in zip(v.shape, v.strides))
+    if (last + 1) * base.element_size() > base.untyped_storage().nbytes():
+        return f"its shape {list(v.shape)} and strides {list(v.strides)} reach past its base's storage"
+    return ""
 
 
 # a launch's own keywords, not the kernel's arguments (Triton's run(..., grid=, warmup=, num_warps=...))
