@@ -543,7 +543,7 @@ assert not y.any()
 k.clamp[(4,)](x, y, 16, BLOCK=16)
 assert torch.equal(y, x.clamp(min=0.0)), "max of a block is Triton's elementwise max"
 for name, says in (("chain", "never reached"), ("union", "took as [False] comes out True"),
-                   ("loop_else", "never reached")):
+                   ("loop_else", "never reached"), ("iterations", "took as [True] comes out False")):
     y.zero_()
     try:
         getattr(k, name)[(4,)](x, y, 16, BLOCK=16)
@@ -553,6 +553,9 @@ for name, says in (("chain", "never reached"), ("union", "took as [False] comes 
     assert not y.any(), name
 k.two_specializations[(4,)](x, y, 16, BLOCK=16)
 assert torch.equal(y, 2 * x), "one helper, two constexprs taking two branches"
+y.zero_()
+k.unrolled[(4,)](x, y, 16, BLOCK=16)
+assert torch.allclose(y, x + 3.0), "a static_range loop whose iterations take different branches, and +="
 print("ok")
 '''
 
@@ -627,6 +630,29 @@ def loop_else(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     else:
         row + 0
         tl.store(y_ptr + row * n, 5.0)
+
+
+@triton.jit
+def iterations(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    for j in tl.static_range(2):
+        if ((c := j) is j) == (j == 1):
+            tl.store(y_ptr + row * n, 5.0)
+
+
+@triton.jit
+def unrolled(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0)
+    for j in tl.static_range(3):
+        if j == 0:
+            acc += 1.0
+        else:
+            acc = acc + 1.0
+    for i in range(0, 1):
+        acc += i * 0.0
+    tl.store(y_ptr + row * n + offs, acc, mask=offs < n)
 
 
 @triton.jit

@@ -265,6 +265,11 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
             for name, value in builtins_as_triton.items():
                 if name not in fn.__globals__:
                     namespace[name] = value
+            for name, value in (("int", int), ("float", float)):
+                # Python's, not the guard's wrappers (red team 29: `isinstance(BLOCK, int)` in tl.static_assert
+                # failed on the wrapper); a call of either on a kernel value is refused (_HostReads)
+                if name not in fn.__globals__:
+                    namespace[name] = value
             namespace.update(_PATH_CHECKS)
         local = {**self.kwargs}
         exec(compiled, namespace, local)
@@ -357,6 +362,8 @@ def compile_before_running(interpreter, bounds: "Bounds", refuse: Callable[[str,
     _PATH_CHECKS[triton_frontend.SameBranches.REACHED] = lambda where: front().reached(where)
     _PATH_CHECKS[triton_frontend.SameBranches.CALL] = lambda where, fn, /, *args, **kwargs: front().call(
         where, fn, *args, **kwargs)
+    _PATH_CHECKS[triton_frontend.SameBranches.LOOP] = lambda where, iterable: front().loop(where, iterable)
+    _PATH_CHECKS[triton_frontend.SameBranches.ASSIGNED] = lambda value: front().assigned(value)
 
 
 class _HostReads(ast.NodeTransformer):

@@ -88,8 +88,13 @@ class FrontEnd:
 
             def __init__(self, *args, **kwargs):
                 super().__init__(*args, **kwargs)
+                # the static_range iterations the visit is inside: ((the loop's place, iteration), ...); each
+                # iteration of an unrolled loop is a compile of its own (red team 29: iteration 0, where a name
+                # was the constant 7, lent its branch to iteration 1, where it was a kernel value)
+                self._mkgym_path: tuple = ()
+                self._mkgym_loops: list = []
                 if front.recording is not None and ROOT not in front.recording:   # the launched kernel's own
-                    front.recording[ROOT] = frozenset([self.function_name])
+                    front.recording[ROOT] = frozenset([(self.function_name, ())])
 
             def visit_Attribute(self, node):
                 return front.as_jit(super().visit_Attribute(node))
@@ -99,16 +104,36 @@ class FrontEnd:
                 if where is None or front.recording is None or not isinstance(node, (ast.stmt, ast.expr)) \
                         or getattr(node, "end_lineno", None) is None:   # (not a node Triton made itself)
                     return super().visit(node)
-                here = (self.function_name, place(node, *where))
+                here = (self.function_name, self._mkgym_path, place(node, *where))
                 if isinstance(node, ast.Call):   # the functions a call compiles are this call site's
                     front.call_sites.append(here)
+                if isinstance(node, ast.For):
+                    self._mkgym_loops.append([node, here, 0])
                 try:
                     ret = super().visit(node)
                 finally:
                     if isinstance(node, ast.Call):
                         front.call_sites.pop()
+                    if isinstance(node, ast.For):
+                        self._mkgym_loops.pop()
                 front.recording.setdefault(here, set()).add(_outcome(ret))
                 return ret
+
+            def visit_compound_statement(self, stmts):
+                loop = self._mkgym_loops[-1] if self._mkgym_loops else None
+                if loop is None or stmts is not loop[0].body or not isinstance(loop[0].target, ast.Name) or \
+                        not isinstance(self.lscope.get(loop[0].target.id), front.constexpr):
+                    return super().visit_compound_statement(stmts)
+                # an iteration of a static_range loop (its variable a constexpr; a dynamic loop's is a tensor)
+                node, here, i = loop
+                loop[2] += 1
+                front.recording[("static", *here)] = True
+                saved = self._mkgym_path
+                self._mkgym_path = saved + ((here[2], i),)
+                try:
+                    return super().visit_compound_statement(stmts)
+                finally:
+                    self._mkgym_path = saved
 
             def call_JitFunction(self, fn, *args, **kwargs):
                 # the callee's mangled name is the first that Triton's mangle_fn makes in this call (the
@@ -123,6 +148,8 @@ class FrontEnd:
                         front.recording.setdefault(("call", *front.call_sites[-1]), set()).add(front.mangled[mark])
                     del front.mangled[mark:]
         self.Generator = Generator
+        from triton.language.core import constexpr
+        self.constexpr = constexpr
         plain_mangle = code_generator.mangle_fn
 
         def mangle(*args, **kwargs):
@@ -134,7 +161,8 @@ class FrontEnd:
         self.mangled: list = []                # the names Triton's mangle_fn made in the calls running now
         self.call_sites: list = []             # the candidate's calls the compile is inside
         self.current: dict | None = None       # the record of the launch whose body runs now
-        self.context: list = []                # the interpreter's: the compiled functions whose body runs now
+        # the interpreter's: {(compiled function, static_range iterations)} whose body runs now
+        self.context: list = []
 
     def as_jit(self, value):
         if not isinstance(value, self.interpreter.InterpretedFunction):
@@ -223,19 +251,55 @@ class FrontEnd:
         there (a helper as specialized for this call) are what the callee's body is checked against."""
         self._seen(where, "the call")
         record, callees = self.current or {}, set()
-        for name in self.context[-1] if self.context else ():
-            callees |= record.get(("call", name, where), set())
+        for name, path in self.context[-1] if self.context else ():
+            callees |= record.get(("call", name, path, where), set())
         if not callees:
             return fn(*args, **kwargs)
-        self.context.append(frozenset(callees))
+        self.context.append(frozenset((name, ()) for name in callees))
         try:
             return fn(*args, **kwargs)
         finally:
             self.context.pop()
 
+    def loop(self, where: tuple, iterable):
+        """A for loop of the running body: a static_range loop's iteration i is checked against the compile of
+        iteration i (FrontEnd.Generator.visit_compound_statement); a dynamic loop's variable is a tensor, as the
+        GPU compile makes it (the interpreter's was a Python int: red team 29)."""
+        ctx = self.context[-1] if self.context else frozenset()
+        record = self.current or {}
+        if not any(("static", name, path, where) in record for name, path in ctx):
+            to_tensor = self.interpreter.interpreter_semantic.to_tensor
+            for item in iterable:
+                yield to_tensor(item, False)
+            return
+        for i, item in enumerate(iterable):
+            self.context.append(frozenset((name, path + ((where, i),)) for name, path in ctx))
+            try:
+                yield item
+            finally:
+                self.context.pop()
+
+    def assigned(self, value):
+        """An assigned tuple's elements as the GPU compile makes them (each a tensor but None and dtypes; the
+        interpreter's to_tensor left a tuple's numbers Python's: red team 29)."""
+        if type(value) is tuple:
+            return tuple(self._sanitized(v) for v in value)
+        return value
+
+    def _sanitized(self, v):
+        import triton.language.core as core
+        if type(v) is tuple:
+            return tuple(self._sanitized(x) for x in v)
+        if isinstance(v, core.constexpr):
+            v = v.value
+        if v is None or isinstance(v, (core.tensor, core.dtype, tuple)):
+            return v
+        return self.interpreter.interpreter_semantic.to_tensor(v, False)
+
     def _seen(self, where: tuple, what: str) -> set:
         record = self.current or {}
-        found = [record[(name, where)] for name in (self.context[-1] if self.context else ()) if (name, where) in record]
+        found = [record[(name, path, where)] for name, path in (self.context[-1] if self.context else ())
+                 if (name, path, where) in record]
         seen = set().union(*found) if found else None
         if seen is None:
             raise self.refuse(f"line {where[1]} of the kernel: {what} at {where[1]}:{where[2]} runs under the "
@@ -274,6 +338,7 @@ class SameBranches(ast.NodeTransformer):
     call is checked wherever it sits, so what the interpreter evaluates and the GPU compile skipped (the later
     links of a chained comparison the front end cut short: red team 28) does not run."""
     COND, REACHED, CALL = "__mkgym_condition__", "__mkgym_reached__", "__mkgym_call__"
+    LOOP, ASSIGNED = "__mkgym_loop__", "__mkgym_assigned__"
 
     def __init__(self, filename: str):
         self.filename = filename
@@ -308,7 +373,22 @@ class SameBranches(ast.NodeTransformer):
         self.generic_visit(node)
         if isinstance(call, ast.Call):
             node.iter = call   # range(...), tl.static_range(...): the front end reads the call's parts, not the call
+        node.iter = ast.copy_location(ast.Call(ast.Name(self.LOOP, ast.Load()), [self._where(node), node.iter], []),
+                                      node.iter)
         node.body, node.orelse = self._block(node.body), self._block(node.orelse)
+        return node
+
+    def visit_AugAssign(self, node):
+        # `x += v` is `x = x + v`, as the front end takes it (a tensor after), not Python's in-place update of a number
+        self.generic_visit(node)
+        load = ast.copy_location(ast.Name(node.target.id, ast.Load()), node.target) \
+            if isinstance(node.target, ast.Name) else node.target
+        value = ast.copy_location(ast.BinOp(load, node.op, node.value), node)
+        return ast.copy_location(ast.Assign([node.target], value), node)
+
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        node.value = ast.copy_location(ast.Call(ast.Name(self.ASSIGNED, ast.Load()), [node.value], []), node.value)
         return node
 
     def visit_With(self, node):
