@@ -550,7 +550,7 @@ for name, says in (("chain", "never reached"), ("union", "took as [False] comes 
         raise SystemExit(f"{name}: what the GPU compile did not compile ran")
     except Exception as e:
         assert says in str(e), f"{name}: {e}"
-    assert not y.any(), name
+    assert not y[:, 0].any(), name     # (each kernel's store the GPU compile never compiled is at column 0)
 k.two_specializations[(4,)](x, y, 16, BLOCK=16)
 assert torch.equal(y, 2 * x), "one helper, two constexprs taking two branches"
 y.zero_()
@@ -607,19 +607,19 @@ def chain(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 @triton.jit
 def _either(v, y_ptr, K: tl.constexpr):
-    if ((c := 1) is 1) == (K == 1):
-        r = v * 1.0
-    else:
+    (c := 1)
+    # K to the front end (a walrus value is a tensor there, with no .real), 1 to the interpreter: a number, no
+    # comparison, so only the record of each specialization tells the two calls apart
+    if getattr(c, "real", K):
         tl.store(y_ptr, 5.0)
-        r = v * 1.0
-    return r
+    return v * 1.0
 
 
 @triton.jit
 def union(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     row = tl.program_id(0)
-    d = _either(7, y_ptr + row * n, 1)
-    tl.store(y_ptr + row * n + 1, _either(tl.load(x_ptr + row * n), y_ptr + row * n, 0) * 0.0)
+    d = _either(7, y_ptr + row * n + 1, 1)     # compiled with the store, and run with it
+    tl.store(y_ptr + row * n + 2, _either(tl.load(x_ptr + row * n), y_ptr + row * n, 0) * 0.0)
 
 
 @triton.jit
@@ -636,7 +636,10 @@ def loop_else(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 def iterations(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     for j in tl.static_range(2):
-        if ((c := j) is j) == (j == 1):
+        (c := j)
+        # 1 - j to the front end (a walrus value is a tensor there, with no .real), j to the interpreter: a number,
+        # no comparison, so only the condition's record of each iteration tells them apart
+        if getattr(c, "real", 1 - j):
             tl.store(y_ptr + row * n, 5.0)
 
 
@@ -719,7 +722,7 @@ def test_a_tensor_descriptor_argument_addresses_its_own_tensors_storage_in_plain
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    from megakernel_gym.rewards.sandbox import _descriptor_problem
+    from megakernel_gym.rewards.launch_args import _descriptor_problem
     x = torch.randn(8, 64)
     assert _descriptor_problem(torch, x) is None and _descriptor_problem(torch, 3) is None
     assert _descriptor_problem(torch, TensorDescriptor.from_tensor(x, [1, 64])) == ""

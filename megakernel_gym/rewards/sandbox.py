@@ -17,7 +17,6 @@ worker_env.py, and the accounting of the kernels a timed call ran kernel_account
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import os
 import sys
@@ -25,6 +24,7 @@ from typing import Any
 
 from megakernel_gym.rewards.fresh_memory import poison_if_fresh
 from megakernel_gym.rewards.kernel_accounting import KernelSession, _own_kernel_names, judge_stream
+from megakernel_gym.rewards.launch_args import _check_launch_args, _grid_now
 from megakernel_gym.rewards.reference_role import (handle_baselines, handle_check, handle_compare, handle_meta,
                                                     trim_resident)
 from megakernel_gym.rewards.worker_env import Env, _free_cached, _load_module, _tb, as_outputs, outputs_over
@@ -261,150 +261,6 @@ class LaunchCounter:
     def intact(self) -> bool:
         import torch.utils.cpp_extension as cpp
         return all(c.run is f for c, f in self.installed.items()) and cpp.load_inline is self.installed_inline
-
-
-_CONSTEXPR_TYPES = (int, float, bool, str, type(None))
-
-
-def _check_launch_args(kernel, a, kw, counter: "LaunchCounter") -> None:
-    """A launch's arguments are tensors and plain values, and its tl.constexpr arguments what a GPU compile
-    can specialize on: numbers, strings, None, triton dtypes and constexprs, and @triton.jit functions.
-    Under the CPU interpreter anything else (a torch tensor as a constexpr, a Python closure, an object of
-    the candidate's whose `data_ptr` property Triton's argument copy would run) would run the candidate's
-    Python where the judge's watchers look away."""
-    import torch
-    # a keyword named like a launch option is the kernel's argument where the kernel has a parameter of that name
-    # (red team 13: `def _k(x_ptr, n, stream, BLOCK)` with stream= an object whose data_ptr property computed
-    # softmax in Triton's argument copy, where the watchers look away); a launch option is a plain value
-    fn = _kernel_fn(kernel)
-    params = set(inspect.signature(fn).parameters) if fn is not None else set()
-    options = {k: v for k, v in kw.items() if k in _LAUNCH_OPTIONS and k not in params}
-    for k, v in options.items():
-        plain = isinstance(v, (int, float, bool, str, type(None), torch.device)) or k == "grid" and (
-            callable(v) or isinstance(v, (tuple, list)) and all(isinstance(g, int) for g in v))
-        if not plain:
-            what = f"the launch option {k}= of type {type(v).__name__}"
-            hint = "launch options are numbers, strings or None (grid: a tuple of ints or a function of the meta)"
-            if counter.refuse is not None:
-                raise counter.refuse(what, hint)
-            raise TypeError(f"{what}: {hint}")
-    for v in list(a) + [v for k, v in kw.items() if k not in options]:
-        why = _descriptor_problem(torch, v)
-        if why:
-            what = f"a tensor descriptor passed to the kernel {getattr(kernel, '__name__', '')}: {why}"
-            hint = "make it with TensorDescriptor.from_tensor(t, block_shape) on a tensor, or with plain ints " \
-                   "that address the tensor's own storage"
-            if counter.refuse is not None:
-                raise counter.refuse(what, hint)
-            raise TypeError(f"{what}: {hint}")
-        if why is None and not (type(v) in (torch.Tensor, torch.nn.Parameter) or _constexpr_value(v)):
-            what = f"an argument of type {type(v).__name__} to the kernel {getattr(kernel, '__name__', '')}"
-            hint = "kernel arguments are torch tensors, numbers, strings, None, triton dtypes or @triton.jit functions"
-            if counter.refuse is not None:
-                raise counter.refuse(what, hint)
-            raise TypeError(f"{what}: {hint}")
-    _check_constexprs(kernel, a, kw, counter)
-
-
-def _descriptor_problem(torch, v) -> str | None:
-    """For Triton's host tensor descriptor (triton.tools.tensor_descriptor): '' where it is a torch tensor's, in
-    plain ints and strings, addressing only that tensor's storage, else what is wrong (its fields are the
-    candidate's to set: an object whose data_ptr or __index__ ran Python in Triton's argument copy, or a shape past
-    the storage, would reach where a tensor argument cannot); None for any other value."""
-    from megakernel_gym.rewards.guard import _tensor_descriptor_type
-    cls = _tensor_descriptor_type()
-    if cls is None or type(v) is not cls:
-        return None
-    base = v.base
-    if type(base) not in (torch.Tensor, torch.nn.Parameter):
-        return f"its base is a {type(base).__name__}, not a tensor"
-    dims = (v.shape, v.strides, v.block_shape)
-    if not all(type(d) in (list, tuple, torch.Size) and all(type(x) is int for x in d) for d in dims) \
-            or type(v.padding) is not str or type(getattr(v, "round_f32_to_tf32", False)) is not bool:
-        return "its shape, strides and block shape are not lists of ints"
-    if len(v.shape) != len(v.strides) or any(n <= 0 for n in v.shape) or any(st < 0 for st in v.strides):
-        return f"its shape {list(v.shape)} and strides {list(v.strides)} do not describe a tensor"
-    last = base.storage_offset() + sum((n - 1) * st for n, st in zip(v.shape, v.strides))
-    if (last + 1) * base.element_size() > base.untyped_storage().nbytes():
-        return f"its shape {list(v.shape)} and strides {list(v.strides)} reach past its base's storage"
-    return ""
-
-
-# a launch's own keywords, not the kernel's arguments (Triton's run(..., grid=, warmup=, num_warps=...))
-_LAUNCH_OPTIONS = {"grid", "warmup", "num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
-                   "launch_cooperative_grid", "launch_pdl", "stream", "device", "device_type"}
-
-
-def _grid_now(kernel, grid, a, kw) -> tuple:
-    """A launch's grid callable called here, with the launch's arguments by name, as Triton's GPU launch calls it
-    (JITFunction.run's bound arguments): Triton's CPU interpreter calls it later, after it has put its numpy
-    stand-ins in triton.language's place and turned the tensors into host pointers, so a grid function's
-    tl.load/tl.exp/tl.store computed a softmax as plain Python there while the kernel launched did nothing (red
-    team 18). Here tl's functions are Triton's own, which run only inside a kernel."""
-    fn = _kernel_fn(kernel)
-    meta: dict = {}
-    if fn is not None:
-        sig = inspect.signature(fn)
-        bound = sig.bind_partial(*a, **{k: v for k, v in kw.items() if k in sig.parameters})
-        bound.apply_defaults()
-        meta = dict(bound.arguments)
-    got = grid(meta)
-    return tuple(got) if isinstance(got, (tuple, list)) else (got,)
-
-
-def _kernel_fn(kernel):
-    """A launched kernel's Python function (through autotune/heuristics wrappers), or None."""
-    fn = getattr(kernel, "fn", None)
-    while fn is not None and not inspect.isfunction(fn):
-        fn = getattr(fn, "fn", None)
-    return fn
-
-
-def _check_constexprs(kernel, a, kw, counter: "LaunchCounter") -> None:
-    """A launch's tl.constexpr arguments are what a GPU compile can specialize on (see _check_launch_args)."""
-    fn = _kernel_fn(kernel)
-    if fn is None:
-        return
-    slots = _CONSTEXPR_SLOTS.get(fn)
-    if slots is None:
-        import triton.language as tl
-        names = list(inspect.signature(fn).parameters)
-        slots = _CONSTEXPR_SLOTS[fn] = [
-            (i, n) for i, n in enumerate(names)
-            if (lambda ann: ann is tl.constexpr or isinstance(ann, str) and "constexpr" in ann)(
-                fn.__annotations__.get(n))]
-    for i, name in slots:
-        if i < len(a):
-            value = a[i]
-        elif name in kw:
-            value = kw[name]
-        else:
-            continue
-        if not _constexpr_value(value):
-            what = f"the tl.constexpr argument {name} of {fn.__name__} is a {type(value).__name__}"
-            hint = "constexprs are numbers, strings, None, triton dtypes or @triton.jit functions"
-            if counter.refuse is not None:
-                raise counter.refuse(what, hint)
-            raise TypeError(f"{what}: {hint}")
-
-
-_CONSTEXPR_SLOTS: dict = {}
-
-
-def _constexpr_value(value) -> bool:
-    if isinstance(value, _CONSTEXPR_TYPES):
-        return True
-    import triton.language as tl
-    from triton.runtime.jit import JITFunction
-    if isinstance(value, tl.constexpr):   # tl.constexpr(v): what it holds must be a constexpr value itself
-        return not isinstance(value.value, tl.constexpr) and _constexpr_value(value.value)
-    if isinstance(value, (tl.dtype, JITFunction)):
-        return True
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-        return isinstance(value, InterpretedFunction)
-    except ImportError:
-        return False
 
 
 class _CountingModule:

@@ -364,6 +364,8 @@ def compile_before_running(interpreter, bounds: "Bounds", refuse: Callable[[str,
         where, fn, *args, **kwargs)
     _PATH_CHECKS[triton_frontend.SameBranches.LOOP] = lambda where, iterable: front().loop(where, iterable)
     _PATH_CHECKS[triton_frontend.SameBranches.ASSIGNED] = lambda value: front().assigned(value)
+    _PATH_CHECKS[triton_frontend.SameBranches.ANNOTATED] = lambda annotation, value: front().annotated(annotation,
+                                                                                                     value)
 
 
 class _HostReads(ast.NodeTransformer):
@@ -375,8 +377,10 @@ class _HostReads(ast.NodeTransformer):
     def __init__(self, module_globals: dict):
         import math
         self.math_modules = {n for n, v in module_globals.items() if v is math}
+        # (len and range too: len(range(v)) turned a kernel value into a Python int, red teams 26 and 30; a for
+        # loop's range(n) is a GPU loop, its iterable not checked here)
         self.host_fns = {n for n, v in module_globals.items() if getattr(v, "__self__", None) is math} | (
-            {"int", "float"} - set(module_globals))
+            {"int", "float", "len", "range", "list"} - set(module_globals))
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -392,6 +396,23 @@ class _HostReads(ast.NodeTransformer):
                 node.args.insert(1, ast.Name(self.CALL, ast.Load()))
                 return node
             return ast.copy_location(ast.Call(ast.Name(self.CALL, ast.Load()), [f, *node.args], node.keywords), node)
+        return node
+
+    def visit_For(self, node):
+        # a for loop's own range(n) / tl.static_range(n) is a GPU loop (SameBranches wraps it as
+        # __mkgym_loop__(place, range(n))): its arguments are checked, not the call
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == SameBranches.LOOP \
+                and len(it.args) == 2:
+            it = it.args[1]
+        if isinstance(it, ast.Call):
+            it.args = [self.visit(a) for a in it.args]
+            it.keywords = [self.visit(k) for k in it.keywords]
+        else:
+            node.iter = self.visit(node.iter)
+        node.target = self.visit(node.target)
+        node.body = [self.visit(s) for s in node.body]
+        node.orelse = [self.visit(s) for s in node.orelse]
         return node
 
     def visit_Subscript(self, node):

@@ -237,10 +237,11 @@ class FrontEnd:
             except Exception:
                 here = None
             if here not in seen:
-                raise self.refuse(f"line {where[1]} of the kernel: a compile-time condition that Triton's GPU compile "
-                                  f"took as {sorted(seen, key=str)} comes out {here} under the interpreter",
-                                  "write conditions a GPU compile decides the same way (no `is` on numbers, no walrus "
-                                  "in a condition): the cpu backend runs only the branches a GPU compile took")
+                raise self.refuse(f"line {where[1]} of the kernel: a compile-time condition or comparison that Triton's "
+                                  f"GPU compile took as {sorted(seen, key=str)} comes out {here} under the interpreter",
+                                  "the cpu backend runs only what a GPU compile decided: a test on a type the two make "
+                                  "apart (an int argument equal to 1 is a constexpr to a GPU's compile) decides "
+                                  "nothing here")
         return value
 
     def reached(self, where: tuple) -> None:
@@ -248,18 +249,21 @@ class FrontEnd:
 
     def call(self, where: tuple, fn, /, *args, **kwargs):
         """A call of the running body: made only where the GPU compile made it, and the functions it compiled
-        there (a helper as specialized for this call) are what the callee's body is checked against."""
+        there (a helper as specialized for this call) are what the callee's body is checked against. A Python
+        bool it returns (isinstance) is a compile-time condition, checked as one."""
         self._seen(where, "the call")
         record, callees = self.current or {}, set()
         for name, path in self.context[-1] if self.context else ():
             callees |= record.get(("call", name, path, where), set())
         if not callees:
-            return fn(*args, **kwargs)
-        self.context.append(frozenset((name, ()) for name in callees))
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            self.context.pop()
+            out = fn(*args, **kwargs)
+        else:
+            self.context.append(frozenset((name, ()) for name in callees))
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                self.context.pop()
+        return self.condition(where, out) if type(out) is bool else out
 
     def loop(self, where: tuple, iterable):
         """A for loop of the running body: a static_range loop's iteration i is checked against the compile of
@@ -278,6 +282,18 @@ class FrontEnd:
                 yield item
             finally:
                 self.context.pop()
+
+    def annotated(self, annotation, value):
+        """An annotated assignment's value as the GPU compile binds it: a `tl.constexpr` name never holds a kernel
+        value (red team 30 bound one, through a compile-time choice the two took apart, and read it with
+        len(range(v))), and any other annotation makes the value a tensor, as a plain assignment does."""
+        import triton.language.core as core
+        if annotation is core.constexpr or isinstance(annotation, type) and issubclass(annotation, core.constexpr):
+            if isinstance(value, core.tensor):
+                raise self.refuse("a kernel value bound to a tl.constexpr name under the interpreter", "a GPU "
+                                  "compile binds a tl.constexpr name to a compile-time value only")
+            return value
+        return self.interpreter.interpreter_semantic.to_tensor(self.assigned(value), False)
 
     def assigned(self, value):
         """An assigned tuple's elements as the GPU compile makes them (each a tensor but None and dtypes; the
@@ -338,7 +354,7 @@ class SameBranches(ast.NodeTransformer):
     call is checked wherever it sits, so what the interpreter evaluates and the GPU compile skipped (the later
     links of a chained comparison the front end cut short: red team 28) does not run."""
     COND, REACHED, CALL = "__mkgym_condition__", "__mkgym_reached__", "__mkgym_call__"
-    LOOP, ASSIGNED = "__mkgym_loop__", "__mkgym_assigned__"
+    LOOP, ASSIGNED, ANNOTATED = "__mkgym_loop__", "__mkgym_assigned__", "__mkgym_annotated__"
 
     def __init__(self, filename: str):
         self.filename = filename
@@ -391,6 +407,14 @@ class SameBranches(ast.NodeTransformer):
         node.value = ast.copy_location(ast.Call(ast.Name(self.ASSIGNED, ast.Load()), [node.value], []), node.value)
         return node
 
+    def visit_AnnAssign(self, node):
+        # (a local's annotation is never evaluated by Python: evaluated here, as the front end does)
+        self.generic_visit(node)
+        if node.value is not None:
+            node.value = ast.copy_location(ast.Call(ast.Name(self.ANNOTATED, ast.Load()),
+                                                    [node.annotation, node.value], []), node.value)
+        return node
+
     def visit_With(self, node):
         calls = [item.context_expr for item in node.items]
         self.generic_visit(node)
@@ -412,7 +436,9 @@ class SameBranches(ast.NodeTransformer):
         node.comparators = [node.comparators[0], *(
             ast.copy_location(ast.BoolOp(ast.Or(), [ast.Call(ast.Name(self.REACHED, ast.Load()), [self._where(c)], []),
                                                     c]), c) for c in node.comparators[1:])]
-        return node
+        # and every comparison is a condition, wherever it is used: a compile-time one that comes out otherwise
+        # under the interpreter (a dtype the two compute apart) chose a tuple's element, not a branch (red team 30)
+        return self._cond(node)
 
     def visit_IfExp(self, node):
         self.generic_visit(node)

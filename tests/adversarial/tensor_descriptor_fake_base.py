@@ -5,7 +5,7 @@
 # honest: honest/tensor_descriptor_softmax.py
 # A TensorDescriptor's base is whatever the candidate puts there: an object of its own whose data_ptr computes
 # the softmax with torch when Triton's launch (or argument copy) asks for the address, as red team 13's `stream=`
-# object did. The judge refuses the launch: a descriptor's base is a torch tensor (sandbox._descriptor_problem).
+# object did. The judge refuses the launch: a descriptor's base is a torch tensor (launch_args._descriptor_problem).
 import torch
 import torch.nn as nn
 import triton

@@ -6,7 +6,7 @@
 # A TensorDescriptor's shape and strides are the candidate's to set: made by hand over a one-row scratch tensor
 # with the input's full shape, its loads would reach whatever memory lies past the scratch storage (on a GPU the
 # TMA unit reads it; under the interpreter the launch's memory bounds refuse it). The judge refuses the launch:
-# a descriptor addresses its base's own storage (sandbox._descriptor_problem).
+# a descriptor addresses its base's own storage (launch_args._descriptor_problem).
 import torch
 import torch.nn as nn
 import triton
