@@ -746,3 +746,7 @@ def test_a_tensor_descriptor_argument_addresses_its_own_tensors_storage_in_plain
     assert "lists of ints" in _descriptor_problem(torch, odd)
     odd.shape, odd.strides = [8, 64], [-64, 1]
     assert "do not describe" in _descriptor_problem(torch, odd)
+    # a stride of 0 on the last dimension (red team 31: set through the candidate's own list after the descriptor
+    # was made) kept the reach inside the storage, while a TMA load takes the last dimension as contiguous
+    odd.shape, odd.strides = [8, 2 ** 20], [64, 0]
+    assert "last dimension is contiguous" in _descriptor_problem(torch, odd)

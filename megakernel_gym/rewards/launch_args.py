@@ -71,8 +71,14 @@ def _descriptor_problem(torch, v) -> str | None:
     if not all(type(d) in (list, tuple, torch.Size) and all(type(x) is int for x in d) for d in dims) \
             or type(v.padding) is not str or type(getattr(v, "round_f32_to_tf32", False)) is not bool:
         return "its shape, strides and block shape are not lists of ints"
-    if len(v.shape) != len(v.strides) or any(n <= 0 for n in v.shape) or any(st < 0 for st in v.strides):
-        return f"its shape {list(v.shape)} and strides {list(v.strides)} do not describe a tensor"
+    if len(v.shape) != len(v.strides) or len(v.block_shape) != len(v.shape) or not v.shape \
+            or any(n <= 0 for n in v.shape) or any(st < 0 for st in v.strides) or v.strides[-1] != 1 \
+            or v.padding not in ("zero", "nan"):
+        # (TensorDescriptor's own __post_init__ asserts these, but its lists are the candidate's, and may change
+        # after it: red team 31 set the last stride to 0, which the reach below took at its word and a TMA load
+        # reads as contiguous, 2**20 elements past a 16-element scratch tensor)
+        return (f"its shape {list(v.shape)}, strides {list(v.strides)} and block shape {list(v.block_shape)} do "
+                "not describe a tensor whose last dimension is contiguous")
     last = base.storage_offset() + sum((n - 1) * st for n, st in zip(v.shape, v.strides))
     if (last + 1) * base.element_size() > base.untyped_storage().nbytes():
         return f"its shape {list(v.shape)} and strides {list(v.strides)} reach past its base's storage"
