@@ -117,6 +117,31 @@ class _Bounded:
         return self._real.atomic_rmw(op, ptr, val, mask, sem)
 
 
+def _descriptor_reduce(interpreter) -> None:
+    """desc.atomic_add/min/max/and/or/xor (a TMA reduce on Hopper) under the interpreter, which has none (Triton
+    3.9: an honest atomic_add through a descriptor failed with an AttributeError, red team 31): the descriptor's
+    lanes as pointers and a mask, as its store takes them, through the interpreter's atomic_rmw, which the launch's
+    memory bounds check (_Bounded.atomic_rmw)."""
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    if builder is None or hasattr(builder, "create_descriptor_reduce"):
+        return
+    from triton._C.libtriton import ir
+
+    def create_descriptor_reduce(self, kind, desc, value, indices):
+        ptrs, mask = desc.materialize_pointers(indices)
+        dtype = ptrs.get_element_ty()
+        floating, signed = dtype.is_floating(), not getattr(dtype, "is_int_unsigned", lambda: False)()
+        ops = {ir.DESCRIPTOR_REDUCE_KIND.ADD: ir.ATOMIC_OP.FADD if floating else ir.ATOMIC_OP.ADD,
+               ir.DESCRIPTOR_REDUCE_KIND.MIN: ir.ATOMIC_OP.MIN if signed else ir.ATOMIC_OP.UMIN,
+               ir.DESCRIPTOR_REDUCE_KIND.MAX: ir.ATOMIC_OP.MAX if signed else ir.ATOMIC_OP.UMAX,
+               ir.DESCRIPTOR_REDUCE_KIND.AND: ir.ATOMIC_OP.AND, ir.DESCRIPTOR_REDUCE_KIND.OR: ir.ATOMIC_OP.OR,
+               ir.DESCRIPTOR_REDUCE_KIND.XOR: ir.ATOMIC_OP.XOR}
+        if kind not in ops:
+            raise NotImplementedError(f"the descriptor reduce {kind} under the interpreter")
+        return self.create_atomic_rmw(ops[kind], ptrs, value, mask, ir.MEM_SEMANTIC.RELAXED, ir.MEM_SYNC_SCOPE.GPU)
+    builder.create_descriptor_reduce = create_descriptor_reduce
+
+
 def _language_now() -> list:
     """triton.language as it is, where the interpreter patches it: a @triton.jit function called inside a launch
     patches it with the interpreter's functions (InterpretedFunction.__call__) and never restores it, so every later
@@ -190,6 +215,7 @@ def bound_memory(interpreter, refuse: Callable[[str, str], BaseException] | None
                     _restore_language(lang)
         return __call__
     _rewrap(ge, "__call__", while_running)
+    _descriptor_reduce(interpreter)
 
     # a @triton.jit function called as a function runs only inside a launch's body, as on a GPU (red team 24: a
     # direct call from host code ran uncounted, outside any launch's spans, and left triton.language patched with
