@@ -1,7 +1,8 @@
 """What a Triton launch from a candidate's code may take (sandbox.LaunchCounter checks each launch here, before
 Triton sees it): tensors and plain values as arguments, what a GPU compile can specialize on as tl.constexpr
 arguments, plain launch options, a grid callable called with the launch's arguments as a GPU launch calls it, and
-Triton's host tensor descriptors over a tensor's own storage. Taken out of sandbox.py (LaunchCounter's counter.refuse, where set, makes each refusal the guard's).
+Triton's host tensor descriptors over a tensor's own storage. Taken out of sandbox.py; LaunchCounter's
+counter.refuse, where set, makes each refusal the guard's.
 """
 from __future__ import annotations
 
