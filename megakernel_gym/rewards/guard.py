@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import operator
 import types
 from dataclasses import dataclass, field
@@ -801,9 +802,10 @@ class _TensorWriter:
             raise self._guard.refuse(f"assignment to tensor attribute {name}")
 
 
+@functools.lru_cache(maxsize=1)
 def _tensor_descriptor_type() -> type | None:
     """Triton's host-side tensor descriptor class (TensorDescriptor.from_tensor is a candidate's), where this Triton
-    has one."""
+    has one (asked of each argument of each launch: launch_args._descriptor_problem)."""
     try:
         from triton.tools.tensor_descriptor import TensorDescriptor
     except ImportError:

@@ -257,9 +257,9 @@ def jit_body_problems(tree: ast.Module) -> list[tuple[int, str]]:
 
 def _split_form(node: ast.AST) -> tuple[str, str] | None:
     """(what, the fix) for a form that Triton's GPU front end and Python (the cpu backend's interpreter) take two
-    ways, refused in a jit body; None for any other node. Red team 28: the front end makes a walrus value a tensor where the interpreter kept a Python
-    int, so `(c := 1) is 1` was a compile-time False to one and True to the other (Triton 3.6 refuses the walrus
-    outright); `is` compares objects, which the two make differently (a constexpr, a tensor, a Python number); a
+    ways, refused in a jit body; None for any other node. Red team 28: the front end makes a walrus value a tensor
+    where the interpreter kept a Python int, so `(c := 1) is 1` was a compile-time False to one and True to the
+    other (Triton 3.6 refuses the walrus outright); `is` compares objects, which the two make differently (a constexpr, a tensor, a Python number); a
     loop's `else` block is walked by the front end (static_range) without binding its names, and run by Python."""
     if isinstance(node, ast.NamedExpr):
         return ("a walrus (:=)", "Triton's GPU compile makes its value a tensor where Python keeps it (Triton 3.6 "

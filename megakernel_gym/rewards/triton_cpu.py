@@ -255,8 +255,8 @@ def interpret_own_source(interpreter, refuse: Callable[[str, str], BaseException
         return
     import ast as _ast
 
-
     from megakernel_gym.rewards.jit_rules import jit_functions, launch_globals_problem
+
     def rewrite_ast(self):
         fn = self.fn
         code = fn.__code__
@@ -384,14 +384,8 @@ def compile_before_running(interpreter, bounds: "Bounds", refuse: Callable[[str,
                                "the kernel with kernel[grid](...)")
         front().check(fn, args, kwargs)
     bounds.before_body.append(check)
-    _PATH_CHECKS[triton_frontend.SameBranches.COND] = lambda where, value: front().condition(where, value)
-    _PATH_CHECKS[triton_frontend.SameBranches.REACHED] = lambda where: front().reached(where)
-    _PATH_CHECKS[triton_frontend.SameBranches.CALL] = lambda where, fn, /, *args, **kwargs: front().call(
-        where, fn, *args, **kwargs)
-    _PATH_CHECKS[triton_frontend.SameBranches.LOOP] = lambda where, iterable: front().loop(where, iterable)
-    _PATH_CHECKS[triton_frontend.SameBranches.ASSIGNED] = lambda value: front().assigned(value)
-    _PATH_CHECKS[triton_frontend.SameBranches.ANNOTATED] = lambda annotation, value: front().annotated(annotation,
-                                                                                                     value)
+    for name, method in triton_frontend.SameBranches.CHECKS.items():
+        _PATH_CHECKS[name] = (lambda method: lambda *a, **kw: getattr(front(), method)(*a, **kw))(method)
 
 
 class _HostReads(ast.NodeTransformer):

@@ -252,9 +252,7 @@ class FrontEnd:
         there (a helper as specialized for this call) are what the callee's body is checked against. A Python
         bool it returns (isinstance) is a compile-time condition, checked as one."""
         self._seen(where, "the call")
-        record, callees = self.current or {}, set()
-        for name, path in self.context[-1] if self.context else ():
-            callees |= record.get(("call", name, path, where), set())
+        callees = set().union(*self._recorded(where, "call"))
         if not callees:
             out = fn(*args, **kwargs)
         else:
@@ -269,13 +267,12 @@ class FrontEnd:
         """A for loop of the running body: a static_range loop's iteration i is checked against the compile of
         iteration i (FrontEnd.Generator.visit_compound_statement); a dynamic loop's variable is a tensor, as the
         GPU compile makes it (the interpreter's was a Python int: red team 29)."""
-        ctx = self.context[-1] if self.context else frozenset()
-        record = self.current or {}
-        if not any(("static", name, path, where) in record for name, path in ctx):
+        if not self._recorded(where, "static"):
             to_tensor = self.interpreter.interpreter_semantic.to_tensor
             for item in iterable:
                 yield to_tensor(item, False)
             return
+        ctx = self.context[-1]
         for i, item in enumerate(iterable):
             self.context.append(frozenset((name, path + ((where, i),)) for name, path in ctx))
             try:
@@ -298,9 +295,7 @@ class FrontEnd:
     def assigned(self, value):
         """An assigned tuple's elements as the GPU compile makes them (each a tensor but None and dtypes; the
         interpreter's to_tensor left a tuple's numbers Python's: red team 29)."""
-        if type(value) is tuple:
-            return tuple(self._sanitized(v) for v in value)
-        return value
+        return self._sanitized(value) if type(value) is tuple else value
 
     def _sanitized(self, v):
         import triton.language.core as core
@@ -312,10 +307,16 @@ class FrontEnd:
             return v
         return self.interpreter.interpreter_semantic.to_tensor(v, False)
 
-    def _seen(self, where: tuple, what: str) -> set:
+    def _recorded(self, where: tuple, kind: str | None = None) -> list:
+        """The record's entries at `where` (of `kind`: "call", "static"; or what the compile visited there) for
+        each compiled function, and static_range iterations, whose body runs now."""
         record = self.current or {}
-        found = [record[(name, path, where)] for name, path in (self.context[-1] if self.context else ())
-                 if (name, path, where) in record]
+        keys = (((kind,) if kind else ()) + (name, path, where)
+                for name, path in (self.context[-1] if self.context else ()))
+        return [record[k] for k in keys if k in record]
+
+    def _seen(self, where: tuple, what: str) -> set:
+        found = self._recorded(where)
         seen = set().union(*found) if found else None
         if seen is None:
             raise self.refuse(f"line {where[1]} of the kernel: {what} at {where[1]}:{where[2]} runs under the "
@@ -355,6 +356,9 @@ class SameBranches(ast.NodeTransformer):
     links of a chained comparison the front end cut short: red team 28) does not run."""
     COND, REACHED, CALL = "__mkgym_condition__", "__mkgym_reached__", "__mkgym_call__"
     LOOP, ASSIGNED, ANNOTATED = "__mkgym_loop__", "__mkgym_assigned__", "__mkgym_annotated__"
+    # each name the rewritten body calls -> the FrontEnd method that answers it
+    CHECKS = {COND: "condition", REACHED: "reached", CALL: "call", LOOP: "loop", ASSIGNED: "assigned",
+              ANNOTATED: "annotated"}
 
     def __init__(self, filename: str):
         self.filename = filename
